@@ -1,0 +1,34 @@
+# The README's two commands: `make run` and `make test`. Each sets up .venv itself.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+# Prefect keeps its local state out of ~/.prefect and gives its temporary API time to start.
+export PREFECT_HOME ?= $(CURDIR)/var/prefect
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
+export PREFECT_LOGGING_LEVEL ?= WARNING
+
+.PHONY: setup run test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/schedlab run
+
+test: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache

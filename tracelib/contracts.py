@@ -1,0 +1,158 @@
+"""Pandera contracts of the tables tracelib writes (DDL: warehouse/migrations/0001_foundation.sql).
+
+A contract and its DDL must agree column for column (type and nullability); the test suite
+checks that. Contracts also hold the checks the DDL cannot express cheaply.
+"""
+
+from __future__ import annotations
+
+import pandera.polars as pa
+import polars as pl
+
+STATUSES = ["completed", "failed", "killed", "running", "pending", "unknown"]
+FORMATS = ["philly", "pai", "helios", "generic", "synthetic"]
+SPLITS = ["train", "validation", "test"]
+
+
+class TraceSources(pa.DataFrameModel):
+    source_id: pl.Utf8 = pa.Field(str_length={"min_value": 1})
+    format: pl.Utf8 = pa.Field(isin=FORMATS)
+    path: pl.Utf8
+    content_hash: pl.Utf8 = pa.Field(str_length={"min_value": 64, "max_value": 64})
+    ingested_at: pl.Datetime("us")
+    rows_accepted: pl.Int64 = pa.Field(ge=0)
+    rows_quarantined: pl.Int64 = pa.Field(ge=0)
+    params: pl.Utf8
+    code_version: pl.Utf8
+
+    class Config:
+        name = "trace_sources"
+        strict = True
+        coerce = True
+        unique = ["source_id"]
+
+
+class Jobs(pa.DataFrameModel):
+    source_id: pl.Utf8
+    job_id: pl.Utf8 = pa.Field(str_length={"min_value": 1})
+    submit_time: pl.Datetime("us")
+    start_time: pl.Datetime("us") = pa.Field(nullable=True)
+    end_time: pl.Datetime("us") = pa.Field(nullable=True)
+    duration_s: pl.Float64 = pa.Field(nullable=True, ge=0)
+    num_gpus: pl.Float64 = pa.Field(ge=0)
+    num_cpus: pl.Float64 = pa.Field(nullable=True, ge=0)
+    mem_gb: pl.Float64 = pa.Field(nullable=True, ge=0)
+    num_workers: pl.Int32 = pa.Field(nullable=True, ge=0)
+    num_ps: pl.Int32 = pa.Field(nullable=True, ge=0)
+    epochs: pl.Float64 = pa.Field(nullable=True, gt=0)
+    status: pl.Utf8 = pa.Field(isin=STATUSES)
+    user_name: pl.Utf8 = pa.Field(nullable=True)
+    vc: pl.Utf8 = pa.Field(nullable=True)
+    model: pl.Utf8 = pa.Field(nullable=True)
+
+    class Config:
+        name = "jobs"
+        strict = True
+        coerce = True
+        unique = ["source_id", "job_id"]
+
+    @pa.dataframe_check
+    def start_after_submit(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(
+            pl.col("start_time").is_null() | (pl.col("start_time") >= pl.col("submit_time"))
+        )
+
+    @pa.dataframe_check
+    def end_after_start(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(
+            pl.col("end_time").is_null()
+            | pl.col("start_time").is_null()
+            | (pl.col("end_time") >= pl.col("start_time"))
+        )
+
+
+class Quarantine(pa.DataFrameModel):
+    source_id: pl.Utf8
+    record_no: pl.Int64 = pa.Field(ge=1)
+    field: pl.Utf8
+    reason: pl.Utf8 = pa.Field(str_length={"min_value": 1})
+    raw_record: pl.Utf8
+
+    class Config:
+        name = "quarantine"
+        strict = True
+        coerce = True
+        unique = ["source_id", "record_no"]
+
+
+class JobTypes(pa.DataFrameModel):
+    model: pl.Utf8 = pa.Field(unique=True)
+    type_index: pl.Int32 = pa.Field(ge=0, unique=True)
+    domain: pl.Utf8
+    global_batch: pl.Int32 = pa.Field(gt=0)
+    iters_per_epoch: pl.Int32 = pa.Field(gt=0)
+    local_comp_s: pl.Float64 = pa.Field(gt=0)
+    model_size_mb: pl.Float64 = pa.Field(gt=0)
+    worker_gpu: pl.Float64 = pa.Field(ge=0)
+    worker_cpu: pl.Float64 = pa.Field(ge=0)
+    worker_mem_gb: pl.Float64 = pa.Field(ge=0)
+    ps_cpu: pl.Float64 = pa.Field(ge=0)
+    ps_mem_gb: pl.Float64 = pa.Field(ge=0)
+    speed_a: pl.Float64 = pa.Field(ge=0)
+    speed_b: pl.Float64 = pa.Field(ge=0)
+    speed_c: pl.Float64 = pa.Field(ge=0)
+    speed_d: pl.Float64 = pa.Field(ge=0)
+    speed_e: pl.Float64 = pa.Field(ge=0)
+    max_workers: pl.Int32 = pa.Field(ge=1)
+
+    class Config:
+        name = "job_types"
+        strict = True
+        coerce = True
+
+
+class Workloads(pa.DataFrameModel):
+    workload_id: pl.Utf8 = pa.Field(unique=True)
+    derivation: pl.Utf8
+    split: pl.Utf8 = pa.Field(isin=SPLITS)
+    sequence_no: pl.Int32 = pa.Field(ge=0)
+    source_ids: pl.Utf8
+    source_hashes: pl.Utf8
+    n_jobs: pl.Int32 = pa.Field(ge=1)
+    span_s: pl.Float64 = pa.Field(ge=0)
+    seed: pl.Int64
+    params: pl.Utf8
+    code_version: pl.Utf8
+    derived_at: pl.Datetime("us")
+
+    class Config:
+        name = "workloads"
+        strict = True
+        coerce = True
+        unique = ["derivation", "split", "sequence_no"]
+
+
+class WorkloadJobs(pa.DataFrameModel):
+    workload_id: pl.Utf8
+    job_index: pl.Int32 = pa.Field(ge=0)
+    source_id: pl.Utf8
+    job_id: pl.Utf8
+    model: pl.Utf8
+    epochs: pl.Float64 = pa.Field(gt=0)
+    num_workers: pl.Int32 = pa.Field(ge=1)
+    num_ps: pl.Int32 = pa.Field(ge=0)
+    num_gpus: pl.Float64 = pa.Field(ge=0)
+    arrival_s: pl.Float64 = pa.Field(ge=0)
+    arrival_slot: pl.Int32 = pa.Field(ge=0)
+    duration_s: pl.Float64 = pa.Field(gt=0)
+
+    class Config:
+        name = "workload_jobs"
+        strict = True
+        coerce = True
+        unique = ["workload_id", "job_index"]
+
+
+JOB_COLUMNS: dict[str, pl.DataType] = {
+    name: col.dtype.type for name, col in Jobs.to_schema().columns.items()
+}

@@ -1,0 +1,108 @@
+"""Contract-checked reads and writes of warehouse tables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import duckdb
+import pandera.errors
+import pandera.polars as pa
+import polars as pl
+
+_MAX_ROWS_SHOWN = 10
+
+
+class ContractViolation(ValueError):
+    """A stage tried to write rows that break the table's contract; nothing was written."""
+
+
+def validate(frame: pl.DataFrame, contract: type[pa.DataFrameModel]) -> pl.DataFrame:
+    """Validate (and coerce) a frame against a table contract, or raise ContractViolation.
+
+    The message names the table, each failing column and check, and the offending rows
+    (0-based positions in the frame) with their values.
+    """
+    table = contract.Config.name
+    try:
+        return contract.validate(frame, lazy=True)
+    except pandera.errors.SchemaErrors as exc:
+        raise ContractViolation(_describe_failures(table, exc.failure_cases)) from None
+    except pandera.errors.SchemaError as exc:
+        raise ContractViolation(f"table {table!r}: {exc}") from None
+
+
+def _describe_failures(table: str, cases: Any) -> str:
+    cases = pl.DataFrame(cases) if not isinstance(cases, pl.DataFrame) else cases
+    lines = [f"contract violation in table {table!r}:"]
+    grouped = cases.group_by(["column", "check"], maintain_order=True).agg(
+        pl.col("index"), pl.col("failure_case")
+    )
+    for column, check, rows, values in grouped.iter_rows():
+        rows = [r for r in rows if r is not None]
+        shown = ", ".join(f"row {r}: {v!r}" for r, v in zip(rows, values, strict=False))
+        shown = shown or ", ".join(repr(v) for v in values[:_MAX_ROWS_SHOWN])
+        if len(rows) > _MAX_ROWS_SHOWN:
+            shown = ", ".join(
+                f"row {r}: {v!r}"
+                for r, v in zip(rows[:_MAX_ROWS_SHOWN], values[:_MAX_ROWS_SHOWN], strict=True)
+            )
+            shown += f", ... ({len(rows)} rows in all)"
+        lines.append(f"  column {column!r} fails {check}: {shown}")
+    return "\n".join(lines)
+
+
+def write_frame(
+    con: duckdb.DuckDBPyConnection, frame: pl.DataFrame, contract: type[pa.DataFrameModel]
+) -> int:
+    """Validate `frame` against `contract` and append it to the contract's table.
+
+    Call inside `warehouse.transaction` so a failure later in the stage rolls it back.
+    """
+    table = contract.Config.name
+    checked = validate(frame, contract)
+    if checked.height == 0:
+        return 0
+    arrow = checked.to_arrow()  # noqa: F841 - referenced by name in the SQL below
+    con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM arrow')
+    return checked.height
+
+
+def replace_rows(
+    con: duckdb.DuckDBPyConnection,
+    frame: pl.DataFrame,
+    contract: type[pa.DataFrameModel],
+    where: Mapping[str, Any],
+) -> int:
+    """Delete the rows matching `where` (column = value) then append `frame`: an idempotent load.
+
+    The frame is validated before anything is deleted.
+    """
+    table = contract.Config.name
+    checked = validate(frame, contract)
+    clause = " AND ".join(f'"{col}" = ?' for col in where)
+    con.execute(f'DELETE FROM "{table}" WHERE {clause}', list(where.values()))
+    if checked.height:
+        arrow = checked.to_arrow()  # noqa: F841 - referenced by name in the SQL below
+        con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM arrow')
+    return checked.height
+
+
+def read_frame(
+    con: duckdb.DuckDBPyConnection, query: str, params: Sequence[Any] | None = None
+) -> pl.DataFrame:
+    """Run a query and return a polars frame."""
+    return con.sql(query, params=list(params) if params else None).pl()
+
+
+def table_counts(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Every table and view in the main schema with its row count."""
+    names = con.sql(
+        "SELECT table_name, table_type FROM information_schema.tables "
+        "WHERE table_schema = 'main' ORDER BY table_name"
+    ).fetchall()
+    rows = []
+    for name, kind in names:
+        [(count,)] = con.sql(f'SELECT count(*) FROM "{name}"').fetchall()
+        rows.append({"table": name, "kind": "view" if kind == "VIEW" else "table", "rows": count})
+    return pl.DataFrame(rows, schema={"table": pl.Utf8, "kind": pl.Utf8, "rows": pl.Int64})
