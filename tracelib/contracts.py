@@ -54,7 +54,9 @@ class Jobs(pa.DataFrameModel):
         name = "jobs"
         strict = True
         coerce = True
-        unique = ["source_id", "job_id"]
+        # (source_id, job_id) uniqueness is the table's primary key; checking it here too
+        # doubled the cost of a million-row ingest. normalize() removes duplicates first,
+        # and a violation raised by the key still names the table (warehouse.io).
 
     @pa.dataframe_check
     def start_after_submit(cls, data: pa.PolarsData) -> pl.LazyFrame:

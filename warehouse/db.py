@@ -23,7 +23,7 @@ class WarehouseBusy(RuntimeError):
 
 
 def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
-    """The warehouse file: the explicit path, else $SCHEDLAB_WAREHOUSE, else ./var/schedlab.duckdb."""
+    """The warehouse file: explicit path, else $SCHEDLAB_WAREHOUSE, else ./var/schedlab.duckdb."""
     if path is not None:
         return Path(path)
     env = os.environ.get(ENV_VAR)

@@ -40,11 +40,11 @@ def _describe_failures(table: str, cases: Any) -> str:
     )
     for column, check, rows, values in grouped.iter_rows():
         rows = [r for r in rows if r is not None]
-        shown = ", ".join(f"row {r}: {v!r}" for r, v in zip(rows, values, strict=False))
-        shown = shown or ", ".join(repr(v) for v in values[:_MAX_ROWS_SHOWN])
+        shown = ", ".join(f"row {r}: {v}" for r, v in zip(rows, values, strict=False))
+        shown = shown or ", ".join(str(v) for v in values[:_MAX_ROWS_SHOWN])
         if len(rows) > _MAX_ROWS_SHOWN:
             shown = ", ".join(
-                f"row {r}: {v!r}"
+                f"row {r}: {v}"
                 for r, v in zip(rows[:_MAX_ROWS_SHOWN], values[:_MAX_ROWS_SHOWN], strict=True)
             )
             shown += f", ... ({len(rows)} rows in all)"
@@ -59,13 +59,19 @@ def write_frame(
 
     Call inside `warehouse.transaction` so a failure later in the stage rolls it back.
     """
-    table = contract.Config.name
     checked = validate(frame, contract)
-    if checked.height == 0:
-        return 0
-    arrow = checked.to_arrow()  # noqa: F841 - referenced by name in the SQL below
-    con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM arrow')
+    _insert(con, contract.Config.name, checked)
     return checked.height
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, checked: pl.DataFrame) -> None:
+    if checked.height == 0:
+        return
+    arrow = checked.to_arrow()  # noqa: F841 - referenced by name in the SQL below
+    try:
+        con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM arrow')
+    except duckdb.ConstraintException as exc:
+        raise ContractViolation(f"contract violation in table {table!r}: {exc}") from None
 
 
 def replace_rows(
@@ -82,9 +88,7 @@ def replace_rows(
     checked = validate(frame, contract)
     clause = " AND ".join(f'"{col}" = ?' for col in where)
     con.execute(f'DELETE FROM "{table}" WHERE {clause}', list(where.values()))
-    if checked.height:
-        arrow = checked.to_arrow()  # noqa: F841 - referenced by name in the SQL below
-        con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM arrow')
+    _insert(con, table, checked)
     return checked.height
 
 

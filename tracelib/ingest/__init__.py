@@ -66,7 +66,9 @@ def default_source_id(path: str | Path, fmt: str) -> str:
     return f"{fmt}:{path.stem if path.suffix else path.name}"
 
 
-def parse_trace(path: str | Path, fmt: str, mapping: Mapping | str | Path | None = None) -> ParsedTrace:
+def parse_trace(
+    path: str | Path, fmt: str, mapping: Mapping | str | Path | None = None
+) -> ParsedTrace:
     """Run the adapter for `fmt` on `path`."""
     path = Path(path)
     if fmt == "philly":

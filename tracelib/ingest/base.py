@@ -155,30 +155,36 @@ def normalize(
     ]
     frame = frame.with_columns(pl.coalesce(checks).alias("_problem"))
 
-    adapter_errors = parsed.errors.sort("record_no").unique("record_no", keep="first")
-    frame = frame.join(
-        adapter_errors.select(
-            "record_no", pl.concat_str("field", pl.lit(_SEP), "reason").alias("_parse")
-        ),
-        on="record_no",
-        how="left",
-    ).with_columns(pl.coalesce("_parse", "_problem").alias("_problem"))
+    if parsed.errors.height:
+        adapter_errors = parsed.errors.sort("record_no", maintain_order=True).unique(
+            "record_no", keep="first", maintain_order=True
+        )
+        frame = frame.join(
+            adapter_errors.select(
+                "record_no", pl.concat_str("field", pl.lit(_SEP), "reason").alias("_parse")
+            ),
+            on="record_no",
+            how="left",
+        ).with_columns(pl.coalesce("_parse", "_problem").alias("_problem"))
 
     # Duplicates are judged among otherwise-clean records: a broken first copy must not
     # push a good second copy into quarantine.
     clean = frame.filter(pl.col("_problem").is_null())
-    first_no = clean.group_by("job_id").agg(pl.col("record_no").min().alias("_first"))
-    clean = clean.join(first_no, on="job_id", how="left").with_columns(
-        flag(
-            pl.col("record_no") != pl.col("_first"),
-            "job_id",
-            fmt("duplicate job_id {} (first at record {})", "job_id", "_first"),
-        ).alias("_dup")
+    is_first = clean.get_column("job_id").is_first_distinct()
+    accepted = clean.filter(is_first)
+    repeats = clean.filter(~is_first).select("record_no", "job_id")
+    if repeats.height:
+        repeats = repeats.join(
+            accepted.select("job_id", pl.col("record_no").alias("_first")), on="job_id"
+        )
+    duplicates = repeats.select(
+        "record_no",
+        pl.format(
+            f"job_id{_SEP}duplicate job_id {{}} (first at record {{}})",
+            pl.col("job_id"),
+            pl.col("_first") if repeats.height else pl.lit(None, pl.Int64),
+        ).alias("_problem"),
     )
-    duplicates = clean.filter(pl.col("_dup").is_not_null()).select(
-        "record_no", pl.col("_dup").alias("_problem")
-    )
-    accepted = clean.filter(pl.col("_dup").is_null())
 
     problems = pl.concat(
         [frame.filter(pl.col("_problem").is_not_null()).select("record_no", "_problem"), duplicates]
@@ -198,7 +204,7 @@ def normalize(
     jobs = accepted.select(
         pl.lit(source_id).alias("source_id"),
         *[pl.col(c).cast(t) for c, t in JOB_COLUMNS.items() if c != "source_id"],
-    ).sort("submit_time", "job_id")
+    )
     return jobs, quarantine
 
 

@@ -44,13 +44,7 @@ from typing import Any
 import polars as pl
 
 from tracelib.contracts import JOB_COLUMNS, STATUSES
-from tracelib.ingest.base import (
-    IngestError,
-    ParsedTrace,
-    empty_errors,
-    line_lookup,
-    normalize_status,
-)
+from tracelib.ingest.base import IngestError, ParsedTrace, line_lookup, normalize_status
 from tracelib.provenance import sha256_hex
 
 FIELDS = (
@@ -76,6 +70,7 @@ _INT_FIELDS = ("num_workers", "num_ps")
 _TEXT_FIELDS = ("job_id", "user_name", "vc", "model")
 _DURATION_UNITS = {"s": 1.0, "ms": 1e-3, "min": 60.0, "h": 3600.0}
 _EPOCH_UNITS = ("s", "ms", "us")
+_SEP = "\x1f"
 
 
 @dataclass(frozen=True)
@@ -134,7 +129,7 @@ def read_bytes(path: Path) -> bytes:
         data = path.read_bytes()
     except OSError as exc:
         raise IngestError(path, f"cannot read file: {exc.strerror or exc}") from None
-    if not data.strip():
+    if not data or data.isspace():
         raise IngestError(path, "file is empty")
     return data
 
@@ -180,39 +175,66 @@ def parse_mapped(
     table = table.with_row_index("record_no", offset=first_record).with_columns(
         pl.col("record_no").cast(pl.Int64)
     )
-    exprs: list[pl.Expr] = [pl.col("record_no")]
-    error_frames = []
+    # Checking for replacement characters only matters if the bytes were not valid UTF-8.
+    check_encoding = not _is_utf8(data)
+    # Three cheap passes: trim the raw text once, parse it once, then flag records whose
+    # non-empty text did not parse. Messages are formatted only for flagged records.
+    trimmed = table.select(
+        "record_no",
+        *[
+            _trimmed(col, table.schema[col]).alias(f"_raw_{fld}")
+            for fld, col in mapping.columns.items()
+        ],
+    )
+    targets = {fld: "duration_s" if fld == "duration" else fld for fld in mapping.columns}
+    kinds = {}
+    conversions = []
     for fld, col in mapping.columns.items():
-        raw_col = pl.col(col)
-        is_text = table.schema[col] == pl.Utf8
-        if is_text:
-            raw_col = raw_col.str.strip_chars()
-            raw_col = pl.when(raw_col == "").then(None).otherwise(raw_col)
-        parsed, what = _convert(fld, raw_col, table.schema[col], mapping)
-        target = "duration_s" if fld == "duration" else fld
-        exprs.append(parsed.alias(target))
-        where = f"field {target!r} (column {col!r})"
-        checks = []
-        if what is not None:
-            checks.append(
-                pl.when(raw_col.is_not_null() & parsed.is_null()).then(
-                    pl.format(f"{where}: cannot parse '{{}}' as {what}", raw_col.cast(pl.Utf8))
+        parsed, what = _convert(fld, pl.col(f"_raw_{fld}"), table.schema[col], mapping)
+        conversions.append(parsed.alias(targets[fld]))
+        kinds[fld] = what
+    parsed_frame = trimmed.with_columns(conversions)
+    problems: list[tuple[pl.Expr, pl.Expr]] = []
+    for fld, col in mapping.columns.items():
+        target, raw_col = targets[fld], pl.col(f"_raw_{fld}")
+        where = f"{target}{_SEP}field {target!r} (column {col!r})"
+        if check_encoding and table.schema[col] == pl.Utf8:
+            problems.append(
+                (
+                    raw_col.str.contains("\ufffd", literal=True),
+                    pl.lit(f"{where}: invalid UTF-8 bytes"),
                 )
             )
-        if is_text:
-            checks.insert(
-                0,
-                pl.when(pl.col(col).str.contains("\ufffd", literal=True)).then(
-                    pl.lit(f"{where}: invalid UTF-8 bytes")
+        if kinds[fld] is not None:
+            problems.append(
+                (
+                    raw_col.is_not_null() & pl.col(target).is_null(),
+                    pl.format(
+                        f"{where}: cannot parse '{{}}' as {kinds[fld]}", raw_col.cast(pl.Utf8)
+                    ),
+                )
+            )
+    typed = parsed_frame.select("record_no", *targets.values())
+    bad = pl.DataFrame(schema={"record_no": pl.Int64, "_problem": pl.Utf8})
+    if problems:
+        mask = parsed_frame.select(pl.any_horizontal(f.fill_null(False) for f, _ in problems))
+        mask = mask.to_series()
+        if mask.any():
+            bad = parsed_frame.filter(mask).select(
+                "record_no",
+                pl.coalesce(pl.when(flag).then(message) for flag, message in problems).alias(
+                    "_problem"
                 ),
             )
-        if checks:
-            error_frames.append(
-                table.select("record_no", pl.coalesce(checks).alias("reason"))
-                .filter(pl.col("reason").is_not_null())
-                .with_columns(pl.lit(target).alias("field"))
-            )
-    frame = table.select(exprs)
+    parts = bad.get_column("_problem").str.split_exact(_SEP, 1)
+    errors = pl.DataFrame(
+        {
+            "record_no": bad.get_column("record_no"),
+            "field": parts.struct.field("field_0"),
+            "reason": parts.struct.field("field_1"),
+        }
+    )
+    frame = typed
     defaults = {("duration_s" if k == "duration" else k): v for k, v in mapping.defaults.items()}
     for fld, value in defaults.items():
         dtype = JOB_COLUMNS[fld]
@@ -224,11 +246,6 @@ def parse_mapped(
             frame = frame.with_columns(pl.col(fld).fill_null(value))
         else:
             frame = frame.with_columns(value.alias(fld))
-    errors = (
-        pl.concat(error_frames).select("record_no", "field", "reason")
-        if error_frames
-        else empty_errors()
-    )
     return ParsedTrace(
         path=path,
         format=fmt,
@@ -237,6 +254,22 @@ def parse_mapped(
         errors=errors,
         raw=raw or line_lookup(data, first_line=1),
     )
+
+
+def _trimmed(col: str, dtype: pl.DataType) -> pl.Expr:
+    """Text with surrounding blanks removed and empty strings as missing; other types as is."""
+    if dtype != pl.Utf8:
+        return pl.col(col)
+    text = pl.col(col).str.strip_chars()
+    return pl.when(text == "").then(None).otherwise(text)
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _convert(fld: str, col: pl.Expr, dtype: pl.DataType, mapping: Mapping):

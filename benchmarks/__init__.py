@@ -1,0 +1,1 @@
+"""Benchmarks: speed and quality figures, printed. Run all with `make bench`."""

@@ -1,0 +1,89 @@
+"""Ingest throughput: a generated 1,000,000-row generic CSV, end to end into a fresh warehouse.
+
+Measured: parse + quarantine checks + contract validation + one-transaction load, i.e.
+`load_trace` and `store_trace`, excluding interpreter and Prefect start-up. Target (issue 2):
+at least 500,000 rows/s on a 2-core machine. Also prints peak resident memory.
+
+    python -m benchmarks.bench_ingest [rows]
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+MAPPING = """
+[columns]
+job_id = "id"
+submit_time = "submitted"
+start_time = "started"
+end_time = "ended"
+num_gpus = "gpus"
+num_cpus = "cpus"
+mem_gb = "mem"
+status = "state"
+user_name = "user"
+vc = "queue"
+
+[time]
+epoch_unit = "s"
+"""
+
+
+def make_csv(path: Path, rows: int, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    submit = 1_600_000_000 + np.sort(rng.integers(0, 90 * 86400, rows))
+    start = submit + rng.integers(0, 3600, rows)
+    end = start + rng.integers(60, 3 * 86400, rows)
+    pl.DataFrame(
+        {
+            "id": np.arange(rows),
+            "submitted": submit,
+            "started": start,
+            "ended": end,
+            "gpus": rng.choice([1, 2, 4, 8, 16], rows),
+            "cpus": rng.integers(1, 64, rows),
+            "mem": rng.uniform(1, 256, rows).round(1),
+            "state": rng.choice(["COMPLETED", "FAILED", "CANCELLED"], rows),
+            "user": [f"u{i}" for i in rng.integers(0, 500, rows)],
+            "queue": [f"vc{i}" for i in rng.integers(0, 20, rows)],
+        }
+    ).write_csv(path)
+
+
+def main(rows: int | None = None) -> None:
+    from tracelib.ingest import load_trace, store_trace
+    from warehouse import connect
+
+    rows = rows or (int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000)
+    with tempfile.TemporaryDirectory() as tmp:
+        csv = Path(tmp) / "jobs.csv"
+        mapping = Path(tmp) / "jobs.toml"
+        mapping.write_text(MAPPING)
+        make_csv(csv, rows)
+        with connect(Path(tmp) / "warm.duckdb"):
+            pass  # first-use costs of duckdb/polars are not ingest time
+        base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        t0 = time.perf_counter()
+        loaded = load_trace(csv, "generic", mapping=mapping)
+        t1 = time.perf_counter()
+        with connect(Path(tmp) / "bench.duckdb") as con:
+            result = store_trace(con, loaded)
+        t2 = time.perf_counter()
+        peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    total = t2 - t1 + (t1 - t0)
+    print(f"rows                 {rows:,} ({result.rows_accepted:,} accepted)")
+    print(f"parse + checks       {t1 - t0:.2f} s")
+    print(f"store (1 transaction){t2 - t1:.2f} s")
+    print(f"end to end           {total:.2f} s = {rows / total:,.0f} rows/s (target >= 500,000)")
+    print(f"peak RSS             {peak_rss:,.0f} MiB (before ingest {base_rss:,.0f} MiB)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Prefect flows, their stage functions and the `schedlab` command line."""

@@ -1,0 +1,234 @@
+"""`schedlab`: the command line over the flows and the warehouse.
+
+Exit status: 0 success, 1 a failed query or stage, 2 bad input (unreadable, empty or
+malformed trace file, bad mapping, bad arguments), 3 the warehouse is busy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUSY = 1, 2, 3
+
+
+def _prefect_env() -> None:
+    """Local Prefect defaults: state under ./var/prefect and a patient temporary API.
+
+    Set here, before Prefect is imported, rather than at module import; explicit settings
+    in the environment win.
+    """
+    os.environ.setdefault("PREFECT_HOME", str(Path("var/prefect").resolve()))
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def _print_frame(frame, fmt: str) -> None:
+    import polars as pl
+
+    if fmt == "csv":
+        sys.stdout.write(frame.write_csv())
+        return
+    with pl.Config(
+        tbl_rows=200,
+        tbl_cols=-1,
+        tbl_width_chars=200,
+        fmt_str_lengths=60,
+        tbl_hide_dataframe_shape=True,
+    ):
+        print(frame)
+    print(f"({frame.height} rows)")
+
+
+def cmd_run(args) -> int:
+    _prefect_env()
+    from pipelines.flows import nightly_flow
+
+    summary = nightly_flow(
+        warehouse=args.warehouse,
+        seed=args.seed,
+        n_jobs=args.jobs,
+        jobs_per_sequence=args.jobs_per_sequence,
+        incoming=args.incoming,
+    )
+    print(f"run {summary['run_id']} completed")
+    for item in summary["ingested"]:
+        print(
+            f"  source {item['source_id']}: {item['outcome']}, {item['rows_accepted']} jobs, "
+            f"{item['rows_quarantined']} quarantined"
+        )
+    for item in summary["rejected"]:
+        print(f"  REJECTED {item['error']}")
+    for item in summary["derived"]:
+        print(f"  workloads {item['derivation']}: {item['splits']} ({item['jobs']} jobs)")
+    from warehouse import resolve_path
+
+    print(f"warehouse: {resolve_path(args.warehouse)}")
+    return 0
+
+
+def cmd_ingest(args) -> int:
+    from pipelines.stages import ingest_stage
+
+    result = ingest_stage(
+        args.warehouse, args.path, args.format, mapping=args.mapping, source_id=args.source_id
+    )
+    print(
+        f"{result.source_id}: {result.outcome}; {result.rows_accepted} jobs accepted, "
+        f"{result.rows_quarantined} quarantined"
+    )
+    if result.rows_quarantined:
+        print(
+            '  see: schedlab sql "SELECT record_no, field, reason FROM quarantine '
+            f"WHERE source_id = '{result.source_id}'\""
+        )
+    return 0
+
+
+def cmd_derive(args) -> int:
+    from pipelines.stages import derive_stage
+    from tracelib.workloads import DeriveConfig
+
+    cfg = DeriveConfig(
+        name=args.name,
+        seed=args.seed,
+        jobs_per_sequence=args.jobs_per_sequence,
+        epoch_basis=args.epoch_basis,
+        time_scale=args.time_scale,
+        arrival_scale=args.arrival_scale,
+    )
+    result = derive_stage(args.warehouse, args.sources, cfg)
+    print(f"{result.derivation}: {result.workloads} workloads {result.splits}, {result.jobs} jobs")
+    return 0
+
+
+def cmd_sql(args) -> int:
+    import duckdb
+
+    from warehouse import connect, read_frame
+
+    with connect(args.warehouse, read_only=True) as con:
+        try:
+            frame = read_frame(con, args.query)
+        except duckdb.Error as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+    _print_frame(frame, args.format)
+    return 0
+
+
+def cmd_tables(args) -> int:
+    from warehouse import connect, table_counts
+
+    with connect(args.warehouse, read_only=True) as con:
+        _print_frame(table_counts(con), args.format)
+    return 0
+
+
+def nightly_deployment(args):
+    """The nightly flow as a Prefect deployment on a cron schedule (not yet served)."""
+    from pipelines.flows import nightly_flow
+    from warehouse import resolve_path
+
+    return nightly_flow.to_deployment(
+        name=args.name,
+        cron=args.cron,
+        parameters={
+            "warehouse": str(resolve_path(args.warehouse).resolve()),
+            "seed": args.seed,
+            "incoming": str(Path(args.incoming).resolve()) if args.incoming else None,
+        },
+    )
+
+
+def cmd_serve(args) -> int:
+    _prefect_env()
+    from prefect import serve
+
+    deployment = nightly_deployment(args)
+    print(f"serving {deployment.name} on cron {args.cron!r}; Ctrl-C stops it")
+    serve(deployment)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--warehouse",
+        default=None,
+        help="DuckDB file (default: $SCHEDLAB_WAREHOUSE, else ./var/schedlab.duckdb)",
+    )
+    parser = argparse.ArgumentParser(
+        prog="schedlab",
+        description="Learned scheduling for deep-learning GPU clusters: traces in, "
+        "schedulers trained and evaluated, results in DuckDB.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", parents=[common], help="run the nightly flow once")
+    run.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
+    run.add_argument("--jobs", type=int, default=600, help="synthetic jobs (default 600)")
+    run.add_argument("--jobs-per-sequence", type=int, default=60, help="jobs per workload")
+    run.add_argument("--incoming", default=None, help="folder of production traces to ingest")
+    run.set_defaults(func=cmd_run)
+
+    ingest = sub.add_parser("ingest", parents=[common], help="ingest one trace file")
+    ingest.add_argument("path", help="trace file (PAI: folder or pai_job_table.csv)")
+    ingest.add_argument("--format", required=True, choices=["philly", "pai", "helios", "generic"])
+    ingest.add_argument("--mapping", default=None, help="mapping file (TOML) for --format generic")
+    ingest.add_argument("--source-id", default=None, help="source id (default format:file-stem)")
+    ingest.set_defaults(func=cmd_ingest)
+
+    derive = sub.add_parser("derive", parents=[common], help="derive workloads from sources")
+    derive.add_argument("sources", nargs="+", help="trace source ids")
+    derive.add_argument("--name", default="default", help="derivation name")
+    derive.add_argument("--seed", type=int, default=0)
+    derive.add_argument("--jobs-per-sequence", type=int, default=60)
+    derive.add_argument(
+        "--epoch-basis", choices=["single_worker", "requested"], default="single_worker"
+    )
+    derive.add_argument("--time-scale", type=float, default=1.0, help="multiply run times")
+    derive.add_argument("--arrival-scale", type=float, default=1.0, help="multiply inter-arrivals")
+    derive.set_defaults(func=cmd_derive)
+
+    sql = sub.add_parser("sql", parents=[common], help="run a SQL query on the warehouse")
+    sql.add_argument("query")
+    sql.add_argument("--format", choices=["table", "csv"], default="table")
+    sql.set_defaults(func=cmd_sql)
+
+    tables = sub.add_parser("tables", parents=[common], help="tables and row counts")
+    tables.add_argument("--format", choices=["table", "csv"], default="table")
+    tables.set_defaults(func=cmd_tables)
+
+    serve = sub.add_parser("serve", parents=[common], help="serve the nightly run on a cron")
+    serve.add_argument("--cron", default="0 2 * * *", help="cron schedule (default 02:00 daily)")
+    serve.add_argument("--name", default="schedlab-nightly", help="deployment name")
+    serve.add_argument("--seed", type=int, default=0)
+    serve.add_argument("--incoming", default=None, help="folder of production traces")
+    serve.set_defaults(func=cmd_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tracelib.ingest import IngestError
+    from warehouse import ContractViolation, WarehouseBusy
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except IngestError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except WarehouseBusy as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BUSY
+    except (ContractViolation, ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""Stage functions: the warehouse I/O around tracelib's pure transforms.
+
+Each stage opens the warehouse, does its writes in one transaction, and closes it, so a
+failed stage leaves the warehouse as it was and other processes can read between stages.
+Prefect tasks (pipelines/flows.py) are thin wrappers around these.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.contracts import PipelineRuns
+from tracelib.ingest import StoreResult, load_trace, store_trace
+from tracelib.provenance import canonical_json, code_version
+from tracelib.synthetic import DiurnalConfig, synthetic_source
+from tracelib.workloads import DeriveConfig, derive_workloads, store_workloads
+from warehouse import connect, read_frame, replace_rows, transaction
+
+
+@dataclass(frozen=True)
+class DeriveResult:
+    derivation: str
+    workloads: int
+    jobs: int
+    splits: dict[str, int]
+
+
+def ingest_stage(
+    warehouse: str | Path | None,
+    path: str | Path,
+    fmt: str,
+    *,
+    mapping: str | Path | None = None,
+    source_id: str | None = None,
+) -> StoreResult:
+    """Parse, quarantine and load one trace file (raises IngestError before touching the DB)."""
+    loaded = load_trace(path, fmt, mapping=mapping, source_id=source_id)
+    with connect(warehouse) as con:
+        return store_trace(con, loaded)
+
+
+def synthetic_stage(warehouse: str | Path | None, kind: str, cfg: DiurnalConfig) -> StoreResult:
+    """Generate a synthetic trace and load it as a trace source."""
+    from tracelib.ingest import LoadedTrace
+
+    jobs, source = synthetic_source(kind, cfg)
+    empty = pl.DataFrame(
+        schema={
+            "source_id": pl.Utf8,
+            "record_no": pl.Int64,
+            "field": pl.Utf8,
+            "reason": pl.Utf8,
+            "raw_record": pl.Utf8,
+        }
+    )
+    with connect(warehouse) as con:
+        return store_trace(con, LoadedTrace(source=source, jobs=jobs, quarantine=empty))
+
+
+def derive_stage(
+    warehouse: str | Path | None, source_ids: list[str], cfg: DeriveConfig
+) -> DeriveResult:
+    """Derive workloads from the jobs of `source_ids` and replace derivation `cfg.name`."""
+    with connect(warehouse) as con:
+        placeholders = ", ".join("?" for _ in source_ids)
+        sources = read_frame(
+            con, f"SELECT * FROM trace_sources WHERE source_id IN ({placeholders})", source_ids
+        )
+        missing = sorted(set(source_ids) - set(sources.get_column("source_id").to_list()))
+        if missing:
+            raise ValueError(f"unknown trace source(s) {missing}; see `schedlab tables`")
+        jobs = read_frame(
+            con, f"SELECT * FROM jobs WHERE source_id IN ({placeholders})", source_ids
+        )
+        workloads, workload_jobs = derive_workloads(jobs, sources, cfg)
+        store_workloads(con, workloads, workload_jobs, cfg.name)
+    splits = workloads.group_by("split").len().sort("split")
+    return DeriveResult(cfg.name, workloads.height, workload_jobs.height, dict(splits.iter_rows()))
+
+
+def start_run(warehouse: str | Path | None, flow: str, seed: int, config: dict) -> str:
+    """Record a run as started; returns its id."""
+    run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    row = _run_row(run_id, flow, seed, config, status="running")
+    with connect(warehouse) as con, transaction(con):
+        replace_rows(con, row, PipelineRuns, {"run_id": run_id})
+    return run_id
+
+
+def finish_run(
+    warehouse: str | Path | None, run_id: str, status: str, summary: dict | None = None
+) -> None:
+    """Mark a run completed or failed, with a JSON summary of what its stages did."""
+    with connect(warehouse) as con:
+        current = read_frame(con, "SELECT * FROM pipeline_runs WHERE run_id = ?", [run_id])
+        row = current.with_columns(
+            pl.lit(datetime.now(UTC).replace(tzinfo=None)).alias("finished_at"),
+            pl.lit(status).alias("status"),
+            pl.lit(canonical_json(summary or {})).alias("summary"),
+        )
+        with transaction(con):
+            replace_rows(con, row, PipelineRuns, {"run_id": run_id})
+
+
+def _run_row(run_id: str, flow: str, seed: int, config: dict, status: str) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "run_id": [run_id],
+            "flow": [flow],
+            "started_at": [datetime.now(UTC).replace(tzinfo=None)],
+            "finished_at": pl.Series([None], dtype=pl.Datetime("us")),
+            "status": [status],
+            "seed": [seed],
+            "config": [canonical_json(config)],
+            "code_version": [code_version()],
+            "summary": pl.Series([None], dtype=pl.Utf8),
+        }
+    )

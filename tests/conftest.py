@@ -1,0 +1,34 @@
+"""Shared fixtures. Prefect state goes to a temporary folder, never ~/.prefect."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+# Before any test module imports prefect.
+os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="schedlab-prefect-"))
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+TRACES = DATA / "traces"
+
+
+@pytest.fixture
+def warehouse_path(tmp_path, monkeypatch) -> Path:
+    """A fresh warehouse file; also the default for code that reads $SCHEDLAB_WAREHOUSE."""
+    path = tmp_path / "wh.duckdb"
+    monkeypatch.setenv("SCHEDLAB_WAREHOUSE", str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield

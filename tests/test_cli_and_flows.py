@@ -1,0 +1,76 @@
+import shutil
+
+import pytest
+
+from pipelines.cli import build_parser, main, nightly_deployment
+from tests.conftest import TRACES
+from warehouse import connect, read_frame
+
+
+def test_tables_and_sql(warehouse_path, capsys):
+    assert main(["ingest", str(TRACES / "helios_sample.csv"), "--format", "helios"]) == 0
+    capsys.readouterr()
+    assert main(["tables"]) == 0
+    out = capsys.readouterr().out
+    assert "jobs" in out and "quarantine" in out
+    assert main(["sql", "SELECT count(*) AS n FROM jobs", "--format", "csv"]) == 0
+    assert capsys.readouterr().out == "n\n4\n"
+    assert main(["sql", "SELECT * FROM no_such_table"]) == 1
+    assert "no_such_table" in capsys.readouterr().err
+
+
+def test_derive_verb(warehouse_path, capsys):
+    main(["ingest", str(TRACES / "helios_sample.csv"), "--format", "helios"])
+    assert main(["derive", "helios:helios_sample", "--name", "h", "--jobs-per-sequence", "2"]) == 0
+    assert "h: 2 workloads" in capsys.readouterr().out
+    assert main(["derive", "nope:missing"]) == 1
+
+
+def test_serve_builds_a_cron_deployment(warehouse_path):
+    args = build_parser().parse_args(["serve", "--cron", "30 3 * * *", "--seed", "5"])
+    deployment = nightly_deployment(args)
+    assert deployment.name == "schedlab-nightly"
+    [schedule] = deployment.schedules
+    assert schedule.schedule.cron == "30 3 * * *"
+    assert deployment.parameters["seed"] == 5
+    assert deployment.parameters["warehouse"] == str(warehouse_path.resolve())
+
+
+@pytest.mark.flow
+def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
+    from pipelines.flows import nightly_flow
+
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    shutil.copy(TRACES / "helios_sample.csv", incoming / "helios-sample.csv")
+    (incoming / "helios-broken.csv").write_text("job_id,user\n1,a\n")
+
+    summary = nightly_flow(
+        warehouse=str(warehouse_path),
+        seed=1,
+        n_jobs=120,
+        jobs_per_sequence=30,
+        incoming=str(incoming),
+    )
+    assert [r["path"] for r in summary["rejected"]] == [str(incoming / "helios-broken.csv")]
+    assert "missing required column" in summary["rejected"][0]["error"]
+    assert {d["derivation"] for d in summary["derived"]} == {
+        "dl2-synthetic",
+        "helios-helios-sample",
+    }
+    with connect(warehouse_path) as con:
+        runs = read_frame(con, "SELECT status, seed FROM pipeline_runs")
+        assert runs.rows() == [("completed", 1)]
+        first = read_frame(con, "SELECT * FROM workload_jobs ORDER BY workload_id, job_index")
+
+    again = nightly_flow(
+        warehouse=str(warehouse_path),
+        seed=1,
+        n_jobs=120,
+        jobs_per_sequence=30,
+        incoming=str(incoming),
+    )
+    assert {i["outcome"] for i in again["ingested"]} == {"unchanged"}
+    with connect(warehouse_path) as con:
+        second = read_frame(con, "SELECT * FROM workload_jobs ORDER BY workload_id, job_index")
+    assert first.equals(second)  # same seed, same tables

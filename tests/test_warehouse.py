@@ -1,0 +1,148 @@
+import multiprocessing
+
+import duckdb
+import polars as pl
+import pytest
+
+from tracelib.contracts import Quarantine
+from warehouse import (
+    ContractViolation,
+    MigrationError,
+    WarehouseBusy,
+    applied_migrations,
+    connect,
+    read_frame,
+    replace_rows,
+    resolve_path,
+    transaction,
+    write_frame,
+)
+from warehouse.migrations import available_migrations
+
+
+def _quarantine_row(record_no=1, reason="bad"):
+    return pl.DataFrame(
+        {
+            "source_id": ["s"],
+            "record_no": [record_no],
+            "field": ["f"],
+            "reason": [reason],
+            "raw_record": ["x"],
+        }
+    )
+
+
+def test_path_resolution_order(tmp_path, monkeypatch):
+    monkeypatch.delenv("SCHEDLAB_WAREHOUSE", raising=False)
+    assert str(resolve_path()) == "var/schedlab.duckdb"
+    monkeypatch.setenv("SCHEDLAB_WAREHOUSE", str(tmp_path / "env.duckdb"))
+    assert resolve_path() == tmp_path / "env.duckdb"
+    assert resolve_path(tmp_path / "arg.duckdb") == tmp_path / "arg.duckdb"
+
+
+def test_migrations_apply_once_and_are_recorded(warehouse_path):
+    with connect(warehouse_path) as con:
+        first = applied_migrations(con)
+    with connect(warehouse_path) as con:
+        assert applied_migrations(con) == first
+    assert sorted(first) == [m.version for m in available_migrations()]
+
+
+def test_edited_migration_is_refused(warehouse_path):
+    with connect(warehouse_path) as con:
+        con.execute("UPDATE schema_migrations SET checksum = 'tampered' WHERE version = 1")
+    with pytest.raises(MigrationError, match="changed after it was applied"):
+        with connect(warehouse_path):
+            pass
+
+
+def test_failed_transaction_leaves_warehouse_unchanged(warehouse_path):
+    with connect(warehouse_path) as con:
+        with transaction(con):
+            write_frame(con, _quarantine_row(1), Quarantine)
+        with pytest.raises(RuntimeError), transaction(con):
+            write_frame(con, _quarantine_row(2), Quarantine)
+            raise RuntimeError("stage failed half-way")
+        rows = read_frame(con, "SELECT record_no FROM quarantine")
+    assert rows.get_column("record_no").to_list() == [1]
+
+
+def test_contract_violation_names_table_column_and_rows(warehouse_path):
+    bad = pl.concat([_quarantine_row(1), _quarantine_row(0), _quarantine_row(-3, reason="")])
+    with connect(warehouse_path) as con:
+        with pytest.raises(ContractViolation) as err, transaction(con):
+            write_frame(con, bad, Quarantine)
+        assert read_frame(con, "SELECT count(*) AS n FROM quarantine").item() == 0
+    message = str(err.value)
+    assert "'quarantine'" in message
+    assert "'record_no'" in message and "row 1: 0" in message and "row 2: -3" in message
+    assert "'reason'" in message
+
+
+def test_primary_key_violation_becomes_contract_violation(warehouse_path):
+    from tests.test_contracts import minimal_job
+
+    job = minimal_job()
+    with connect(warehouse_path) as con:
+        from tracelib.contracts import Jobs
+
+        write_frame(con, job, Jobs)
+        with pytest.raises(ContractViolation, match="'jobs'"):
+            write_frame(con, job, Jobs)
+
+
+def test_replace_rows_is_idempotent(warehouse_path):
+    with connect(warehouse_path) as con:
+        for _ in range(3):
+            with transaction(con):
+                replace_rows(con, _quarantine_row(1), Quarantine, {"source_id": "s"})
+        assert read_frame(con, "SELECT count(*) AS n FROM quarantine").item() == 1
+
+
+def _hold_lock(path, ready, release):
+    con = duckdb.connect(str(path))
+    ready.set()
+    release.wait(30)
+    con.close()
+
+
+def test_busy_warehouse_is_reported_clearly(warehouse_path):
+    with connect(warehouse_path):
+        pass
+    ctx = multiprocessing.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold_lock, args=(warehouse_path, ready, release))
+    holder.start()
+    try:
+        assert ready.wait(30)
+        with pytest.raises(WarehouseBusy, match=r"busy.*Retry"):
+            with connect(warehouse_path, read_only=True):
+                pass
+    finally:
+        release.set()
+        holder.join(30)
+
+
+def test_read_only_on_missing_file_says_what_to_do(tmp_path):
+    with pytest.raises(FileNotFoundError, match="schedlab run"):
+        with connect(tmp_path / "none.duckdb", read_only=True):
+            pass
+
+
+def test_cli_duckdb_can_open_the_file(warehouse_path):
+    """Users query the warehouse with the duckdb CLI (1.5.x): the file must stay readable."""
+    import shutil
+    import subprocess
+
+    with connect(warehouse_path):
+        pass
+    cli = shutil.which("duckdb")
+    if cli is None:
+        pytest.skip("duckdb CLI not installed")
+    out = subprocess.run(
+        [cli, "-readonly", str(warehouse_path), "-c", "SELECT count(*) FROM schema_migrations"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
