@@ -4,11 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-# Prefect keeps its local state out of ~/.prefect and gives its temporary API time to start.
-export PREFECT_HOME ?= $(CURDIR)/var/prefect
-export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
-export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
-export PREFECT_LOGGING_LEVEL ?= WARNING
+# Prefect settings come from the CLI (state under ./var/prefect) and tests/conftest.py
+# (a temporary folder), so nothing is exported here.
 
 .PHONY: setup run test lint bench clean
 

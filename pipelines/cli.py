@@ -20,7 +20,8 @@ def _prefect_env() -> None:
     Set here, before Prefect is imported, rather than at module import; explicit settings
     in the environment win.
     """
-    os.environ.setdefault("PREFECT_HOME", str(Path("var/prefect").resolve()))
+    home = Path(os.environ.setdefault("PREFECT_HOME", str(Path("var/prefect").resolve())))
+    home.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")

@@ -131,16 +131,22 @@ def test_read_only_on_missing_file_says_what_to_do(tmp_path):
 
 def test_cli_duckdb_can_open_the_file(warehouse_path):
     """Users query the warehouse with the duckdb CLI (1.5.x): the file must stay readable."""
-    import shutil
     import subprocess
+    import sys
+    from pathlib import Path
 
     with connect(warehouse_path):
         pass
-    cli = shutil.which("duckdb")
-    if cli is None:
-        pytest.skip("duckdb CLI not installed")
+    # duckdb-cli is a dependency: its `duckdb` lands beside this interpreter.
+    cli = Path(sys.executable).parent / "duckdb"
     out = subprocess.run(
-        [cli, "-readonly", str(warehouse_path), "-c", "SELECT count(*) FROM schema_migrations"],
+        [
+            str(cli),
+            "-readonly",
+            str(warehouse_path),
+            "-c",
+            "SELECT count(*) FROM schema_migrations",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
