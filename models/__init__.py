@@ -1,0 +1,1 @@
+"""Schedulers: heuristics and learned policies, their networks and training algorithms."""
