@@ -61,7 +61,7 @@ def main(rows: int | None = None) -> None:
     from tracelib.ingest import load_trace, store_trace
     from warehouse import connect
 
-    rows = rows or (int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000)
+    rows = rows or 1_000_000
     with tempfile.TemporaryDirectory() as tmp:
         csv = Path(tmp) / "jobs.csv"
         mapping = Path(tmp) / "jobs.toml"
@@ -86,4 +86,4 @@ def main(rows: int | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else None)
