@@ -1,0 +1,174 @@
+"""Optimus (Peng et al., EuroSys'18) as the DL2 and Chic papers use it as a baseline.
+
+Speed model per job: speed(w, p) = 1 / (a/w + b + c*w/p + d*w + e*p), fitted online by
+non-negative least squares (relative error) to the (workers, PSs, speed) points the job has
+been *observed* at (`JobView.history`, merged per configuration, weighted by time), once it
+has at least `min_points` distinct configurations. Before that: a prior, the catalogue's
+coefficients for the model (Optimus profiles each model before it runs) scaled by how fast
+the job actually ran against that prior, when it has run at all.
+
+Allocation: every job (by arrival) first gets one worker and one PS while they fit; then
+repeatedly the single task (a worker or a PS of some job) with the largest reduction of the
+job's estimated remaining time per unit of dominant resource is added, while that reduction
+is positive and the task fits. Decisions every 600 s (Optimus' interval; Chic's baseline).
+
+`OptimusOracle` ("optimus-oracle") uses the simulator's true isolated speed of each job
+instead (`Snapshot.oracle`): an upper reference for the fitted version, not a baseline the
+papers ran.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import nnls
+
+from models.heuristics.common import remaining_epochs
+from tracelib.catalogue import JobType
+from tracelib.sim.builder import AllocationBuilder
+from tracelib.sim.snapshot import Allocation, JobView, Snapshot, SpeedSample
+
+SpeedFn = Callable[[int, int], float]
+
+
+def _features(w: float, p: float) -> np.ndarray:
+    return np.array([1.0 / w, 1.0, w / p, w, p])
+
+
+def fit_speed_model(
+    points: list[tuple[int, int, float, float]],
+) -> tuple[float, float, float, float, float] | None:
+    """NNLS fit of (a..e) to (workers, PSs, speed, weight) points, relative error; None when
+    the fit is degenerate (all coefficients zero)."""
+    rows = [_features(w, p) * s * np.sqrt(wt) for w, p, s, wt in points if s > 0]
+    rhs = [np.sqrt(wt) for _, _, s, wt in points if s > 0]
+    if not rows:
+        return None
+    a = np.array(rows)
+    # Columns differ by orders of magnitude (1/w vs p); NNLS is invariant to positive column
+    # scaling, and scaled columns keep it from stalling on ill-conditioned points.
+    norms = np.linalg.norm(a, axis=0)
+    norms[norms == 0] = 1.0
+    try:
+        scaled, _ = nnls(a / norms, np.array(rhs), maxiter=50 * a.shape[1])
+    except RuntimeError:  # no convergence: keep the prior
+        return None
+    theta = scaled / norms
+    if not np.any(theta > 0):
+        return None
+    return tuple(float(x) for x in theta)  # type: ignore[return-value]
+
+
+def merged_points(history: tuple[SpeedSample, ...]) -> list[tuple[int, int, float, float]]:
+    """Observations merged per (workers, PSs): time-weighted mean speed, weight = time."""
+    acc: dict[tuple[int, int], list[float]] = {}
+    for s in history:
+        if s.workers > 0 and s.ps > 0 and s.duration_s > 0:
+            a = acc.setdefault((s.workers, s.ps), [0.0, 0.0])
+            a[0] += s.speed * s.duration_s
+            a[1] += s.duration_s
+    return [(w, p, a[0] / a[1], a[1]) for (w, p), a in sorted(acc.items())]
+
+
+def _speed_fn(theta: tuple[float, ...], scale: float = 1.0) -> SpeedFn:
+    a, b, c, d, e = theta
+
+    def speed(w: int, p: int) -> float:
+        if w <= 0 or p <= 0:
+            return 0.0
+        return scale / (a / w + b + c * w / p + d * w + e * p)
+
+    return speed
+
+
+def fitted_speed(job: JobView, jt: JobType, min_points: int = 5) -> SpeedFn:
+    """The job's speed model: NNLS on its observations, else the scaled catalogue prior."""
+    points = merged_points(job.history)
+    if len(points) >= min_points:
+        theta = fit_speed_model(points)
+        if theta is not None:
+            return _speed_fn(theta)
+    prior = _speed_fn(jt.coefficients)
+    if not points:
+        return prior
+    # Scale the prior to the job's observed level (time-weighted over its observations).
+    ratio = sum(wt * s / prior(w, p) for w, p, s, wt in points) / sum(pt[3] for pt in points)
+    return _speed_fn(jt.coefficients, ratio)
+
+
+@dataclass(frozen=True)
+class Optimus:
+    """Greedy marginal-gain allocation on online-fitted speed models (see module doc)."""
+
+    name: str = "optimus"
+    interval_s: float | None = 600.0
+    uses_oracle: bool = False
+    min_points: int = 5
+    """Distinct observed (workers, PSs) configurations before the job's own fit is used."""
+
+    def speed_model(self, snap: Snapshot, job: JobView) -> SpeedFn:
+        """The job's estimated speed(w, p)."""
+        return fitted_speed(job, snap.job_types[job.model], self.min_points)
+
+    def allocate(self, snap: Snapshot) -> Allocation:
+        """One pair per job, then the best task per dominant share while it helps."""
+        builder = AllocationBuilder(snap)
+        jobs = builder.jobs
+        speed = [self.speed_model(snap, j) for j in jobs]
+        work = [remaining_epochs(j) * snap.job_types[j.model].iters_per_epoch for j in jobs]
+        for i in range(len(jobs)):
+            builder.add(i, 1, 1)
+
+        def gains(i: int) -> list[tuple[float, int]]:
+            """(gain per dominant share, kind) for one more worker (0) / PS (1) of job i."""
+            w, p = builder.workers[i], builder.ps[i]
+            now = speed[i](w, p)
+            if now <= 0:
+                return []
+            t_now = work[i] / now
+            out = []
+            for kind, (dw, dp), share in (
+                (0, (1, 0), builder.worker_share(i)),
+                (1, (0, 1), builder.ps_share(i)),
+            ):
+                nxt = speed[i](w + dw, p + dp)
+                if nxt > now and share > 0:
+                    out.append(((t_now - work[i] / nxt) / share, kind))
+            return out
+
+        version = [0] * len(jobs)
+        heap: list[tuple[float, int, int, int]] = []  # (-gain, job, kind, version)
+        for i in range(len(jobs)):
+            for g, kind in gains(i):
+                heapq.heappush(heap, (-g, i, kind, 0))
+        blocked: set[tuple[int, int]] = set()
+        while heap:
+            _, i, kind, ver = heapq.heappop(heap)
+            if ver != version[i] or (i, kind) in blocked:
+                continue
+            if not builder.add(i, 1 - kind, kind):
+                blocked.add((i, kind))  # the cluster (or the cap) has no room for it
+                continue
+            version[i] += 1
+            for g, k in gains(i):
+                if (i, k) not in blocked:
+                    heapq.heappush(heap, (-g, i, k, version[i]))
+        return builder.allocation()
+
+
+@dataclass(frozen=True)
+class OptimusOracle(Optimus):
+    """Optimus with the true isolated speed model of every job (an oracle, labelled so)."""
+
+    name: str = "optimus-oracle"
+    uses_oracle: bool = True
+
+    def speed_model(self, snap: Snapshot, job: JobView) -> SpeedFn:
+        """The job's true isolated speed(w, p), from the simulator's oracle."""
+        if snap.oracle is None:
+            raise ValueError("optimus-oracle needs the simulator's speed oracle")
+        oracle, job_id = snap.oracle, job.job_id
+        return lambda w, p: oracle.speed(job_id, w, p) if w > 0 and p > 0 else 0.0

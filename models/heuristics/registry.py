@@ -1,0 +1,79 @@
+"""Typed registry: scheduler names -> factories, so configs and CLIs name policies.
+
+make_scheduler("drf")                        # DRF + load balancing (DL2's setting)
+make_scheduler("optimus", "bin-packing")
+ALLOCATIONS.names(), PLACEMENTS.names()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Generic, TypeVar
+
+from models.heuristics.drf import DRF
+from models.heuristics.optimus import Optimus, OptimusOracle
+from models.heuristics.priority import FIFO, SRTF
+from models.heuristics.tetris import Tetris
+from tracelib.sim.placement import BinPacking, LoadBalancing, RandomPlacement
+from tracelib.sim.policy import AllocationPolicy, PlacementPolicy, RequestedAllocation, Scheduler
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Registry(Generic[T]):
+    """Immutable name -> factory map with a helpful error for unknown names."""
+
+    kind: str
+    factories: Mapping[str, Callable[[], T]]
+
+    def names(self) -> tuple[str, ...]:
+        """Registered names, sorted."""
+        return tuple(sorted(self.factories))
+
+    def create(self, name: str) -> T:
+        """A new policy registered under `name`; KeyError lists the known names."""
+        try:
+            factory = self.factories[name]
+        except KeyError:
+            raise KeyError(
+                f"unknown {self.kind} {name!r}; known: {', '.join(self.names())}"
+            ) from None
+        return factory()
+
+
+ALLOCATIONS: Registry[AllocationPolicy] = Registry(
+    "allocation policy",
+    MappingProxyType(
+        {
+            "fifo": FIFO,
+            "srtf": SRTF,
+            "drf": DRF,
+            "tetris": Tetris,
+            "optimus": Optimus,
+            "optimus-oracle": OptimusOracle,
+            "requested": RequestedAllocation,
+        }
+    ),
+)
+
+PLACEMENTS: Registry[PlacementPolicy] = Registry(
+    "placement policy",
+    MappingProxyType(
+        {
+            "load-balancing": LoadBalancing,
+            "bin-packing": BinPacking,
+            "random": RandomPlacement,
+        }
+    ),
+)
+
+HEURISTICS = ("fifo", "srtf", "drf", "tetris", "optimus", "optimus-oracle")
+"""The DL2 baselines (plus the oracle reference), in the order reports list them."""
+
+
+def make_scheduler(allocation: str, placement: str = "load-balancing") -> Scheduler:
+    """A scheduler from registered names (placement defaults to DL2's load balancing)."""
+    return Scheduler(ALLOCATIONS.create(allocation), PLACEMENTS.create(placement))

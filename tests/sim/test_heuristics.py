@@ -1,0 +1,211 @@
+"""Heuristic schedulers: goldens, DL2-setting ranking, and each policy's defining behaviour."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pytest
+
+from models.heuristics import (
+    ALLOCATIONS,
+    HEURISTICS,
+    PLACEMENTS,
+    BinPacking,
+    LoadBalancing,
+    RandomPlacement,
+    make_scheduler,
+)
+from models.heuristics.optimus import fit_speed_model, fitted_speed, merged_points
+from tests.sim.golden import CONFIG, EXPECTED, WORKLOAD, run_all
+from tracelib.catalogue import by_name
+from tracelib.sim import (
+    Allocation,
+    ClusterConfig,
+    JobSpec,
+    Scheduler,
+    SimConfig,
+    Simulator,
+    Snapshot,
+    SpeedSample,
+    dl2_like_frame,
+    jobs_from_frame,
+    simulate,
+)
+from tracelib.sim.snapshot import JobView
+
+
+def test_golden_jcts_and_finish_times():
+    expected = json.loads(EXPECTED.read_text())
+    got = run_all(pl.read_csv(WORKLOAD))
+    assert sorted(got) == sorted(expected) == sorted(HEURISTICS)
+    for name in HEURISTICS:
+        assert got[name]["avg_jct_s"] == pytest.approx(expected[name]["avg_jct_s"], rel=1e-6), name
+        assert got[name]["finish_s"].keys() == expected[name]["finish_s"].keys()
+        for job, finish in expected[name]["finish_s"].items():
+            assert got[name]["finish_s"][job] == pytest.approx(finish, rel=1e-6), (name, job)
+
+
+def test_golden_values_are_plausible():
+    expected = json.loads(EXPECTED.read_text())
+    jct = {k: v["avg_jct_s"] / CONFIG.slot_s for k, v in expected.items()}
+    assert all(0.5 < v < 50 for v in jct.values())
+    assert jct["optimus"] < jct["drf"] < jct["fifo"]  # FIFO hands the cluster to one job
+    assert jct["optimus-oracle"] <= jct["optimus"] * 1.05
+
+
+def test_optimus_beats_drf_in_the_dl2_setting():
+    # DL2's small setting (60 jobs, at most 3 arrivals per 20-minute slot, window 20) on 32
+    # testbed servers (64 GPUs): at 96 servers every job gets all it can use from any policy
+    # that stops at its best speed, so the allocation policy hardly matters; at 32, demand
+    # exceeds the cluster for most of the run. Optimus re-decides every 600 s, as in Chic.
+    ratios = []
+    for seed in (0, 1, 2):
+        jobs = jobs_from_frame(dl2_like_frame(60, seed, max_arrivals_per_slot=3))
+        cfg = SimConfig(cluster=ClusterConfig(n_servers=32), seed=seed, window=20)
+        drf = simulate(jobs, make_scheduler("drf"), cfg).avg_jct_s
+        optimus = simulate(jobs, make_scheduler("optimus"), cfg).avg_jct_s
+        assert optimus < drf, seed
+        ratios.append(drf / optimus)
+    # DL2 reports DL2 44.1% better than DRF and 17.5% better than Optimus: DRF/Optimus ~1.48.
+    assert np.mean(ratios) > 1.2
+
+
+def test_registry_names_and_errors():
+    assert set(HEURISTICS) <= set(ALLOCATIONS.names())
+    assert PLACEMENTS.names() == ("bin-packing", "load-balancing", "random")
+    sched = make_scheduler("optimus-oracle", "bin-packing")
+    assert sched.name == "optimus-oracle+bin-packing"
+    assert sched.allocation.uses_oracle and sched.allocation.interval_s == 600.0
+    with pytest.raises(KeyError, match="known: drf"):
+        ALLOCATIONS.create("nope")
+
+
+def first_decision(scheduler: Scheduler, jobs, n_servers: int = 8) -> pl.DataFrame:
+    cfg = SimConfig(cluster=ClusterConfig(n_servers=n_servers))
+    events = Simulator(jobs, scheduler, cfg).run(until_s=0.0).events_frame()
+    return events.filter(pl.col("kind") == "alloc").sort("job_id")
+
+
+def test_drf_shares_equally_and_bundles_pairs():
+    jobs = tuple(JobSpec(i, "resnet-50", epochs=1e5, arrival_s=0.0) for i in range(3))
+    alloc = first_decision(make_scheduler("drf"), jobs, n_servers=6)  # 12 GPUs, 24 tasks
+    assert alloc["workers"].to_list() == alloc["ps"].to_list()
+    assert max(alloc["workers"]) - min(alloc["workers"]) <= 1
+    assert alloc["workers"].sum() == 12
+
+
+def test_fifo_and_srtf_order():
+    jt = by_name()["resnet-50"]
+    long = JobSpec(0, "resnet-50", epochs=jt.epochs_per_second(1, 1) * 36000, arrival_s=0.0)
+    short = JobSpec(1, "resnet-50", epochs=jt.epochs_per_second(1, 1) * 600, arrival_s=0.0)
+    fifo = first_decision(make_scheduler("fifo"), (long, short), n_servers=4)
+    srtf = first_decision(make_scheduler("srtf"), (long, short), n_servers=4)
+    assert fifo["workers"].to_list() == [8, 0]  # the earlier job takes all 8 GPUs ...
+    assert srtf["workers"].to_list() == [0, 8]  # ... the shorter one does under SRTF
+
+
+def test_tetris_grants_requests():
+    jobs = (
+        JobSpec(0, "vgg-16", epochs=1e4, arrival_s=0.0, num_workers=3, num_ps=2),
+        JobSpec(1, "dssm", epochs=1e4, arrival_s=0.0, num_workers=2, num_ps=0),
+    )
+    alloc = first_decision(make_scheduler("tetris"), jobs)
+    assert alloc["workers"].to_list() == [3, 2]
+    assert alloc["ps"].to_list() == [2, 1]  # a request of 0 PSs still gets one
+
+
+def test_optimus_stops_where_speed_stops_improving():
+    jobs = (JobSpec(0, "resnext-110", epochs=1e5, arrival_s=0.0),)
+    alloc = first_decision(make_scheduler("optimus"), jobs, n_servers=20).row(0, named=True)
+    jt = by_name()["resnext-110"]
+    w, p = alloc["workers"], alloc["ps"]
+    assert w < jt.max_workers  # DRF would give 16: ResNeXt barely scales
+    assert jt.speed(w, p) >= max(jt.speed(w + 1, p), jt.speed(w, p + 1))
+
+
+def test_optimus_fit_recovers_a_known_model():
+    jt = by_name()["seq2seq"]
+    configs = [(1, 1), (2, 1), (2, 2), (4, 2), (3, 5), (6, 3), (8, 8)]
+    points = [(w, p, jt.speed(w, p), 1200.0) for w, p in configs]
+    theta = fit_speed_model(points)
+    assert theta is not None
+    a, b, c, d, e = theta
+    for w, p in [(5, 5), (10, 4), (1, 8)]:
+        assert 1.0 / (a / w + b + c * w / p + d * w + e * p) == pytest.approx(
+            jt.speed(w, p), rel=1e-3
+        )
+
+
+def view(history: tuple[SpeedSample, ...], model: str = "wlm") -> JobView:
+    jt = by_name()[model]
+    return JobView(
+        job_id=0,
+        model=model,
+        type_index=jt.type_index,
+        arrival_s=0.0,
+        epochs_est=100.0,
+        epochs_done=10.0,
+        workers=1,
+        ps=1,
+        requested_workers=1,
+        requested_ps=1,
+        max_workers=16,
+        worker_demand=jt.worker_demand,
+        ps_demand=jt.ps_demand,
+        history=history,
+    )
+
+
+def test_optimus_uses_scaled_prior_until_five_configurations():
+    jt = by_name()["wlm"]
+    # Observed at 70% of the catalogue speed in 4 configurations: prior scaled by 0.7.
+    configs = [(1, 1), (2, 2), (3, 3), (2, 4)]
+    hist = tuple(
+        SpeedSample(w, p, 0.7 * jt.speed(w, p), 600.0, 600.0 * i)
+        for i, (w, p) in enumerate(configs)
+    )
+    assert len(merged_points(hist)) == 4
+    fn = fitted_speed(view(hist), jt)
+    assert fn(6, 6) == pytest.approx(0.7 * jt.speed(6, 6))
+    # A fifth configuration, observed with a different shape: the job's own fit takes over.
+    odd = (*hist, SpeedSample(8, 8, 3.0 * jt.speed(8, 8), 600.0, 3000.0))
+    assert fitted_speed(view(odd), jt)(8, 8) > 1.5 * jt.speed(8, 8)
+    assert fitted_speed(view(()), jt)(6, 6) == pytest.approx(jt.speed(6, 6))
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Every job one worker and one PS."""
+
+    name: str = "pairs"
+    interval_s: float | None = None
+    uses_oracle: bool = False
+
+    def allocate(self, snap: Snapshot) -> Allocation:
+        return Allocation.of({j.job_id: (1, 1) for j in snap.jobs})
+
+
+def placements(policy, n_jobs: int = 4, seed: int = 0) -> pl.DataFrame:
+    jobs = tuple(JobSpec(i, "resnet-50", epochs=1e5, arrival_s=0.0) for i in range(n_jobs))
+    cfg = SimConfig(cluster=ClusterConfig(n_servers=8), seed=seed)
+    return Simulator(jobs, Scheduler(Pairs(), policy), cfg).run(until_s=0.0).placements
+
+
+def test_bin_packing_consolidates_and_load_balancing_spreads():
+    packed = placements(BinPacking())
+    spread = placements(LoadBalancing())
+    assert packed["server"].n_unique() == 2  # 4 jobs x 2 tasks fill two 4-task servers
+    assert spread["server"].n_unique() == 8  # one task per server
+    # Bin packing keeps each job's worker with its PS: every row holds both.
+    assert (packed["workers"] == packed["ps"]).all()
+
+
+def test_random_placement_follows_the_placement_stream():
+    a = placements(RandomPlacement(), seed=1)
+    b = placements(RandomPlacement(), seed=1)
+    c = placements(RandomPlacement(), seed=2)
+    assert a.equals(b)
+    assert not a.equals(c)

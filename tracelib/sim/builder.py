@@ -1,0 +1,160 @@
+"""Per-action allocation: add one worker and/or PS to one job at a time, with checks.
+
+Heuristics build their allocation through an `AllocationBuilder`, and a DL2-style agent
+(3J+1 actions: add a worker, a PS or both to job i, or stop) would step through the same
+object. Each action checks the job's cap (`max_workers`, applied to workers and to PSs) and
+that the new tasks can still be placed: the builder keeps a tentative placement in a
+`FreePool` starting from the whole cluster (in the time-slotted mode every job's
+allocation is re-decided, so every server is up for grabs). The real placement is decided
+later by the placement policy; the tentative one only guarantees feasibility.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import IntEnum
+
+import numpy as np
+
+from tracelib.sim.cluster import FreePool
+from tracelib.sim.snapshot import Allocation, JobView, Snapshot
+
+
+class Action(IntEnum):
+    """Kinds of allocation step (DL2's action space is job x kind, plus stop)."""
+
+    WORKER = 0
+    PS = 1
+    BOTH = 2
+
+
+class AllocationBuilder:
+    """Accumulates workers/PSs per visible job; `add` is the per-action step."""
+
+    def __init__(self, snap: Snapshot, jobs: Sequence[JobView] | None = None) -> None:
+        self.snap = snap
+        self.jobs: tuple[JobView, ...] = tuple(snap.jobs if jobs is None else jobs)
+        self.index = {j.job_id: i for i, j in enumerate(self.jobs)}
+        n = len(self.jobs)
+        self.workers = [0] * n
+        self.ps = [0] * n
+        self.pool = FreePool(snap.cluster.capacity)
+        # Shares of the cluster one worker / one PS holds, for DRF and for Optimus' "per unit
+        # of dominant resource"; resources the cluster lacks entirely are ignored. Plain
+        # floats: these are read on every step, where numpy's call overhead dominates.
+        inv = [1.0 / t if t > 0 else 0.0 for t in snap.cluster.total.tolist()]
+        self._w_dem = [tuple(float(x) for x in j.worker_demand) for j in self.jobs]
+        self._p_dem = [tuple(float(x) for x in j.ps_demand) for j in self.jobs]
+        self._w_share = [tuple(d * k for d, k in zip(dem, inv, strict=True)) for dem in self._w_dem]
+        self._p_share = [tuple(d * k for d, k in zip(dem, inv, strict=True)) for dem in self._p_dem]
+
+    # -- queries ---------------------------------------------------------------------
+
+    def dominant_share(self, i: int) -> float:
+        """Largest share of any resource the job's current tasks hold."""
+        w, p = self.workers[i], self.ps[i]
+        ws, ps = self._w_share[i], self._p_share[i]
+        return max(w * ws[0] + p * ps[0], w * ws[1] + p * ps[1], w * ws[2] + p * ps[2])
+
+    def worker_share(self, i: int) -> float:
+        """Dominant share of one more worker of job i."""
+        return max(self._w_share[i])
+
+    def ps_share(self, i: int) -> float:
+        """Dominant share of one more PS of job i."""
+        return max(self._p_share[i])
+
+    def under_cap(self, i: int, workers: int = 0, ps: int = 0) -> bool:
+        """Whether job i may take that many more workers and PSs (its max_workers)."""
+        cap = self.jobs[i].max_workers
+        return self.workers[i] + workers <= cap and self.ps[i] + ps <= cap
+
+    def can_add(self, i: int, workers: int = 0, ps: int = 0) -> bool:
+        """Whether `add(i, workers, ps)` would succeed (nothing changes)."""
+        if not self.under_cap(i, workers, ps):
+            return False
+        if workers + ps == 1:  # the common single-task case: no tentative placement needed
+            return self.pool.any_fit(self._w_dem[i] if workers else self._p_dem[i])
+        taken = self._take(i, workers, ps)
+        if taken is None:
+            return False
+        for server, demand in taken:
+            self.pool.give(server, demand)
+        return True
+
+    def mask(self) -> np.ndarray:
+        """Valid actions as a (n_jobs, 3) bool array over (WORKER, PS, BOTH)."""
+        # Feasibility depends only on the task shapes, and jobs share a few shapes: check
+        # each shape (and worker+PS pair of shapes) against the pool once.
+        single: dict[tuple, bool] = {}
+        pair: dict[tuple, bool] = {}
+        rows = []
+        for i, job in enumerate(self.jobs):
+            wd, pd = self._w_dem[i], self._p_dem[i]
+            if wd not in single:
+                single[wd] = self.pool.any_fit(wd)
+            if pd not in single:
+                single[pd] = self.pool.any_fit(pd)
+            w_room = self.workers[i] < job.max_workers
+            p_room = self.ps[i] < job.max_workers
+            worker, ps = single[wd] and w_room, single[pd] and p_room
+            both = False
+            if worker and ps:
+                if (wd, pd) not in pair:
+                    pair[(wd, pd)] = self.can_add(i, 1, 1)
+                both = pair[(wd, pd)]
+            rows.append((worker, ps, both))
+        return np.array(rows, dtype=bool).reshape(len(self.jobs), 3)
+
+    # -- actions ---------------------------------------------------------------------
+
+    def _take(self, i: int, workers: int, ps: int):
+        pool = self.pool
+        taken = []
+        for demand in [self._w_dem[i]] * workers + [self._p_dem[i]] * ps:
+            server = pool.feasible_fit(demand)
+            if server < 0:
+                for s, d in taken:
+                    pool.give(s, d)
+                return None
+            pool.take_unchecked(server, demand)
+            taken.append((server, demand))
+        return taken
+
+    def add(self, i: int, workers: int = 0, ps: int = 0) -> bool:
+        """Add `workers` workers and `ps` PSs to job i (all or nothing); False if the cap or
+        the cluster does not allow it."""
+        cap = self.jobs[i].max_workers
+        if self.workers[i] + workers > cap or self.ps[i] + ps > cap:
+            return False
+        if workers == 1 and ps == 1:
+            # The common step (a worker+PS pair), written out: it runs ~10^5 times a run.
+            pool, wd, pd = self.pool, self._w_dem[i], self._p_dem[i]
+            s_w = pool.feasible_fit(wd)
+            if s_w < 0:
+                return False
+            pool.take_unchecked(s_w, wd)
+            s_p = pool.feasible_fit(pd)
+            if s_p < 0:
+                pool.give(s_w, wd)
+                return False
+            pool.take_unchecked(s_p, pd)
+        elif self._take(i, workers, ps) is None:
+            return False
+        self.workers[i] += workers
+        self.ps[i] += ps
+        return True
+
+    def step(self, i: int, action: Action) -> bool:
+        """One DL2-style action on job i."""
+        if action == Action.WORKER:
+            return self.add(i, 1, 0)
+        if action == Action.PS:
+            return self.add(i, 0, 1)
+        return self.add(i, 1, 1)
+
+    def allocation(self) -> Allocation:
+        """The allocation built so far."""
+        return Allocation.of(
+            {j.job_id: (self.workers[i], self.ps[i]) for i, j in enumerate(self.jobs)}
+        )

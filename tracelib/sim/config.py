@@ -1,0 +1,108 @@
+"""Simulator configuration: one frozen dataclass per concern, every field documented.
+
+Per-model coefficients (speed, locality, interference) live in `tracelib.catalogue`; what is
+here is everything else. Nothing is read from files or the environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+RESOURCES = ("gpu", "cpu", "mem_gb")
+"""Resource types, in the order of every (..., 3) array in the simulator."""
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Homogeneous servers. Default: the DL2/Harmony testbed server (two GTX 1080Ti, one
+    8-core/16-thread E5-1660, 48 GB): with the catalogue's demands (worker 1 GPU + 4 cores +
+    10 GB, PS 4 cores + 10 GB) it holds 2 GPU workers and 4 tasks in all, the same as the DL2
+    authors' simulator (8 slots per resource; a worker takes 4 GPU and 2 CPU slots, a PS 2)."""
+
+    n_servers: int = 96
+    """Number of servers (DL2 simulator: 96 small setting, 500 large)."""
+    gpus: float = 2.0
+    """GPUs per server."""
+    cpus: float = 16.0
+    """CPU cores (hardware threads) per server."""
+    mem_gb: float = 48.0
+    """Memory per server, GB."""
+
+    def __post_init__(self) -> None:
+        if self.n_servers < 1:
+            raise ValueError("n_servers must be at least 1")
+        if min(self.gpus, self.cpus, self.mem_gb) < 0:
+            raise ValueError("server capacities must be non-negative")
+
+    @classmethod
+    def dl2_small(cls) -> ClusterConfig:
+        """DL2 authors' small setting: 96 servers (192 GPUs)."""
+        return cls(n_servers=96)
+
+    @classmethod
+    def dl2_large(cls) -> ClusterConfig:
+        """DL2 authors' large setting: 500 servers (1000 GPUs, like DL2's production cluster)."""
+        return cls(n_servers=500)
+
+    @classmethod
+    def harmony_testbed(cls) -> ClusterConfig:
+        """Harmony's testbed: 6 servers of the same kind."""
+        return cls(n_servers=6)
+
+
+@dataclass(frozen=True)
+class SpeedConfig:
+    """How real training speed departs from the catalogue's speed model."""
+
+    locality: bool = True
+    """Jobs whose workers and PSs share servers communicate faster (catalogue locality gain)."""
+    interference_scale: float = 1.0
+    """Multiplier on the catalogue's interference matrix (1 = calibrated, 0 = none)."""
+    speed_variation: float = 0.0
+    """Per-job speed deviation: each job's speed is times (1 + x*U[-1,1]) (DL2 Fig. 13)."""
+    slot_noise: float = 0.0
+    """Per-decision run-to-run noise: speed times (1 + x*U[-1,1]) each interval (DL2 code)."""
+    epoch_error: float = 0.0
+    """Epoch-estimate error: a job really needs (1 + x*U[-1,1]) times the epochs the
+    scheduler sees (DL2 Fig. 14)."""
+    realloc_pause_s: float = 30.0
+    """Training stops this long when a running job's workers/PSs or their servers change:
+    checkpoint and restart takes tens of seconds (DL2 section 6.3, Fig. 11)."""
+    start_delay_s: float = 0.0
+    """Delay before a job's first interval of training (container start)."""
+
+    def __post_init__(self) -> None:
+        for name in ("speed_variation", "slot_noise", "epoch_error"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {value}")
+        if self.interference_scale < 0 or self.realloc_pause_s < 0 or self.start_delay_s < 0:
+            raise ValueError("interference_scale and delays must be non-negative")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One simulation run: cluster, speed realism, time slots and the seed."""
+
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    speed: SpeedConfig = field(default_factory=SpeedConfig)
+    slot_s: float = 1200.0
+    """Time slot (DL2, Harmony: 20 minutes). Decisions happen every slot unless the
+    scheduler declares its own interval (Optimus: 600 s)."""
+    seed: int = 0
+    """Root seed; one independent stream per source of randomness is spawned from it."""
+    window: int | None = None
+    """At most this many unfinished jobs (earliest arrivals first) are visible to the
+    scheduler each decision (DL2: 20 small, 40 large); None shows them all."""
+    arrival_jitter_s: float = 0.0
+    """Each arrival is delayed by U[0, x] seconds (arrivals stream); 0 keeps the workload's."""
+    max_decisions: int = 100_000
+    """Guard against a scheduler that never finishes the workload."""
+
+    def __post_init__(self) -> None:
+        if self.slot_s <= 0:
+            raise ValueError("slot_s must be positive")
+        if self.window is not None and self.window < 1:
+            raise ValueError("window must be at least 1 (or None)")
+        if self.arrival_jitter_s < 0:
+            raise ValueError("arrival_jitter_s must be non-negative")

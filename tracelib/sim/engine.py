@@ -1,0 +1,542 @@
+"""The simulator: one event loop over a heap of (time, priority, sequence number, event).
+
+Time-slotted allocation mode (DL2): at every decision time (multiples of the scheduler's
+interval, by default `SimConfig.slot_s`) the allocation policy decides workers/PSs for every
+visible job, the placement policy puts them on servers, and each job trains at its speed
+until the next decision; a job that completes its epochs inside the interval leaves at that
+exact moment (its finish event), and its resources stay idle until the next decision.
+Speeds are fixed for an interval (interference from a job that left mid-interval persists
+until the next decision, as in the DL2 simulator's per-slot model).
+
+Other modes reuse the loop: Harmony's fixed placement (placement policy that never moves
+kept tasks, arrival-only decisions), Chic's decisions on every arrival/completion (push a
+Decide from the Arrival and Finish handlers; `Finish.version` already discards stale
+completions when speeds change mid-interval), RL-TAPS' fixed steps (Decide every step).
+
+Randomness: the simulator owns four numpy Generators spawned from `SimConfig.seed` with
+`SeedSequence.spawn`, one per source (arrival jitter, speed noise, epoch-estimate error,
+placement tie-breaks), created afresh by every `run()`, so a run is a pure function of
+(jobs, scheduler, config) and changing one source never reshuffles another.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+import polars as pl
+
+from tracelib.catalogue import DL2_CATALOGUE, DL2_SIM_FACTS, JobType, SimFacts, by_name
+from tracelib.sim.config import SimConfig
+from tracelib.sim.jobs import JobSpec
+from tracelib.sim.policy import Scheduler
+from tracelib.sim.snapshot import (
+    EMPTY_PLACEMENT,
+    Allocation,
+    ClusterView,
+    JobPlacement,
+    JobView,
+    Placement,
+    Snapshot,
+    SpeedSample,
+    read_only,
+)
+from tracelib.sim.speed import SpeedModel
+
+STREAMS = ("arrivals", "speed", "epochs", "placement")
+"""Random streams, in SeedSequence.spawn order (append only: reordering changes every run)."""
+
+# Simultaneous events pop in this order: a job that completes exactly at a decision time is
+# gone before the decision, and a job arriving at it is already visible.
+_FINISH, _ARRIVAL, _DECIDE = 0, 1, 2
+_IDLE_DECISIONS = 3
+
+
+class InvalidDecision(ValueError):
+    """A policy returned a decision the simulator cannot apply."""
+
+
+class SimulationStalled(RuntimeError):
+    """Unfinished jobs, nothing running, nothing arriving: the scheduler would wait forever."""
+
+
+class EventRecord(NamedTuple):
+    """One line of the event log.
+
+    kinds: arrive (value: arrival time), decide (job_id -1, value: visible jobs),
+    alloc (per visible job per decision: workers, PSs, value: epochs/s for the interval),
+    unplaced (workers/PSs the placement could not place), progress (epochs trained since the
+    previous record), finish (value: completion time minus arrival)."""
+
+    time_s: float
+    kind: str
+    job_id: int
+    workers: int
+    ps: int
+    value: float
+
+
+@dataclass(frozen=True, order=True)
+class _Entry:
+    time_s: float
+    priority: int
+    seq: int
+    event: object = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """A job is submitted."""
+
+    job_id: int
+
+
+@dataclass(frozen=True)
+class Decide:
+    """The scheduler decides allocation and placement."""
+
+    index: int
+    """Decision k happens at k * interval."""
+
+
+@dataclass(frozen=True)
+class Finish:
+    """A job completes its epochs (if its allocation has not changed since)."""
+
+    job_id: int
+    version: int
+    """The job's allocation version when scheduled; a later change makes the event stale."""
+
+
+@dataclass
+class _Job:
+    """Mutable per-job state, private to the engine."""
+
+    spec: JobSpec
+    jt: JobType
+    arrival_s: float
+    real_epochs: float
+    speed_mult: float
+    done: float = 0.0
+    workers: int = 0
+    ps: int = 0
+    placement: JobPlacement = EMPTY_PLACEMENT
+    rate: float = 0.0
+    """Epochs per second for the current interval."""
+    pause_until: float = 0.0
+    last_s: float = 0.0
+    version: int = 0
+    arrived: bool = False
+    finish_s: float | None = None
+    started_s: float | None = None
+    history: list[SpeedSample] = field(default_factory=list)
+
+
+class _Oracle:
+    """True isolated speed: catalogue speed times the job's hidden speed multiplier."""
+
+    def __init__(self, model: SpeedModel, jobs: dict[int, _Job]) -> None:
+        self._model = model
+        self._jobs = jobs
+
+    def speed(self, job_id: int, workers: int, ps: int) -> float:
+        """True isolated speed of job `job_id` with `workers` workers and `ps` PSs."""
+        job = self._jobs[job_id]
+        return float(self._model.base([job.jt.type_index], [workers], [ps])[0]) * job.speed_mult
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Outcome of one run: per-job results, the event log and every decision's placement."""
+
+    scheduler: str
+    config: SimConfig
+    jobs: pl.DataFrame
+    """job_id, name, model, arrival_s, epochs_est, epochs_real, finish_s, jct_s."""
+    events: tuple[EventRecord, ...]
+    placements: pl.DataFrame
+    """decision, time_s, job_id, server, workers, ps: tasks per (decision, job, server)."""
+
+    @property
+    def avg_jct_s(self) -> float:
+        """Average job completion time (finish - arrival), seconds."""
+        return float(self.jobs["jct_s"].mean())
+
+    @property
+    def avg_jct_slots(self) -> float:
+        """Average JCT in time slots (DL2 reports JCT in slots)."""
+        return self.avg_jct_s / self.config.slot_s
+
+    @property
+    def makespan_s(self) -> float:
+        """Time the last job finished."""
+        return float(self.jobs["finish_s"].max())
+
+    def events_frame(self) -> pl.DataFrame:
+        """The event log as a frame (columns of `EventRecord`)."""
+        return pl.DataFrame(
+            list(self.events),
+            schema={
+                "time_s": pl.Float64,
+                "kind": pl.Utf8,
+                "job_id": pl.Int64,
+                "workers": pl.Int64,
+                "ps": pl.Int64,
+                "value": pl.Float64,
+            },
+            orient="row",
+        )
+
+
+class Simulator:
+    """Runs a workload under a scheduler; `run()` may be called repeatedly (same result)."""
+
+    def __init__(
+        self,
+        jobs: Sequence[JobSpec],
+        scheduler: Scheduler,
+        cfg: SimConfig | None = None,
+        catalogue: tuple[JobType, ...] = DL2_CATALOGUE,
+        facts: tuple[SimFacts, ...] = DL2_SIM_FACTS,
+    ) -> None:
+        self.cfg = cfg or SimConfig()
+        self.scheduler = scheduler
+        self.catalogue = catalogue
+        self.specs = tuple(jobs)
+        ids = [j.job_id for j in self.specs]
+        if len(set(ids)) != len(ids):
+            raise ValueError("job ids must be unique")
+        names = by_name(catalogue)
+        unknown = sorted({j.model for j in self.specs} - set(names))
+        if unknown:
+            raise ValueError(f"models not in the catalogue: {unknown}")
+        self._types = names
+        self.model = SpeedModel(self.cfg.speed, catalogue, facts)
+        c = self.cfg.cluster
+        capacity = np.tile([c.gpus, c.cpus, c.mem_gb], (c.n_servers, 1)).astype(float)
+        self._capacity = read_only(capacity)
+        interval = scheduler.allocation.interval_s
+        self.interval_s = float(interval) if interval else self.cfg.slot_s
+        if self.interval_s <= 0:
+            raise ValueError("decision interval must be positive")
+
+    # -- setup ---------------------------------------------------------------------------
+
+    def _streams(self) -> dict[str, np.random.Generator]:
+        seqs = np.random.SeedSequence(self.cfg.seed).spawn(len(STREAMS))
+        return {name: np.random.default_rng(s) for name, s in zip(STREAMS, seqs, strict=True)}
+
+    def _init_jobs(self, rng: dict[str, np.random.Generator]) -> dict[int, _Job]:
+        n = len(self.specs)
+        sp = self.cfg.speed
+        # Draw every stream's numbers up front, in job order, whether used or not, so turning
+        # one noise source on or off leaves the others' draws unchanged.
+        jitter = rng["arrivals"].uniform(0.0, 1.0, n) * self.cfg.arrival_jitter_s
+        mult = 1.0 + sp.speed_variation * rng["speed"].uniform(-1.0, 1.0, n)
+        err = 1.0 + sp.epoch_error * rng["epochs"].uniform(-1.0, 1.0, n)
+        return {
+            s.job_id: _Job(
+                spec=s,
+                jt=self._types[s.model],
+                arrival_s=s.arrival_s + float(jitter[i]),
+                real_epochs=s.epochs * float(err[i]),
+                speed_mult=float(mult[i]),
+            )
+            for i, s in enumerate(self.specs)
+        }
+
+    # -- run ---------------------------------------------------------------------------
+
+    def run(self, until_s: float | None = None) -> SimResult:
+        """Simulate until every job has finished, or only the events up to `until_s` (then
+        unfinished jobs have no finish time)."""
+        rng = self._streams()
+        jobs = self._init_jobs(rng)
+        oracle = _Oracle(self.model, jobs) if self.scheduler.allocation.uses_oracle else None
+        heap: list[_Entry] = []
+        seq = 0
+
+        def push(time_s: float, priority: int, event: object) -> None:
+            nonlocal seq
+            heapq.heappush(heap, _Entry(time_s, priority, seq, event))
+            seq += 1
+
+        for job in sorted(jobs.values(), key=lambda j: (j.arrival_s, j.spec.job_id)):
+            push(job.arrival_s, _ARRIVAL, Arrival(job.spec.job_id))
+
+        log: list[EventRecord] = []
+        placement_rows: list[tuple[int, float, int, int, int, int]] = []
+        decide_pending = False
+        decisions = 0
+        idle_streak = 0
+        pending_arrivals = len(jobs)
+
+        while heap and (until_s is None or heap[0].time_s <= until_s):
+            entry = heapq.heappop(heap)
+            t, event = entry.time_s, entry.event
+            if isinstance(event, Finish):
+                job = jobs[event.job_id]
+                if job.finish_s is None and job.version == event.version:
+                    self._complete(job, t, log)
+            elif isinstance(event, Arrival):
+                job = jobs[event.job_id]
+                job.arrived = True
+                job.last_s = t
+                pending_arrivals -= 1
+                log.append(EventRecord(t, "arrive", job.spec.job_id, 0, 0, job.arrival_s))
+                if not decide_pending:
+                    k = math.ceil(t / self.interval_s - 1e-12)
+                    push(k * self.interval_s, _DECIDE, Decide(k))
+                    decide_pending = True
+            elif isinstance(event, Decide):
+                decisions += 1
+                if decisions > self.cfg.max_decisions:
+                    raise SimulationStalled(
+                        f"more than {self.cfg.max_decisions} decisions; "
+                        f"{sum(j.finish_s is None for j in jobs.values())} jobs unfinished"
+                    )
+                active = self._advance(jobs, t, log)
+                if not active:
+                    decide_pending = False
+                    continue
+                training = self._decide(
+                    jobs, active, t, decisions - 1, rng["speed"], rng["placement"], oracle, log,
+                    placement_rows,
+                )  # fmt: skip
+                next_t = (event.index + 1) * self.interval_s
+                # Completions inside this interval are known now: speeds are fixed until next_t.
+                for job in training:
+                    start = max(t, job.pause_until)
+                    t_f = start + (job.real_epochs - job.done) / job.rate
+                    if t_f <= next_t:
+                        push(t_f, _FINISH, Finish(job.spec.job_id, job.version))
+                idle_streak = 0 if training or pending_arrivals else idle_streak + 1
+                if idle_streak >= _IDLE_DECISIONS:
+                    raise SimulationStalled(
+                        f"at t={t:.0f}s {len(active)} jobs wait, none runs and none arrives "
+                        f"(scheduler {self.scheduler.name})"
+                    )
+                push(next_t, _DECIDE, Decide(event.index + 1))
+
+        return self._result(jobs, log, placement_rows)
+
+    # -- steps -------------------------------------------------------------------------
+
+    def _advance(self, jobs: dict[int, _Job], t: float, log: list[EventRecord]) -> list[_Job]:
+        """Bring every arrived job's progress to time t; returns the unfinished ones."""
+        active = []
+        for job in jobs.values():
+            if not job.arrived or job.finish_s is not None:
+                continue
+            if job.rate > 0:
+                productive = max(0.0, t - max(job.last_s, job.pause_until))
+                gained = job.rate * productive
+                if job.done + gained >= job.real_epochs * (1.0 - 1e-12):
+                    # Rounding put the exact finish a hair past the decision: finish now.
+                    self._complete(job, t, log)
+                    continue
+                if productive > 0:
+                    job.done += gained
+                    self._observe(job, productive, gained, t, log)
+            job.last_s = t
+            active.append(job)
+        active.sort(key=lambda j: (j.arrival_s, j.spec.job_id))
+        return active
+
+    def _observe(self, job: _Job, productive: float, gained: float, t: float, log) -> None:
+        log.append(EventRecord(t, "progress", job.spec.job_id, job.workers, job.ps, gained))
+        speed = gained * job.jt.iters_per_epoch / productive
+        job.history.append(SpeedSample(job.workers, job.ps, speed, productive, t))
+
+    def _complete(self, job: _Job, t: float, log: list[EventRecord]) -> None:
+        productive = max(0.0, t - max(job.last_s, job.pause_until))
+        gained = job.real_epochs - job.done
+        job.done = job.real_epochs  # exactly: no overshoot, no rounding residue
+        if productive > 0:
+            self._observe(job, productive, gained, t, log)
+        job.finish_s = t
+        job.last_s = t
+        job.rate = 0.0
+        job.version += 1
+        job.workers = job.ps = 0
+        job.placement = EMPTY_PLACEMENT
+        log.append(EventRecord(t, "finish", job.spec.job_id, 0, 0, t - job.arrival_s))
+
+    def _used(self, jobs: Sequence[_Job]) -> np.ndarray:
+        servers: list[int] = []
+        demands: list[tuple[float, float, float]] = []
+        for job in jobs:
+            servers.extend(job.placement.workers)
+            demands.extend([job.jt.worker_demand] * len(job.placement.workers))
+            servers.extend(job.placement.ps)
+            demands.extend([job.jt.ps_demand] * len(job.placement.ps))
+        used = np.zeros_like(self._capacity)
+        if servers:
+            np.add.at(used, np.array(servers), np.array(demands))
+        return used
+
+    def _snapshot(self, active: list[_Job], t: float, decision: int, oracle) -> Snapshot:
+        visible = active if self.cfg.window is None else active[: self.cfg.window]
+        views = tuple(
+            JobView(
+                job_id=j.spec.job_id,
+                model=j.jt.model,
+                type_index=j.jt.type_index,
+                arrival_s=j.arrival_s,
+                epochs_est=j.spec.epochs,
+                epochs_done=j.done,
+                workers=j.workers,
+                ps=j.ps,
+                requested_workers=j.spec.num_workers,
+                requested_ps=j.spec.num_ps,
+                max_workers=j.jt.max_workers,
+                worker_demand=j.jt.worker_demand,
+                ps_demand=j.jt.ps_demand,
+                placement=j.placement,
+                history=tuple(j.history),
+                started_s=j.started_s,
+            )
+            for j in visible
+        )
+        return Snapshot(
+            time_s=t,
+            slot=int(t // self.cfg.slot_s),
+            slot_s=self.cfg.slot_s,
+            decision=decision,
+            cluster=ClusterView(self._capacity, read_only(self._used(active))),
+            jobs=views,
+            catalogue=self.catalogue,
+            oracle=oracle,
+        )
+
+    def _validate(self, snap: Snapshot, alloc: Allocation, placement: Placement) -> None:
+        for job_id, (w, p) in alloc.counts.items():
+            view = snap.by_id.get(job_id)
+            if view is None:
+                raise InvalidDecision(f"allocation names job {job_id}, which is not visible")
+            if not (0 <= w <= view.max_workers and 0 <= p <= view.max_workers):
+                raise InvalidDecision(
+                    f"job {job_id}: {w} workers / {p} PSs outside 0..{view.max_workers}"
+                )
+        n = self._capacity.shape[0]
+        servers: list[int] = []
+        demands: list[tuple[float, float, float]] = []
+        for job_id, pl_ in placement.jobs.items():
+            w, p = alloc.get(job_id)
+            view = snap.by_id.get(job_id)
+            if view is None or len(pl_.workers) > w or len(pl_.ps) > p:
+                raise InvalidDecision(
+                    f"placement of job {job_id} has {len(pl_.workers)} workers / "
+                    f"{len(pl_.ps)} PSs, allocation {w} / {p}"
+                )
+            servers.extend(pl_.workers)
+            demands.extend([view.worker_demand] * len(pl_.workers))
+            servers.extend(pl_.ps)
+            demands.extend([view.ps_demand] * len(pl_.ps))
+        bad = [s for s in servers if not 0 <= s < n]
+        if bad:
+            raise InvalidDecision(f"placement names servers that do not exist: {sorted(set(bad))}")
+        used = np.zeros_like(self._capacity)
+        if servers:
+            np.add.at(used, np.array(servers), np.array(demands))
+        over = np.argwhere(used > self._capacity + 1e-9)
+        if len(over):
+            server, res = over[0]
+            raise InvalidDecision(
+                f"placement exceeds server {server} capacity of resource {res}: "
+                f"{used[server, res]} > {self._capacity[server, res]}"
+            )
+
+    def _decide(
+        self, jobs, active, t, decision, speed_rng, place_rng, oracle, log, placement_rows
+    ) -> list[_Job]:
+        """One decision: allocate, place, apply; returns the jobs that train this interval."""
+        snap = self._snapshot(active, t, decision, oracle)
+        alloc = self.scheduler.allocation.allocate(snap)
+        placement = self.scheduler.placement.place(snap, alloc, place_rng)
+        self._validate(snap, alloc, placement)
+        log.append(EventRecord(t, "decide", -1, 0, 0, float(len(snap.jobs))))
+        pause = self.cfg.speed.realloc_pause_s
+        for job in active:
+            new = placement.get(job.spec.job_id)
+            w, p = alloc.get(job.spec.job_id)
+            if (len(new.workers), len(new.ps)) != (w, p):
+                log.append(
+                    EventRecord(
+                        t, "unplaced", job.spec.job_id, w - len(new.workers), p - len(new.ps), 0.0
+                    )
+                )
+            if new != job.placement:
+                job.version += 1
+                if new.workers and new.ps:
+                    delay = pause if job.started_s is not None else self.cfg.speed.start_delay_s
+                    job.pause_until = t + delay
+            job.placement = new
+            job.workers, job.ps = len(new.workers), len(new.ps)
+            if job.workers and job.ps and job.started_s is None:
+                job.started_s = t
+
+        placed = [j for j in active if j.placement.workers or j.placement.ps]
+        speeds = self.model.placed(
+            [j.jt.type_index for j in placed],
+            [j.workers for j in placed],
+            [j.ps for j in placed],
+            [j.placement for j in placed],
+            self._capacity.shape[0],
+        )
+        # One draw per placed job each decision; the speed stream's order is job order.
+        noise = 1.0 + self.cfg.speed.slot_noise * speed_rng.uniform(-1.0, 1.0, len(placed))
+        for job in active:
+            job.rate = 0.0
+        for job, speed, eps in zip(placed, speeds, noise, strict=True):
+            job.rate = float(speed * job.speed_mult * eps / job.jt.iters_per_epoch)
+        for view in snap.jobs:
+            job = jobs[view.job_id]
+            log.append(EventRecord(t, "alloc", view.job_id, job.workers, job.ps, job.rate))
+        for job in placed:
+            w_on, p_on = Counter(job.placement.workers), Counter(job.placement.ps)
+            for server in sorted(set(w_on) | set(p_on)):
+                placement_rows.append(
+                    (decision, t, job.spec.job_id, server, w_on.get(server, 0), p_on.get(server, 0))
+                )
+        return [j for j in placed if j.rate > 0]
+
+    def _result(self, jobs: dict[int, _Job], log, placement_rows) -> SimResult:
+        ordered = sorted(jobs.values(), key=lambda j: j.spec.job_id)
+        frame = pl.DataFrame(
+            {
+                "job_id": [j.spec.job_id for j in ordered],
+                "name": [j.spec.name for j in ordered],
+                "model": [j.jt.model for j in ordered],
+                "arrival_s": [j.arrival_s for j in ordered],
+                "epochs_est": [j.spec.epochs for j in ordered],
+                "epochs_real": [j.real_epochs for j in ordered],
+                "finish_s": [j.finish_s for j in ordered],
+            },
+            schema_overrides={"finish_s": pl.Float64},
+        ).with_columns((pl.col("finish_s") - pl.col("arrival_s")).alias("jct_s"))
+        placements = pl.DataFrame(
+            placement_rows,
+            schema={
+                "decision": pl.Int64,
+                "time_s": pl.Float64,
+                "job_id": pl.Int64,
+                "server": pl.Int64,
+                "workers": pl.Int64,
+                "ps": pl.Int64,
+            },
+            orient="row",
+        )
+        return SimResult(self.scheduler.name, self.cfg, frame, tuple(log), placements)
+
+
+def simulate(
+    jobs: Sequence[JobSpec], scheduler: Scheduler, cfg: SimConfig | None = None
+) -> SimResult:
+    """Run `jobs` under `scheduler` with `cfg` (default config) and return the result."""
+    return Simulator(jobs, scheduler, cfg).run()

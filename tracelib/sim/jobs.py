@@ -1,0 +1,146 @@
+"""Simulator jobs: `JobSpec`, built from a frame with the `workload_jobs` columns.
+
+`jobs_from_frame` is how every stage feeds the simulator (the warehouse's `workload_jobs`
+rows for one workload). `dl2_like_frame` is a small stand-in generator with the same
+columns, for the simulator's own tests and benchmark; real workloads come from
+`tracelib.workloads`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from tracelib.catalogue import DL2_CATALOGUE, JobType, by_name
+
+REQUIRED_COLUMNS = ("model", "epochs", "num_workers", "num_ps", "arrival_s")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job as submitted: what the user asked for and when."""
+
+    job_id: int
+    """Dense index inside the workload (`job_index`); events and results use it."""
+    model: str
+    """Catalogue model name."""
+    epochs: float
+    """Epochs the user estimates the job needs (what schedulers see)."""
+    arrival_s: float
+    """Submission time, seconds from the start of the workload."""
+    num_workers: int = 1
+    """Workers the user requested (used by request-driven policies such as Tetris)."""
+    num_ps: int = 1
+    """PSs the user requested (0 in a trace means unknown; policies read at least 1)."""
+    name: str = ""
+    """The trace's job id, for reports."""
+
+    def __post_init__(self) -> None:
+        if not (self.epochs > 0 and math.isfinite(self.epochs)):
+            raise ValueError(f"job {self.job_id}: epochs must be positive, got {self.epochs}")
+        if not (self.arrival_s >= 0 and math.isfinite(self.arrival_s)):
+            raise ValueError(f"job {self.job_id}: arrival_s must be >= 0, got {self.arrival_s}")
+        if self.num_workers < 1 or self.num_ps < 0:
+            raise ValueError(f"job {self.job_id}: needs num_workers >= 1 and num_ps >= 0")
+
+
+def jobs_from_frame(
+    df: pl.DataFrame, catalogue: tuple[JobType, ...] = DL2_CATALOGUE
+) -> tuple[JobSpec, ...]:
+    """Jobs of one workload from a frame with the `workload_jobs` columns, by arrival.
+
+    Needs model, epochs, num_workers, num_ps and arrival_s; job_index (else the row number)
+    becomes `job_id` and job_id (a string) becomes `name`. Other columns are ignored.
+    """
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"workload frame lacks columns {missing}")
+    known = by_name(catalogue)
+    unknown = sorted(set(df["model"].to_list()) - set(known))
+    if unknown:
+        raise ValueError(f"models not in the catalogue: {unknown}")
+    ids = (
+        df["job_index"].cast(pl.Int64).to_list()
+        if "job_index" in df.columns
+        else list(range(df.height))
+    )
+    if len(set(ids)) != len(ids):
+        raise ValueError("job_index values must be unique within a workload")
+    names = df["job_id"].cast(pl.Utf8).to_list() if "job_id" in df.columns else [""] * df.height
+    jobs = [
+        JobSpec(
+            job_id=int(i),
+            model=str(m),
+            epochs=float(e),
+            arrival_s=float(a),
+            num_workers=int(w),
+            num_ps=int(p),
+            name=str(n or ""),
+        )
+        for i, m, e, a, w, p, n in zip(
+            ids,
+            df["model"].to_list(),
+            df["epochs"].to_list(),
+            df["arrival_s"].to_list(),
+            df["num_workers"].to_list(),
+            df["num_ps"].to_list(),
+            names,
+            strict=True,
+        )
+    ]
+    return tuple(sorted(jobs, key=lambda j: (j.arrival_s, j.job_id)))
+
+
+def dl2_like_frame(
+    n_jobs: int,
+    seed: int,
+    max_arrivals_per_slot: int = 3,
+    slot_s: float = 1200.0,
+    mean_duration_min: float = 147.0,
+    median_duration_min: float = 70.0,
+    max_request: int = 4,
+    catalogue: tuple[JobType, ...] = DL2_CATALOGUE,
+) -> pl.DataFrame:
+    """A DL2-style workload with the `workload_jobs` columns (tests and benchmarks only).
+
+    Per slot, min(max_arrivals, Poisson(0.6 * max_arrivals)) jobs arrive at the slot's start
+    (the DL2 simulator's arrivals are per slot and capped); the model is uniform over the
+    catalogue; run time with one worker and one PS is log-normal with the DL2 trace's mean
+    (147 min) and our median (70 min), clipped to [5 min, 3 days], converted to epochs with
+    the catalogue speed; requests are uniform in 1..max_request workers and PSs.
+    """
+    rng = np.random.default_rng(seed)
+    counts: list[int] = []
+    while sum(counts) < n_jobs:
+        counts.append(min(max_arrivals_per_slot, int(rng.poisson(0.6 * max_arrivals_per_slot))))
+    slots = np.repeat(np.arange(len(counts)), counts)[:n_jobs]
+    types = rng.integers(0, len(catalogue), n_jobs)
+    mu = math.log(median_duration_min)
+    sigma = math.sqrt(2.0 * (math.log(mean_duration_min) - mu))
+    minutes = np.clip(rng.lognormal(mu, sigma, n_jobs), 5.0, 3 * 24 * 60.0)
+    workers = rng.integers(1, max_request + 1, n_jobs)
+    ps = rng.integers(1, max_request + 1, n_jobs)
+    models = [catalogue[t].model for t in types]
+    epochs = [
+        d * 60.0 * catalogue[t].epochs_per_second(1, 1) for d, t in zip(minutes, types, strict=True)
+    ]
+    gpus = [float(w * catalogue[t].worker_gpu) for w, t in zip(workers, types, strict=True)]
+    return pl.DataFrame(
+        {
+            "workload_id": [f"sim-dl2/{seed}"] * n_jobs,
+            "job_index": np.arange(n_jobs, dtype=np.int32),
+            "source_id": ["synthetic:sim"] * n_jobs,
+            "job_id": [f"j{i:04d}" for i in range(n_jobs)],
+            "model": models,
+            "epochs": np.round(epochs, 3),
+            "num_workers": workers.astype(np.int32),
+            "num_ps": ps.astype(np.int32),
+            "num_gpus": gpus,
+            "arrival_s": slots.astype(np.float64) * slot_s,
+            "arrival_slot": slots.astype(np.int32),
+            "duration_s": minutes * 60.0,
+        }
+    )

@@ -1,0 +1,77 @@
+"""The policy protocol: allocation and placement are separate, composable decisions.
+
+    allocation.allocate(snapshot)           -> Allocation  (workers, PSs per job)
+    placement.place(snapshot, allocation, rng) -> Placement (server per worker and PS)
+
+Both read an immutable `Snapshot` and return a new frozen decision; neither can touch the
+simulator. A `Scheduler` pairs one of each. Placement receives the simulator's placement
+random stream explicitly (tie-breaks, random placement); allocation policies are
+deterministic functions of the snapshot (a learned policy would carry its own generator).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from tracelib.sim.builder import AllocationBuilder
+from tracelib.sim.snapshot import Allocation, Placement, Snapshot
+
+
+@runtime_checkable
+class AllocationPolicy(Protocol):
+    """Decides how many workers and PSs each visible job gets for the next interval."""
+
+    name: str
+    interval_s: float | None
+    """Seconds between decisions; None decides every slot (SimConfig.slot_s)."""
+    uses_oracle: bool
+    """True only for policies that read the true speed model (`Snapshot.oracle`)."""
+
+    def allocate(self, snap: Snapshot) -> Allocation:
+        """Workers/PSs per job; must not mutate `snap`."""
+        ...
+
+
+@runtime_checkable
+class PlacementPolicy(Protocol):
+    """Decides the server of every worker and PS of an allocation."""
+
+    name: str
+
+    def place(self, snap: Snapshot, alloc: Allocation, rng: np.random.Generator) -> Placement:
+        """Servers per task of `alloc`; `rng` is the simulator's placement stream."""
+        ...
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """An allocation policy and a placement policy, run together by the simulator."""
+
+    allocation: AllocationPolicy
+    placement: PlacementPolicy
+
+    @property
+    def name(self) -> str:
+        """ "allocation+placement", e.g. "drf+load-balancing"."""
+        return f"{self.allocation.name}+{self.placement.name}"
+
+
+@dataclass(frozen=True)
+class RequestedAllocation:
+    """Every job gets the workers and PSs its user requested (at least one PS), in arrival
+    order, while they fit: Harmony's setting (fixed counts) and calibration experiments."""
+
+    name: str = "requested"
+    interval_s: float | None = None
+    uses_oracle: bool = False
+
+    def allocate(self, snap: Snapshot) -> Allocation:
+        """Requested counts (capped), earliest jobs first, while they fit."""
+        builder = AllocationBuilder(snap)
+        for i, job in enumerate(builder.jobs):
+            cap = job.max_workers
+            builder.add(i, min(job.requested_workers, cap), min(max(job.requested_ps, 1), cap))
+        return builder.allocation()
