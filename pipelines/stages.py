@@ -15,7 +15,8 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.contracts import PipelineRuns
-from tracelib.ingest import StoreResult, load_trace, store_trace
+from tracelib.contracts import Quarantine
+from tracelib.ingest import LoadedTrace, StoreResult, load_trace, store_trace
 from tracelib.provenance import canonical_json, code_version
 from tracelib.synthetic import DiurnalConfig, synthetic_source
 from tracelib.workloads import DeriveConfig, derive_workloads, store_workloads
@@ -46,18 +47,10 @@ def ingest_stage(
 
 def synthetic_stage(warehouse: str | Path | None, kind: str, cfg: DiurnalConfig) -> StoreResult:
     """Generate a synthetic trace and load it as a trace source."""
-    from tracelib.ingest import LoadedTrace
-
     jobs, source = synthetic_source(kind, cfg)
-    empty = pl.DataFrame(
-        schema={
-            "source_id": pl.Utf8,
-            "record_no": pl.Int64,
-            "field": pl.Utf8,
-            "reason": pl.Utf8,
-            "raw_record": pl.Utf8,
-        }
-    )
+    # A synthetic trace has no malformed records: an empty frame shaped by the contract.
+    columns = Quarantine.to_schema().columns
+    empty = pl.DataFrame(schema={name: col.dtype.type for name, col in columns.items()})
     with connect(warehouse) as con:
         return store_trace(con, LoadedTrace(source=source, jobs=jobs, quarantine=empty))
 
