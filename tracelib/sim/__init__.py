@@ -16,6 +16,7 @@ from tracelib.sim.config import ClusterConfig, SimConfig, SpeedConfig
 from tracelib.sim.engine import (
     EventRecord,
     InvalidDecision,
+    PlacedSpeedModel,
     SimResult,
     SimulationStalled,
     Simulator,
@@ -25,6 +26,7 @@ from tracelib.sim.jobs import JobSpec, dl2_like_frame, jobs_from_frame
 from tracelib.sim.placement import BinPacking, LoadBalancing, RandomPlacement
 from tracelib.sim.policy import (
     AllocationPolicy,
+    DecisionPolicy,
     PlacementPolicy,
     RequestedAllocation,
     Scheduler,
@@ -49,12 +51,14 @@ __all__ = [
     "BinPacking",
     "ClusterConfig",
     "ClusterView",
+    "DecisionPolicy",
     "EventRecord",
     "InvalidDecision",
     "JobPlacement",
     "JobSpec",
     "JobView",
     "LoadBalancing",
+    "PlacedSpeedModel",
     "Placement",
     "PlacementPolicy",
     "RandomPlacement",

@@ -26,7 +26,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import polars as pl
@@ -34,7 +34,7 @@ import polars as pl
 from tracelib.catalogue import DL2_CATALOGUE, DL2_SIM_FACTS, JobType, SimFacts, by_name
 from tracelib.sim.config import SimConfig
 from tracelib.sim.jobs import JobSpec
-from tracelib.sim.policy import Scheduler
+from tracelib.sim.policy import DecisionPolicy
 from tracelib.sim.snapshot import (
     EMPTY_PLACEMENT,
     Allocation,
@@ -137,6 +137,18 @@ class _Job:
     history: list[SpeedSample] = field(default_factory=list)
 
 
+class PlacedSpeedModel(Protocol):
+    """What the engine needs of a speed model (`SpeedModel`, or RL-TAPS' topology model)."""
+
+    def base(self, types, workers, ps) -> np.ndarray:
+        """Isolated speed (mini-batches/s) per job, ignoring placement."""
+        ...
+
+    def placed(self, types, workers, ps, placements, n_servers: int) -> np.ndarray:
+        """Speed (mini-batches/s) of each job given every job's placement."""
+        ...
+
+
 class _Oracle:
     """True isolated speed: catalogue speed times the job's hidden speed multiplier."""
 
@@ -199,11 +211,14 @@ class Simulator:
     def __init__(
         self,
         jobs: Sequence[JobSpec],
-        scheduler: Scheduler,
+        scheduler: DecisionPolicy,
         cfg: SimConfig | None = None,
         catalogue: tuple[JobType, ...] = DL2_CATALOGUE,
         facts: tuple[SimFacts, ...] = DL2_SIM_FACTS,
+        speed_model: PlacedSpeedModel | None = None,
     ) -> None:
+        """`speed_model` replaces the default `SpeedModel(cfg.speed, catalogue, facts)`
+        (RL-TAPS' topology model); it must index types by the catalogue's `type_index`."""
         self.cfg = cfg or SimConfig()
         self.scheduler = scheduler
         self.catalogue = catalogue
@@ -216,11 +231,11 @@ class Simulator:
         if unknown:
             raise ValueError(f"models not in the catalogue: {unknown}")
         self._types = names
-        self.model = SpeedModel(self.cfg.speed, catalogue, facts)
+        self.model = speed_model or SpeedModel(self.cfg.speed, catalogue, facts)
         c = self.cfg.cluster
         capacity = np.tile([c.gpus, c.cpus, c.mem_gb], (c.n_servers, 1)).astype(float)
         self._capacity = read_only(capacity)
-        interval = scheduler.allocation.interval_s
+        interval = scheduler.interval_s
         self.interval_s = float(interval) if interval else self.cfg.slot_s
         if self.interval_s <= 0:
             raise ValueError("decision interval must be positive")
@@ -257,7 +272,7 @@ class Simulator:
         unfinished jobs have no finish time)."""
         rng = self._streams()
         jobs = self._init_jobs(rng)
-        oracle = _Oracle(self.model, jobs) if self.scheduler.allocation.uses_oracle else None
+        oracle = _Oracle(self.model, jobs) if self.scheduler.uses_oracle else None
         heap: list[_Entry] = []
         seq = 0
 
@@ -457,8 +472,7 @@ class Simulator:
     ) -> list[_Job]:
         """One decision: allocate, place, apply; returns the jobs that train this interval."""
         snap = self._snapshot(active, t, decision, oracle)
-        alloc = self.scheduler.allocation.allocate(snap)
-        placement = self.scheduler.placement.place(snap, alloc, place_rng)
+        alloc, placement = self.scheduler.decide(snap, place_rng)
         self._validate(snap, alloc, placement)
         log.append(EventRecord(t, "decide", -1, 0, 0, float(len(snap.jobs))))
         pause = self.cfg.speed.realloc_pause_s
@@ -536,7 +550,7 @@ class Simulator:
 
 
 def simulate(
-    jobs: Sequence[JobSpec], scheduler: Scheduler, cfg: SimConfig | None = None
+    jobs: Sequence[JobSpec], scheduler: DecisionPolicy, cfg: SimConfig | None = None
 ) -> SimResult:
     """Run `jobs` under `scheduler` with `cfg` (default config) and return the result."""
     return Simulator(jobs, scheduler, cfg).run()

@@ -7,6 +7,10 @@ Both read an immutable `Snapshot` and return a new frozen decision; neither can 
 simulator. A `Scheduler` pairs one of each. Placement receives the simulator's placement
 random stream explicitly (tie-breaks, random placement); allocation policies are
 deterministic functions of the snapshot (a learned policy would carry its own generator).
+
+The simulator itself only needs a `DecisionPolicy`: `decide(snapshot, rng)` returning both
+at once. `Scheduler` is the composed one; a joint decision (RL-TAPS' per-GPU assignment,
+where choosing the GPUs is choosing the jobs) implements `DecisionPolicy` directly.
 """
 
 from __future__ import annotations
@@ -46,6 +50,20 @@ class PlacementPolicy(Protocol):
         ...
 
 
+@runtime_checkable
+class DecisionPolicy(Protocol):
+    """Anything the simulator can run: one joint allocation + placement per decision."""
+
+    name: str
+    interval_s: float | None
+    """Seconds between decisions; None decides every slot (SimConfig.slot_s)."""
+    uses_oracle: bool
+
+    def decide(self, snap: Snapshot, rng: np.random.Generator) -> tuple[Allocation, Placement]:
+        """Allocation and placement for `snap`; `rng` is the simulator's placement stream."""
+        ...
+
+
 @dataclass(frozen=True)
 class Scheduler:
     """An allocation policy and a placement policy, run together by the simulator."""
@@ -57,6 +75,21 @@ class Scheduler:
     def name(self) -> str:
         """ "allocation+placement", e.g. "drf+load-balancing"."""
         return f"{self.allocation.name}+{self.placement.name}"
+
+    @property
+    def interval_s(self) -> float | None:
+        """The allocation policy's decision interval."""
+        return self.allocation.interval_s
+
+    @property
+    def uses_oracle(self) -> bool:
+        """True when the allocation policy reads the true speed model."""
+        return self.allocation.uses_oracle
+
+    def decide(self, snap: Snapshot, rng: np.random.Generator) -> tuple[Allocation, Placement]:
+        """Allocate, then place that allocation."""
+        alloc = self.allocation.allocate(snap)
+        return alloc, self.placement.place(snap, alloc, rng)
 
 
 @dataclass(frozen=True)
