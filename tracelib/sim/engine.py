@@ -467,6 +467,13 @@ class Simulator:
                 f"{used[server, res]} > {self._capacity[server, res]}"
             )
 
+    def _trainable(self, job: _Job, placement: JobPlacement) -> bool:
+        """Whether the job can train with this placement: the speed model gives it a
+        positive isolated speed (DL2 jobs need a worker and a PS; all-reduce jobs only
+        workers)."""
+        w, p = len(placement.workers), len(placement.ps)
+        return w > 0 and float(self.model.base([job.jt.type_index], [w], [p])[0]) > 0
+
     def _decide(
         self, jobs, active, t, decision, speed_rng, place_rng, oracle, log, placement_rows
     ) -> list[_Job]:
@@ -487,12 +494,12 @@ class Simulator:
                 )
             if new != job.placement:
                 job.version += 1
-                if new.workers and new.ps:
+                if self._trainable(job, new):
                     delay = pause if job.started_s is not None else self.cfg.speed.start_delay_s
                     job.pause_until = t + delay
             job.placement = new
             job.workers, job.ps = len(new.workers), len(new.ps)
-            if job.workers and job.ps and job.started_s is None:
+            if job.started_s is None and self._trainable(job, new):
                 job.started_s = t
 
         placed = [j for j in active if j.placement.workers or j.placement.ps]
