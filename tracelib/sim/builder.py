@@ -4,8 +4,9 @@ Heuristics build their allocation through an `AllocationBuilder`, and a DL2-styl
 (3J+1 actions: add a worker, a PS or both to job i, or stop) would step through the same
 object. Each action checks the job's cap (`max_workers`, applied to workers and to PSs) and
 that the new tasks can still be placed: the builder keeps a tentative placement in a
-`FreePool` starting from the whole cluster (in the time-slotted mode every job's
-allocation is re-decided, so every server is up for grabs). The real placement is decided
+`FreePool` starting from what the decision may hand out (`ClusterView.available`: the
+whole cluster in the time-slotted mode, where every job's allocation is re-decided; less
+what running jobs hold when placements are fixed). The real placement is decided
 later by the placement policy; the tentative one only guarantees feasibility.
 """
 
@@ -38,7 +39,7 @@ class AllocationBuilder:
         n = len(self.jobs)
         self.workers = [0] * n
         self.ps = [0] * n
-        self.pool = FreePool(snap.cluster.capacity)
+        self.pool = FreePool(snap.cluster.capacity, snap.cluster.available)
         # Shares of the cluster one worker / one PS holds, for DRF and for Optimus' "per unit
         # of dominant resource"; resources the cluster lacks entirely are ignored. Plain
         # floats: these are read on every step, where numpy's call overhead dominates.

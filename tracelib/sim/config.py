@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+TRIGGERS = ("interval", "events")
+"""Decision triggers (`SimConfig.trigger`)."""
+
 RESOURCES = ("gpu", "cpu", "mem_gb")
 """Resource types, in the order of every (..., 3) array in the simulator."""
 
@@ -98,8 +101,17 @@ class SimConfig:
     """Each arrival is delayed by U[0, x] seconds (arrivals stream); 0 keeps the workload's."""
     max_decisions: int = 100_000
     """Guard against a scheduler that never finishes the workload."""
+    trigger: str = "interval"
+    """When decisions happen. "interval": every scheduler interval (DL2, Harmony, Optimus;
+    RL-TAPS' fixed steps with a short slot_s); "events": at every arrival and every
+    completion, and nowhere else (Chic)."""
+    fixed_placement: bool = False
+    """Harmony: a job keeps the workers, PSs and servers it started with until it
+    finishes; decisions only place waiting jobs (the engine rejects anything else)."""
 
     def __post_init__(self) -> None:
+        if self.trigger not in TRIGGERS:
+            raise ValueError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
         if self.slot_s <= 0:
             raise ValueError("slot_s must be positive")
         if self.window is not None and self.window < 1:

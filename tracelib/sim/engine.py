@@ -8,10 +8,20 @@ exact moment (its finish event), and its resources stay idle until the next deci
 Speeds are fixed for an interval (interference from a job that left mid-interval persists
 until the next decision, as in the DL2 simulator's per-slot model).
 
-Other modes reuse the loop: Harmony's fixed placement (placement policy that never moves
-kept tasks, arrival-only decisions), Chic's decisions on every arrival/completion (push a
-Decide from the Arrival and Finish handlers; `Finish.version` already discards stale
-completions when speeds change mid-interval), RL-TAPS' fixed steps (Decide every step).
+The same loop serves the other systems (`SimConfig`):
+- `fixed_placement` (Harmony): decisions still come every interval, but a job that has
+  started keeps its workers, PSs and servers to the end: the snapshot offers only waiting
+  jobs (running ones are `Snapshot.fixed_jobs`, their resources `ClusterView.reserved`).
+- `trigger="events"` (Chic): a decision at every arrival and every completion and nowhere
+  else; a job's completion is scheduled at the speed of the latest decision and made stale
+  (`Finish.version`) by the next one, since every decision recomputes every speed.
+- fixed-step preemption (RL-TAPS): the interval mode with a short `slot_s`, an injected
+  topology speed model, one simulator "server" per GPU; a job given nothing is paused and
+  pays `realloc_pause_s` when it resumes.
+
+The loop is a generator (`_loop`) that yields each decision's snapshot and receives the
+decision, so `run()` (the scheduler decides) and `SimSession` (a caller decides: gymnasium
+environments, decision recorders) share every line of it.
 
 Randomness: the simulator owns four numpy Generators spawned from `SimConfig.seed` with
 `SeedSequence.spawn`, one per source (arrival jitter, speed noise, epoch-estimate error,
@@ -110,7 +120,7 @@ class Finish:
 
     job_id: int
     version: int
-    """The job's allocation version when scheduled; a later change makes the event stale."""
+    """The job's decision version when scheduled; any later decision makes it stale."""
 
 
 @dataclass
@@ -160,6 +170,18 @@ class _Oracle:
         """True isolated speed of job `job_id` with `workers` workers and `ps` PSs."""
         job = self._jobs[job_id]
         return float(self._model.base([job.jt.type_index], [workers], [ps])[0]) * job.speed_mult
+
+
+@dataclass
+class _RunState:
+    """Everything one run mutates (the Simulator itself stays reusable)."""
+
+    rng: dict[str, np.random.Generator]
+    jobs: dict[int, _Job]
+    oracle: _Oracle | None
+    log: list[EventRecord] = field(default_factory=list)
+    placement_rows: list[tuple[int, float, int, int, int, int]] = field(default_factory=list)
+    time_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -270,9 +292,21 @@ class Simulator:
     def run(self, until_s: float | None = None) -> SimResult:
         """Simulate until every job has finished, or only the events up to `until_s` (then
         unfinished jobs have no finish time)."""
-        rng = self._streams()
-        jobs = self._init_jobs(rng)
-        oracle = _Oracle(self.model, jobs) if self.scheduler.uses_oracle else None
+        session = self.session(until_s)
+        while not session.done:
+            session.submit(*self.scheduler.decide(session.snapshot, session.rng))
+        return session.result()
+
+    def session(self, until_s: float | None = None) -> SimSession:
+        """A run driven from outside: read `session.snapshot`, `submit` a decision, repeat
+        (gymnasium environments and decision recorders drive the simulator this way; the
+        simulator's own scheduler is not consulted)."""
+        return SimSession(self, until_s)
+
+    def _loop(self, state: _RunState, until_s: float | None):
+        """The event loop as a generator: yields the snapshot of every decision and receives
+        (Allocation, Placement); returns the SimResult."""
+        jobs, log = state.jobs, state.log
         heap: list[_Entry] = []
         seq = 0
 
@@ -284,31 +318,42 @@ class Simulator:
         for job in sorted(jobs.values(), key=lambda j: (j.arrival_s, j.spec.job_id)):
             push(job.arrival_s, _ARRIVAL, Arrival(job.spec.job_id))
 
-        log: list[EventRecord] = []
-        placement_rows: list[tuple[int, float, int, int, int, int]] = []
+        events_mode = self.cfg.trigger == "events"
         decide_pending = False
         decisions = 0
         idle_streak = 0
         pending_arrivals = len(jobs)
 
+        def request_decision(t: float) -> None:
+            nonlocal decide_pending
+            if decide_pending:
+                return
+            if events_mode:
+                push(t, _DECIDE, Decide(decisions))
+            else:
+                k = math.ceil(t / self.interval_s - 1e-12)
+                push(k * self.interval_s, _DECIDE, Decide(k))
+            decide_pending = True
+
         while heap and (until_s is None or heap[0].time_s <= until_s):
             entry = heapq.heappop(heap)
             t, event = entry.time_s, entry.event
+            state.time_s = t
             if isinstance(event, Finish):
                 job = jobs[event.job_id]
                 if job.finish_s is None and job.version == event.version:
                     self._complete(job, t, log)
+                    if events_mode:
+                        request_decision(t)
             elif isinstance(event, Arrival):
                 job = jobs[event.job_id]
                 job.arrived = True
                 job.last_s = t
                 pending_arrivals -= 1
                 log.append(EventRecord(t, "arrive", job.spec.job_id, 0, 0, job.arrival_s))
-                if not decide_pending:
-                    k = math.ceil(t / self.interval_s - 1e-12)
-                    push(k * self.interval_s, _DECIDE, Decide(k))
-                    decide_pending = True
+                request_decision(t)
             elif isinstance(event, Decide):
+                decide_pending = False
                 decisions += 1
                 if decisions > self.cfg.max_decisions:
                     raise SimulationStalled(
@@ -317,28 +362,29 @@ class Simulator:
                     )
                 active = self._advance(jobs, t, log)
                 if not active:
-                    decide_pending = False
                     continue
-                training = self._decide(
-                    jobs, active, t, decisions - 1, rng["speed"], rng["placement"], oracle, log,
-                    placement_rows,
-                )  # fmt: skip
-                next_t = (event.index + 1) * self.interval_s
-                # Completions inside this interval are known now: speeds are fixed until next_t.
+                snap = self._snapshot(active, t, decisions - 1, state.oracle)
+                alloc, placement = yield snap
+                training = self._apply(jobs, active, snap, alloc, placement, state)
+                next_t = math.inf if events_mode else (event.index + 1) * self.interval_s
+                # Completions before the next decision are known now: speeds are fixed
+                # until then (in the event-driven mode, until the next arrival or finish).
                 for job in training:
                     start = max(t, job.pause_until)
                     t_f = start + (job.real_epochs - job.done) / job.rate
                     if t_f <= next_t:
                         push(t_f, _FINISH, Finish(job.spec.job_id, job.version))
                 idle_streak = 0 if training or pending_arrivals else idle_streak + 1
-                if idle_streak >= _IDLE_DECISIONS:
+                if idle_streak >= (1 if events_mode else _IDLE_DECISIONS):
                     raise SimulationStalled(
                         f"at t={t:.0f}s {len(active)} jobs wait, none runs and none arrives "
                         f"(scheduler {self.scheduler.name})"
                     )
-                push(next_t, _DECIDE, Decide(event.index + 1))
+                if not events_mode:
+                    push(next_t, _DECIDE, Decide(event.index + 1))
+                    decide_pending = True
 
-        return self._result(jobs, log, placement_rows)
+        return self._result(jobs, log, state.placement_rows)
 
     # -- steps -------------------------------------------------------------------------
 
@@ -396,8 +442,30 @@ class Simulator:
         return used
 
     def _snapshot(self, active: list[_Job], t: float, decision: int, oracle) -> Snapshot:
+        fixed: list[_Job] = []
+        if self.cfg.fixed_placement:
+            # Running jobs keep their placement: context for the decision, not part of it.
+            fixed = [j for j in active if j.started_s is not None]
+            active = [j for j in active if j.started_s is None]
         visible = active if self.cfg.window is None else active[: self.cfg.window]
-        views = tuple(
+        return Snapshot(
+            time_s=t,
+            slot=int(t // self.cfg.slot_s),
+            slot_s=self.cfg.slot_s,
+            decision=decision,
+            cluster=ClusterView(
+                self._capacity,
+                read_only(self._used(active + fixed)),
+                read_only(self._used(fixed)) if self.cfg.fixed_placement else None,
+            ),
+            jobs=self._views(visible),
+            catalogue=self.catalogue,
+            oracle=oracle,
+            fixed_jobs=self._views(fixed),
+        )
+
+    def _views(self, jobs: list[_Job]) -> tuple[JobView, ...]:
+        return tuple(
             JobView(
                 job_id=j.spec.job_id,
                 model=j.jt.model,
@@ -416,17 +484,7 @@ class Simulator:
                 history=tuple(j.history),
                 started_s=j.started_s,
             )
-            for j in visible
-        )
-        return Snapshot(
-            time_s=t,
-            slot=int(t // self.cfg.slot_s),
-            slot_s=self.cfg.slot_s,
-            decision=decision,
-            cluster=ClusterView(self._capacity, read_only(self._used(active))),
-            jobs=views,
-            catalogue=self.catalogue,
-            oracle=oracle,
+            for j in jobs
         )
 
     def _validate(self, snap: Snapshot, alloc: Allocation, placement: Placement) -> None:
@@ -457,6 +515,8 @@ class Simulator:
         if bad:
             raise InvalidDecision(f"placement names servers that do not exist: {sorted(set(bad))}")
         used = np.zeros_like(self._capacity)
+        if snap.cluster.reserved is not None:
+            used += snap.cluster.reserved
         if servers:
             np.add.at(used, np.array(servers), np.array(demands))
         over = np.argwhere(used > self._capacity + 1e-9)
@@ -474,13 +534,19 @@ class Simulator:
         w, p = len(placement.workers), len(placement.ps)
         return w > 0 and float(self.model.base([job.jt.type_index], [w], [p])[0]) > 0
 
-    def _decide(
-        self, jobs, active, t, decision, speed_rng, place_rng, oracle, log, placement_rows
-    ) -> list[_Job]:
-        """One decision: allocate, place, apply; returns the jobs that train this interval."""
-        snap = self._snapshot(active, t, decision, oracle)
-        alloc, placement = self.scheduler.decide(snap, place_rng)
+    def _apply(self, jobs, active, snap, alloc, placement, state: _RunState) -> list[_Job]:
+        """Validate and apply one decision; returns the jobs that train this interval."""
+        t, decision = snap.time_s, snap.decision
+        log, placement_rows, speed_rng = state.log, state.placement_rows, state.rng["speed"]
         self._validate(snap, alloc, placement)
+        if snap.fixed_jobs:
+            kept = {v.job_id: jobs[v.job_id] for v in snap.fixed_jobs}
+            alloc = Allocation.of(
+                {**alloc.counts, **{i: (j.workers, j.ps) for i, j in kept.items()}}
+            )
+            placement = Placement.of(
+                {**placement.jobs, **{i: j.placement for i, j in kept.items()}}
+            )
         log.append(EventRecord(t, "decide", -1, 0, 0, float(len(snap.jobs))))
         pause = self.cfg.speed.realloc_pause_s
         for job in active:
@@ -492,11 +558,12 @@ class Simulator:
                         t, "unplaced", job.spec.job_id, w - len(new.workers), p - len(new.ps), 0.0
                     )
                 )
-            if new != job.placement:
-                job.version += 1
-                if self._trainable(job, new):
-                    delay = pause if job.started_s is not None else self.cfg.speed.start_delay_s
-                    job.pause_until = t + delay
+            # Every decision recomputes every speed (interference changes even when this
+            # job's placement does not), so any completion scheduled before is stale.
+            job.version += 1
+            if new != job.placement and self._trainable(job, new):
+                delay = pause if job.started_s is not None else self.cfg.speed.start_delay_s
+                job.pause_until = t + delay
             job.placement = new
             job.workers, job.ps = len(new.workers), len(new.ps)
             if job.started_s is None and self._trainable(job, new):
@@ -516,7 +583,7 @@ class Simulator:
             job.rate = 0.0
         for job, speed, eps in zip(placed, speeds, noise, strict=True):
             job.rate = float(speed * job.speed_mult * eps / job.jt.iters_per_epoch)
-        for view in snap.jobs:
+        for view in snap.fixed_jobs + snap.jobs:
             job = jobs[view.job_id]
             log.append(EventRecord(t, "alloc", view.job_id, job.workers, job.ps, job.rate))
         for job in placed:
@@ -554,6 +621,74 @@ class Simulator:
             orient="row",
         )
         return SimResult(self.scheduler.name, self.cfg, frame, tuple(log), placements)
+
+
+class SimSession:
+    """One run, advanced decision by decision from outside.
+
+    `snapshot` is the pending decision (None once the run is over); `submit(alloc,
+    placement)` applies a decision and runs to the next one. Progress figures a reward
+    needs (epochs trained, jobs in the system) are read here, never by the policy."""
+
+    def __init__(self, sim: Simulator, until_s: float | None = None) -> None:
+        self.sim = sim
+        rng = sim._streams()
+        jobs = sim._init_jobs(rng)
+        oracle = _Oracle(sim.model, jobs) if sim.scheduler.uses_oracle else None
+        self._state = _RunState(rng=rng, jobs=jobs, oracle=oracle)
+        self._gen = sim._loop(self._state, until_s)
+        self._result: SimResult | None = None
+        self.snapshot: Snapshot | None = None
+        self._resume(None)
+
+    def _resume(self, decision) -> None:
+        try:
+            self.snapshot = next(self._gen) if decision is None else self._gen.send(decision)
+        except StopIteration as stop:
+            self.snapshot = None
+            self._result = stop.value
+
+    @property
+    def done(self) -> bool:
+        """True when no decision is pending (every job finished, or `until_s` reached)."""
+        return self.snapshot is None
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The simulator's placement stream (what `DecisionPolicy.decide` receives)."""
+        return self._state.rng["placement"]
+
+    @property
+    def time_s(self) -> float:
+        """Simulated time of the pending decision (of the last event once done)."""
+        return self.snapshot.time_s if self.snapshot is not None else self._state.time_s
+
+    def submit(self, alloc: Allocation, placement: Placement) -> None:
+        """Apply a decision to the pending snapshot and run to the next decision."""
+        if self.snapshot is None:
+            raise RuntimeError("the run is over; nothing to decide")
+        self._resume((alloc, placement))
+
+    def epochs_done(self) -> dict[int, tuple[float, float]]:
+        """job id -> (epochs trained, epochs the job really needs) for every arrived job,
+        finished ones included, as of the pending decision."""
+        return {
+            j.spec.job_id: (j.done, j.real_epochs) for j in self._state.jobs.values() if j.arrived
+        }
+
+    def jobs_in_system(self) -> int:
+        """Arrived, unfinished jobs."""
+        return sum(j.arrived and j.finish_s is None for j in self._state.jobs.values())
+
+    def unfinished(self) -> int:
+        """Jobs not finished yet, arrived or not."""
+        return sum(j.finish_s is None for j in self._state.jobs.values())
+
+    def result(self) -> SimResult:
+        """The run's result; only once `done`."""
+        if self._result is None:
+            raise RuntimeError("the run is not over; keep submitting decisions")
+        return self._result
 
 
 def simulate(

@@ -7,11 +7,13 @@ rule that picks a server:
     bin-packing     first fit, jobs in decreasing order of dominant share (Borg, Tetris)
     random          a fitting server uniformly at random
 
-The procedure: tasks a job keeps (its workers/PSs up to the smaller of the old and new
-counts) stay on their servers, shrinking jobs drop tasks from the servers where they have
-the most; new tasks are placed by the rule. If some new task fits nowhere (fragmentation),
-everything is placed again from scratch by the rule; tasks that still do not fit are left
-out, and the job runs with fewer (the engine logs it).
+Servers are filled up to `ClusterView.available` (what running jobs hold under Harmony's
+fixed placement is not theirs to give). The procedure: tasks a job keeps (its workers/PSs
+up to the smaller of the old and new counts) stay on their servers, shrinking jobs drop
+tasks from the servers where they have the most; new tasks are placed by the rule. If some
+new task fits nowhere (fragmentation), everything is placed again from scratch by the
+rule; tasks that still do not fit are left out, and the job runs with fewer (the engine
+logs it).
 
 These live in tracelib (not models/) because they are the cluster's own mechanics, shared by
 every system: the simulator's default, Harmony's baselines and its exploration.
@@ -86,14 +88,14 @@ def _place(
         servers.extend(kept_p)
         demands.extend([job.ps_demand] * len(kept_p))
     # Kept tasks are a subset of a placement that fitted, so they fit: one vectorized sum.
-    capacity = snap.cluster.capacity
+    capacity, available = snap.cluster.capacity, snap.cluster.available
     used = np.zeros_like(capacity)
     if servers:
         np.add.at(used, np.array(servers), np.array(demands))
-    pool = FreePool(capacity, capacity - used)
+    pool = FreePool(capacity, available - used)
     if not _place_tasks(pool, order(snap, missing), rule, rng, out):
         # Fragmentation: start again from an empty cluster, every task by the rule.
-        pool = FreePool(snap.cluster.capacity)
+        pool = FreePool(capacity, available)
         out = {j.job_id: ([], []) for j, _, _ in jobs}
         _place_tasks(pool, order(snap, jobs), rule, rng, out)
     return Placement.of({jid: JobPlacement.of(w, p) for jid, (w, p) in out.items()})

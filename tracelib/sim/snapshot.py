@@ -95,6 +95,16 @@ class ClusterView:
 
     capacity: np.ndarray
     used: np.ndarray
+    reserved: np.ndarray | None = None
+    """What jobs outside this decision hold (Harmony's fixed mode: the running jobs); None
+    when every job is re-decided."""
+
+    @cached_property
+    def available(self) -> np.ndarray:
+        """What this decision may hand out: capacity minus `reserved`, (n_servers, 3)."""
+        if self.reserved is None:
+            return self.capacity
+        return read_only(self.capacity - self.reserved)
 
     @cached_property
     def free(self) -> np.ndarray:
@@ -133,9 +143,12 @@ class Snapshot:
     """Sequence number of this decision (0, 1, ...)."""
     cluster: ClusterView
     jobs: tuple[JobView, ...]
-    """Visible jobs, by arrival (then job id)."""
+    """Visible jobs to decide, by arrival (then job id)."""
     catalogue: tuple[JobType, ...]
     oracle: SpeedOracle | None = None
+    fixed_jobs: tuple[JobView, ...] = ()
+    """Jobs that keep their placement whatever the decision (Harmony's fixed mode: running
+    jobs); context for interference-aware placement, not part of the decision."""
 
     @cached_property
     def job_types(self) -> dict[str, JobType]:

@@ -1,0 +1,194 @@
+"""Decision modes beyond DL2's slots, and driving the simulator from outside (SimSession)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pytest
+
+from models.heuristics import make_scheduler
+from tracelib.catalogue import by_name
+from tracelib.sim import (
+    Allocation,
+    ClusterConfig,
+    InvalidDecision,
+    JobSpec,
+    LoadBalancing,
+    Placement,
+    RequestedAllocation,
+    Scheduler,
+    SimConfig,
+    Simulator,
+    Snapshot,
+    SpeedConfig,
+    dl2_like_frame,
+    jobs_from_frame,
+    simulate,
+)
+
+NOISY = SpeedConfig(speed_variation=0.2, slot_noise=0.1, epoch_error=0.2)
+
+
+def workload(n: int = 12, seed: int = 5) -> tuple[JobSpec, ...]:
+    return jobs_from_frame(
+        dl2_like_frame(n, seed, mean_duration_min=60.0, median_duration_min=30.0)
+    )
+
+
+def config(**kw) -> SimConfig:
+    return SimConfig(cluster=ClusterConfig(n_servers=kw.pop("n_servers", 4)), **kw)
+
+
+def test_session_driven_by_the_scheduler_equals_run():
+    jobs, sched = workload(), make_scheduler("drf")
+    cfg = config(speed=NOISY, seed=3)
+    sim = Simulator(jobs, sched, cfg)
+    session = sim.session()
+    steps = 0
+    while not session.done:
+        session.submit(*sched.decide(session.snapshot, session.rng))
+        steps += 1
+    assert steps > 0
+    assert session.result().events == sim.run().events
+    assert session.unfinished() == 0 and session.jobs_in_system() == 0
+
+
+def test_session_reports_progress_and_refuses_misuse():
+    jobs = workload(6)
+    sim = Simulator(jobs, make_scheduler("fifo"), config())
+    session = sim.session()
+    with pytest.raises(RuntimeError, match="not over"):
+        session.result()
+    first = session.snapshot
+    assert first is not None and session.time_s == first.time_s
+    assert session.jobs_in_system() == len(first.jobs)
+    session.submit(*make_scheduler("fifo").decide(first, session.rng))
+    done = session.epochs_done()
+    assert any(d > 0 for d, _ in done.values())
+    assert all(0 <= d <= total for d, total in done.values())
+    while not session.done:
+        session.submit(*make_scheduler("fifo").decide(session.snapshot, session.rng))
+    with pytest.raises(RuntimeError, match="over"):
+        session.submit(Allocation(), Placement())
+
+
+def test_event_trigger_decides_exactly_at_arrivals_and_completions():
+    jobs = workload(10)
+    result = simulate(jobs, make_scheduler("drf"), config(trigger="events", speed=NOISY))
+    ev = result.events_frame()
+    decide_t = set(ev.filter(pl.col("kind") == "decide")["time_s"].to_list())
+    arrive_t = set(ev.filter(pl.col("kind") == "arrive")["time_s"].to_list())
+    finish_t = set(ev.filter(pl.col("kind") == "finish")["time_s"].to_list())
+    assert arrive_t <= decide_t  # every arrival triggers one
+    jobs_f = result.jobs
+    busy = {  # completions that leave other jobs in the system
+        t
+        for t in finish_t
+        if jobs_f.filter((pl.col("arrival_s") <= t) & (pl.col("finish_s") > t)).height
+    }
+    assert busy and busy <= decide_t  # each of those triggers one
+    assert decide_t <= arrive_t | finish_t  # and nothing else does
+    # Every job trains exactly its epochs.
+    trained = ev.filter(pl.col("kind") == "progress").group_by("job_id").agg(pl.col("value").sum())
+    joined = result.jobs.join(trained, on="job_id")
+    np.testing.assert_allclose(joined["value"], joined["epochs_real"], rtol=1e-9)
+
+
+def test_event_trigger_speeds_up_a_job_when_its_neighbour_leaves():
+    """Two one-worker jobs packed on one server interfere; when the short one finishes, the
+    long one must speed up at once (its completion scheduled at the slow speed is stale)."""
+    jt = by_name()["resnet-50"]
+    alone = jt.speed(1, 1) / jt.iters_per_epoch
+    jobs = (
+        JobSpec(0, "resnet-50", epochs=alone * 600.0, arrival_s=0.0),
+        JobSpec(1, "resnet-50", epochs=alone * 6000.0, arrival_s=0.0),
+    )
+    cfg = config(
+        n_servers=1, trigger="events", speed=SpeedConfig(locality=False, realloc_pause_s=0.0)
+    )
+    result = simulate(jobs, Scheduler(RequestedAllocation(), LoadBalancing()), cfg)
+    rates = result.events_frame().filter((pl.col("kind") == "alloc") & (pl.col("job_id") == 1))
+    slow, fast = rates["value"][0], rates["value"][-1]
+    assert fast == pytest.approx(alone, rel=1e-9) and slow < 0.9 * fast
+    t0 = float(result.jobs.filter(pl.col("job_id") == 0)["finish_s"][0])
+    expected = t0 + (jobs[1].epochs - slow * t0) / fast
+    assert float(result.jobs.filter(pl.col("job_id") == 1)["finish_s"][0]) == pytest.approx(
+        expected, rel=1e-9
+    )
+
+
+@dataclass(frozen=True)
+class Mover:
+    """Gives every job one worker + one PS, but on a different layout each decision."""
+
+    name: str = "mover"
+    interval_s: float | None = None
+    uses_oracle: bool = False
+
+    def allocate(self, snap: Snapshot) -> Allocation:
+        return Allocation.of({j.job_id: (1, 1) for j in snap.jobs})
+
+
+def test_fixed_placement_keeps_running_jobs_where_they_started():
+    jobs = workload(14)
+    cfg = config(fixed_placement=True, n_servers=3, speed=NOISY)
+    result = simulate(jobs, Scheduler(RequestedAllocation(), LoadBalancing()), cfg)
+    assert result.jobs["finish_s"].null_count() == 0
+    layouts = result.placements.group_by("job_id").agg(
+        pl.struct("server", "workers", "ps").sort_by("server").alias("layout"), pl.col("decision")
+    )
+    # Per job, the set of (server, workers, ps) rows is identical at every decision it ran.
+    per_decision = result.placements.group_by("job_id", "decision").agg(
+        pl.struct("server", "workers", "ps").sort_by("server").alias("layout")
+    )
+    distinct = per_decision.group_by("job_id").agg(pl.col("layout").n_unique().alias("n"))
+    assert layouts.height == len(jobs)
+    assert distinct["n"].max() == 1
+    assert per_decision.group_by("job_id").len()["len"].max() > 1  # jobs did span decisions
+
+
+def test_fixed_placement_offers_only_waiting_jobs_and_refuses_running_ones():
+    jobs = (
+        JobSpec(0, "resnet-50", epochs=1e6, arrival_s=0.0),
+        JobSpec(1, "vgg-16", epochs=1e6, arrival_s=1500.0),
+    )
+    seen: list[tuple[tuple[int, ...], tuple[int, ...], float]] = []
+
+    @dataclass(frozen=True)
+    class Spy:
+        name: str = "spy"
+        interval_s: float | None = None
+        uses_oracle: bool = False
+
+        def allocate(self, snap: Snapshot) -> Allocation:
+            reserved = 0.0 if snap.cluster.reserved is None else snap.cluster.reserved.sum()
+            seen.append(
+                (
+                    tuple(j.job_id for j in snap.jobs),
+                    tuple(j.job_id for j in snap.fixed_jobs),
+                    reserved,
+                )
+            )
+            return RequestedAllocation().allocate(snap)
+
+    cfg = config(n_servers=2, fixed_placement=True)
+    Simulator(jobs, Scheduler(Spy(), LoadBalancing()), cfg).run(until_s=3000.0)
+    assert seen[0] == ((0,), (), 0.0)
+    assert seen[1][:2] == ((), (0,)) and seen[1][2] > 0  # job 0 runs, holds resources
+    assert seen[2][:2] == ((1,), (0,))  # job 1 arrived: only it is decided
+
+    class Grabby(Mover):
+        def allocate(self, snap: Snapshot) -> Allocation:
+            return Allocation.of({j.job_id: (1, 1) for j in snap.fixed_jobs + snap.jobs})
+
+    with pytest.raises(InvalidDecision, match="not visible"):
+        Simulator(jobs, Scheduler(Grabby(), LoadBalancing()), cfg).run(until_s=3000.0)
+    # The same decisions are fine when every job is re-decided.
+    Simulator(jobs, Scheduler(Grabby(), LoadBalancing()), config(n_servers=2)).run(until_s=3000.0)
+
+
+def test_unknown_trigger_is_refused():
+    with pytest.raises(ValueError, match="trigger"):
+        SimConfig(trigger="sometimes")
