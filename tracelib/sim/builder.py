@@ -48,6 +48,32 @@ class AllocationBuilder:
         self._p_dem = [tuple(float(x) for x in j.ps_demand) for j in self.jobs]
         self._w_share = [tuple(d * k for d, k in zip(dem, inv, strict=True)) for dem in self._w_dem]
         self._p_share = [tuple(d * k for d, k in zip(dem, inv, strict=True)) for dem in self._p_dem]
+        # For the vectorized mask: jobs share a few task shapes (and worker+PS pairs of
+        # shapes), so feasibility is checked once per shape and broadcast to the jobs.
+        shapes: dict[tuple, int] = {}
+        pairs: dict[tuple[int, int], int] = {}
+        w_sid, p_sid, pair_id, pair_rep = [], [], [], []
+        for i, (wd, pd) in enumerate(zip(self._w_dem, self._p_dem, strict=True)):
+            w_sid.append(shapes.setdefault(wd, len(shapes)))
+            p_sid.append(shapes.setdefault(pd, len(shapes)))
+            key = (w_sid[-1], p_sid[-1])
+            if key not in pairs:
+                pairs[key] = len(pairs)
+                pair_rep.append(i)
+            pair_id.append(pairs[key])
+        self._shapes = tuple(shapes)
+        self._w_sid = np.array(w_sid, dtype=np.intp)
+        self._p_sid = np.array(p_sid, dtype=np.intp)
+        self._pair_id = np.array(pair_id, dtype=np.intp)
+        self._pair_rep = tuple(pair_rep)
+        self._pair_shape = tuple(
+            tuple(a + b for a, b in zip(self._w_dem[i], self._p_dem[i], strict=True))
+            for i in pair_rep
+        )
+        self._cap = np.array([j.max_workers for j in self.jobs], dtype=np.int64)
+        self._room = np.ones((n, 2), dtype=bool)  # workers, PSs below the cap
+        self._room[:, 0] = self._cap > 0
+        self._room[:, 1] = self._cap > 0
 
     # -- queries ---------------------------------------------------------------------
 
@@ -85,27 +111,33 @@ class AllocationBuilder:
 
     def mask(self) -> np.ndarray:
         """Valid actions as a (n_jobs, 3) bool array over (WORKER, PS, BOTH)."""
-        # Feasibility depends only on the task shapes, and jobs share a few shapes: check
-        # each shape (and worker+PS pair of shapes) against the pool once.
-        single: dict[tuple, bool] = {}
-        pair: dict[tuple, bool] = {}
-        rows = []
-        for i, job in enumerate(self.jobs):
-            wd, pd = self._w_dem[i], self._p_dem[i]
-            if wd not in single:
-                single[wd] = self.pool.any_fit(wd)
-            if pd not in single:
-                single[pd] = self.pool.any_fit(pd)
-            w_room = self.workers[i] < job.max_workers
-            p_room = self.ps[i] < job.max_workers
-            worker, ps = single[wd] and w_room, single[pd] and p_room
-            both = False
-            if worker and ps:
-                if (wd, pd) not in pair:
-                    pair[(wd, pd)] = self.can_add(i, 1, 1)
-                both = pair[(wd, pd)]
-            rows.append((worker, ps, both))
-        return np.array(rows, dtype=bool).reshape(len(self.jobs), 3)
+        pool = self.pool
+        fits = np.array([pool.any_fit(shape) for shape in self._shapes], dtype=bool)
+        # A worker+PS pair may fail where each alone fits (the same last free slot): check
+        # each pair of shapes once, on a job that has that pair.
+        pair = np.array(
+            [
+                bool(fits[self._w_sid[i]] and fits[self._p_sid[i]])
+                and (pool.any_fit(both) or self._pair_fits(i))
+                for i, both in zip(self._pair_rep, self._pair_shape, strict=True)
+            ],
+            dtype=bool,
+        )
+        out = np.empty((len(self.jobs), 3), dtype=bool)
+        np.logical_and(fits[self._w_sid], self._room[:, 0], out=out[:, 0])
+        np.logical_and(fits[self._p_sid], self._room[:, 1], out=out[:, 1])
+        np.logical_and(out[:, 0], out[:, 1], out=out[:, 2])
+        out[:, 2] &= pair[self._pair_id]
+        return out
+
+    def _pair_fits(self, i: int) -> bool:
+        """Worker and PS of job i on two different servers (one server is checked first)."""
+        taken = self._take(i, 1, 1)
+        if taken is None:
+            return False
+        for server, demand in taken:
+            self.pool.give(server, demand)
+        return True
 
     # -- actions ---------------------------------------------------------------------
 
@@ -144,6 +176,8 @@ class AllocationBuilder:
             return False
         self.workers[i] += workers
         self.ps[i] += ps
+        self._room[i, 0] = self.workers[i] < cap
+        self._room[i, 1] = self.ps[i] < cap
         return True
 
     def step(self, i: int, action: Action) -> bool:

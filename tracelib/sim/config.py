@@ -101,6 +101,10 @@ class SimConfig:
     """Each arrival is delayed by U[0, x] seconds (arrivals stream); 0 keeps the workload's."""
     max_decisions: int = 100_000
     """Guard against a scheduler that never finishes the workload."""
+    stall_decisions: int = 3
+    """In the interval mode, this many decisions in a row where nothing trains and nothing
+    is left to arrive raise SimulationStalled (a heuristic that can never place a job);
+    0 lets time run on (an environment's agent may idle; it pays in reward)."""
     trigger: str = "interval"
     """When decisions happen. "interval": every scheduler interval (DL2, Harmony, Optimus;
     RL-TAPS' fixed steps with a short slot_s); "events": at every arrival and every
@@ -110,6 +114,8 @@ class SimConfig:
     finishes; decisions only place waiting jobs (the engine rejects anything else)."""
 
     def __post_init__(self) -> None:
+        if self.stall_decisions < 0:
+            raise ValueError("stall_decisions must be >= 0")
         if self.trigger not in TRIGGERS:
             raise ValueError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
         if self.slot_s <= 0:

@@ -64,7 +64,6 @@ STREAMS = ("arrivals", "speed", "epochs", "placement")
 # Simultaneous events pop in this order: a job that completes exactly at a decision time is
 # gone before the decision, and a job arriving at it is already visible.
 _FINISH, _ARRIVAL, _DECIDE = 0, 1, 2
-_IDLE_DECISIONS = 3
 
 
 class InvalidDecision(ValueError):
@@ -375,7 +374,9 @@ class Simulator:
                     if t_f <= next_t:
                         push(t_f, _FINISH, Finish(job.spec.job_id, job.version))
                 idle_streak = 0 if training or pending_arrivals else idle_streak + 1
-                if idle_streak >= (1 if events_mode else _IDLE_DECISIONS):
+                # Event-driven, an idle decision is the last one (nothing would wake it).
+                limit = 1 if events_mode else self.cfg.stall_decisions
+                if limit and idle_streak >= limit:
                     raise SimulationStalled(
                         f"at t={t:.0f}s {len(active)} jobs wait, none runs and none arrives "
                         f"(scheduler {self.scheduler.name})"

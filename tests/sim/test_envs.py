@@ -1,0 +1,201 @@
+"""Gymnasium environments: the checker, masks, rewards, determinism, and agreement with the
+simulator driven by the same decisions."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from models.heuristics import make_scheduler
+from tracelib.catalogue import DL2_CATALOGUE
+from tracelib.envs import (
+    AllocationEnv,
+    AllocationEnvConfig,
+    AllocationObsConfig,
+    PlacementEnv,
+    PlacementEnvConfig,
+    PlacementObsConfig,
+)
+from tracelib.envs.observation import allocation_features, encode_allocation
+from tracelib.sim import (
+    AllocationBuilder,
+    ClusterConfig,
+    SimConfig,
+    SpeedConfig,
+    dl2_like_frame,
+    jobs_from_frame,
+    simulate,
+)
+
+NOISY = SpeedConfig(speed_variation=0.2, slot_noise=0.1, epoch_error=0.2)
+
+
+def workloads(n_jobs: int = 10, count: int = 3):
+    return [
+        jobs_from_frame(dl2_like_frame(n_jobs, s, mean_duration_min=60.0, median_duration_min=30.0))
+        for s in range(count)
+    ]
+
+
+def alloc_env(window: int = 6, n_servers: int = 4) -> AllocationEnv:
+    cfg = AllocationEnvConfig(
+        obs=AllocationObsConfig(window=window),
+        sim=SimConfig(cluster=ClusterConfig(n_servers=n_servers), speed=NOISY),
+        invalid_action_penalty=-0.5,
+    )
+    return AllocationEnv(workloads(), cfg)
+
+
+def place_env(n_servers: int = 6) -> PlacementEnv:
+    cfg = PlacementEnvConfig(
+        obs=PlacementObsConfig(window=5),
+        sim=SimConfig(cluster=ClusterConfig(n_servers=n_servers), speed=NOISY),
+        invalid_action_penalty=-0.5,
+    )
+    return PlacementEnv(workloads(12), cfg)
+
+
+def run_masked(env, seed: int, pick=None):
+    """One episode with uniformly random valid actions; returns (rewards, observations)."""
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    rewards, observations = [], [obs]
+    while True:
+        valid = np.flatnonzero(info["action_mask"])
+        action = pick(env, valid) if pick else rng.choice(valid)
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert not info["invalid_action"]
+        rewards.append(reward)
+        observations.append(obs)
+        if terminated or truncated:
+            assert terminated
+            return np.array(rewards), observations
+
+
+@pytest.mark.parametrize("make", [alloc_env, place_env])
+def test_gymnasium_checker_passes(make):
+    check_env(make(), skip_render_check=True)
+
+
+@pytest.mark.parametrize("make", [alloc_env, place_env])
+def test_return_is_one_per_job_and_episodes_are_reproducible(make):
+    env = make()
+    rewards, obs = run_masked(env, seed=4)
+    n_jobs = len(env.workloads[env.workload_index])
+    assert rewards.sum() == pytest.approx(n_jobs, rel=1e-9)
+    assert (rewards >= 0).all()
+    assert env.result().jobs["finish_s"].null_count() == 0
+    again, obs2 = run_masked(make(), seed=4)
+    np.testing.assert_array_equal(rewards, again)
+    assert all(np.array_equal(a, b) for a, b in zip(obs, obs2, strict=True))
+
+
+@pytest.mark.parametrize("make", [alloc_env, place_env])
+def test_invalid_action_changes_nothing_and_is_penalized(make):
+    env = make()
+    obs, info = env.reset(seed=1)
+    invalid = np.flatnonzero(~info["action_mask"])
+    assert len(invalid)
+    obs2, reward, terminated, _truncated, info2 = env.step(invalid[0])
+    assert info2["invalid_action"] and reward == -0.5 and not terminated
+    np.testing.assert_array_equal(obs, obs2)
+    np.testing.assert_array_equal(info["action_mask"], info2["action_mask"])
+    np.testing.assert_array_equal(env.action_masks(), info2["action_mask"])
+
+
+def test_allocation_env_driven_like_drf_reproduces_drf():
+    """Choosing, each step, DRF's own choice (worker+PS to the lowest dominant share,
+    stop when none fits) through the env gives DRF's simulation, event for event."""
+    env = alloc_env(window=12)
+
+    def drf_choice(env, valid):
+        b = env.builder
+        both = [i for i in range(len(b.jobs)) if 3 * i + 2 in set(valid)]
+        if not both:
+            return env.action_space.n - 1
+        return 3 * min(both, key=lambda i: (b.dominant_share(i), i)) + 2
+
+    run_masked(env, seed=7, pick=drf_choice)
+    cfg = env.session.sim.cfg
+    expected = simulate(env.workloads[env.workload_index], make_scheduler("drf"), cfg)
+    assert env.result().events == expected.events
+
+
+def test_allocation_observation_features_and_mask_on_a_snapshot():
+    env = alloc_env(window=6)
+    obs, info = env.reset(seed=2, options={"workload": 0})
+    names = allocation_features(DL2_CATALOGUE)
+    rows = obs.reshape(6, len(names))
+    snap = env.builder.snap
+    n = len(snap.jobs)
+    assert rows[:n, names.index("present")].tolist() == [1.0] * n
+    assert rows[n:].sum() == 0  # empty rows are all zero
+    for i, job in enumerate(snap.jobs):
+        assert rows[i, names.index(f"type={job.model}")] == 1.0
+        assert rows[i, : len(DL2_CATALOGUE)].sum() == 1.0
+    mask = info["action_mask"]
+    assert mask[-1] and mask.shape == (3 * 6 + 1,)
+    assert not mask[3 * n : -1].any()  # no actions on empty rows
+    # Adding a worker to job 0 moves exactly its workers and dominant-share columns.
+    obs2, *_ = env.step(0)
+    rows2 = obs2.reshape(6, len(names))
+    changed = np.argwhere(rows2 != rows)
+    assert set(map(tuple, changed)) <= {
+        (0, names.index("workers")),
+        (0, names.index("dominant_share")),
+    }
+    assert rows2[0, names.index("workers")] == pytest.approx(1 / snap.jobs[0].max_workers)
+    # The incremental update equals a fresh encoding of the same builder.
+    np.testing.assert_array_equal(rows2, encode_allocation(env.builder, env.cfg.obs))
+
+
+def test_placement_env_never_overfills_and_places_whole_jobs():
+    env = place_env(n_servers=3)  # crowded: jobs must wait for room
+    run_masked(env, seed=3)
+    result = env.result()
+    demand = {jt.model: (jt.worker_demand, jt.ps_demand) for jt in DL2_CATALOGUE}
+    jobs = {j.job_id: j for j in env.workloads[env.workload_index]}
+    rows = result.placements.to_dicts()
+    use: dict[tuple[int, int], np.ndarray] = {}
+    for r in rows:
+        wd, pd = demand[jobs[r["job_id"]].model]
+        key = (r["decision"], r["server"])
+        use[key] = use.get(key, 0) + r["workers"] * np.array(wd) + r["ps"] * np.array(pd)
+    server = ClusterConfig()
+    cap = np.array([server.gpus, server.cpus, server.mem_gb])
+    assert max(float((u - cap).max()) for u in use.values()) <= 1e-9
+    counts = result.placements.group_by("job_id", "decision").agg(pl.col("workers", "ps").sum())
+    for r in counts.to_dicts():
+        spec = jobs[r["job_id"]]
+        assert (r["workers"], r["ps"]) == (
+            min(max(spec.num_workers, 1), 16),
+            min(max(spec.num_ps, 1), 16),
+        )
+    assert result.jobs["finish_s"].null_count() == 0
+
+
+def test_env_refuses_empty_workloads_and_steps_after_the_end():
+    with pytest.raises(ValueError, match="non-empty"):
+        AllocationEnv([])
+    env = alloc_env()
+    run_masked(env, seed=0)
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(env.action_space.n - 1)
+
+
+def test_builder_mask_agrees_with_can_add():
+    env = alloc_env(window=8, n_servers=2)
+    env.reset(seed=5)
+    b: AllocationBuilder = env.builder
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        mask = b.mask()
+        for i in range(len(b.jobs)):
+            assert mask[i].tolist() == [b.can_add(i, 1, 0), b.can_add(i, 0, 1), b.can_add(i, 1, 1)]
+        valid = np.argwhere(mask)
+        if not len(valid):
+            break
+        i, kind = valid[rng.integers(len(valid))]
+        assert b.step(int(i), kind)

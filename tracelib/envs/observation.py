@@ -1,0 +1,271 @@
+"""Observation encodings and action masks for every decision type, with named features.
+
+This is the one place that turns a snapshot (plus the decision being built) into arrays a
+network reads, and says which actions are valid. Environments (`tracelib.envs`), decision
+recorders and the learned schedulers in `models/` all call these functions, so the same
+state always becomes the same numbers.
+
+Allocation (DL2): the first J visible jobs by arrival, each a row of `allocation_features`:
+    type=<model>       one-hot over the catalogue (L columns)
+    slots_run          slots since the job first trained / slots_scale, clipped to 1
+    remaining_epochs   log1p(estimated epochs left) / log1p(epochs_scale), clipped to 1
+    remaining_fraction estimated epochs left / estimated total
+    dominant_share     largest cluster share the job's tasks hold in the decision so far
+    workers, ps        tasks given so far in this decision / the job's cap
+    present            1 for a real job, 0 for an empty row (fewer than J jobs)
+  Actions: 3J + 1, job i's (worker, PS, both) at 3i + kind, stop last (always valid).
+
+Placement (Harmony, state (x, r, w, p, v, d)): the first N' waiting jobs, each a row of
+`placement_job_features` (x: model one-hot; r: remaining epochs; w, p: workers and PSs still
+to place / cap; placed_w, placed_p: placed so far / cap; present), then per server the free
+resources v (GPU, CPU, memory as fractions of the server) and d, the tasks of each model on
+it (running jobs and this decision's) / `tasks_scale`.
+  Actions: 2 * N' * M, placing job i's worker (role 0) or PS (role 1) on server m at
+  (2i + role) * M + m. A job started in a decision is finished before another starts, and
+  only where its remaining tasks still fit (`PlacementDraft.mask`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracelib.catalogue import JobType
+from tracelib.sim.builder import AllocationBuilder
+from tracelib.sim.snapshot import JobView, Snapshot
+
+# -- allocation (DL2) ---------------------------------------------------------------------
+
+ALLOCATION_SCALARS = (
+    "slots_run",
+    "remaining_epochs",
+    "remaining_fraction",
+    "dominant_share",
+    "workers",
+    "ps",
+    "present",
+)
+ACTION_KINDS = 3
+"""Per job: add a worker, a PS, or both (tracelib.sim.builder.Action)."""
+
+
+@dataclass(frozen=True)
+class AllocationObsConfig:
+    """Shape and scaling of the DL2 observation."""
+
+    window: int = 20
+    """J: jobs the policy sees and acts on (DL2: 20 small setting, 40 large)."""
+    slots_scale: float = 50.0
+    """slots_run saturates at this many slots."""
+    epochs_scale: float = 10_000.0
+    """remaining_epochs saturates at this many epochs (log scale)."""
+
+    def __post_init__(self) -> None:
+        if self.window < 1 or self.slots_scale <= 0 or self.epochs_scale <= 0:
+            raise ValueError("window, slots_scale and epochs_scale must be positive")
+
+
+def allocation_features(catalogue: tuple[JobType, ...]) -> tuple[str, ...]:
+    """Column names of one job row of the allocation observation."""
+    types = sorted(catalogue, key=lambda jt: jt.type_index)
+    return tuple(f"type={jt.model}" for jt in types) + ALLOCATION_SCALARS
+
+
+def allocation_n_actions(cfg: AllocationObsConfig) -> int:
+    """3J + 1."""
+    return ACTION_KINDS * cfg.window + 1
+
+
+def encode_allocation(builder: AllocationBuilder, cfg: AllocationObsConfig) -> np.ndarray:
+    """(J, L + 7) float32 observation of the decision `builder` is building."""
+    snap = builder.snap
+    n_types = len(snap.catalogue)
+    out = np.zeros((cfg.window, n_types + len(ALLOCATION_SCALARS)), dtype=np.float32)
+    log_scale = math.log1p(cfg.epochs_scale)
+    for i, job in enumerate(builder.jobs[: cfg.window]):
+        out[i, job.type_index] = 1.0
+        row = out[i, n_types:]
+        if job.started_s is not None:
+            row[0] = min((snap.time_s - job.started_s) / snap.slot_s / cfg.slots_scale, 1.0)
+        left = job.remaining_epochs_est
+        row[1] = min(math.log1p(left) / log_scale, 1.0)
+        row[2] = left / job.epochs_est
+        row[6] = 1.0
+        refresh_allocation_row(out, builder, i)
+    return out
+
+
+def refresh_allocation_row(obs: np.ndarray, builder: AllocationBuilder, i: int) -> None:
+    """Update, in place, the columns of job row i that an action on job i changes
+    (dominant_share, workers, ps) of an `encode_allocation` array (J, L + 7)."""
+    job = builder.jobs[i]
+    base = len(builder.snap.catalogue) + 3
+    obs[i, base] = min(builder.dominant_share(i), 1.0)
+    obs[i, base + 1] = builder.workers[i] / job.max_workers
+    obs[i, base + 2] = builder.ps[i] / job.max_workers
+
+
+def allocation_mask(builder: AllocationBuilder, cfg: AllocationObsConfig) -> np.ndarray:
+    """(3J + 1,) bool: valid actions; stop (the last) is always valid."""
+    mask = np.zeros(allocation_n_actions(cfg), dtype=bool)
+    n = min(len(builder.jobs), cfg.window)
+    if n:
+        mask[: ACTION_KINDS * n] = builder.mask()[:n].ravel()
+    mask[-1] = True
+    return mask
+
+
+def decode_allocation_action(action: int, cfg: AllocationObsConfig) -> tuple[int, int] | None:
+    """(job row, kind) of an action, None for stop."""
+    if action == allocation_n_actions(cfg) - 1:
+        return None
+    return divmod(int(action), ACTION_KINDS)
+
+
+# -- placement (Harmony) ------------------------------------------------------------------
+
+PLACEMENT_SCALARS = ("remaining_epochs", "workers", "ps", "placed_w", "placed_p", "present")
+SERVER_FREE = ("free_gpu", "free_cpu", "free_mem")
+
+
+@dataclass(frozen=True)
+class PlacementObsConfig:
+    """Shape and scaling of the Harmony observation."""
+
+    window: int = 10
+    """N': waiting jobs the policy sees and places."""
+    epochs_scale: float = 10_000.0
+    """remaining_epochs saturates at this many epochs (log scale)."""
+    tasks_scale: float = 8.0
+    """A server's per-model task count saturates at this many."""
+
+    def __post_init__(self) -> None:
+        if self.window < 1 or self.epochs_scale <= 0 or self.tasks_scale <= 0:
+            raise ValueError("window, epochs_scale and tasks_scale must be positive")
+
+
+def placement_job_features(catalogue: tuple[JobType, ...]) -> tuple[str, ...]:
+    """Column names of one job row of the placement observation."""
+    types = sorted(catalogue, key=lambda jt: jt.type_index)
+    return tuple(f"type={jt.model}" for jt in types) + PLACEMENT_SCALARS
+
+
+def placement_server_features(catalogue: tuple[JobType, ...]) -> tuple[str, ...]:
+    """Column names of one server row: free resources v, then per-model tasks d."""
+    types = sorted(catalogue, key=lambda jt: jt.type_index)
+    return SERVER_FREE + tuple(f"tasks={jt.model}" for jt in types)
+
+
+def placement_n_actions(cfg: PlacementObsConfig, n_servers: int) -> int:
+    """2 * N' * M."""
+    return 2 * cfg.window * n_servers
+
+
+@dataclass
+class PlacementDraft:
+    """A placement being built one task at a time: what each waiting job still needs,
+    where its tasks went, and the free resources and per-model task counts per server."""
+
+    snap: Snapshot
+    jobs: tuple[JobView, ...]
+    need: np.ndarray
+    """(n_jobs, 2) workers and PSs still to place."""
+    placed: list[tuple[list[int], list[int]]]
+    free: np.ndarray
+    """(n_servers, 3) free resources."""
+    tasks: np.ndarray
+    """(n_servers, L) tasks per model on each server, running jobs included."""
+
+    @classmethod
+    def start(cls, snap: Snapshot, counts: dict[int, tuple[int, int]], window: int):
+        """A draft placing `counts` (job id -> workers, PSs) for the first `window` jobs."""
+        jobs = tuple(j for j in snap.jobs if j.job_id in counts)[:window]
+        need = np.array([counts[j.job_id] for j in jobs], dtype=np.int64).reshape(-1, 2)
+        tasks = np.zeros((snap.cluster.n_servers, len(snap.catalogue)))
+        for job in snap.fixed_jobs:
+            for server in job.placement.workers + job.placement.ps:
+                tasks[server, job.type_index] += 1
+        free = np.array(snap.cluster.available, dtype=float, copy=True)
+        return cls(snap, jobs, need, [([], []) for _ in jobs], free, tasks)
+
+    def demand(self, i: int, role: int) -> np.ndarray:
+        """(3,) demand of one worker (role 0) or PS (role 1) of job i."""
+        job = self.jobs[i]
+        return np.asarray(job.worker_demand if role == 0 else job.ps_demand, dtype=float)
+
+    def mask(self, cfg: PlacementObsConfig) -> np.ndarray:
+        """(2 * N' * M,) bool: placing job i's next worker/PS on server m is allowed.
+
+        Once a job has a task placed, only that job's tasks are allowed until it is
+        complete, and a task may go only where the job's remaining tasks still fit (checked
+        by first fit), so a decision never ends with a half-placed job. First fit can miss
+        a packing that exists; the mask is conservative, never permissive."""
+        m = self.free.shape[0]
+        out = np.zeros((cfg.window, 2, m), dtype=bool)
+        pending = [i for i in range(len(self.jobs)) if self.need[i].any()]
+        started = [i for i in pending if self.placed[i][0] or self.placed[i][1]]
+        for i in started or pending:
+            for role in (0, 1):
+                if self.need[i, role] == 0:
+                    continue
+                demand = self.demand(i, role)
+                for server in np.flatnonzero(np.all(self.free >= demand - 1e-9, axis=1)):
+                    out[i, role, server] = self._completable(i, role, int(server))
+        return out.reshape(-1)
+
+    def _completable(self, i: int, role: int, server: int) -> bool:
+        """Whether job i's other remaining tasks fit (first fit) after this one."""
+        free = self.free.copy()
+        free[server] -= self.demand(i, role)
+        need = self.need[i].copy()
+        need[role] -= 1
+        for r in (0, 1):
+            demand = self.demand(i, r)
+            for _ in range(int(need[r])):
+                fits = np.flatnonzero(np.all(free >= demand - 1e-9, axis=1))
+                if not len(fits):
+                    return False
+                free[fits[0]] -= demand
+        return True
+
+    def place(self, i: int, role: int, server: int) -> None:
+        """Put one task; the caller has checked the mask."""
+        self.free[server] -= self.demand(i, role)
+        self.tasks[server, self.jobs[i].type_index] += 1
+        self.need[i, role] -= 1
+        self.placed[i][role].append(server)
+
+    def complete(self) -> list[int]:
+        """Rows of jobs with every task placed."""
+        return [i for i in range(len(self.jobs)) if not self.need[i].any()]
+
+
+def encode_placement(draft: PlacementDraft, cfg: PlacementObsConfig) -> np.ndarray:
+    """Flat float32 observation: (N', L + 6) job rows then (M, 3 + L) server rows."""
+    snap = draft.snap
+    n_types = len(snap.catalogue)
+    jobs = np.zeros((cfg.window, n_types + len(PLACEMENT_SCALARS)), dtype=np.float32)
+    log_scale = math.log1p(cfg.epochs_scale)
+    for i, job in enumerate(draft.jobs):
+        jobs[i, job.type_index] = 1.0
+        row = jobs[i, n_types:]
+        row[0] = min(math.log1p(job.remaining_epochs_est) / log_scale, 1.0)
+        row[1] = draft.need[i, 0] / job.max_workers
+        row[2] = draft.need[i, 1] / job.max_workers
+        row[3] = len(draft.placed[i][0]) / job.max_workers
+        row[4] = len(draft.placed[i][1]) / job.max_workers
+        row[5] = 1.0
+    cap = snap.cluster.capacity
+    free = np.divide(draft.free, cap, out=np.zeros_like(draft.free), where=cap > 0)
+    tasks = np.minimum(draft.tasks / cfg.tasks_scale, 1.0)
+    servers = np.concatenate([np.clip(free, 0.0, 1.0), tasks], axis=1).astype(np.float32)
+    return np.concatenate([jobs.reshape(-1), servers.reshape(-1)])
+
+
+def decode_placement_action(action: int, n_servers: int) -> tuple[int, int, int]:
+    """(job row, role, server) of a placement action."""
+    job_role, server = divmod(int(action), n_servers)
+    job, role = divmod(job_role, 2)
+    return job, role, server
