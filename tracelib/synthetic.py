@@ -33,7 +33,10 @@ from tracelib.provenance import canonical_json, sha256_hex
 EPOCH = datetime(2026, 1, 5)
 DL2_MODELS = tuple(jt.model for jt in DL2_CATALOGUE)
 # Harmony Table I: the six MXNet-tutorial models of its interference study.
-HARMONY_MODELS = ("resnet-50", "vgg-16", "resnext-110", "inception-bn", "seq2seq", "wlm")
+HARMONY_MODELS = ("resnet-50", "vgg-16", "resnext-110", "seq2seq", "cnn-text", "wlm")
+"""Harmony's six Table I models as its text names them (ResNet, VGG-16, ResNeXt-110,
+Seq2Seq, WLM and the CPU-heavy CTC, for which the catalogue's CPU-only CNN-text stands in);
+the same set `tracelib.sim.calibration.HARMONY_TABLE_I` calibrates interference on."""
 CHIC_MODELS = ("resnet-50", "vgg-16", "resnext-110")
 GPU_MODELS = tuple(jt.model for jt in DL2_CATALOGUE if jt.worker_gpu > 0)
 _STREAMS = ("arrivals", "models", "sizes", "requests", "users")
