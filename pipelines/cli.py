@@ -54,6 +54,8 @@ def cmd_run(args) -> int:
         n_jobs=args.jobs,
         jobs_per_sequence=args.jobs_per_sequence,
         incoming=args.incoming,
+        eval_seeds=args.eval_seeds,
+        eval_sequences=args.eval_sequences or None,
     )
     print(f"run {summary['run_id']} completed")
     for item in summary["ingested"]:
@@ -65,9 +67,55 @@ def cmd_run(args) -> int:
         print(f"  REJECTED {item['error']}")
     for item in summary["derived"]:
         print(f"  workloads {item['derivation']}: {item['splits']} ({item['jobs']} jobs)")
+    for item in summary["evaluated"]:
+        _print_evaluation(item)
     from warehouse import resolve_path
 
     print(f"warehouse: {resolve_path(args.warehouse)}")
+    return 0
+
+
+def _print_evaluation(result: dict) -> None:
+    print(f"  evaluation {result['eval_id']}: {result['runs']} runs, {result['jobs']} jobs")
+    for row in result["summary"]:
+        low, high = row["avg_jct_ci_low"], row["avg_jct_ci_high"]
+        ci = f"[{low:,.0f}, {high:,.0f}]" if low is not None else "(one run: no interval)"
+        ratio = f"x{row['jct_ratio']:.2f}"
+        if row["jct_ratio_ci_low"] is not None:
+            ratio += f" [{row['jct_ratio_ci_low']:.2f}, {row['jct_ratio_ci_high']:.2f}]"
+        print(
+            f"    {row['workload_set']} {row['scheduler']:<16} avg JCT {row['avg_jct_s']:>9,.0f} s "
+            f"{row['confidence']:.0%} CI {ci} ({row['avg_jct_slots']:.2f} slots); "
+            f"vs {row['reference']} {ratio}"
+        )
+    for workload_set, path in result["plots"].items():
+        print(f"    JCT CDF {workload_set}: {path}")
+
+
+def cmd_evaluate(args) -> int:
+    from dataclasses import asdict
+
+    from pipelines.evaluation import eval_config
+    from pipelines.stages import evaluate_stage, finish_run, start_run
+
+    cfg = eval_config(
+        workload_sets=args.set,
+        schedulers=args.scheduler,
+        n_seeds=args.seeds,
+        seed=args.seed,
+        max_sequences=args.sequences or None,
+        n_servers=args.servers,
+        window=args.window or None,
+        split=args.split,
+    )
+    run_id = start_run(args.warehouse, "schedlab-evaluate", cfg.seed, {"evaluation": cfg.to_dict()})
+    try:
+        result = evaluate_stage(args.warehouse, cfg, args.out_dir)
+    except BaseException:
+        finish_run(args.warehouse, run_id, "failed", {"run_id": run_id})
+        raise
+    finish_run(args.warehouse, run_id, "completed", {"run_id": run_id, **asdict(result)})
+    _print_evaluation(asdict(result))
     return 0
 
 
@@ -174,6 +222,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=int, default=600, help="synthetic jobs (default 600)")
     run.add_argument("--jobs-per-sequence", type=int, default=60, help="jobs per workload")
     run.add_argument("--incoming", default=None, help="folder of production traces to ingest")
+    run.add_argument(
+        "--eval-seeds", type=int, default=3, help="evaluation seeds per test workload (0: skip)"
+    )
+    run.add_argument(
+        "--eval-sequences",
+        type=int,
+        default=4,
+        help="at most this many test sequences per workload set are evaluated (0: all)",
+    )
     run.set_defaults(func=cmd_run)
 
     ingest = sub.add_parser("ingest", parents=[common], help="ingest one trace file")
@@ -194,6 +251,35 @@ def build_parser() -> argparse.ArgumentParser:
     derive.add_argument("--time-scale", type=float, default=1.0, help="multiply run times")
     derive.add_argument("--arrival-scale", type=float, default=1.0, help="multiply inter-arrivals")
     derive.set_defaults(func=cmd_derive)
+
+    evaluate = sub.add_parser(
+        "evaluate", parents=[common], help="evaluate schedulers on the test workloads"
+    )
+    evaluate.add_argument(
+        "--set",
+        action="append",
+        help="workload set (derivation name); repeat for several (default: every set)",
+    )
+    evaluate.add_argument(
+        "--scheduler",
+        action="append",
+        help="registry name (allocation, placement or allocation+placement); repeat for "
+        "several (default: every DL2 heuristic)",
+    )
+    evaluate.add_argument("--seeds", type=int, default=3, help="seeds per workload (default 3)")
+    evaluate.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    evaluate.add_argument(
+        "--sequences", type=int, default=0, help="at most this many sequences per set (0: all)"
+    )
+    evaluate.add_argument("--split", choices=["train", "validation", "test"], default="test")
+    evaluate.add_argument("--servers", type=int, default=96, help="servers of 2 GPUs (default 96)")
+    evaluate.add_argument(
+        "--window", type=int, default=20, help="jobs visible per decision (default 20; 0: all)"
+    )
+    evaluate.add_argument(
+        "--out-dir", default=None, help="plot folder (default: evaluations/ beside the warehouse)"
+    )
+    evaluate.set_defaults(func=cmd_evaluate)
 
     sql = sub.add_parser("sql", parents=[common], help="run a SQL query on the warehouse")
     sql.add_argument("query")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from tracelib.interference import InterferenceConfig
 from tracelib.synthetic import DiurnalConfig
 from tracelib.workloads import DeriveConfig
 
@@ -33,6 +34,8 @@ class RunConfig:
     derive: DeriveConfig = field(default_factory=lambda: DeriveConfig(name="dl2-synthetic"))
     traces: tuple[TraceInput, ...] = ()
     """Production traces to ingest; each gets its own derivation named after its source."""
+    interference: InterferenceConfig = field(default_factory=InterferenceConfig)
+    """Harmony-style co-location samples (`interference_samples`), 13,177 by default."""
 
     def seeded(self) -> RunConfig:
         """The stage configs with the run seed pushed down (the single place seeds are set)."""
@@ -40,6 +43,7 @@ class RunConfig:
             self,
             synthetic=replace(self.synthetic, seed=self.seed),
             derive=replace(self.derive, seed=self.seed),
+            interference=replace(self.interference, seed=self.seed),
         )
 
     def to_dict(self) -> dict:

@@ -21,3 +21,145 @@ class PipelineRuns(pa.DataFrameModel):
         name = "pipeline_runs"
         strict = True
         coerce = True
+
+
+# --- evaluation (DDL: warehouse/migrations/0003_evaluation.sql; writer: pipelines/evaluation.py)
+
+EVAL_SPLITS = ["train", "validation", "test"]
+_JCT_TOLERANCE_S = 1e-6
+
+
+class EvalRuns(pa.DataFrameModel):
+    """One simulator run of a scheduler on a workload with a seed, and its metrics."""
+
+    run_id: pl.Utf8 = pa.Field(unique=True, str_length={"min_value": 1})
+    eval_id: pl.Utf8 = pa.Field(str_length={"min_value": 1})
+    scheduler: pl.Utf8 = pa.Field(str_length={"min_value": 1})
+    policy: pl.Utf8
+    workload_set: pl.Utf8
+    workload_id: pl.Utf8
+    split: pl.Utf8 = pa.Field(isin=EVAL_SPLITS)
+    sequence_no: pl.Int32 = pa.Field(ge=0)
+    replicate: pl.Int32 = pa.Field(ge=0)
+    seed: pl.Int64
+    n_jobs: pl.Int32 = pa.Field(ge=1)
+    avg_jct_s: pl.Float64 = pa.Field(gt=0)
+    median_jct_s: pl.Float64 = pa.Field(gt=0)
+    p95_jct_s: pl.Float64 = pa.Field(gt=0)
+    makespan_s: pl.Float64 = pa.Field(gt=0)
+    mean_slowdown: pl.Float64 = pa.Field(gt=0)
+    gpu_time_s: pl.Float64 = pa.Field(ge=0)
+    utilization: pl.Float64 = pa.Field(ge=0, le=1)
+    trace_version: pl.Utf8
+    config: pl.Utf8
+    code_version: pl.Utf8
+
+    class Config:
+        name = "eval_runs"
+        strict = True
+        coerce = True
+        unique = ["eval_id", "scheduler", "workload_id", "replicate"]
+
+
+class EvalJobs(pa.DataFrameModel):
+    """Every job of every evaluation run: times, JCT, slowdown and GPU-seconds held."""
+
+    run_id: pl.Utf8
+    eval_id: pl.Utf8
+    scheduler: pl.Utf8
+    workload_id: pl.Utf8
+    seed: pl.Int64
+    job_index: pl.Int32 = pa.Field(ge=0)
+    job_id: pl.Utf8
+    model: pl.Utf8
+    arrival_s: pl.Float64 = pa.Field(ge=0)
+    start_s: pl.Float64
+    finish_s: pl.Float64
+    jct_s: pl.Float64 = pa.Field(gt=0)
+    ideal_s: pl.Float64 = pa.Field(gt=0)
+    slowdown: pl.Float64 = pa.Field(gt=0)
+    gpu_time_s: pl.Float64 = pa.Field(ge=0)
+
+    class Config:
+        name = "eval_jobs"
+        strict = True
+        coerce = True
+        unique = ["run_id", "job_index"]
+
+    @pa.dataframe_check
+    def started_between_arrival_and_finish(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(
+            (pl.col("start_s") >= pl.col("arrival_s")) & (pl.col("finish_s") >= pl.col("start_s"))
+        )
+
+    @pa.dataframe_check
+    def jct_is_finish_minus_arrival(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        gap = pl.col("finish_s") - pl.col("arrival_s") - pl.col("jct_s")
+        return data.lazyframe.select(gap.abs() <= _JCT_TOLERANCE_S)
+
+
+def _within_ci(metric: str, low: str, high: str) -> pl.Expr:
+    return pl.col(low).is_null() | (
+        (pl.col(low) <= pl.col(metric)) & (pl.col(metric) <= pl.col(high))
+    )
+
+
+class EvalSummary(pa.DataFrameModel):
+    """Per (evaluation, workload set, scheduler): means over runs with confidence intervals."""
+
+    eval_id: pl.Utf8
+    workload_set: pl.Utf8
+    scheduler: pl.Utf8
+    policy: pl.Utf8
+    n_runs: pl.Int32 = pa.Field(ge=1)
+    n_sequences: pl.Int32 = pa.Field(ge=1)
+    n_seeds: pl.Int32 = pa.Field(ge=1)
+    n_jobs: pl.Int64 = pa.Field(ge=1)
+    confidence: pl.Float64 = pa.Field(gt=0, lt=1)
+    avg_jct_s: pl.Float64 = pa.Field(gt=0)
+    avg_jct_ci_low: pl.Float64 = pa.Field(nullable=True)
+    avg_jct_ci_high: pl.Float64 = pa.Field(nullable=True)
+    avg_jct_slots: pl.Float64 = pa.Field(gt=0)
+    median_jct_s: pl.Float64 = pa.Field(gt=0)
+    median_jct_ci_low: pl.Float64 = pa.Field(nullable=True)
+    median_jct_ci_high: pl.Float64 = pa.Field(nullable=True)
+    p95_jct_s: pl.Float64 = pa.Field(gt=0)
+    p95_jct_ci_low: pl.Float64 = pa.Field(nullable=True)
+    p95_jct_ci_high: pl.Float64 = pa.Field(nullable=True)
+    makespan_s: pl.Float64 = pa.Field(gt=0)
+    makespan_ci_low: pl.Float64 = pa.Field(nullable=True)
+    makespan_ci_high: pl.Float64 = pa.Field(nullable=True)
+    mean_slowdown: pl.Float64 = pa.Field(gt=0)
+    mean_slowdown_ci_low: pl.Float64 = pa.Field(nullable=True)
+    mean_slowdown_ci_high: pl.Float64 = pa.Field(nullable=True)
+    utilization: pl.Float64 = pa.Field(ge=0, le=1)
+    utilization_ci_low: pl.Float64 = pa.Field(nullable=True)
+    utilization_ci_high: pl.Float64 = pa.Field(nullable=True)
+    reference: pl.Utf8
+    jct_ratio: pl.Float64 = pa.Field(gt=0)
+    jct_ratio_ci_low: pl.Float64 = pa.Field(nullable=True)
+    jct_ratio_ci_high: pl.Float64 = pa.Field(nullable=True)
+    config: pl.Utf8
+    code_version: pl.Utf8
+
+    class Config:
+        name = "eval_summary"
+        strict = True
+        coerce = True
+        unique = ["eval_id", "workload_set", "scheduler"]
+
+    @pa.dataframe_check
+    def mean_inside_its_interval(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        metrics = [
+            ("avg_jct_s", "avg_jct"),
+            ("median_jct_s", "median_jct"),
+            ("p95_jct_s", "p95_jct"),
+            ("makespan_s", "makespan"),
+            ("mean_slowdown", "mean_slowdown"),
+            ("utilization", "utilization"),
+            ("jct_ratio", "jct_ratio"),
+        ]
+        ok = pl.lit(True)
+        for metric, stem in metrics:
+            ok = ok & _within_ci(metric, f"{stem}_ci_low", f"{stem}_ci_high")
+        return data.lazyframe.select(ok.alias("mean_inside_its_interval"))

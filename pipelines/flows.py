@@ -11,8 +11,18 @@ from dataclasses import asdict, replace
 from prefect import flow, get_run_logger, task
 
 from pipelines.config import RunConfig, TraceInput, trace_inputs_from_dir
-from pipelines.stages import derive_stage, finish_run, ingest_stage, start_run, synthetic_stage
+from pipelines.evaluation import EvalConfig, eval_config
+from pipelines.stages import (
+    derive_stage,
+    evaluate_stage,
+    finish_run,
+    ingest_stage,
+    interference_stage,
+    start_run,
+    synthetic_stage,
+)
 from tracelib.ingest import IngestError
+from tracelib.interference import InterferenceConfig
 from tracelib.synthetic import DiurnalConfig
 from tracelib.workloads import DeriveConfig
 from warehouse import WarehouseBusy
@@ -49,6 +59,16 @@ def derive_task(warehouse: str | None, source_ids: list[str], cfg: DeriveConfig)
     return asdict(derive_stage(warehouse, source_ids, cfg))
 
 
+@task(name="interference-samples", **_io_retries)
+def interference_task(warehouse: str | None, cfg: InterferenceConfig) -> dict:
+    return asdict(interference_stage(warehouse, cfg))
+
+
+@task(name="evaluate-schedulers", **_io_retries)
+def evaluate_task(warehouse: str | None, cfg: EvalConfig, out_dir: str | None = None) -> dict:
+    return asdict(evaluate_stage(warehouse, cfg, out_dir))
+
+
 @flow(name="schedlab-ingest")
 def ingest_flow(
     paths: list[str],
@@ -73,6 +93,31 @@ def derive_flow(
     return derive_task(warehouse, source_ids, cfg)
 
 
+@flow(name="schedlab-evaluate")
+def evaluate_flow(
+    workload_sets: list[str] | None = None,
+    schedulers: list[str] | None = None,
+    n_seeds: int = 3,
+    seed: int = 0,
+    max_sequences: int | None = None,
+    n_servers: int | None = None,
+    window: int | None = 20,
+    warehouse: str | None = None,
+    out_dir: str | None = None,
+) -> dict:
+    """Evaluate schedulers on the test workloads of `workload_sets` (default: every set)."""
+    cfg = eval_config(workload_sets, schedulers, n_seeds, seed, max_sequences, n_servers, window)
+    run_id = start_run(warehouse, "schedlab-evaluate", seed, {"evaluation": cfg.to_dict()})
+    try:
+        result = evaluate_task(warehouse, cfg, out_dir)
+    except BaseException:
+        finish_run(warehouse, run_id, "failed", {"run_id": run_id})
+        raise
+    summary = {"run_id": run_id, **result}
+    finish_run(warehouse, run_id, "completed", summary)
+    return summary
+
+
 @flow(name="schedlab-nightly")
 def nightly_flow(
     warehouse: str | None = None,
@@ -80,10 +125,16 @@ def nightly_flow(
     n_jobs: int = 600,
     jobs_per_sequence: int = 60,
     incoming: str | None = None,
+    eval_seeds: int = 3,
+    eval_sequences: int | None = 4,
 ) -> dict:
-    """The nightly job: ingest new traces, generate the synthetic trace, derive workloads.
+    """The nightly job: ingest new traces, generate the synthetic trace, derive workloads,
+    collect interference samples, evaluate the heuristics on each derived set's test
+    workloads.
 
     A trace that cannot be ingested is reported and skipped; the rest of the run proceeds.
+    The evaluation (one per derived set with test workloads) runs `eval_seeds` seeds on at
+    most `eval_sequences` test sequences per set (None: all); `eval_seeds=0` skips it.
     """
     logger = get_run_logger()
     base = RunConfig(seed=seed)
@@ -93,8 +144,21 @@ def nightly_flow(
         derive=replace(base.derive, jobs_per_sequence=jobs_per_sequence),
         traces=trace_inputs_from_dir(incoming) if incoming else (),
     ).seeded()
-    run_id = start_run(warehouse, "schedlab-nightly", cfg.seed, cfg.to_dict())
-    summary: dict = {"run_id": run_id, "ingested": [], "rejected": [], "derived": []}
+    evaluation = (
+        eval_config(n_seeds=eval_seeds, seed=cfg.seed, max_sequences=eval_sequences)
+        if eval_seeds > 0
+        else None
+    )
+    config = {**cfg.to_dict(), "evaluation": evaluation.to_dict() if evaluation else None}
+    run_id = start_run(warehouse, "schedlab-nightly", cfg.seed, config)
+    summary: dict = {
+        "run_id": run_id,
+        "ingested": [],
+        "rejected": [],
+        "derived": [],
+        "interference": None,
+        "evaluated": [],
+    }
     try:
         production = []
         for trace in cfg.traces:
@@ -112,6 +176,15 @@ def nightly_flow(
         for source_id in production:
             named = replace(cfg.derive, name=source_id.replace(":", "-"))
             summary["derived"].append(derive_task(warehouse, [source_id], named))
+        summary["interference"] = interference_task(warehouse, cfg.interference)
+        for derived in summary["derived"] if evaluation else ():
+            if not derived["splits"].get(evaluation.split):
+                logger.warning(
+                    "no %s workloads in %s: not evaluated", evaluation.split, derived["derivation"]
+                )
+                continue
+            one_set = replace(evaluation, workload_sets=(derived["derivation"],))
+            summary["evaluated"].append(evaluate_task(warehouse, one_set))
     except BaseException:
         finish_run(warehouse, run_id, "failed", summary)
         raise

@@ -15,12 +15,20 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.contracts import PipelineRuns
+from pipelines.evaluation import (
+    EvalConfig,
+    evaluate,
+    headline,
+    store_evaluation,
+    write_jct_cdf_plots,
+)
 from tracelib.contracts import Quarantine
 from tracelib.ingest import LoadedTrace, StoreResult, load_trace, store_trace
+from tracelib.interference import InterferenceConfig, interference_frame, store_samples
 from tracelib.provenance import canonical_json, code_version
 from tracelib.synthetic import DiurnalConfig, synthetic_source
 from tracelib.workloads import DeriveConfig, derive_workloads, store_workloads
-from warehouse import connect, read_frame, replace_rows, transaction
+from warehouse import connect, read_frame, replace_rows, resolve_path, transaction
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,88 @@ def derive_stage(
         store_workloads(con, workloads, workload_jobs, cfg.name)
     splits = workloads.group_by("split").len().sort("split")
     return DeriveResult(cfg.name, workloads.height, workload_jobs.height, dict(splits.iter_rows()))
+
+
+@dataclass(frozen=True)
+class InterferenceResult:
+    source: str
+    seed: int
+    samples: int
+    sample_sets: int
+    mean_slowdown: float
+
+
+def interference_stage(warehouse: str | Path | None, cfg: InterferenceConfig) -> InterferenceResult:
+    """Collect interference samples and replace those of the same (source, seed)."""
+    # Collected with the warehouse closed; only the write holds it (one transaction).
+    frame = interference_frame(cfg)
+    with connect(warehouse) as con:
+        store_samples(con, frame)
+    return InterferenceResult(
+        source=cfg.source,
+        seed=cfg.seed,
+        samples=frame.height,
+        sample_sets=frame["sample_set"].n_unique(),
+        mean_slowdown=float(frame["slowdown"].mean()),
+    )
+
+
+@dataclass(frozen=True)
+class EvaluateResult:
+    eval_id: str
+    workload_sets: list[str]
+    runs: int
+    jobs: int
+    plots: dict[str, str]
+    """Workload set -> path of its JCT CDF plot (PNG)."""
+    summary: list[dict]
+    """Average JCT with its confidence interval per workload set and scheduler."""
+
+
+def evaluation_dir(warehouse: str | Path | None) -> Path:
+    """Where evaluations write files: `evaluations/` beside the warehouse (./var/ by default)."""
+    return resolve_path(warehouse).parent / "evaluations"
+
+
+def evaluate_stage(
+    warehouse: str | Path | None, cfg: EvalConfig, out_dir: str | Path | None = None
+) -> EvaluateResult:
+    """Run the evaluation on the warehouse's workloads, replace its rows in eval_runs,
+    eval_jobs and eval_summary (one transaction), and draw its JCT CDFs under
+    `out_dir/<eval_id>/` (default: `evaluations/` beside the warehouse)."""
+    with connect(warehouse) as con:
+        query = "SELECT * FROM workloads WHERE split = ?"
+        params: list = [cfg.split]
+        if cfg.workload_sets:
+            query += f" AND derivation IN ({', '.join('?' for _ in cfg.workload_sets)})"
+            params += list(cfg.workload_sets)
+        workloads = read_frame(con, query, params)
+        missing = sorted(set(cfg.workload_sets) - set(workloads["derivation"].to_list()))
+        if missing:
+            raise ValueError(
+                f"no {cfg.split!r} workloads in set(s) {missing}; see `schedlab sql "
+                '"SELECT derivation, split, count(*) FROM workloads GROUP BY ALL"`'
+            )
+        ids = workloads.get_column("workload_id").to_list() or [""]
+        jobs = read_frame(
+            con,
+            f"SELECT * FROM workload_jobs WHERE workload_id IN ({', '.join('?' for _ in ids)})",
+            ids,
+        )
+    # The simulations run with the warehouse closed, so other processes can read meanwhile.
+    tables = evaluate(jobs, workloads, cfg)
+    with connect(warehouse) as con, transaction(con):
+        store_evaluation(con, tables)
+    base = Path(out_dir) if out_dir is not None else evaluation_dir(warehouse)
+    plots = write_jct_cdf_plots(tables, base / tables.eval_id)
+    return EvaluateResult(
+        eval_id=tables.eval_id,
+        workload_sets=sorted(set(tables.runs["workload_set"].to_list())),
+        runs=tables.runs.height,
+        jobs=tables.jobs.height,
+        plots=plots,
+        summary=headline(tables.summary),
+    )
 
 
 def start_run(warehouse: str | Path | None, flow: str, seed: int, config: dict) -> str:

@@ -62,6 +62,9 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
         runs = read_frame(con, "SELECT status, seed FROM pipeline_runs")
         assert runs.rows() == [("completed", 1)]
         first = read_frame(con, "SELECT * FROM workload_jobs ORDER BY workload_id, job_index")
+        samples = read_frame(con, "SELECT * FROM interference_samples ORDER BY ALL")
+    assert summary["interference"]["samples"] == samples.height >= 13_177
+    assert samples["seed"].unique().to_list() == [1]  # the run seed, pushed down
 
     again = nightly_flow(
         warehouse=str(warehouse_path),
@@ -73,4 +76,6 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
     assert {i["outcome"] for i in again["ingested"]} == {"unchanged"}
     with connect(warehouse_path) as con:
         second = read_frame(con, "SELECT * FROM workload_jobs ORDER BY workload_id, job_index")
+        samples_again = read_frame(con, "SELECT * FROM interference_samples ORDER BY ALL")
     assert first.equals(second)  # same seed, same tables
+    assert samples.equals(samples_again)

@@ -155,6 +155,63 @@ class WorkloadJobs(pa.DataFrameModel):
         unique = ["workload_id", "job_index"]
 
 
+class InterferenceSamples(pa.DataFrameModel):
+    """Co-location speed samples (tracelib.interference; DDL 0002_interference.sql)."""
+
+    source: pl.Utf8 = pa.Field(str_length={"min_value": 1})
+    seed: pl.Int64
+    sample_set: pl.Int32 = pa.Field(ge=0)
+    job_in_set: pl.Int32 = pa.Field(ge=0)
+    model: pl.Utf8 = pa.Field(str_length={"min_value": 1})
+    type_index: pl.Int32 = pa.Field(ge=0)
+    workers: pl.Int32 = pa.Field(ge=1)
+    ps: pl.Int32 = pa.Field(ge=0)
+    n_servers: pl.Int32 = pa.Field(ge=1)
+    worker_servers: pl.Utf8 = pa.Field(str_startswith="[", str_endswith="]")
+    ps_servers: pl.Utf8 = pa.Field(str_startswith="[", str_endswith="]")
+    servers_used: pl.Int32 = pa.Field(ge=1)
+    colocated_tasks: pl.Int32 = pa.Field(ge=0)
+    colocated_jobs: pl.Int32 = pa.Field(ge=0)
+    isolated_speed: pl.Float64 = pa.Field(gt=0)
+    measured_speed: pl.Float64 = pa.Field(gt=0)
+    slowdown: pl.Float64 = pa.Field(lt=1)
+    params: pl.Utf8
+    code_version: pl.Utf8
+
+    class Config:
+        name = "interference_samples"
+        strict = True
+        coerce = True
+        unique = ["source", "seed", "sample_set", "job_in_set"]
+
+    @pa.dataframe_check
+    def slowdown_matches_speeds(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(
+            (pl.col("slowdown") - (1.0 - pl.col("measured_speed") / pl.col("isolated_speed"))).abs()
+            <= 1e-9
+        )
+
+    @pa.dataframe_check
+    def servers_used_within_tasks(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(
+            pl.col("servers_used") <= pl.col("workers") + pl.col("ps"),
+            pl.col("colocated_jobs") <= pl.col("colocated_tasks"),
+        )
+
+    @pa.dataframe_check
+    def placement_matches_counts(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        """The per-server counts have one entry per server and add up to workers / PSs."""
+        out = []
+        for col, total in (("worker_servers", "workers"), ("ps_servers", "ps")):
+            counts = pl.col(col).str.json_decode(pl.List(pl.Int64))
+            out.append(
+                (counts.list.len() == pl.col("n_servers"))
+                & (counts.list.sum() == pl.col(total))
+                & (counts.list.min() >= 0)
+            )
+        return data.lazyframe.select(out[0] & out[1])
+
+
 JOB_COLUMNS: dict[str, pl.DataType] = {
     name: col.dtype.type for name, col in Jobs.to_schema().columns.items()
 }

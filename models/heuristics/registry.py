@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Generic, TypeVar
 
 from models.heuristics.drf import DRF
+from models.heuristics.lif import lif_line, lif_quad
 from models.heuristics.optimus import Optimus, OptimusOracle
 from models.heuristics.priority import FIFO, SRTF
 from models.heuristics.tetris import Tetris
@@ -66,6 +67,9 @@ PLACEMENTS: Registry[PlacementPolicy] = Registry(
             "load-balancing": LoadBalancing,
             "bin-packing": BinPacking,
             "random": RandomPlacement,
+            # Harmony's LIF baselines, fitted once per process on a small default sample set.
+            "lif-line": lif_line,
+            "lif-quad": lif_quad,
         }
     ),
 )

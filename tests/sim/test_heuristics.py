@@ -75,7 +75,10 @@ def test_optimus_beats_drf_in_the_dl2_setting():
 
 def test_registry_names_and_errors():
     assert set(HEURISTICS) <= set(ALLOCATIONS.names())
-    assert PLACEMENTS.names() == ("bin-packing", "load-balancing", "random")
+    assert {"bin-packing", "load-balancing", "random", "lif-line", "lif-quad"} <= set(
+        PLACEMENTS.names()
+    )
+    assert PLACEMENTS.names() == tuple(sorted(PLACEMENTS.names()))
     sched = make_scheduler("optimus-oracle", "bin-packing")
     assert sched.name == "optimus-oracle+bin-packing"
     assert sched.allocation.uses_oracle and sched.allocation.interval_s == 600.0

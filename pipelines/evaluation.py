@@ -1,0 +1,660 @@
+"""Evaluation: every applicable scheduler on the test workloads, over several seeds.
+
+    tables = evaluate(workload_jobs, workloads, EvalConfig(workload_sets=("dl2-synthetic",)))
+    tables.runs, tables.jobs, tables.summary        # rows of eval_runs, eval_jobs, eval_summary
+
+`evaluate` is pure (polars frames in, frames out, no DuckDB); `store_evaluation` writes the
+three tables in the caller's transaction, replacing the evaluation's previous rows;
+`write_jct_cdf_plots` draws one JCT CDF per workload set. pipelines/stages.py wires them.
+
+What a run is and what is measured
+----------------------------------
+- Evaluation: a config (schedulers, seeds, cluster) applied to the `split` (default: test)
+  workloads of the named workload sets (derivations). Its `eval_id` hashes the config and the
+  content of those workloads' jobs, so re-running the same evaluation on the same workloads
+  gives the same id (and replaces its rows), and a new trace or config gives a new one.
+- Run: one scheduler on one workload (a job sequence) with one simulator seed. `run_id`
+  hashes (eval_id, scheduler, workload_id, seed). Seeds: `n_seeds` seeds spawned from `seed`
+  with `numpy.random.SeedSequence`; replicate k uses the same seed for every scheduler and
+  workload (common random numbers: a job's hidden speed deviation is the same under every
+  scheduler, so differences between schedulers are paired).
+- Run-to-run variation: by default each job's speed deviates by up to +-10% from the model,
+  drawn per seed (`SpeedConfig.speed_variation=0.1`; DL2 Fig. 4 and 13's variation of the
+  same job's completion time). Without it a seed would change only placement tie-breaks.
+- Per job (eval_jobs): `arrival_s` (after any arrival jitter); `start_s`, the first decision
+  at which the job was given a positive training rate (the engine's start time if its job
+  frame has one, else the first `alloc` event with a positive rate in the event log; a start
+  delay or a reallocation pause can hold actual training back a little longer); `finish_s`;
+  `jct_s = finish_s - arrival_s`; `ideal_s`, the JCT the job would have alone in an empty
+  cluster with its best allocation: `start_delay_s + epochs / best epochs per second`, the
+  best over every (workers, PSs) up to the catalogue cap that fits the cluster's summed
+  capacity, at the catalogue speed (spread placement, no interference, no decision
+  interval to wait for); `slowdown = jct_s / ideal_s`. The slowdown is >= 1 up to what the
+  ideal does not know: the job's own speed deviation (down to 1 / (1 + speed_variation)),
+  per-slot noise, and the locality gain of a co-located job (at most 6.2%). `gpu_time_s`:
+  GPU-seconds held: at every decision that placed the job, its workers' GPUs times the time
+  until the next decision or its finish, whichever is first (reallocation pauses included:
+  the GPUs are held though not training). CPU-only models (cnn-text, dssm) hold none.
+- Per run (eval_runs): average, median and p95 JCT, makespan (last finish - first arrival),
+  mean slowdown, GPU-seconds, utilization = GPU-seconds / (cluster GPUs x makespan). The
+  per-run rows are the summary's per-run level: they let a reader pair schedulers on the
+  same workload and seed in SQL.
+- Summary (eval_summary), per (evaluation, workload set, scheduler) over its runs (seeds x
+  sequences): each metric's mean with a Student-t `confidence` interval (n_runs - 1 degrees
+  of freedom; NULL with one run). Runs on the same sequence share it, so the interval mixes
+  sequence-to-sequence and seed-to-seed variation; for comparing schedulers use `jct_ratio`:
+  the mean over paired runs (same workload, same seed) of avg JCT / the reference
+  scheduler's avg JCT, with its own interval (the sequence's difficulty cancels out of a
+  ratio). JCT is in seconds; `avg_jct_slots` gives the mean in decision slots (DL2's unit).
+
+Which schedulers apply
+----------------------
+The evaluation runs the DL2 setting: time-slotted decisions over the DL2 catalogue's PS jobs
+with `tracelib.sim`'s speed model. In it a registered name (`models.heuristics.registry`)
+applies if it is
+- an allocation policy (ALLOCATIONS): run with the placement `default_placement`. Every
+  allocation policy reads only the snapshot, so all of them run on PS jobs, including
+  those written for another system (RL-TAPS' job pickers "sjf", "random", "tetris-picker";
+  name "sjf+first-fit" for RL-TAPS' own pairing);
+- a placement policy (PLACEMENTS): run with the allocation `default_allocation` (DL2's
+  workloads state requested workers/PSs; Harmony's setting is exactly that), e.g.
+  "lif-line" is "requested+lif-line";
+- "allocation+placement": both named explicitly (a name registered as both an allocation and
+  a placement policy, e.g. "random", means the allocation policy; name the pair for the
+  other, e.g. "requested+random");
+- a joint decision policy from any other registry in that module (e.g. an RL-TAPS per-GPU
+  assignment) that declares `settings` containing "dl2"; a policy built for another setting
+  (a topology of single GPUs) does not apply, and naming it is an error that says so.
+The default list is every name of `HEURISTICS` (the DL2 baselines) that applies, read from
+the registry when the config is made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import polars as pl
+
+from models.heuristics import registry
+from pipelines.contracts import EvalJobs, EvalRuns, EvalSummary
+from tracelib.catalogue import DL2_CATALOGUE, JobType, by_name
+from tracelib.provenance import canonical_json, code_version
+from tracelib.sim import (
+    ClusterConfig,
+    DecisionPolicy,
+    Scheduler,
+    SimConfig,
+    SimResult,
+    Simulator,
+    SpeedConfig,
+    SpeedModel,
+    jobs_from_frame,
+)
+from warehouse.io import replace_rows
+
+SETTING = "dl2"
+"""The setting this evaluation simulates (see the module docstring)."""
+
+_JOB_CONTENT = ("job_index", "model", "epochs", "num_workers", "num_ps", "arrival_s")
+
+
+class NotApplicable(ValueError):
+    """A scheduler name that is unknown or does not run in the evaluation's setting."""
+
+
+def resolve_scheduler(
+    name: str, default_allocation: str = "requested", default_placement: str = "load-balancing"
+) -> DecisionPolicy:
+    """The policy a scheduler name stands for in the DL2 setting, or NotApplicable."""
+    allocations, placements = registry.ALLOCATIONS, registry.PLACEMENTS
+    if "+" in name:
+        alloc, place = name.split("+", 1)
+        if alloc in allocations.names() and place in placements.names():
+            return Scheduler(allocations.create(alloc), placements.create(place))
+        raise NotApplicable(
+            f"scheduler {name!r}: {alloc!r} must be an allocation policy "
+            f"({', '.join(allocations.names())}) and {place!r} a placement policy "
+            f"({', '.join(placements.names())})"
+        )
+    if name in allocations.names():
+        return Scheduler(allocations.create(name), placements.create(default_placement))
+    if name in placements.names():
+        return Scheduler(allocations.create(default_allocation), placements.create(name))
+    for other in _other_registries():
+        if name in other.names():
+            policy = other.create(name)
+            settings = tuple(getattr(policy, "settings", ()))
+            if isinstance(policy, DecisionPolicy) and SETTING in settings:
+                return policy
+            raise NotApplicable(
+                f"scheduler {name!r} ({other.kind}) does not run in the {SETTING} setting "
+                f"(it declares settings {list(settings)})"
+            )
+    known = sorted(
+        {*allocations.names(), *placements.names()}.union(
+            *(set(r.names()) for r in _other_registries())
+        )
+    )
+    raise NotApplicable(f"unknown scheduler {name!r}; known: {', '.join(known)}")
+
+
+def _other_registries() -> list[registry.Registry]:
+    """Registries of models.heuristics.registry beyond allocation and placement policies."""
+    return [
+        value
+        for value in vars(registry).values()
+        if isinstance(value, registry.Registry)
+        and value is not registry.ALLOCATIONS
+        and value is not registry.PLACEMENTS
+    ]
+
+
+def applicable(name: str) -> bool:
+    """Whether `name` runs in the evaluation's setting (with the default companions)."""
+    try:
+        resolve_scheduler(name)
+    except (NotApplicable, KeyError):
+        return False
+    return True
+
+
+def default_schedulers() -> tuple[str, ...]:
+    """Every DL2 heuristic of the registry that runs in the DL2 setting, in report order."""
+    return tuple(name for name in registry.HEURISTICS if applicable(name))
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What the evaluation runs: schedulers x test workloads x seeds, on one cluster."""
+
+    workload_sets: tuple[str, ...] = ()
+    """Workload sets (derivation names) to evaluate; empty: every set in the input."""
+    split: str = "test"
+    """Which split of each set is evaluated."""
+    max_sequences: int | None = None
+    """At most this many sequences per set (the lowest sequence numbers); None: all."""
+    schedulers: tuple[str, ...] = field(default_factory=default_schedulers)
+    """Registry names (allocation, placement, "allocation+placement"); default: every DL2
+    heuristic of models.heuristics.registry.HEURISTICS that applies."""
+    n_seeds: int = 3
+    """Simulator seeds per workload (replicates)."""
+    seed: int = 0
+    """Root seed; the simulator seeds are spawned from it."""
+    cluster: ClusterConfig = field(default_factory=ClusterConfig.dl2_small)
+    """The cluster (default: DL2's small setting, 96 servers of 2 GPUs)."""
+    window: int | None = 20
+    """Jobs visible to the scheduler per decision (DL2 small setting: 20)."""
+    slot_s: float = 1200.0
+    """Decision slot, seconds (DL2: 20 minutes)."""
+    speed: SpeedConfig = field(default_factory=lambda: SpeedConfig(speed_variation=0.1))
+    """Speed realism; by default +-10% per-job run-to-run speed variation (see module)."""
+    default_allocation: str = "requested"
+    """Allocation used with a placement-only policy."""
+    default_placement: str = "load-balancing"
+    """Placement used with an allocation-only policy (DL2's default)."""
+    reference: str = "drf"
+    """Scheduler the summary's `jct_ratio` compares with (the first one if not evaluated)."""
+    confidence: float = 0.95
+    """Confidence level of the intervals."""
+
+    def __post_init__(self) -> None:
+        if not self.schedulers:
+            raise ValueError("no schedulers to evaluate")
+        if len(set(self.schedulers)) != len(self.schedulers):
+            raise ValueError(f"schedulers named twice: {list(self.schedulers)}")
+        if self.n_seeds < 1:
+            raise ValueError("n_seeds must be at least 1")
+        if self.max_sequences is not None and self.max_sequences < 1:
+            raise ValueError("max_sequences must be at least 1 (or None for all)")
+        if not 0 < self.confidence < 1:
+            raise ValueError("confidence must be in (0, 1)")
+        for name in self.schedulers:
+            resolve_scheduler(name, self.default_allocation, self.default_placement)
+
+    @property
+    def reference_scheduler(self) -> str:
+        return self.reference if self.reference in self.schedulers else self.schedulers[0]
+
+    def sim_seeds(self) -> list[int]:
+        """The simulator seed of each replicate."""
+        children = np.random.SeedSequence(self.seed).spawn(self.n_seeds)
+        return [int(c.generate_state(1, dtype=np.uint32)[0]) for c in children]
+
+    def sim_config(self, seed: int) -> SimConfig:
+        return SimConfig(
+            cluster=self.cluster,
+            speed=self.speed,
+            slot_s=self.slot_s,
+            seed=seed,
+            window=self.window,
+        )
+
+    def policy(self, name: str) -> DecisionPolicy:
+        return resolve_scheduler(name, self.default_allocation, self.default_placement)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def eval_config(
+    workload_sets: list[str] | tuple[str, ...] | None = None,
+    schedulers: list[str] | tuple[str, ...] | None = None,
+    n_seeds: int = 3,
+    seed: int = 0,
+    max_sequences: int | None = None,
+    n_servers: int | None = None,
+    window: int | None = 20,
+    split: str = "test",
+) -> EvalConfig:
+    """An EvalConfig from flow and CLI options (None or empty keeps the default)."""
+    base = EvalConfig()
+    return EvalConfig(
+        workload_sets=tuple(workload_sets or ()),
+        split=split,
+        schedulers=tuple(schedulers) if schedulers else base.schedulers,
+        n_seeds=n_seeds,
+        seed=seed,
+        max_sequences=max_sequences,
+        cluster=replace(base.cluster, n_servers=n_servers) if n_servers else base.cluster,
+        window=window,
+    )
+
+
+@dataclass(frozen=True)
+class EvalTables:
+    """Rows of the three evaluation tables for one evaluation."""
+
+    eval_id: str
+    runs: pl.DataFrame
+    jobs: pl.DataFrame
+    summary: pl.DataFrame
+
+
+# -- the pure evaluation -------------------------------------------------------------------
+
+
+def select_workloads(workloads: pl.DataFrame, cfg: EvalConfig) -> pl.DataFrame:
+    """The workloads the config evaluates, ordered by set and sequence number."""
+    chosen = workloads.filter(pl.col("split") == cfg.split)
+    if cfg.workload_sets:
+        chosen = chosen.filter(pl.col("derivation").is_in(list(cfg.workload_sets)))
+    chosen = chosen.sort("derivation", "sequence_no")
+    if cfg.max_sequences is not None:
+        chosen = chosen.filter(
+            pl.col("sequence_no").rank("ordinal").over("derivation") <= cfg.max_sequences
+        )
+    if chosen.height == 0:
+        sets = list(cfg.workload_sets) or "any set"
+        raise ValueError(f"no {cfg.split!r} workloads to evaluate in {sets}")
+    return chosen
+
+
+def evaluation_id(cfg: EvalConfig, chosen: pl.DataFrame, workload_jobs: pl.DataFrame) -> str:
+    """Hash of the config and of the evaluated workloads' jobs (what the runs depend on)."""
+    ids = chosen.get_column("workload_id").sort().to_list()
+    content = (
+        workload_jobs.filter(pl.col("workload_id").is_in(ids))
+        .select("workload_id", *_JOB_CONTENT)
+        .sort("workload_id", "job_index")
+        .rows()
+    )
+    digest = hashlib.sha256(canonical_json([cfg.to_dict(), ids, content]).encode()).hexdigest()
+    return f"ev-{digest[:16]}"
+
+
+def _run_id(eval_id: str, scheduler: str, workload_id: str, seed: int) -> str:
+    key = canonical_json([eval_id, scheduler, workload_id, seed])
+    return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def best_rates(
+    cluster: ClusterConfig, speed: SpeedConfig, catalogue: tuple[JobType, ...] = DL2_CATALOGUE
+) -> dict[str, float]:
+    """Best epochs/s of each model alone in an empty cluster: over workers 1..cap and PSs
+    0..cap whose summed demand fits the cluster's summed capacity, at the catalogue speed."""
+    model = SpeedModel(speed, catalogue)
+    totals = np.array([cluster.gpus, cluster.cpus, cluster.mem_gb]) * cluster.n_servers
+    out = {}
+    for jt in catalogue:
+        cap = jt.max_workers
+        w, p = np.meshgrid(np.arange(1, cap + 1), np.arange(0, cap + 1), indexing="ij")
+        w, p = w.ravel(), p.ravel()
+        demand = np.outer(w, jt.worker_demand) + np.outer(p, jt.ps_demand)  # (n, 3)
+        fits = (demand <= totals + 1e-9).all(axis=1)
+        rates = model.base([jt.type_index] * len(w), w, p) / jt.iters_per_epoch
+        feasible = rates[fits]
+        out[jt.model] = float(feasible.max()) if feasible.size else 0.0
+    return out
+
+
+def _start_times(result: SimResult, events: pl.DataFrame) -> pl.DataFrame:
+    """job_id -> start_s: the engine's start time if it reports one, else the first decision
+    that gave the job a positive training rate."""
+    for column in ("start_s", "started_s"):
+        if column in result.jobs.columns:
+            return result.jobs.select("job_id", pl.col(column).cast(pl.Float64).alias("start_s"))
+    return (
+        events.filter((pl.col("kind") == "alloc") & (pl.col("value") > 0))
+        .group_by("job_id")
+        .agg(pl.col("time_s").min().alias("start_s"))
+    )
+
+
+def _gpu_time(
+    result: SimResult, events: pl.DataFrame, finish: dict[int, float], gpus_per_worker: dict
+) -> dict[int, float]:
+    """GPU-seconds each job held: per decision, its workers' GPUs until the next decision or
+    its finish."""
+    placed = result.placements
+    if placed.height == 0:
+        return {}
+    per_decision = placed.group_by("time_s", "job_id").agg(pl.col("workers").sum())
+    decisions = np.unique(
+        np.concatenate(
+            [
+                events.filter(pl.col("kind") == "decide").get_column("time_s").to_numpy(),
+                placed.get_column("time_s").to_numpy(),
+            ]
+        )
+    )
+    times = per_decision.get_column("time_s").to_numpy()
+    idx = np.searchsorted(decisions, times, side="right")
+    next_t = np.where(idx < len(decisions), decisions[np.minimum(idx, len(decisions) - 1)], np.inf)
+    job_ids = per_decision.get_column("job_id").to_numpy()
+    ends = np.minimum(next_t, np.array([finish[int(j)] for j in job_ids]))
+    held = np.maximum(ends - times, 0.0) * per_decision.get_column("workers").to_numpy()
+    out: dict[int, float] = {}
+    for job_id, seconds in zip(job_ids, held, strict=True):
+        out[int(job_id)] = out.get(int(job_id), 0.0) + float(seconds)
+    return {j: s * gpus_per_worker[j] for j, s in out.items()}
+
+
+def job_rows(
+    result: SimResult, frame: pl.DataFrame, rates: dict[str, float], start_delay_s: float
+) -> pl.DataFrame:
+    """Per-job rows of one run (without the run's keys): times, JCT, slowdown, GPU-time."""
+    jobs = result.jobs
+    if jobs.get_column("finish_s").null_count():
+        raise RuntimeError(f"{result.scheduler}: some jobs did not finish")
+    events = result.events_frame()
+    types = by_name()
+    gpus = {
+        int(j): types[m].worker_gpu
+        for j, m in zip(jobs["job_id"].to_list(), jobs["model"].to_list(), strict=True)
+    }
+    finish = dict(zip(jobs["job_id"].to_list(), jobs["finish_s"].to_list(), strict=True))
+    gpu_time = _gpu_time(result, events, finish, gpus)
+    held = pl.DataFrame(
+        {"job_id": list(gpu_time), "gpu": list(gpu_time.values())},
+        schema={"job_id": pl.Int64, "gpu": pl.Float64},
+    )
+    names = frame.select(
+        pl.col("job_index").cast(pl.Int64).alias("job_id"), pl.col("job_id").alias("trace_job")
+    )
+    best = pl.col("model").replace_strict(rates, return_dtype=pl.Float64)
+    return (
+        jobs.join(_start_times(result, events), on="job_id", how="left")
+        .join(names, on="job_id", how="left")
+        .join(held, on="job_id", how="left")
+        .select(
+            pl.col("job_id").cast(pl.Int32).alias("job_index"),
+            pl.col("trace_job").fill_null(pl.col("name")).alias("job_id"),
+            "model",
+            "arrival_s",
+            "start_s",
+            "finish_s",
+            "jct_s",
+            (start_delay_s + pl.col("epochs_real") / best).alias("ideal_s"),
+            pl.col("gpu").fill_null(0.0).alias("gpu_time_s"),
+        )
+        .with_columns((pl.col("jct_s") / pl.col("ideal_s")).alias("slowdown"))
+        .sort("job_index")
+    )
+
+
+def run_metrics(jobs: pl.DataFrame, total_gpus: float) -> dict[str, float]:
+    """The per-run metrics of eval_runs from its job rows."""
+    jct = jobs.get_column("jct_s")
+    makespan = float(jobs["finish_s"].max() - jobs["arrival_s"].min())
+    gpu_time = float(jobs["gpu_time_s"].sum())
+    return {
+        "n_jobs": jobs.height,
+        "avg_jct_s": float(jct.mean()),
+        "median_jct_s": float(jct.median()),
+        "p95_jct_s": float(jct.quantile(0.95, interpolation="linear")),
+        "makespan_s": makespan,
+        "mean_slowdown": float(jobs["slowdown"].mean()),
+        "gpu_time_s": gpu_time,
+        "utilization": gpu_time / (total_gpus * makespan) if total_gpus > 0 else 0.0,
+    }
+
+
+def evaluate(workload_jobs: pl.DataFrame, workloads: pl.DataFrame, cfg: EvalConfig) -> EvalTables:
+    """Run every scheduler of `cfg` on every selected workload with every seed.
+
+    `workloads` and `workload_jobs` have the columns of the tables of those names (only
+    the selected workloads' jobs are used). Deterministic: same inputs, same tables.
+    """
+    chosen = select_workloads(workloads, cfg)
+    eval_id = evaluation_id(cfg, chosen, workload_jobs)
+    version = code_version()
+    seeds = cfg.sim_seeds()
+    rates = best_rates(cfg.cluster, cfg.speed)
+    total_gpus = cfg.cluster.gpus * cfg.cluster.n_servers
+    run_rows: list[dict] = []
+    job_frames: list[pl.DataFrame] = []
+    for wl in chosen.iter_rows(named=True):
+        frame = workload_jobs.filter(pl.col("workload_id") == wl["workload_id"]).sort("job_index")
+        if frame.height == 0:
+            raise ValueError(f"workload {wl['workload_id']} has no jobs")
+        specs = jobs_from_frame(frame)
+        for name in cfg.schedulers:
+            policy = cfg.policy(name)
+            for replicate, seed in enumerate(seeds):
+                sim_cfg = cfg.sim_config(seed)
+                try:
+                    result = Simulator(specs, policy, sim_cfg).run()
+                except Exception as exc:
+                    raise RuntimeError(
+                        f"evaluation run failed: scheduler {name!r}, workload "
+                        f"{wl['workload_id']}, seed {seed}: {exc}"
+                    ) from exc
+                run_id = _run_id(eval_id, name, wl["workload_id"], seed)
+                jobs = job_rows(result, frame, rates, cfg.speed.start_delay_s)
+                run_rows.append(
+                    {
+                        "run_id": run_id,
+                        "eval_id": eval_id,
+                        "scheduler": name,
+                        "policy": policy.name,
+                        "workload_set": wl["derivation"],
+                        "workload_id": wl["workload_id"],
+                        "split": wl["split"],
+                        "sequence_no": wl["sequence_no"],
+                        "replicate": replicate,
+                        "seed": seed,
+                        **run_metrics(jobs, total_gpus),
+                        "trace_version": wl["source_hashes"],
+                        "config": canonical_json(
+                            {"evaluation": cfg.to_dict(), "sim": asdict(sim_cfg)}
+                        ),
+                        "code_version": version,
+                    }
+                )
+                job_frames.append(
+                    jobs.with_columns(
+                        pl.lit(run_id).alias("run_id"),
+                        pl.lit(eval_id).alias("eval_id"),
+                        pl.lit(name).alias("scheduler"),
+                        pl.lit(wl["workload_id"]).alias("workload_id"),
+                        pl.lit(seed, dtype=pl.Int64).alias("seed"),
+                    )
+                )
+    runs = _cast_to(pl.DataFrame(run_rows), EvalRuns)
+    jobs = _cast_to(pl.concat(job_frames), EvalJobs)
+    summary = summarize(runs, cfg, version)
+    return EvalTables(eval_id, runs, jobs, summary)
+
+
+def _cast_to(frame: pl.DataFrame, contract) -> pl.DataFrame:
+    """The contract's columns, in its order and types."""
+    columns = contract.to_schema().columns
+    return frame.select([pl.col(n).cast(c.dtype.type) for n, c in columns.items()])
+
+
+# -- summary -----------------------------------------------------------------------------
+
+SUMMARY_METRICS = (
+    ("avg_jct_s", "avg_jct"),
+    ("median_jct_s", "median_jct"),
+    ("p95_jct_s", "p95_jct"),
+    ("makespan_s", "makespan"),
+    ("mean_slowdown", "mean_slowdown"),
+    ("utilization", "utilization"),
+)
+"""(eval_runs column, eval_summary stem): summary has `<column>`, `<stem>_ci_low/_high`."""
+
+
+def mean_ci(values, confidence: float = 0.95) -> tuple[float, float | None, float | None]:
+    """Mean and Student-t confidence interval (None, None with fewer than two values)."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=float)
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, None, None
+    half = float(stats.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return mean, mean - half, mean + half
+
+
+def summarize(runs: pl.DataFrame, cfg: EvalConfig, version: str) -> pl.DataFrame:
+    """eval_summary rows: per (evaluation, workload set, scheduler) over its runs."""
+    ref_name = cfg.reference_scheduler
+    ref = runs.filter(pl.col("scheduler") == ref_name).select(
+        "workload_id", "replicate", pl.col("avg_jct_s").alias("_ref_jct")
+    )
+    paired = runs.join(ref, on=["workload_id", "replicate"], how="left").with_columns(
+        (pl.col("avg_jct_s") / pl.col("_ref_jct")).alias("_ratio")
+    )
+    config = canonical_json(cfg.to_dict())
+    order = {name: i for i, name in enumerate(cfg.schedulers)}
+    rows = []
+    for (workload_set, scheduler), group in paired.group_by(
+        "workload_set", "scheduler", maintain_order=True
+    ):
+        row = {
+            "eval_id": group["eval_id"][0],
+            "workload_set": workload_set,
+            "scheduler": scheduler,
+            "policy": group["policy"][0],
+            "n_runs": group.height,
+            "n_sequences": group["workload_id"].n_unique(),
+            "n_seeds": group["seed"].n_unique(),
+            "n_jobs": int(group["n_jobs"].sum()),
+            "confidence": cfg.confidence,
+        }
+        for column, stem in SUMMARY_METRICS:
+            mean, low, high = mean_ci(group[column].to_numpy(), cfg.confidence)
+            row.update({column: mean, f"{stem}_ci_low": low, f"{stem}_ci_high": high})
+        row["avg_jct_slots"] = row["avg_jct_s"] / cfg.slot_s
+        ratio, low, high = mean_ci(group["_ratio"].to_numpy(), cfg.confidence)
+        row.update(
+            reference=ref_name,
+            jct_ratio=ratio,
+            jct_ratio_ci_low=low,
+            jct_ratio_ci_high=high,
+            config=config,
+            code_version=version,
+        )
+        rows.append(row)
+    rows.sort(key=lambda r: (r["workload_set"], order[r["scheduler"]]))
+    frame = pl.DataFrame(rows, infer_schema_length=None)
+    return _cast_to(frame, EvalSummary)
+
+
+# -- storage and plots ---------------------------------------------------------------------
+
+
+def store_evaluation(con: duckdb.DuckDBPyConnection, tables: EvalTables) -> dict[str, int]:
+    """Replace the evaluation's rows in eval_runs, eval_jobs and eval_summary. Call inside
+    `warehouse.transaction` so the three tables change together or not at all."""
+    where = {"eval_id": tables.eval_id}
+    return {
+        "eval_runs": replace_rows(con, tables.runs, EvalRuns, where),
+        "eval_jobs": replace_rows(con, tables.jobs, EvalJobs, where),
+        "eval_summary": replace_rows(con, tables.summary, EvalSummary, where),
+    }
+
+
+_LINESTYLES = ("-", "--", "-.", ":")
+
+
+def plot_name(workload_set: str) -> str:
+    """File name of a set's JCT CDF (the set name made safe for a file name)."""
+    return f"jct_cdf_{re.sub(r'[^A-Za-z0-9._-]+', '_', workload_set)}.png"
+
+
+def write_jct_cdf_plots(tables: EvalTables, out_dir: str | Path) -> dict[str, str]:
+    """One PNG per workload set: the empirical CDF of JCT over every job of every run
+    (sequences x seeds), one line per scheduler. Returns set -> path."""
+    from matplotlib.figure import Figure  # Agg canvas; no pyplot, no global backend state
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    sets = tables.runs.select("run_id", "workload_set")
+    jobs = tables.jobs.join(sets, on="run_id")
+    schedulers = list(dict.fromkeys(tables.runs["scheduler"].to_list()))
+    paths = {}
+    for workload_set in sorted(set(sets["workload_set"].to_list())):
+        fig = Figure(figsize=(7, 4.5), dpi=110)
+        ax = fig.add_subplot()
+        of_set = jobs.filter(pl.col("workload_set") == workload_set)
+        for i, scheduler in enumerate(schedulers):
+            jct = np.sort(of_set.filter(pl.col("scheduler") == scheduler)["jct_s"].to_numpy())
+            if jct.size == 0:
+                continue
+            ax.step(
+                jct / 3600.0,
+                np.arange(1, jct.size + 1) / jct.size,
+                where="post",
+                label=scheduler,
+                linestyle=_LINESTYLES[i % len(_LINESTYLES)],  # identical curves stay visible
+            )
+        n_runs = tables.runs.filter(pl.col("workload_set") == workload_set)
+        per = n_runs.group_by("scheduler").len()["len"].max()
+        ax.set_xscale("log")
+        ax.set_xlabel("job completion time (hours, log scale)")
+        ax.set_ylabel("fraction of jobs")
+        ax.set_ylim(0, 1.0)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.set_title(f"JCT CDF: {workload_set} ({per} runs per scheduler, {tables.eval_id})")
+        ax.legend(loc="lower right", fontsize="small")
+        fig.tight_layout()
+        path = out / plot_name(workload_set)
+        fig.savefig(path, metadata={"Software": None})
+        paths[workload_set] = str(path)
+    return paths
+
+
+def headline(summary: pl.DataFrame) -> list[dict]:
+    """Average JCT with its interval and the ratio to the reference, per set and scheduler."""
+    return summary.select(
+        "workload_set",
+        "scheduler",
+        "n_runs",
+        "confidence",
+        "avg_jct_s",
+        "avg_jct_ci_low",
+        "avg_jct_ci_high",
+        "avg_jct_slots",
+        "reference",
+        "jct_ratio",
+        "jct_ratio_ci_low",
+        "jct_ratio_ci_high",
+    ).to_dicts()

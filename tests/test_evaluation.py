@@ -1,0 +1,492 @@
+"""The evaluation stage: pure functions on a tiny workload, storage, the flow end to end."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+import numpy as np
+import polars as pl
+import pytest
+
+from models.heuristics import registry
+from pipelines.contracts import EvalJobs, EvalRuns, EvalSummary
+from pipelines.evaluation import (
+    EvalConfig,
+    NotApplicable,
+    default_schedulers,
+    evaluate,
+    mean_ci,
+    plot_name,
+    resolve_scheduler,
+    store_evaluation,
+    write_jct_cdf_plots,
+)
+from tracelib.catalogue import by_name
+from tracelib.contracts import WorkloadJobs, Workloads
+from tracelib.sim import ClusterConfig, Scheduler, SpeedConfig, dl2_like_frame
+from warehouse import ContractViolation, connect, read_frame, transaction, write_frame
+from warehouse.io import validate
+
+SCHEDULERS = ("fifo", "drf", "optimus")
+
+
+def tiny_workloads(
+    n_sequences: int = 2, n_jobs: int = 8, name: str = "tiny", split: str = "test"
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`workloads` and `workload_jobs` rows: n_sequences sequences of n_jobs short jobs."""
+    jobs, rows = [], []
+    for s in range(n_sequences):
+        workload_id = f"{name}/{split}/{s:03d}"
+        frame = dl2_like_frame(
+            n_jobs, seed=100 + s, mean_duration_min=40.0, median_duration_min=20.0
+        )
+        jobs.append(frame.with_columns(pl.lit(workload_id).alias("workload_id")))
+        rows.append(
+            {
+                "workload_id": workload_id,
+                "derivation": name,
+                "split": split,
+                "sequence_no": s,
+                "source_ids": "synthetic:sim",
+                "source_hashes": "0" * 64,
+                "n_jobs": n_jobs,
+                "span_s": float(frame["arrival_s"].max()),
+                "seed": 100 + s,
+                "params": "{}",
+                "code_version": "test",
+                "derived_at": datetime(2026, 1, 1),
+            }
+        )
+    workload_jobs = pl.concat(jobs).select(list(WorkloadJobs.to_schema().columns))
+    return validate(pl.DataFrame(rows), Workloads), validate(workload_jobs, WorkloadJobs)
+
+
+def tiny_config(**overrides) -> EvalConfig:
+    """Three schedulers on 4 servers (8 GPUs): the 8 jobs contend for the cluster."""
+    base = {
+        "schedulers": SCHEDULERS,
+        "n_seeds": 2,
+        "cluster": ClusterConfig(n_servers=4),
+        "window": None,
+    }
+    return EvalConfig(**{**base, **overrides})
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return tiny_workloads()
+
+
+@pytest.fixture(scope="module")
+def tables(tiny):
+    workloads, workload_jobs = tiny
+    return evaluate(workload_jobs, workloads, tiny_config())
+
+
+# -- the pure functions ----------------------------------------------------------------------
+
+
+def test_one_run_per_scheduler_workload_and_seed(tables, tiny):
+    runs = tables.runs
+    assert runs.height == len(SCHEDULERS) * 2 * 2
+    keys = runs.select("scheduler", "workload_id", "replicate")
+    assert keys.unique().height == runs.height
+    assert set(runs["scheduler"]) == set(SCHEDULERS)
+    assert set(runs["workload_id"]) == {"tiny/test/000", "tiny/test/001"}
+    assert runs["run_id"].n_unique() == runs.height
+    assert (runs["eval_id"] == tables.eval_id).all()
+    # the same two seeds for every scheduler and workload (paired replicates)
+    assert runs.group_by("replicate").agg(pl.col("seed").n_unique())["seed"].to_list() == [1, 1]
+    assert runs["seed"].n_unique() == 2
+    assert tables.jobs.height == runs.height * 8
+    assert runs["policy"].to_list()[0] == "fifo+load-balancing"
+    for contract, frame in ((EvalRuns, runs), (EvalJobs, tables.jobs)):
+        validate(frame, contract)
+    validate(tables.summary, EvalSummary)
+
+
+def test_job_times_jct_slowdown_and_gpu_time(tables):
+    jobs = tables.jobs
+    assert np.allclose(jobs["jct_s"], jobs["finish_s"] - jobs["arrival_s"])
+    assert (jobs["start_s"] >= jobs["arrival_s"]).all()
+    assert (jobs["finish_s"] >= jobs["start_s"]).all()
+    # slowdown >= 1 up to the noise the ideal ignores: +-10% speed variation, locality gain
+    assert (jobs["slowdown"] >= 1 / (1.1 * 1.07)).all()
+    assert jobs["slowdown"].median() > 1
+    gpu_models = {m for m, jt in by_name().items() if jt.worker_gpu > 0}
+    uses_gpu = jobs["model"].is_in(list(gpu_models))
+    assert (jobs.filter(uses_gpu)["gpu_time_s"] > 0).all()
+    assert (jobs.filter(~uses_gpu)["gpu_time_s"] == 0).all()
+    # a job holds at most 16 workers' GPUs from its start to its finish
+    assert (jobs["gpu_time_s"] <= 16 * (jobs["finish_s"] - jobs["start_s"]) + 1e-6).all()
+    runs = tables.runs
+    assert ((runs["utilization"] > 0) & (runs["utilization"] <= 1)).all()
+    per_run = jobs.group_by("run_id").agg(pl.col("gpu_time_s").sum().alias("g"))
+    joined = runs.join(per_run, on="run_id")
+    assert np.allclose(joined["gpu_time_s"], joined["g"])
+    assert np.allclose(joined["utilization"], joined["g"] / (8 * joined["makespan_s"]))
+
+
+def test_start_is_the_first_placement_in_the_simulator(tables, tiny):
+    """Independent of the event log: re-run one FIFO run and read the placements."""
+    from tracelib.sim import Simulator, jobs_from_frame
+
+    _, workload_jobs = tiny
+    cfg = tiny_config()
+    run = tables.runs.filter(
+        (pl.col("scheduler") == "fifo") & (pl.col("workload_id") == "tiny/test/000")
+    ).row(0, named=True)
+    frame = workload_jobs.filter(pl.col("workload_id") == run["workload_id"])
+    result = Simulator(
+        jobs_from_frame(frame), cfg.policy("fifo"), cfg.sim_config(run["seed"])
+    ).run()
+    first = (
+        result.placements.filter(pl.col("workers") > 0)
+        .group_by("job_id")
+        .agg(pl.col("time_s").min().alias("first"))
+    )
+    jobs = tables.jobs.filter(pl.col("run_id") == run["run_id"])
+    joined = jobs.join(first, left_on=pl.col("job_index").cast(pl.Int64), right_on="job_id").sort(
+        "job_index"
+    )
+    assert joined.height == 8
+    assert (joined["start_s"] == joined["first"]).all()
+    assert joined["finish_s"].to_list() == result.jobs.sort("job_id")["finish_s"].to_list()
+    # the cluster is contended: under FIFO some job waits beyond the first decision
+    assert ((jobs["start_s"] - jobs["arrival_s"]) > cfg.slot_s).any()
+
+
+def test_without_noise_or_locality_no_job_beats_its_ideal(tiny):
+    workloads, workload_jobs = tiny
+    cfg = tiny_config(speed=SpeedConfig(locality=False), n_seeds=1)
+    jobs = evaluate(workload_jobs, workloads, cfg).jobs
+    assert (jobs["slowdown"] >= 1 - 1e-9).all()
+
+
+def test_single_job_start_and_gpu_time_are_exact():
+    """One job with its requested 2 workers and 3 PSs arrives at t=100: the first decision
+    (t=1200) starts it, it keeps its placement, so it holds 2 GPUs from 1200 to its finish."""
+    workloads, workload_jobs = tiny_workloads(n_sequences=1, n_jobs=1)
+    workload_jobs = workload_jobs.with_columns(
+        pl.lit("resnet-50").alias("model"),
+        pl.lit(100.0).alias("arrival_s"),
+        pl.lit(2, dtype=pl.Int32).alias("num_workers"),
+        pl.lit(3, dtype=pl.Int32).alias("num_ps"),
+    )
+    cfg = tiny_config(schedulers=("requested",), n_seeds=1, speed=SpeedConfig())
+    tables = evaluate(workload_jobs, workloads, cfg)
+    [job] = tables.jobs.to_dicts()
+    assert job["start_s"] == 1200.0
+    assert job["gpu_time_s"] == pytest.approx(2 * (job["finish_s"] - 1200.0))
+    assert job["slowdown"] > 1  # waited for the slot, and 2+3 is not resnet-50's best
+    [run] = tables.runs.to_dicts()
+    assert run["makespan_s"] == pytest.approx(job["finish_s"] - 100.0)
+
+
+def test_summary_intervals(tables):
+    summary = tables.summary
+    assert summary["n_runs"].to_list() == [4, 4, 4]
+    assert summary["scheduler"].to_list() == list(SCHEDULERS)  # config order
+    for stem, mean in (("avg_jct", "avg_jct_s"), ("utilization", "utilization")):
+        assert (summary[f"{stem}_ci_low"] <= summary[mean]).all()
+        assert (summary[mean] <= summary[f"{stem}_ci_high"]).all()
+    for row in summary.to_dicts():
+        values = tables.runs.filter(pl.col("scheduler") == row["scheduler"])["avg_jct_s"]
+        mean, low, high = mean_ci(values.to_numpy())
+        assert row["avg_jct_s"] == pytest.approx(mean)
+        assert (row["avg_jct_ci_low"], row["avg_jct_ci_high"]) == pytest.approx((low, high))
+        assert row["avg_jct_slots"] == pytest.approx(mean / 1200.0)
+
+
+def test_jct_ratio_is_paired_with_the_reference(tables):
+    runs = tables.runs
+    ref = runs.filter(pl.col("scheduler") == "drf").select(
+        "workload_id", "replicate", pl.col("avg_jct_s").alias("ref")
+    )
+    ratios = runs.join(ref, on=["workload_id", "replicate"]).with_columns(
+        (pl.col("avg_jct_s") / pl.col("ref")).alias("r")
+    )
+    summary = tables.summary
+    assert (summary["reference"] == "drf").all()
+    for row in summary.to_dicts():
+        expected = ratios.filter(pl.col("scheduler") == row["scheduler"])["r"].mean()
+        assert row["jct_ratio"] == pytest.approx(expected)
+    drf = summary.filter(pl.col("scheduler") == "drf").to_dicts()[0]
+    assert drf["jct_ratio"] == drf["jct_ratio_ci_low"] == drf["jct_ratio_ci_high"] == 1.0
+
+
+def test_confidence_interval_properties():
+    mean, low, high = mean_ci([1.0, 2.0, 3.0, 4.0])
+    assert low < mean == 2.5 < high
+    # same spread, fewer runs: wider
+    few = mean_ci([1.0, 2.0, 3.0, 4.0])
+    many = mean_ci([1.0, 2.0, 3.0, 4.0] * 4)
+    assert few[2] - few[1] > many[2] - many[1]
+    assert mean_ci([5.0]) == (5.0, None, None)
+    # the 95% Student-t interval covers the true mean about 95% of the time
+    rng = np.random.default_rng(0)
+    covered = 0
+    for _ in range(2000):
+        _, low, high = mean_ci(rng.normal(10.0, 3.0, 5))
+        covered += low <= 10.0 <= high
+    assert 0.93 < covered / 2000 < 0.97
+
+
+def test_one_run_has_no_interval(tiny):
+    workloads, workload_jobs = tiny
+    cfg = tiny_config(n_seeds=1, max_sequences=1, schedulers=("drf",))
+    summary = evaluate(workload_jobs, workloads, cfg).summary
+    assert summary["n_runs"].to_list() == [1]
+    assert summary["avg_jct_ci_low"].is_null().all()
+    validate(summary, EvalSummary)
+
+
+def test_fewer_runs_give_a_wider_interval_in_the_summary(tiny):
+    workloads, workload_jobs = tiny
+    cfg = tiny_config(schedulers=("drf",), n_seeds=2)
+    widths = []
+    for n_seeds in (2, 8):
+        row = evaluate(workload_jobs, workloads, replace(cfg, n_seeds=n_seeds)).summary.row(
+            0, named=True
+        )
+        widths.append(row["avg_jct_ci_high"] - row["avg_jct_ci_low"])
+    assert widths[0] > widths[1]
+
+
+def test_same_seed_same_tables_other_seed_other_runs(tables, tiny):
+    workloads, workload_jobs = tiny
+    again = evaluate(workload_jobs, workloads, tiny_config())
+    assert again.eval_id == tables.eval_id
+    assert again.runs.equals(tables.runs)
+    assert again.jobs.equals(tables.jobs)
+    assert again.summary.equals(tables.summary)
+    other = evaluate(workload_jobs, workloads, tiny_config(seed=1))
+    assert other.eval_id != tables.eval_id
+    assert set(other.runs["seed"]).isdisjoint(set(tables.runs["seed"]))
+    assert not other.jobs["finish_s"].equals(tables.jobs["finish_s"])
+
+
+def test_eval_id_follows_the_workloads_content(tables, tiny):
+    workloads, workload_jobs = tiny
+    longer = workload_jobs.with_columns(pl.col("epochs") * 1.5)
+    assert evaluate(longer, workloads, tiny_config()).eval_id != tables.eval_id
+
+
+def test_selection_by_set_split_and_count(tiny):
+    workloads, workload_jobs = tiny
+    other_w, other_j = tiny_workloads(name="other")
+    train_w, train_j = tiny_workloads(name="tiny", split="train")
+    all_w = pl.concat([workloads, other_w, train_w])
+    all_j = pl.concat([workload_jobs, other_j, train_j])
+    cfg = tiny_config(schedulers=("drf",), n_seeds=1)
+    runs = evaluate(all_j, all_w, replace(cfg, workload_sets=("tiny",))).runs
+    assert sorted(runs["workload_id"]) == ["tiny/test/000", "tiny/test/001"]
+    runs = evaluate(all_j, all_w, replace(cfg, max_sequences=1)).runs
+    assert sorted(runs["workload_id"]) == ["other/test/000", "tiny/test/000"]
+    with pytest.raises(ValueError, match="no 'test' workloads"):
+        evaluate(all_j, all_w, replace(cfg, workload_sets=("missing",)))
+
+
+# -- schedulers ----------------------------------------------------------------------------
+
+
+def test_default_schedulers_are_the_applicable_dl2_heuristics():
+    names = default_schedulers()
+    assert names and set(names) <= set(registry.HEURISTICS)
+    assert {"fifo", "drf", "optimus"} <= set(names)
+    assert EvalConfig().schedulers == names
+
+
+def test_scheduler_resolution():
+    drf = resolve_scheduler("drf")
+    assert isinstance(drf, Scheduler) and drf.name == "drf+load-balancing"
+    assert resolve_scheduler("drf+bin-packing").name == "drf+bin-packing"
+    # a placement-only policy runs with the default allocation
+    assert resolve_scheduler("bin-packing").name == "requested+bin-packing"
+    with pytest.raises(NotApplicable, match="unknown scheduler"):
+        resolve_scheduler("no-such")
+    with pytest.raises(NotApplicable):
+        resolve_scheduler("bin-packing+drf")
+    with pytest.raises(NotApplicable):
+        EvalConfig(schedulers=("drf", "no-such"))
+    with pytest.raises(ValueError, match="twice"):
+        EvalConfig(schedulers=("drf", "drf"))
+
+
+def test_joint_policies_apply_only_to_their_settings(monkeypatch):
+    from dataclasses import dataclass
+    from types import MappingProxyType
+
+    @dataclass(frozen=True)
+    class Picker:
+        name: str = "picker"
+        interval_s: float | None = None
+        uses_oracle: bool = False
+        settings: tuple[str, ...] = ("rl-taps",)
+
+        def decide(self, snap, rng):
+            raise AssertionError("not run")
+
+    joint = registry.Registry(
+        "joint policy",
+        MappingProxyType(
+            {"picker": Picker, "dl2-joint": lambda: Picker("dl2-joint", settings=("dl2",))}
+        ),
+    )
+    monkeypatch.setattr(registry, "JOINT_TEST", joint, raising=False)
+    with pytest.raises(NotApplicable, match="does not run in the dl2 setting"):
+        resolve_scheduler("picker")
+    assert resolve_scheduler("dl2-joint").name == "dl2-joint"
+
+
+# -- storage and plots ---------------------------------------------------------------------
+
+
+def _counts(con, eval_id=None) -> dict[str, int]:
+    where = " WHERE eval_id = ?" if eval_id else ""
+    params = [eval_id] if eval_id else None
+    return {
+        t: read_frame(con, f"SELECT count(*) AS n FROM {t}{where}", params)["n"][0]
+        for t in ("eval_runs", "eval_jobs", "eval_summary")
+    }
+
+
+def test_storing_again_replaces_the_evaluation(tables, tiny, tmp_path):
+    workloads, workload_jobs = tiny
+    other = evaluate(workload_jobs, workloads, tiny_config(seed=1, schedulers=("drf",)))
+    expected = {
+        "eval_runs": tables.runs.height,
+        "eval_jobs": tables.jobs.height,
+        "eval_summary": tables.summary.height,
+    }
+    with connect(tmp_path / "wh.duckdb") as con:
+        for _ in range(2):
+            with transaction(con):
+                assert store_evaluation(con, tables) == expected
+        with transaction(con):
+            store_evaluation(con, other)
+        assert _counts(con, tables.eval_id) == expected
+        assert _counts(con)["eval_runs"] == tables.runs.height + other.runs.height
+        stored = read_frame(con, "SELECT * FROM eval_jobs WHERE eval_id = ?", [tables.eval_id])
+    assert stored.sort("run_id", "job_index").equals(tables.jobs.sort("run_id", "job_index"))
+
+
+def test_contract_violation_writes_nothing(tables, tmp_path):
+    broken_jobs = tables.jobs.with_columns(
+        pl.when(pl.col("job_index") == 3)
+        .then(pl.col("arrival_s") - 10.0)
+        .otherwise(pl.col("start_s"))
+        .alias("start_s")
+    )
+    with pytest.raises(
+        ContractViolation, match=r"(?s)eval_jobs.*started_between_arrival_and_finish"
+    ):
+        validate(broken_jobs, EvalJobs)
+    wrong_jct = tables.jobs.with_columns(pl.col("jct_s") + 5.0)
+    with pytest.raises(ContractViolation, match="jct_is_finish_minus_arrival"):
+        validate(wrong_jct, EvalJobs)
+    bad_ci = tables.summary.with_columns(pl.col("avg_jct_s") * 10)
+    with pytest.raises(ContractViolation, match=r"(?s)eval_summary.*mean_inside_its_interval"):
+        validate(bad_ci, EvalSummary)
+
+    with connect(tmp_path / "wh.duckdb") as con:
+        with transaction(con):
+            store_evaluation(con, tables)
+        before = _counts(con)
+        # runs and jobs are replaced first; the broken summary fails; all of it rolls back
+        broken = replace(tables, runs=tables.runs.head(1), summary=bad_ci)
+        with pytest.raises(ContractViolation, match="eval_summary"):
+            with transaction(con):
+                store_evaluation(con, broken)
+        assert _counts(con) == before
+
+
+def test_ddl_rejects_a_start_before_arrival(tables, tmp_path):
+    import duckdb
+
+    row = tables.jobs.head(1).with_columns(pl.col("arrival_s") + 1e6)
+    with connect(tmp_path / "wh.duckdb") as con:
+        arrow = row.to_arrow()  # noqa: F841 - read by name in the SQL
+        with pytest.raises(duckdb.ConstraintException):
+            con.execute("INSERT INTO eval_jobs BY NAME SELECT * FROM arrow")
+
+
+def test_one_jct_cdf_per_workload_set(tiny, tmp_path):
+    workloads, workload_jobs = tiny
+    other_w, other_j = tiny_workloads(name="other:set")
+    tables = evaluate(
+        pl.concat([workload_jobs, other_j]),
+        pl.concat([workloads, other_w]),
+        tiny_config(n_seeds=1),
+    )
+    paths = write_jct_cdf_plots(tables, tmp_path / "plots")
+    assert sorted(paths) == ["other:set", "tiny"]
+    assert paths["other:set"].endswith(plot_name("other:set")) and ":" not in plot_name("a:b")
+    for path in paths.values():
+        with open(path, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+# -- stage, CLI and flows ------------------------------------------------------------------
+
+
+def _load_tiny(path, **kwargs) -> None:
+    workloads, workload_jobs = tiny_workloads(**kwargs)
+    with connect(path) as con, transaction(con):
+        write_frame(con, workloads, Workloads)
+        write_frame(con, workload_jobs, WorkloadJobs)
+
+
+def test_evaluate_verb(warehouse_path, capsys):
+    from pipelines.cli import main
+
+    _load_tiny(warehouse_path)
+    args = ["evaluate", "--set", "tiny", "--scheduler", "drf", "--scheduler", "tetris"]
+    assert main([*args, "--seeds", "2", "--servers", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "drf" in out and "tetris" in out and "95% CI" in out
+    assert (warehouse_path.parent / "evaluations").is_dir()
+    with connect(warehouse_path) as con:
+        assert _counts(con)["eval_runs"] == 2 * 2 * 2
+        runs = read_frame(con, "SELECT flow, status FROM pipeline_runs")
+    assert runs.rows() == [("schedlab-evaluate", "completed")]
+    assert main(["evaluate", "--scheduler", "no-such"]) == 1
+    assert "unknown scheduler" in capsys.readouterr().err
+    assert main(["evaluate", "--set", "missing"]) == 1
+
+
+@pytest.mark.flow
+def test_evaluation_flows_end_to_end(prefect_harness, warehouse_path, tmp_path):
+    import json
+
+    from pipelines.flows import evaluate_flow, nightly_flow
+
+    summary = nightly_flow(
+        warehouse=str(warehouse_path), seed=2, n_jobs=60, jobs_per_sequence=10, eval_seeds=2
+    )
+    [evaluated] = summary["evaluated"]
+    assert evaluated["workload_sets"] == ["dl2-synthetic"]
+    assert all(p.endswith(".png") for p in evaluated["plots"].values())
+    with connect(warehouse_path) as con:
+        counts = _counts(con, evaluated["eval_id"])
+        runs = read_frame(con, "SELECT * FROM eval_runs")
+        recorded = read_frame(con, "SELECT summary FROM pipeline_runs")["summary"][0]
+    n_test = summary["derived"][0]["splits"]["test"]
+    assert counts["eval_runs"] == len(default_schedulers()) * n_test * 2
+    assert counts["eval_summary"] == len(default_schedulers())
+    assert json.loads(recorded)["evaluated"][0]["eval_id"] == evaluated["eval_id"]
+    assert (runs["trace_version"].str.len_chars() == 64).all()
+
+    again = evaluate_flow(
+        workload_sets=["dl2-synthetic"],
+        schedulers=["drf", "optimus"],
+        n_seeds=2,
+        warehouse=str(warehouse_path),
+        out_dir=str(tmp_path / "out"),
+    )
+    assert again["runs"] == 2 * n_test * 2
+    assert (tmp_path / "out" / again["eval_id"] / plot_name("dl2-synthetic")).exists()
+    with connect(warehouse_path) as con:
+        flows = read_frame(con, "SELECT flow, status FROM pipeline_runs ORDER BY started_at")
+    assert flows.rows() == [("schedlab-nightly", "completed"), ("schedlab-evaluate", "completed")]
