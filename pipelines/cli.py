@@ -67,6 +67,11 @@ def cmd_run(args) -> int:
         print(f"  REJECTED {item['error']}")
     for item in summary["derived"]:
         print(f"  workloads {item['derivation']}: {item['splits']} ({item['jobs']} jobs)")
+    if item := summary.get("interference"):
+        print(
+            f"  interference samples ({item['source']}, seed {item['seed']}): {item['samples']} "
+            f"in {item['sample_sets']} saturated sets, mean slowdown {item['mean_slowdown']:.1%}"
+        )
     for item in summary["evaluated"]:
         _print_evaluation(item)
     from warehouse import resolve_path
