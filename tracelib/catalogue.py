@@ -258,3 +258,120 @@ def interference_matrix(
 def catalogue_frame(catalogue: tuple[JobType, ...] = DL2_CATALOGUE) -> pl.DataFrame:
     """The catalogue as rows of the `job_types` table."""
     return pl.DataFrame([asdict(jt) for jt in catalogue])
+
+
+# -- RL-TAPS: data-parallel all-reduce CNN jobs ---------------------------------------------
+#
+# RL-TAPS (section 4.6.2) gives every job a CNN from the convnet-burden table (its ref. [12],
+# albanie/convnet-burden README: 35 image-classification architectures, forward FLOPs per
+# example and parameter memory, which RL-TAPS takes as the gradient size) and a per-GPU
+# mini-batch m drawn from {32, 64, 128, 256, 512}. One GPU computes a mini-batch in
+# tt = FLOPs * m / (0.9 * v_P100) seconds (its eq. 10: 0.9 of the advertised FLOPS). Each
+# (CNN, m) pair is one catalogue type here, so a uniform draw over the catalogue is RL-TAPS'
+# independent draw of architecture and batch. The FLOPs are the README's rounded figures, as
+# RL-TAPS' own calibration uses them (vgg-vd-19 = 20e9, its Table 2). Every other RL-TAPS
+# coefficient (topology, reduction time, step length) is in `tracelib.sim.topology`.
+#
+# Field meanings for these types: global_batch is the per-GPU mini-batch m; iters_per_epoch
+# is ImageNet-1k's training set over m (mini-batches per epoch summed over GPUs, the
+# catalogue's unit); local_comp_s is tt; model_size_mb the gradient size; a worker is one
+# GPU with its quarter of a Minsky host (5 of 20 POWER8 cores, 64 of 256 GB), so the GPU is
+# the only binding resource, as in the paper; no parameter servers (PS demand zero);
+# speed_a = tt and b..e = 0, so `JobType.speed(w, p >= 1) = w / tt`, the speed without
+# communication (RL-TAPS' len(j) assumes exactly that), an upper bound of the topology
+# model's speed; max_workers = 32, the paper's whole cluster (RL-TAPS may give a job more
+# GPUs than it asked for).
+
+P100_FLOPS = 10.6e12
+"""NVIDIA Tesla P100 SXM2 (the Minsky's GPU) peak FP32 FLOPS, the paper's v_P100."""
+
+GPU_EFFICIENCY = 0.9
+"""RL-TAPS eq. 10: a job sees 0.9 of the advertised FLOPS."""
+
+IMAGENET_TRAIN_IMAGES = 1_281_167
+"""ILSVRC-2012 training images: defines an epoch of these (ImageNet-classification) jobs."""
+
+RLTAPS_BATCHES = (32, 64, 128, 256, 512)
+"""RL-TAPS section 4.6.2: per-GPU mini-batch sizes, drawn uniformly."""
+
+RLTAPS_CNNS: tuple[tuple[str, float, float], ...] = (
+    # (model, forward GFLOPs per example, parameter MB): albanie/convnet-burden README.
+    ("alexnet", 0.727, 233.0),
+    ("caffenet", 0.724, 233.0),
+    ("squeezenet1-0", 0.837, 5.0),
+    ("squeezenet1-1", 0.360, 5.0),
+    ("vgg-f", 0.727, 232.0),
+    ("vgg-m", 2.0, 393.0),
+    ("vgg-s", 3.0, 393.0),
+    ("vgg-m-2048", 2.0, 353.0),
+    ("vgg-m-1024", 2.0, 333.0),
+    ("vgg-m-128", 2.0, 315.0),
+    ("vgg-vd-16-atrous", 16.0, 82.0),
+    ("vgg-vd-16", 16.0, 528.0),
+    ("vgg-vd-19", 20.0, 548.0),
+    ("googlenet", 2.0, 51.0),
+    ("resnet18", 2.0, 45.0),
+    ("resnet34", 4.0, 83.0),
+    ("resnet-50", 4.0, 98.0),
+    ("resnet-101", 8.0, 170.0),
+    ("resnet-152", 11.0, 230.0),
+    ("resnext-50-32x4d", 4.0, 96.0),
+    ("resnext-101-32x4d", 8.0, 169.0),
+    ("resnext-101-64x4d", 16.0, 319.0),
+    ("inception-v3", 6.0, 91.0),
+    ("se-resnet-50", 4.0, 107.0),
+    ("se-resnet-101", 8.0, 189.0),
+    ("se-resnet-152", 11.0, 255.0),
+    ("se-resnext-50-32x4d", 4.0, 105.0),
+    ("se-resnext-101-32x4d", 8.0, 187.0),
+    ("senet", 21.0, 440.0),
+    ("se-bn-inception", 2.0, 46.0),
+    ("densenet121", 3.0, 31.0),
+    ("densenet161", 8.0, 110.0),
+    ("densenet169", 3.0, 55.0),
+    ("densenet201", 4.0, 77.0),
+    ("mcn-mobilenet", 0.579, 16.0),
+)
+
+RLTAPS_WORKER = (1.0, 5.0, 64.0)
+"""(GPU, CPU cores, memory GB) of an RL-TAPS worker: one GPU and its quarter of a Minsky
+(S822LC for HPC: 2 x 10-core POWER8, 4 P100; 256 GB is our choice of its memory options)."""
+
+
+def rltaps_type_name(cnn: str, batch: int) -> str:
+    """Catalogue name of an RL-TAPS type, e.g. "resnet-50@b64"."""
+    return f"{cnn}@b{batch}"
+
+
+def _rltaps_catalogue() -> tuple[JobType, ...]:
+    types = []
+    for cnn, gflops, param_mb in RLTAPS_CNNS:
+        for batch in RLTAPS_BATCHES:
+            tt = gflops * 1e9 * batch / (GPU_EFFICIENCY * P100_FLOPS)
+            types.append(
+                JobType(
+                    model=rltaps_type_name(cnn, batch),
+                    type_index=len(types),
+                    domain="image",
+                    global_batch=batch,
+                    iters_per_epoch=-(-IMAGENET_TRAIN_IMAGES // batch),
+                    local_comp_s=tt,
+                    model_size_mb=param_mb,
+                    worker_gpu=RLTAPS_WORKER[0],
+                    worker_cpu=RLTAPS_WORKER[1],
+                    worker_mem_gb=RLTAPS_WORKER[2],
+                    ps_cpu=0.0,
+                    ps_mem_gb=0.0,
+                    speed_a=tt,
+                    speed_b=0.0,
+                    speed_c=0.0,
+                    speed_d=0.0,
+                    speed_e=0.0,
+                    max_workers=32,
+                )
+            )
+    return tuple(types)
+
+
+RLTAPS_CATALOGUE: tuple[JobType, ...] = _rltaps_catalogue()
+"""RL-TAPS' job types: 35 convnet-burden CNNs x 5 per-GPU mini-batch sizes (175 types)."""

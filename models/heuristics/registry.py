@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 from models.heuristics.drf import DRF
 from models.heuristics.lif import lif_line, lif_quad
 from models.heuristics.optimus import Optimus, OptimusOracle
+from models.heuristics.pickers import SJF, FirstFit, Random, TetrisPicker
 from models.heuristics.priority import FIFO, SRTF
 from models.heuristics.tetris import Tetris
 from tracelib.sim.placement import BinPacking, LoadBalancing, RandomPlacement
@@ -56,6 +57,9 @@ ALLOCATIONS: Registry[AllocationPolicy] = Registry(
             "optimus": Optimus,
             "optimus-oracle": OptimusOracle,
             "requested": RequestedAllocation,
+            "sjf": SJF,
+            "random": Random,
+            "tetris-picker": TetrisPicker,
         }
     ),
 )
@@ -67,6 +71,7 @@ PLACEMENTS: Registry[PlacementPolicy] = Registry(
             "load-balancing": LoadBalancing,
             "bin-packing": BinPacking,
             "random": RandomPlacement,
+            "first-fit": FirstFit,
             # Harmony's LIF baselines, fitted once per process on a small default sample set.
             "lif-line": lif_line,
             "lif-quad": lif_quad,

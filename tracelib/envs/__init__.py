@@ -12,6 +12,7 @@ from tracelib.envs.environments import (
     PlacementEnv,
     PlacementEnvConfig,
 )
+from tracelib.envs.gpu import GpuAssignmentEnv, GpuEnvConfig, GpuObsConfig
 from tracelib.envs.observation import AllocationObsConfig, PlacementObsConfig
 
 __all__ = [
@@ -19,6 +20,9 @@ __all__ = [
     "AllocationEnvConfig",
     "AllocationObsConfig",
     "ExternalPolicy",
+    "GpuAssignmentEnv",
+    "GpuEnvConfig",
+    "GpuObsConfig",
     "PlacementEnv",
     "PlacementEnvConfig",
     "PlacementObsConfig",

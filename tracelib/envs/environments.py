@@ -47,7 +47,7 @@ from tracelib.envs.observation import (
 )
 from tracelib.sim.builder import Action, AllocationBuilder
 from tracelib.sim.config import SimConfig
-from tracelib.sim.engine import SimResult, SimSession, Simulator
+from tracelib.sim.engine import PlacedSpeedModel, SimResult, SimSession, Simulator
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.placement import LoadBalancing
 from tracelib.sim.policy import PlacementPolicy
@@ -81,6 +81,7 @@ class _SessionEnv(gym.Env):
         max_steps: int,
         invalid_action_penalty: float,
         interval_s: float | None,
+        speed_model: PlacedSpeedModel | None = None,
     ) -> None:
         if not workloads or not all(workloads):
             raise ValueError("need at least one non-empty workload")
@@ -92,6 +93,7 @@ class _SessionEnv(gym.Env):
         self.max_steps = max_steps
         self.invalid_action_penalty = invalid_action_penalty
         self.interval_s = interval_s
+        self.speed_model = speed_model
         self.session: SimSession | None = None
         self._steps = 0
         self._progress: dict[int, tuple[float, float]] = {}
@@ -107,7 +109,11 @@ class _SessionEnv(gym.Env):
         # stall; max_steps <= max_decisions makes truncation come first.
         cfg = replace(self.sim_cfg, seed=sim_seed, stall_decisions=0)
         sim = Simulator(
-            self.workloads[k], ExternalPolicy(interval_s=self.interval_s), cfg, self.catalogue
+            self.workloads[k],
+            ExternalPolicy(interval_s=self.interval_s),
+            cfg,
+            self.catalogue,
+            speed_model=self.speed_model,
         )
         self.session = sim.session()
         self.workload_index = k
