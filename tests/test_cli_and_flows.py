@@ -63,6 +63,12 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
         assert runs.rows() == [("completed", 1)]
         first = read_frame(con, "SELECT * FROM workload_jobs ORDER BY workload_id, job_index")
         samples = read_frame(con, "SELECT * FROM interference_samples ORDER BY ALL")
+        catalogues = read_frame(
+            con, "SELECT catalogue, count(*) AS n FROM job_types GROUP BY ALL ORDER BY ALL"
+        )
+    from tracelib.catalogue import DL2_CATALOGUE, RLTAPS_CATALOGUE
+
+    assert catalogues.rows() == [("dl2", len(DL2_CATALOGUE)), ("rl-taps", len(RLTAPS_CATALOGUE))]
     assert summary["interference"]["samples"] == samples.height >= 13_177
     assert samples["seed"].unique().to_list() == [1]  # the run seed, pushed down
 

@@ -255,9 +255,17 @@ def interference_matrix(
     return sensitivity[:, None] * (profiles @ profiles.T)
 
 
-def catalogue_frame(catalogue: tuple[JobType, ...] = DL2_CATALOGUE) -> pl.DataFrame:
-    """The catalogue as rows of the `job_types` table."""
-    return pl.DataFrame([asdict(jt) for jt in catalogue])
+def catalogue_frame(
+    catalogue: tuple[JobType, ...] = DL2_CATALOGUE, name: str = "dl2"
+) -> pl.DataFrame:
+    """A catalogue as rows of the `job_types` table, under the catalogue name `name`."""
+    return pl.DataFrame([{"catalogue": name, **asdict(jt)} for jt in catalogue])
+
+
+def catalogues_frame() -> pl.DataFrame:
+    """Every catalogue the simulator runs (`CATALOGUES`), as `job_types` rows."""
+    frames = [catalogue_frame(cat, name) for name, cat in CATALOGUES.items()]
+    return pl.concat(frames, how="vertical_relaxed")  # integral demands infer as Int64
 
 
 # -- RL-TAPS: data-parallel all-reduce CNN jobs ---------------------------------------------
@@ -375,3 +383,7 @@ def _rltaps_catalogue() -> tuple[JobType, ...]:
 
 RLTAPS_CATALOGUE: tuple[JobType, ...] = _rltaps_catalogue()
 """RL-TAPS' job types: 35 convnet-burden CNNs x 5 per-GPU mini-batch sizes (175 types)."""
+
+
+CATALOGUES: dict[str, tuple[JobType, ...]] = {"dl2": DL2_CATALOGUE, "rl-taps": RLTAPS_CATALOGUE}
+"""Every catalogue by the name its `job_types` rows carry."""

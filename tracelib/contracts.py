@@ -88,8 +88,9 @@ class Quarantine(pa.DataFrameModel):
 
 
 class JobTypes(pa.DataFrameModel):
-    model: pl.Utf8 = pa.Field(unique=True)
-    type_index: pl.Int32 = pa.Field(ge=0, unique=True)
+    catalogue: pl.Utf8 = pa.Field(isin=["dl2", "rl-taps"])
+    model: pl.Utf8
+    type_index: pl.Int32 = pa.Field(ge=0)
     domain: pl.Utf8
     global_batch: pl.Int32 = pa.Field(gt=0)
     iters_per_epoch: pl.Int32 = pa.Field(gt=0)
@@ -111,6 +112,7 @@ class JobTypes(pa.DataFrameModel):
         name = "job_types"
         strict = True
         coerce = True
+        unique = ["catalogue", "model"]
 
 
 class Workloads(pa.DataFrameModel):

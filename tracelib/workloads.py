@@ -218,7 +218,7 @@ def store_workloads(
     catalogue: tuple[JobType, ...] = DL2_CATALOGUE,
 ) -> None:
     """Replace derivation `name` (and refresh `job_types`) in one transaction."""
-    from tracelib.catalogue import catalogue_frame
+    from tracelib.catalogue import CATALOGUES, catalogue_frame, catalogues_frame
     from warehouse import replace_rows, transaction, write_frame
 
     with transaction(con):
@@ -230,4 +230,11 @@ def store_workloads(
         replace_rows(con, workloads, Workloads, {"derivation": name})
         write_frame(con, workload_jobs, WorkloadJobs)
         con.execute("DELETE FROM job_types")
-        write_frame(con, catalogue_frame(catalogue), JobTypes)
+        # Every catalogue, with this derivation's in place of the default of its name.
+        rows = catalogues_frame()
+        name = next((n for n, c in CATALOGUES.items() if c == catalogue), "dl2")
+        rows = pl.concat(
+            [rows.filter(pl.col("catalogue") != name), catalogue_frame(catalogue, name)],
+            how="vertical_relaxed",
+        )
+        write_frame(con, rows, JobTypes)
