@@ -6,11 +6,12 @@ import pandera.polars as pa
 import polars as pl
 import pytest
 
+import models.contracts
 import pipelines.contracts
 import tracelib.contracts
 from warehouse import connect
 
-CONTRACT_MODULES = [tracelib.contracts, pipelines.contracts]
+CONTRACT_MODULES = [tracelib.contracts, pipelines.contracts, models.contracts]
 # Bookkeeping of the migration mechanism itself, not a stage's table.
 NO_CONTRACT = {"schema_migrations"}
 
@@ -21,6 +22,8 @@ DUCKDB_TYPES = {
     pl.Float64: "DOUBLE",
     pl.Boolean: "BOOLEAN",
     pl.Datetime: "TIMESTAMP",
+    pl.List(pl.Float32): "FLOAT[]",
+    pl.List(pl.Boolean): "BOOLEAN[]",
 }
 
 

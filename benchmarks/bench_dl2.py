@@ -1,0 +1,194 @@
+"""DL2 scheduling latency: one decision (a whole slot's inferences) for 40 concurrent jobs.
+
+A DL2 policy network (J = 40, two hidden layers of 256) is warmed up briefly on DRF's
+decisions, so it allocates like DRF (worker+PS pairs until the cluster is full) rather than
+stopping at once as an untrained network might. It then decides the snapshots of a DL2
+large-setting run (200 jobs, up to 10 arrivals per slot) in which 40 jobs are visible,
+greedy, through `DL2Policy.allocate` (encode, mask, infer, step, repeat). Two cluster sizes:
+64 servers (128 GPUs) and the DL2 large setting's 500 servers (1000 GPUs, up to 16 workers
+and 16 PSs per job: hundreds of inferences per decision).
+
+Target (issue: DL2): under 5 ms per decision (DL2 section 6.1 reports under 3 ms).
+
+`python -m benchmarks.bench_dl2 experiment [seeds]` runs the whole DL2 pipeline in our small
+DL2-like setting (32 servers, J = 20, 60-job workloads: 16 training, 4 validation, 8 test):
+DRF decision logs, supervised warm-up, RL fine-tuning, OfflineRL and the three Table 2
+ablations (each with `seeds` RL seeds), then every policy and the heuristic baselines on the
+held-out test workloads. About 2 minutes per RL run here.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from models.dl2.config import DL2NetConfig, RecorderConfig, WarmupConfig, dl2_sim
+from models.dl2.policy import DL2Policy
+from models.dl2.recorder import record_decisions
+from models.dl2.warmup import warmup
+from models.heuristics import make_scheduler
+from tracelib.sim import SimulationStalled, Simulator, dl2_like_frame, jobs_from_frame
+
+WINDOW = 40
+
+
+def _warm_policy() -> tuple[DL2Policy, dict]:
+    jobs = {
+        f"w{s}": jobs_from_frame(dl2_like_frame(120, s, max_arrivals_per_slot=10)) for s in (0, 1)
+    }
+    net = DL2NetConfig(window=WINDOW)
+    traces = record_decisions(jobs, "drf", RecorderConfig(net=net, sim=dl2_sim(64, WINDOW)))
+    policy, metrics, _ = warmup(traces, WarmupConfig(max_epochs=6, patience=6, max_wall_s=20.0))
+    return policy, metrics
+
+
+def _snapshots(n_servers: int, count: int = 30):
+    """Snapshots of a DRF run (DL2 large arrivals) with WINDOW visible jobs."""
+    jobs = jobs_from_frame(dl2_like_frame(200, 7, max_arrivals_per_slot=10))
+    drf = make_scheduler("drf")
+    session = Simulator(jobs, drf, dl2_sim(n_servers, WINDOW)).session()
+    out = []
+    while not session.done and len(out) < count:
+        snap = session.snapshot
+        if len(snap.jobs) == WINDOW:
+            out.append(snap)
+        session.submit(*drf.decide(snap, session.rng))
+    return out
+
+
+def main() -> None:
+    """Print the decision latency of a warm DL2 policy with 40 concurrent jobs."""
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    policy, metrics = _warm_policy()
+    print(
+        f"warm-up for the benchmark: {metrics['epochs']} epochs, imitation accuracy "
+        f"{metrics['imitation_accuracy']:.3f}, {time.perf_counter() - start:.0f} s"
+    )
+    for n_servers in (64, 500):
+        snaps = _snapshots(n_servers)
+        for snap in snaps[:3]:  # warm caches
+            policy.allocate(snap)
+        times, steps = [], []
+        for snap in snaps:
+            t = time.perf_counter()
+            policy.allocate(snap)
+            times.append(time.perf_counter() - t)
+            steps.append(policy.inferences)
+        ms = np.array(times) * 1e3
+        per = float(np.sum(times) / np.sum(steps) * 1e6)
+        print(
+            f"{n_servers} servers, {WINDOW} jobs: {len(snaps)} decisions, median "
+            f"{np.median(ms):.2f} ms, p95 {np.percentile(ms, 95):.2f} ms, max {ms.max():.2f} ms "
+            f"per decision ({np.mean(steps):.0f} inferences, {per:.0f} us each) "
+            f"(target < 5 ms)"
+        )
+
+
+# -- the end-to-end experiment ------------------------------------------------------------
+
+
+def experiment(seeds: int = 1, out: str | None = None) -> None:
+    """DL2 against its baselines and ablations on held-out workloads (prints a table)."""
+    import json
+    import tempfile
+    from dataclasses import replace
+    from pathlib import Path
+
+    from models.dl2.config import FinetuneConfig
+    from models.dl2.finetune import finetune
+    from models.dl2.policy import average_jct
+    from models.heuristics import ALLOCATIONS
+
+    torch.set_num_threads(1)
+    folder = Path(out or tempfile.mkdtemp(prefix="bench-dl2-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    sim = dl2_sim(32, 20)
+    net = DL2NetConfig(window=20)
+
+    def workloads(first: int, n: int) -> dict[str, tuple]:
+        return {
+            f"dl2like-{s}": jobs_from_frame(dl2_like_frame(60, s)) for s in range(first, first + n)
+        }
+
+    train, val, test = workloads(0, 16), workloads(1000, 4), workloads(2000, 8)
+    val_jobs, test_jobs = list(val.values()), list(test.values())
+    slots = sim.slot_s
+
+    def test_jct(policy) -> float:
+        try:
+            return average_jct(policy, test_jobs, sim, seed=2) / slots
+        except SimulationStalled:
+            return float("inf")
+
+    t = time.perf_counter()
+    rec = RecorderConfig(net=net, sim=sim)
+    traces = record_decisions(train, "drf", rec)
+    val_traces = record_decisions(val, "drf", replace(rec, seed=1))
+    print(
+        f"decision logs: {traces.height:,} training / {val_traces.height:,} validation "
+        f"steps (DRF), {time.perf_counter() - t:.1f} s"
+    )
+    t = time.perf_counter()
+    warm, wm, _ = warmup(
+        traces, WarmupConfig(), val_traces=val_traces, val_workloads=val_jobs, sim=sim, eval_seed=1
+    )
+    warm.save(folder / "warm.pt")
+    print(
+        f"warm-up: {wm['epochs']} epochs, {time.perf_counter() - t:.0f} s; imitation accuracy "
+        f"{wm['imitation_accuracy']:.4f} (validation decisions); validation JCT "
+        f"{wm['val_avg_jct_s'] / slots:.2f} slots vs DRF {wm['teacher_avg_jct_s'] / slots:.2f} "
+        f"({wm['jct_vs_teacher']:+.1%})"
+    )
+    table: dict[str, list[float]] = {}
+    for name in ("drf", "fifo", "srtf", "tetris", "optimus", "optimus-oracle"):
+        table[name] = [test_jct(ALLOCATIONS.create(name))]
+    table["dl2-warm-up"] = [test_jct(warm)]
+    variants = {
+        "dl2": ({}, warm),
+        "offline-rl": ({"offline": True}, None),
+        "dl2 w/o actor-critic": ({"value_net": False}, warm),
+        "dl2 w/o exploration": ({"exploration": False}, warm),
+        "dl2 w/o replay": ({"replay": False}, warm),
+    }
+    for name, (switches, init) in variants.items():
+        for seed in range(seeds):
+            cfg = FinetuneConfig(net=net, sim=sim, seed=seed, progress=False, **switches)
+            t = time.perf_counter()
+            policy, curve, m = finetune(train, val, cfg, init=init, eval_seed=1)
+            jct = test_jct(policy)
+            table.setdefault(name, []).append(jct)
+            stem = name.replace(" w/o ", "-without-").replace(" ", "-")
+            policy.save(folder / f"{stem}-{seed}.pt")
+            curve.write_parquet(folder / f"{stem}-{seed}.curve.parquet")
+            first, best = m["init_val_avg_jct_s"] / slots, m["best_val_avg_jct_s"] / slots
+            print(
+                f"{name} seed {seed}: {m['updates']} updates, {m['episodes']} episodes, "
+                f"{time.perf_counter() - t:.0f} s; validation JCT {first:.2f} -> best "
+                f"{best:.2f} slots (update {m['best_update']}); test {jct:.2f} slots"
+            )
+    drf, dl2 = np.mean(table["drf"]), np.mean(table["dl2"])
+    print(f"\ntest workloads ({len(test_jobs)} x 60 jobs, 32 servers), average JCT in slots:")
+    print(f"{'scheduler':24} {'JCT':>7} {'min':>7} {'max':>7} {'DL2 vs it':>10}")
+    for name, values in table.items():
+        mean = float(np.mean(values))
+        print(
+            f"{name:24} {mean:7.2f} {min(values):7.2f} {max(values):7.2f} {1 - dl2 / mean:+10.1%}"
+        )
+    print(
+        f"(DL2 vs X = 1 - JCT(DL2) / JCT(X); paper: DRF +44.1%, Optimus +17.5%, OfflineRL "
+        f"+37.9%; ablations: DL2 is 21.1%, 28.8%, 39.6% better)  [DRF {drf:.2f}]"
+    )
+    (folder / "table.json").write_text(json.dumps(table, indent=1))
+    print(f"checkpoints and curves in {folder}")
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["experiment"]:
+        experiment(int(sys.argv[2]) if len(sys.argv) > 2 else 1, *sys.argv[3:4])
+    else:
+        main()

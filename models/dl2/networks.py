@@ -1,0 +1,169 @@
+"""DL2's policy and value networks (section 4.1), built from a `DL2NetConfig`.
+
+    obs (B, J*(L+7)) -> Linear -> ReLU -> ... (config.hidden) -> Linear -> (B, 3J+1) logits
+    value network: the same body, one linear output (no activation).
+
+The observation is `tracelib.envs.observation.encode_allocation` flattened; masks come from
+`allocation_mask`. Invalid actions get probability 0: their logits are replaced by a large
+negative number before the softmax, in training and in inference alike.
+
+`FastPolicy` is a numpy copy of a policy network for the scheduling hot path: one decision
+is tens to hundreds of inferences, each changing one job row, so the first layer's
+pre-activation is updated from the three changed inputs instead of recomputed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import Categorical
+
+from models.dl2.config import DL2NetConfig
+from tracelib.envs.observation import allocation_mask
+from tracelib.sim.builder import AllocationBuilder
+
+MASKED = -1e9
+"""Logit of an invalid action (exp underflows to exactly 0 in float32)."""
+
+
+def _mlp(sizes: list[int]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class PolicyNet(nn.Module):
+    """pi(a | s): masked softmax over 3J + 1 actions."""
+
+    def __init__(self, cfg: DL2NetConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.body = _mlp([cfg.input_dim, *cfg.hidden, cfg.n_actions])
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """(B, J*F) -> (B, 3J+1) unmasked logits."""
+        return self.body(obs)
+
+    def masked_logits(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(B, J*F), (B, 3J+1) bool -> (B, 3J+1) logits, invalid ones at MASKED."""
+        return self.forward(obs).masked_fill(~mask, MASKED)
+
+    def distribution(self, obs: torch.Tensor, mask: torch.Tensor) -> Categorical:
+        """The masked action distribution."""
+        return Categorical(logits=self.masked_logits(obs, mask))
+
+    def get_action(
+        self, obs: torch.Tensor, mask: torch.Tensor, greedy: bool = False
+    ) -> torch.Tensor:
+        """(B,) actions: sampled, or the most likely valid one."""
+        logits = self.masked_logits(obs, mask)
+        if greedy:
+            return logits.argmax(dim=-1)
+        return Categorical(logits=logits).sample()
+
+
+class ValueNet(nn.Module):
+    """V(s): the policy network's body with one linear output."""
+
+    def __init__(self, cfg: DL2NetConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.body = _mlp([cfg.input_dim, *cfg.hidden, 1])
+
+    def get_value(self, obs: torch.Tensor) -> torch.Tensor:
+        """(B, J*F) -> (B,)."""
+        return self.body(obs).squeeze(-1)
+
+    forward = get_value
+
+
+def needy_rows(builder: AllocationBuilder, mask: np.ndarray, window: int) -> list[int]:
+    """Rows of the first `window` jobs still lacking a worker or a PS whose worker+PS pair
+    is valid in the (exact) encoder `mask`."""
+    workers, ps = builder.workers, builder.ps
+    return [
+        i
+        for i in range(min(len(workers), window))
+        if (workers[i] == 0 or ps[i] == 0) and mask[3 * i + 2]
+    ]
+
+
+def bundle_mask(mask: np.ndarray, needy: list[int]) -> np.ndarray:
+    """While jobs wait for their first bundle, only their worker+PS pairs are valid."""
+    out = np.zeros_like(mask)
+    for i in needy:
+        out[3 * i + 2] = True
+    return out
+
+
+def policy_mask(builder: AllocationBuilder, cfg: DL2NetConfig) -> np.ndarray:
+    """(3J + 1,) actions a DL2 policy may take: the encoder's mask, restricted to the jobs'
+    first worker+PS pairs while some job waits for one (`bundle_first`)."""
+    mask = allocation_mask(builder, cfg.obs)
+    if cfg.bundle_first:
+        needy = needy_rows(builder, mask, cfg.window)
+        if needy:
+            return bundle_mask(mask, needy)
+    return mask
+
+
+def masked_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B,) entropy of the masked distribution (invalid actions contribute nothing)."""
+    logp = torch.log_softmax(logits, dim=-1)
+    p = logp.exp()
+    return -(p * logp).masked_fill(~mask, 0.0).sum(dim=-1)
+
+
+class FastPolicy:
+    """Numpy inference of a `PolicyNet` (a frozen copy of its weights), single state at a time.
+
+    `start(obs)` computes the first layer's pre-activation of a full observation;
+    `changed(pre, index, delta)` updates it after some inputs changed; `logits(pre)` runs the
+    rest of the network (into buffers reused across calls: copy what you keep)."""
+
+    def __init__(self, net: PolicyNet) -> None:
+        linears = [m for m in net.body if isinstance(m, nn.Linear)]
+        with torch.no_grad():
+            self.w = [m.weight.detach().numpy().T.astype(np.float32) for m in linears]
+            self.b = [m.bias.detach().numpy().astype(np.float32) for m in linears]
+        self._h = [np.empty(w.shape[1], dtype=np.float32) for w in self.w]
+
+    def start(self, obs: np.ndarray) -> np.ndarray:
+        """(J*F,) observation -> (H1,) first-layer pre-activation."""
+        return obs.astype(np.float32) @ self.w[0] + self.b[0]
+
+    def changed(self, pre: np.ndarray, index: slice, delta: np.ndarray) -> None:
+        """In place: inputs `index` of the observation changed by `delta`."""
+        pre += delta.astype(np.float32) @ self.w[0][index]
+
+    def logits(self, pre: np.ndarray) -> np.ndarray:
+        """(H1,) pre-activation -> (3J+1,) unmasked logits."""
+        h = np.maximum(pre, 0.0, out=self._h[0])
+        last = len(self.w) - 1
+        for k in range(1, last + 1):
+            out = self._h[k]
+            np.dot(h, self.w[k], out=out)
+            out += self.b[k]
+            if k < last:
+                np.maximum(out, 0.0, out=out)
+            h = out
+        return h
+
+    def full_logits(self, obs: np.ndarray) -> np.ndarray:
+        """(J*F,) -> (3J+1,) logits, no incremental state."""
+        return self.logits(self.start(obs))
+
+
+def choose(logits: np.ndarray, mask: np.ndarray, rng: np.random.Generator | None) -> int:
+    """The most likely valid action when `rng` is None, else one drawn from the masked
+    softmax with `rng`. `mask` must allow at least one action."""
+    z = np.where(mask, logits, -np.inf)
+    if rng is None:
+        return int(z.argmax())
+    p = np.exp(z - z.max())
+    c = np.cumsum(p)
+    return min(int(np.searchsorted(c, rng.random() * c[-1], side="right")), len(c) - 1)

@@ -1,0 +1,276 @@
+"""`DL2Policy`: a trained DL2 network as an `AllocationPolicy` the simulator can run.
+
+Per decision, repeated inferences through an `AllocationBuilder`: encode the visible jobs
+(tracelib.envs.observation), mask invalid actions, take the most likely valid action (or
+sample one with the policy's own generator), apply it, update the observation row it
+changed, until the network says stop or nothing more can be added (DL2 section 4.1). More
+visible jobs than the window J are scheduled in batches of J by arrival, each batch taking
+what the previous left (DL2 section 6.4, "Concurrent job number").
+
+    policy = DL2Policy(net)                            # greedy
+    simulate(jobs, Scheduler(policy, LoadBalancing()), sim)
+    policy.save("dl2.pt", meta={...}); load_policy("dl2.pt", sha256=...)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from models.checkpoints import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from models.dl2.config import SYSTEM, DL2NetConfig, from_dict, to_dict
+from models.dl2.networks import (
+    FastPolicy,
+    PolicyNet,
+    ValueNet,
+    bundle_mask,
+    choose,
+    needy_rows,
+)
+from models.heuristics.registry import PLACEMENTS
+from tracelib.envs.observation import allocation_mask, encode_allocation, refresh_allocation_row
+from tracelib.sim.builder import Action, AllocationBuilder
+from tracelib.sim.config import SimConfig
+from tracelib.sim.engine import SimResult, Simulator
+from tracelib.sim.jobs import JobSpec
+from tracelib.sim.policy import AllocationPolicy, Scheduler
+from tracelib.sim.snapshot import Allocation, Snapshot
+
+
+class DL2Policy:
+    """Greedy (default) or sampled masked inferences of a DL2 policy network."""
+
+    interval_s: float | None = None
+    uses_oracle: bool = False
+
+    def __init__(
+        self,
+        net: PolicyNet,
+        *,
+        name: str = SYSTEM,
+        greedy: bool = True,
+        seed: int = 0,
+        value_net: ValueNet | None = None,
+        system: str = SYSTEM,
+        train_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.net = net
+        self.cfg: DL2NetConfig = net.cfg
+        self.name = name
+        self.greedy = greedy
+        self.value_net = value_net
+        self.system = system
+        self.train_config = dict(train_config or {})
+        """How the policy was trained (stage config), saved with the checkpoint."""
+        self._rng = np.random.default_rng(seed)
+        self._models_ok: tuple[int, bool] | None = None
+        self.inferences = 0
+        """Network inferences of the last `allocate` call."""
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-read the network's weights (after training changed them)."""
+        self.fast = FastPolicy(self.net)
+
+    # -- AllocationPolicy ------------------------------------------------------------------
+
+    def allocate(self, snap: Snapshot) -> Allocation:
+        """Workers/PSs per visible job, J jobs at a time."""
+        self._check_catalogue(snap)
+        window = self.cfg.window
+        counts: dict[int, tuple[int, int]] = {}
+        pool = None
+        self.inferences = 0
+        for start in range(0, len(snap.jobs), window):
+            builder = AllocationBuilder(snap, snap.jobs[start : start + window])
+            if pool is not None:
+                builder.pool = pool  # this batch takes what the earlier ones left
+            self.inferences += self.fill(builder)
+            pool = builder.pool
+            counts.update(builder.allocation().counts)
+        return Allocation.of(counts)
+
+    def fill(self, builder: AllocationBuilder) -> int:
+        """Run inferences on `builder` until stop or nothing fits; returns the count.
+
+        With `bundle_first`, the valid actions are first only the pairs of the jobs without
+        one (`networks.policy_mask`). The encoder's mask is recomputed only when an action
+        turns out infeasible: a step only uses resources, so the previous mask (with the
+        acted job's caps updated) allows every valid action and maybe a few that no longer
+        fit. The chosen action is tried; if it fails nothing changed, the exact mask is
+        computed and the choice made again from the same state. Greedy, this is the exact
+        masked argmax; sampled, the exact masked distribution (rejection sampling)."""
+        cfg = self.cfg
+        obs_cfg = cfg.obs
+        n_types = len(cfg.models)
+        width = cfg.n_features
+        base = n_types + 3  # dominant_share, workers, ps: what an action changes
+        stop = cfg.n_actions - 1
+        obs = encode_allocation(builder, obs_cfg)
+        pre = self.fast.start(obs.reshape(-1))
+        rng = None if self.greedy else self._rng
+        mask = allocation_mask(builder, obs_cfg)
+        exact = True
+        # bundle_first: first a worker+PS pair for every job that fits one; `needy` holds
+        # those rows until they get it (or their pair no longer fits).
+        needy = set(needy_rows(builder, mask, cfg.window)) if cfg.bundle_first else set()
+        steps = 0
+        while True:
+            valid = bundle_mask(mask, sorted(needy)) if needy else mask
+            if needy:
+                valid[-1] = False
+            if not valid.any():
+                if exact:
+                    if needy:  # no needy pair fits any more: go on without the rule
+                        needy.clear()
+                        continue
+                    return steps
+                mask, exact = allocation_mask(builder, obs_cfg), True
+                needy = {i for i in needy if mask[3 * i + 2]}
+                continue
+            if not needy and not valid[:-1].any():
+                return steps  # only stop is left (exact or not, nothing else is worth a try)
+            logits = self.fast.logits(pre)
+            steps += 1
+            action = choose(logits, valid, rng)
+            if action == stop:
+                return steps
+            row, kind = divmod(action, 3)
+            old = obs[row, base : base + 3].copy()
+            if not builder.step(row, Action(kind)):
+                # infeasible under a stale mask: nothing changed; refresh and infer again
+                # (same state, same logits: greedy gives the exact masked argmax, sampling
+                # the exact masked distribution)
+                mask, exact = allocation_mask(builder, obs_cfg), True
+                needy = {i for i in needy if mask[3 * i + 2]}
+                steps -= 1
+                continue
+            needy.discard(row)
+            exact = False
+            cap = builder.jobs[row].max_workers
+            if builder.workers[row] >= cap:
+                mask[3 * row] = mask[3 * row + 2] = False
+            if builder.ps[row] >= cap:
+                mask[3 * row + 1] = mask[3 * row + 2] = False
+            refresh_allocation_row(obs, builder, row)
+            at = row * width + base
+            self.fast.changed(pre, slice(at, at + 3), obs[row, base : base + 3] - old)
+
+    def _check_catalogue(self, snap: Snapshot) -> None:
+        key = id(snap.catalogue)
+        if self._models_ok is None or self._models_ok[0] != key:
+            ordered = tuple(jt.model for jt in sorted(snap.catalogue, key=lambda j: j.type_index))
+            self._models_ok = (key, ordered == self.cfg.models)
+            if not self._models_ok[1]:
+                raise ValueError(
+                    f"policy {self.name} was trained for models {self.cfg.models}, the "
+                    f"simulator's catalogue has {ordered}"
+                )
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        """What the checkpoint and the registry record: network shape and training config."""
+        return {"net": to_dict(self.cfg), "train": self.train_config}
+
+    def save(self, path: str | os.PathLike[str], meta: Mapping[str, Any] | None = None) -> str:
+        """Write a weights-only checkpoint (config inside); returns its sha256."""
+        state = {"policy": self.net.state_dict()}
+        if self.value_net is not None:
+            state["value"] = self.value_net.state_dict()
+        return save_checkpoint(
+            path, system=self.system, config=self.checkpoint_config(), state=state, meta=meta
+        )
+
+
+def policy_from_checkpoint(ckpt: Checkpoint, *, name: str | None = None) -> DL2Policy:
+    """Rebuild a `DL2Policy` from a loaded checkpoint; CheckpointError if the weights do not
+    fit the network its config describes."""
+    try:
+        cfg = from_dict(DL2NetConfig, ckpt.config["net"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"checkpoint config is not a DL2 network config: {exc}") from None
+    net = PolicyNet(cfg)
+    value = ValueNet(cfg) if "value" in ckpt.state else None
+    try:
+        net.load_state_dict(ckpt.state["policy"], strict=True)
+        if value is not None:
+            value.load_state_dict(ckpt.state["value"], strict=True)
+    except (KeyError, RuntimeError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise CheckpointError(
+            f"checkpoint weights do not match its config (window {cfg.window}, "
+            f"{len(cfg.models)} models, hidden {cfg.hidden}): {first}"
+        ) from None
+    return DL2Policy(
+        net,
+        name=name or ckpt.system,
+        value_net=value,
+        system=ckpt.system,
+        train_config=ckpt.config.get("train", {}),
+    )
+
+
+def load_policy(
+    path: str | os.PathLike[str],
+    *,
+    sha256: str | None = None,
+    config: Mapping[str, Any] | None = None,
+    name: str | None = None,
+) -> DL2Policy:
+    """Load a DL2 checkpoint (weights_only=True), verifying its sha256 and config when given
+    (from the `policies` registry) and that the weights fit the config."""
+    ckpt = load_checkpoint(path, sha256=sha256, config=config)
+    return policy_from_checkpoint(ckpt, name=name)
+
+
+# -- evaluation ----------------------------------------------------------------------------
+
+
+def workload_seeds(root: int, n: int) -> list[int]:
+    """Simulator seed of each of n workloads: one SeedSequence child per workload."""
+    return [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(root).spawn(n)]
+
+
+def run_workloads(
+    policy: AllocationPolicy,
+    workloads: Sequence[Sequence[JobSpec]],
+    sim: SimConfig,
+    *,
+    seed: int = 0,
+    placement: str = "load-balancing",
+) -> list[SimResult]:
+    """Simulate each workload under `policy` + `placement`; workload k gets simulator seed
+    `workload_seeds(seed, n)[k]` (the recorder's seeds, so teacher and student see the same
+    randomness)."""
+    scheduler = Scheduler(policy, PLACEMENTS.create(placement))
+    seeds = workload_seeds(seed, len(workloads))
+    return [
+        Simulator(jobs, scheduler, replace(sim, seed=s)).run()
+        for jobs, s in zip(workloads, seeds, strict=True)
+    ]
+
+
+def average_jct(
+    policy: AllocationPolicy,
+    workloads: Sequence[Sequence[JobSpec]],
+    sim: SimConfig,
+    *,
+    seed: int = 0,
+    placement: str = "load-balancing",
+) -> float:
+    """Mean over workloads of the average JCT (seconds)."""
+    results = run_workloads(policy, workloads, sim, seed=seed, placement=placement)
+    return float(np.mean([r.avg_jct_s for r in results]))
+
+
+def clone_net(net: torch.nn.Module) -> torch.nn.Module:
+    """A detached copy of a network (same config, copied weights)."""
+    copy = type(net)(net.cfg)
+    copy.load_state_dict({k: v.detach().clone() for k, v in net.state_dict().items()})
+    return copy

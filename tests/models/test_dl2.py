@@ -1,0 +1,487 @@
+"""DL2: observation and masks as the networks read them, decision logs, supervised warm-up,
+actor-critic fine-tuning (every switch), the policy in the simulator, checkpoints and the
+policies registry. Everything runs at a tiny size (a few servers, a handful of jobs)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from models.checkpoints import (
+    CheckpointError,
+    load_checkpoint,
+    load_registered,
+    register_policy,
+)
+from models.contracts import DecisionTraces, LearningCurves, Policies
+from models.dl2.config import (
+    DL2NetConfig,
+    FinetuneConfig,
+    RecorderConfig,
+    WarmupConfig,
+    analytical,
+    dl2_sim,
+    from_dict,
+    to_dict,
+)
+from models.dl2.finetune import corrective_action, finetune
+from models.dl2.networks import FastPolicy, PolicyNet, policy_mask
+from models.dl2.policy import DL2Policy, load_policy, policy_from_checkpoint, run_workloads
+from models.dl2.recorder import ReplayMismatch, record_runs, replay
+from models.dl2.warmup import decode_traces, warmup
+from models.heuristics import make_scheduler
+from tracelib.envs.observation import allocation_mask, encode_allocation
+from tracelib.sim import (
+    Allocation,
+    AllocationBuilder,
+    ClusterConfig,
+    JobSpec,
+    Scheduler,
+    dl2_like_frame,
+    jobs_from_frame,
+    simulate,
+)
+from tracelib.sim.engine import Simulator
+from tracelib.sim.placement import LoadBalancing
+from warehouse import ContractViolation, connect
+from warehouse.io import validate, write_frame
+
+torch.set_num_threads(1)
+
+WINDOW = 4
+NET = DL2NetConfig(window=WINDOW, hidden=(16, 16))
+SIM = dl2_sim(n_servers=3, window=WINDOW)
+
+
+def tiny_workloads(count: int = 3, n_jobs: int = 8, first_seed: int = 0):
+    return {
+        f"w{s}": jobs_from_frame(
+            dl2_like_frame(n_jobs, s, mean_duration_min=40.0, median_duration_min=20.0)
+        )
+        for s in range(first_seed, first_seed + count)
+    }
+
+
+def hand_snapshot():
+    """Three jobs submitted at 0 on three servers (6 GPUs): ResNet-50, DSSM (CPU-only
+    workers), VGG-16; the first decision's snapshot."""
+    jobs = [
+        JobSpec(0, "resnet-50", epochs=50.0, arrival_s=0.0),
+        JobSpec(1, "dssm", epochs=20.0, arrival_s=0.0),
+        JobSpec(2, "vgg-16", epochs=80.0, arrival_s=0.0),
+    ]
+    sim = Simulator(jobs, make_scheduler("drf"), SIM)
+    return sim.session().snapshot
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    wl = tiny_workloads()
+    frame, results = record_runs(wl, "drf", RecorderConfig(net=NET, sim=SIM))
+    return wl, frame, results
+
+
+@pytest.fixture(scope="module")
+def warm(recorded):
+    _, frame, _ = recorded
+    cfg = WarmupConfig(hidden=NET.hidden, max_epochs=10, patience=10, batch_size=64)
+    return warmup(frame, cfg)[0]
+
+
+# -- observation and masks ----------------------------------------------------------------
+
+
+def test_observation_and_mask_of_a_hand_built_snapshot():
+    snap = hand_snapshot()
+    builder = AllocationBuilder(snap)
+    obs = encode_allocation(builder, NET.obs)
+    assert obs.shape == (WINDOW, NET.n_features)
+    models = list(NET.models)
+    for row, model in enumerate(["resnet-50", "dssm", "vgg-16"]):
+        assert obs[row, models.index(model)] == 1.0 and obs[row, :8].sum() == 1.0
+        assert obs[row, -1] == 1.0  # present
+    assert not obs[3].any(), "the empty fourth row is all zeros"
+    mask = allocation_mask(builder, NET.obs)
+    assert mask.shape == (NET.n_actions,) and mask[-1]
+    assert mask[:9].all() and not mask[9:12].any(), "no actions for the absent job"
+    # Fill the GPUs: 6 GPU workers; then GPU jobs may only take PSs, DSSM still anything.
+    for row in (0, 2, 0, 2, 0, 2):
+        assert builder.step(row, 0)
+    mask = allocation_mask(builder, NET.obs)
+    assert not mask[0] and mask[1] and not mask[2], "resnet: no worker, a PS, no pair"
+    assert mask[3] and mask[4] and mask[5], "dssm's CPU-only worker still fits"
+    net = PolicyNet(NET)
+    logits = net.masked_logits(torch.from_numpy(obs.reshape(1, -1)), torch.from_numpy(mask[None]))
+    assert torch.isfinite(logits[0, mask]).all() and (logits[0, ~mask] < -1e8).all()
+
+
+def test_job_aware_exploration_corrects_poor_states():
+    snap = hand_snapshot()
+    builder = AllocationBuilder(snap)
+    mask = allocation_mask(builder, NET.obs)
+    assert corrective_action(builder, mask, WINDOW, 10.0) is None
+    builder.add(1, workers=2)  # (i) several workers, no PS -> a PS
+    mask = allocation_mask(builder, NET.obs)
+    assert corrective_action(builder, mask, WINDOW, 10.0) == 3 * 1 + 1
+    builder.add(1, ps=1)
+    builder.add(0, ps=2)  # (ii) several PSs, no worker -> a worker (job 0 comes first)
+    mask = allocation_mask(builder, NET.obs)
+    assert corrective_action(builder, mask, WINDOW, 10.0) == 0
+    builder.add(0, workers=1)
+    builder.add(1, workers=3)  # (iii) 5 workers / 1 PS > 2 -> a PS
+    mask = allocation_mask(builder, NET.obs)
+    assert corrective_action(builder, mask, WINDOW, 2.0) == 3 * 1 + 1
+    assert corrective_action(builder, mask, WINDOW, 10.0) is None
+
+
+# -- decision logs ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("teacher", ["drf", "fifo", "srtf"])
+def test_recorder_reproduces_the_teacher_and_leaves_its_run_unchanged(teacher):
+    wl = tiny_workloads(count=2)
+    # FIFO and SRTF fill one job at a time: not a DL2 policy that hands out bundles first
+    net = NET if teacher == "drf" else replace(NET, bundle_first=False)
+    if teacher != "drf":
+        with pytest.raises(ReplayMismatch, match="bundle_first=False"):
+            record_runs(wl, teacher, RecorderConfig(net=NET, sim=SIM, seed=5))
+    frame, results = record_runs(wl, teacher, RecorderConfig(net=net, sim=SIM, seed=5))
+    validate(frame, DecisionTraces)
+    from models.dl2.policy import workload_seeds
+
+    for (wid, jobs), seed in zip(wl.items(), workload_seeds(5, 2), strict=True):
+        plain = simulate(jobs, make_scheduler(teacher), replace(SIM, seed=seed))
+        assert results[wid].jobs.equals(plain.jobs), "recording changed the teacher's run"
+        assert results[wid].events == plain.events
+        # the logged actions of each decision rebuild the allocation the teacher made
+        logged = frame.filter(pl.col("workload_id") == wid)
+        built: dict[tuple[int, int], list[int]] = {}
+        for decision, kind, job in logged.select("decision", "kind", "job_index").iter_rows():
+            if kind != "stop":
+                w, p = built.setdefault((decision, job), [0, 0])
+                built[decision, job] = [w + (kind != "ps"), p + (kind != "worker")]
+        allocs = plain.events_frame().filter(pl.col("kind") == "alloc", pl.col("workers") > 0)
+        times = logged.select("decision", "time_s").unique().iter_rows()
+        for decision, t in times:
+            at = allocs.filter(pl.col("time_s") == t).select("job_id", "workers", "ps")
+            expected = {(decision, j): [w, p] for j, w, p in at.iter_rows()}
+            assert {k: v for k, v in built.items() if k[0] == decision} == expected
+
+
+def test_replay_refuses_an_allocation_it_cannot_rebuild():
+    snap = hand_snapshot()
+    ok = make_scheduler("drf").allocation.allocate(snap)
+    assert replay(snap, ok, "share", NET)[-1][5] in ("both", "stop")
+    too_much = Allocation.of({0: (5, 5)})  # 5 GPU workers... on 6 GPUs fits; 7 does not
+    with pytest.raises(ReplayMismatch):
+        replay(snap, Allocation.of({0: (7, 1)}), "share", NET)
+    # job 0 takes 5 pairs and stops while the others could still get one: a DL2 policy with
+    # bundle_first may not stop there
+    with pytest.raises(ReplayMismatch, match="bundle_first=False"):
+        replay(snap, too_much, "arrival", NET)
+    assert replay(snap, too_much, "arrival", replace(NET, bundle_first=False))[-1][5] == "stop"
+    with pytest.raises(ReplayMismatch, match="outside"):
+        replay(snap, Allocation.of({99: (1, 1)}), "share", NET)
+
+
+def test_traces_decode_to_the_encoder_output(recorded):
+    _, frame, _ = recorded
+    net, data = decode_traces(frame)
+    assert net.obs == NET.obs and net.models == NET.models
+    first = frame.row(0, named=True)
+    n = first["n_jobs"]
+    assert np.allclose(data["obs"][0, : n * NET.n_features], first["observation"])
+    assert not data["obs"][0, n * NET.n_features :].any()
+    assert data["mask"][0, -1] == first["mask"][-1]
+    assert data["mask"][np.arange(len(data["action"])), data["action"]].all()
+
+
+def test_decision_traces_contract_and_ddl_reject_a_masked_action(recorded, tmp_path):
+    _, frame, _ = recorded
+    bad = frame.head(2).with_columns(
+        pl.col("mask").list.eval(pl.element() & False)
+    )  # every action masked out
+    with pytest.raises(ContractViolation, match="action_is_valid"):
+        validate(bad, DecisionTraces)
+    import duckdb
+
+    with connect(tmp_path / "wh.duckdb") as con:
+        assert write_frame(con, frame, DecisionTraces) == frame.height
+        arrow = bad.with_columns(pl.lit("other").alias("run_id")).to_arrow()  # noqa: F841
+        with pytest.raises(duckdb.ConstraintException):
+            con.execute("INSERT INTO decision_traces BY NAME SELECT * FROM arrow")
+
+
+# -- supervised warm-up ---------------------------------------------------------------------
+
+
+def test_warmup_loss_decreases_and_the_policy_imitates(recorded):
+    wl, frame, _ = recorded
+    cfg = WarmupConfig(
+        hidden=(32, 32), max_epochs=12, patience=12, batch_size=64, val_fraction=0.34
+    )
+    _, metrics, curve = warmup(frame, cfg, val_workloads=list(wl.values())[:1], sim=SIM)
+    losses = curve["train_loss"].to_list()
+    assert losses[-1] < 0.5 * losses[0]
+    assert metrics["val_decisions"] > 0 and metrics["imitation_accuracy"] > 0.5
+    assert metrics["teacher_avg_jct_s"] > 0 and metrics["val_avg_jct_s"] > 0
+    validate(curve.with_columns(pl.lit("p").alias("policy_id")), LearningCurves)
+
+
+# -- RL fine-tuning -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "switches",
+    [{}, {"value_net": False}, {"exploration": False}, {"replay": False}, {"offline": True}],
+    ids=["actor-critic", "no-value-net", "no-exploration", "no-replay", "offline-rl"],
+)
+def test_finetune_end_to_end(switches, warm):
+    wl = tiny_workloads(count=2, n_jobs=6)
+    val = tiny_workloads(count=1, n_jobs=6, first_seed=50)
+    cfg = FinetuneConfig(
+        net=NET,
+        sim=SIM,
+        max_updates=12,
+        val_every=6,
+        batch_size=16,
+        replay_size=64,
+        critic_warmup=4,
+        progress=False,
+        **switches,
+    )
+    init = None if cfg.offline else warm  # OfflineRL starts from scratch
+    policy, curve, metrics = finetune(wl, val, cfg, init=init)
+    assert metrics["updates"] == 12 and curve["step"].to_list() == [0, 6, 12]
+    assert metrics["policy_updates"] == (8 if cfg.value_net else 12)
+    assert (curve["value_loss"].drop_nulls().len() > 0) == cfg.value_net
+    assert curve["entropy"].drop_nulls().min() >= 0
+    validate(curve.with_columns(pl.lit("p").alias("policy_id")), LearningCurves)
+    assert policy.system == ("offline-rl" if cfg.offline else "dl2")
+    if init is not None:
+        assert curve["val_avg_jct_s"].null_count() == 0, "a warm policy never stalls"
+        # the result runs in the simulator like any heuristic
+        result = run_workloads(policy, list(val.values()), SIM)[0]
+        assert result.jobs["finish_s"].null_count() == 0
+
+
+def test_offline_rl_trains_in_the_analytical_simulator():
+    cfg = FinetuneConfig(sim=dl2_sim(speed_variation=0.3, slot_noise=0.1), offline=True)
+    speed = cfg.train_sim(20).speed
+    assert not speed.locality and speed.interference_scale == 0.0
+    assert speed.speed_variation == speed.slot_noise == speed.epoch_error == 0.0
+    assert analytical(cfg.sim).cluster == cfg.sim.cluster
+
+
+# -- the policy in the simulator ----------------------------------------------------------
+
+
+def test_fast_inference_matches_the_network_and_batches_beyond_the_window():
+    torch.manual_seed(0)
+    net = PolicyNet(NET)
+    snap = hand_snapshot()
+    builder = AllocationBuilder(snap)
+    obs = encode_allocation(builder, NET.obs).reshape(-1)
+    fast = FastPolicy(net)
+    with torch.no_grad():
+        ref = net(torch.from_numpy(obs[None]))[0].numpy()
+    assert np.allclose(fast.full_logits(obs), ref, atol=1e-4)
+    # 10 jobs visible, J = 4: later batches get what earlier ones leave. Always "both" to
+    # the first job that can take it: 16 pairs (8 servers) at most, 40 servers in all.
+    jobs = [JobSpec(i, "dssm", epochs=10.0, arrival_s=0.0) for i in range(10)]
+    big = replace(SIM, cluster=ClusterConfig(n_servers=40), window=None)
+    snap = Simulator(jobs, make_scheduler("drf"), big).session().snapshot
+    with torch.no_grad():
+        for p in net.parameters():
+            p.zero_()
+        net.body[-1].bias[2 : 3 * WINDOW : 3] = 5.0
+    alloc = DL2Policy(net).allocate(snap)
+    # batch 1 fills its four jobs; batch 2 gives each job its bundle, then job 4 the rest
+    assert dict(alloc.counts) == {0: (16, 16), 1: (16, 16), 2: (16, 16), 3: (16, 16),
+                                  4: (13, 13), 5: (1, 1), 6: (1, 1), 7: (1, 1)}  # fmt: skip
+    # a sampled policy is reproducible from its own seed
+    torch.manual_seed(2)
+    net = PolicyNet(NET)
+    draws = [DL2Policy(net, greedy=False, seed=s).allocate(snap) for s in (3, 3, 4)]
+    assert draws[0] == draws[1]
+
+
+def test_no_job_starves_in_a_slot():
+    """bundle_first: a network that always prefers stop still gives every job a worker and
+    a PS first (in its own order); without the rule it stops at once."""
+    snap = hand_snapshot()
+    for bundle_first, expected in ((True, {0: (1, 1), 1: (1, 1), 2: (1, 1)}), (False, {})):
+        net = PolicyNet(replace(NET, bundle_first=bundle_first))
+        with torch.no_grad():
+            for p in net.parameters():
+                p.zero_()
+            net.body[-1].bias[-1] = 10.0  # stop, else the last job's pair, else the others'
+            net.body[-1].bias[2 : 3 * WINDOW : 3] = torch.tensor([1.0, 2.0, 3.0, 0.0])
+        assert dict(DL2Policy(net).allocate(snap).counts) == expected
+        builder = AllocationBuilder(snap)
+        mask = policy_mask(builder, net.cfg)
+        assert mask[-1] != bundle_first and mask[[2, 5, 8]].all()
+        assert not mask[[0, 1, 3, 4, 6, 7]].any() if bundle_first else mask[:9].all()
+
+
+def test_policy_mismatching_the_catalogue_is_refused():
+    cfg = replace(NET, models=tuple(reversed(NET.models)))
+    with pytest.raises(ValueError, match="trained for models"):
+        DL2Policy(PolicyNet(cfg)).allocate(hand_snapshot())
+
+
+# -- checkpoints and the registry ---------------------------------------------------------
+
+
+def test_config_round_trip():
+    cfg = FinetuneConfig(net=NET, sim=SIM, offline=True, max_wall_s=3.0)
+    assert from_dict(FinetuneConfig, json.loads(json.dumps(to_dict(cfg)))) == cfg
+    with pytest.raises(ValueError, match="no fields"):
+        from_dict(DL2NetConfig, {**to_dict(NET), "extra": 1})
+
+
+def test_checkpoint_round_trip_through_the_registry(tmp_path):
+    torch.manual_seed(1)
+    policy = DL2Policy(PolicyNet(NET), train_config={"stage": "warmup"})
+    path = tmp_path / "ckpt" / "warm.pt"
+    sha = policy.save(path, meta={"workloads": ["w0"]})
+    obs = torch.rand(3, NET.input_dim)
+    with connect(tmp_path / "wh.duckdb") as con:
+        curve = pl.DataFrame(
+            {"phase": ["warmup"], "step": [1], "wall_s": [0.5], "train_loss": [1.0]}
+        )
+        pid = register_policy(
+            con,
+            system="dl2",
+            config=policy.checkpoint_config(),
+            checkpoint_path=path,
+            sha256=sha,
+            training_workloads=["w0"],
+            metrics={"imitation_accuracy": 0.9, "val_avg_jct_s": float("inf")},
+            curve=curve,
+        )
+        assert (
+            register_policy(  # idempotent
+                con,
+                system="dl2",
+                config=policy.checkpoint_config(),
+                checkpoint_path=path,
+                sha256=sha,
+                training_workloads=["w0"],
+                metrics={},
+            )
+            == pid
+        )
+        child_path = tmp_path / "ckpt" / "rl.pt"
+        child = DL2Policy(PolicyNet(NET), train_config={"stage": "finetune"})
+        child_sha = child.save(child_path)
+        child_id = register_policy(
+            con,
+            system="dl2",
+            config=child.checkpoint_config(),
+            checkpoint_path=child_path,
+            sha256=child_sha,
+            training_workloads=["w0"],
+            metrics={},
+            parent_policy_id=pid,
+        )
+        with pytest.raises(ValueError, match="not registered"):
+            register_policy(
+                con,
+                system="dl2",
+                config={},
+                checkpoint_path=child_path,
+                sha256=child_sha,
+                training_workloads=[],
+                metrics={},
+                parent_policy_id="dl2-nope",
+                policy_id="x",
+            )
+        rows = con.sql(
+            "SELECT policy_id, parent_policy_id FROM policies ORDER BY created_at"
+        ).fetchall()
+        assert rows == [(pid, None), (child_id, pid)]
+        assert con.sql("SELECT count(*) FROM learning_curves").fetchall() == [(1,)]
+        metrics = con.sql("SELECT metrics FROM policies WHERE policy_id = ?", params=[pid])
+        assert json.loads(metrics.fetchall()[0][0]) == {
+            "imitation_accuracy": 0.9,
+            "val_avg_jct_s": None,
+        }
+        validate(con.sql("SELECT * FROM policies").pl(), Policies)
+        loaded = policy_from_checkpoint(load_registered(con, pid))
+    with torch.no_grad():
+        assert torch.equal(loaded.net(obs), policy.net(obs))
+    assert loaded.train_config == {"stage": "warmup"}
+    ckpt = load_checkpoint(path)
+    assert ckpt.meta["workloads"] == ["w0"] and ckpt.sha256 == sha
+
+
+def test_tampered_checkpoint_is_refused(tmp_path):
+    policy = DL2Policy(PolicyNet(NET))
+    path = tmp_path / "p.pt"
+    sha = policy.save(path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="modified or replaced"):
+        load_policy(path, sha256=sha)
+    with connect(tmp_path / "wh.duckdb") as con:
+        with pytest.raises(CheckpointError, match="hashes to"):
+            register_policy(
+                con,
+                system="dl2",
+                config={},
+                checkpoint_path=path,
+                sha256=sha,
+                training_workloads=[],
+                metrics={},
+            )
+    path.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(CheckpointError, match="not a loadable"):
+        load_policy(path)
+
+
+def test_config_or_shape_mismatch_is_refused(tmp_path):
+    policy = DL2Policy(PolicyNet(NET))
+    path = tmp_path / "p.pt"
+    sha = policy.save(path)
+    other = {"net": to_dict(replace(NET, hidden=(32, 32))), "train": {}}
+    with pytest.raises(CheckpointError, match=r"net\.hidden"):
+        load_policy(path, sha256=sha, config=other)
+    with pytest.raises(CheckpointError, match="holds a 'dl2' policy"):
+        load_checkpoint(path, system="harmony")
+    # weights that do not fit the config they are saved with
+    from models.checkpoints import save_checkpoint
+
+    bad = tmp_path / "bad.pt"
+    save_checkpoint(
+        bad,
+        system="dl2",
+        config={"net": to_dict(replace(NET, hidden=(8, 8))), "train": {}},
+        state={"policy": policy.net.state_dict()},
+    )
+    with pytest.raises(CheckpointError, match="do not match its config"):
+        load_policy(bad)
+    # and the registry's config is what a registered checkpoint is checked against
+    with connect(tmp_path / "wh.duckdb") as con:
+        pid = register_policy(
+            con,
+            system="dl2",
+            config=other,
+            checkpoint_path=path,
+            sha256=sha,
+            training_workloads=[],
+            metrics={},
+        )
+        with pytest.raises(CheckpointError, match="config does not match"):
+            load_registered(con, pid)
+
+
+def test_scheduler_composition_names():
+    policy = DL2Policy(PolicyNet(NET), name="dl2-warm")
+    assert Scheduler(policy, LoadBalancing()).name == "dl2-warm+load-balancing"
