@@ -132,6 +132,27 @@ class _SessionEnv(gym.Env):
         self._progress = now
         return reward
 
+    def action_masks(self) -> np.ndarray:
+        """Bool mask of the valid actions in the current state (shape per environment)."""
+        return self._mask.copy()
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start a workload; returns the first decision's observation."""
+        self._start(seed, options)
+        self._begin()
+        return self._obs(), self._info()
+
+    def _count_step(self) -> None:
+        if self.session is None or self.session.done:
+            raise RuntimeError("episode is over; call reset()")
+        self._steps += 1
+
+    def _outcome(self, reward: float, **info: Any):
+        """The step's (observation, reward, terminated, truncated, info)."""
+        terminated = self.session.done
+        truncated = not terminated and self._steps >= self.max_steps
+        return self._obs(), float(reward), terminated, truncated, {**self._info(), **info}
+
     def result(self) -> SimResult:
         """The finished episode's simulation result (JCTs, event log)."""
         if self.session is None:
@@ -207,21 +228,9 @@ class AllocationEnv(_SessionEnv):
             "decision": snap.decision if snap else -1,
         }
 
-    def action_masks(self) -> np.ndarray:
-        """(3J + 1,) bool mask of the current state."""
-        return self._mask.copy()
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Start a workload; returns the first decision's observation."""
-        self._start(seed, options)
-        self._begin()
-        return self._obs(), self._info()
-
     def step(self, action):
         """One inference: add to a job, or stop and let the slot run."""
-        if self.session is None or self.session.done:
-            raise RuntimeError("episode is over; call reset()")
-        self._steps += 1
+        self._count_step()
         action = int(action)
         reward, invalid = 0.0, False
         decoded = decode_allocation_action(action, self.cfg.obs)
@@ -238,11 +247,7 @@ class AllocationEnv(_SessionEnv):
             placement = self.placement.place(self.builder.snap, alloc, self.session.rng)
             reward += self._submit(alloc, placement)
             self._begin()
-        terminated = self.session.done
-        truncated = not terminated and self._steps >= self.max_steps
-        info = self._info()
-        info["invalid_action"] = invalid
-        return self._obs(), float(reward), terminated, truncated, info
+        return self._outcome(reward, invalid_action=invalid)
 
 
 @dataclass(frozen=True)
@@ -333,21 +338,9 @@ class PlacementEnv(_SessionEnv):
             "decision": self.draft.snap.decision if self.draft else -1,
         }
 
-    def action_masks(self) -> np.ndarray:
-        """(2 N' M,) bool mask of the current state."""
-        return self._mask.copy()
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Start a workload; returns the first placement decision's observation."""
-        self._start(seed, options)
-        self._begin()
-        return self._obs(), self._info()
-
     def step(self, action):
         """Place one task; when nothing more fits, the interval runs."""
-        if self.session is None or self.session.done:
-            raise RuntimeError("episode is over; call reset()")
-        self._steps += 1
+        self._count_step()
         action = int(action)
         reward, invalid = 0.0, False
         if not self._mask[action]:
@@ -359,8 +352,4 @@ class PlacementEnv(_SessionEnv):
             if not self._mask.any():
                 reward += self._finish_decision()
                 reward += self._begin()
-        terminated = self.session.done
-        truncated = not terminated and self._steps >= self.max_steps
-        info = self._info()
-        info["invalid_action"] = invalid
-        return self._obs(), float(reward), terminated, truncated, info
+        return self._outcome(reward, invalid_action=invalid)

@@ -107,7 +107,7 @@ class GpuAssignmentEnv(_SessionEnv):
     def _slots(self, snap: Snapshot | None) -> tuple[JobView, ...]:
         return snap.jobs[: self.cfg.obs.slots] if snap is not None else ()
 
-    def _refresh_mask(self) -> None:
+    def _begin(self) -> None:
         snap = self.session.snapshot if self.session else None
         self._mask[:] = False
         self._mask[:, -1] = True
@@ -153,24 +153,13 @@ class GpuAssignmentEnv(_SessionEnv):
             backlog[: min(len(snap.jobs) - len(jobs), o.backlog)] = 1.0
         return np.concatenate([cluster.ravel(), slots.ravel(), backlog])
 
-    def _info(self, invalid: int = 0) -> dict[str, Any]:
+    def _info(self) -> dict[str, Any]:
         return {
             "action_mask": self._mask.copy(),
             "time_s": self.session.time_s if self.session else 0.0,
-            "invalid_gpus": invalid,
         }
 
-    def action_masks(self) -> np.ndarray:
-        """(G, N + 1) bool: the job slots each GPU may choose (the null slot always)."""
-        return self._mask.copy()
-
     # -- episode -----------------------------------------------------------------------
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Start a job sequence; returns the first step's observation."""
-        self._start(seed, options)
-        self._refresh_mask()
-        return self._obs(), self._info()
 
     def decision(self, choice: np.ndarray) -> tuple[Allocation, Placement, int]:
         """The allocation and placement a per-GPU choice means, and how many GPUs chose a
@@ -212,14 +201,10 @@ class GpuAssignmentEnv(_SessionEnv):
 
     def step(self, action):
         """Assign every GPU for one fixed step and run it."""
-        if self.session is None or self.session.done:
-            raise RuntimeError("episode is over; call reset()")
-        self._steps += 1
+        self._count_step()
         snap = self.session.snapshot
         alloc, placement, invalid = self.decision(action)
         reward = self.step_reward(snap, placement) + invalid * self.invalid_action_penalty
         self._submit(alloc, placement)
-        self._refresh_mask()
-        terminated = self.session.done
-        truncated = not terminated and self._steps >= self.max_steps
-        return self._obs(), float(reward), terminated, truncated, self._info(invalid)
+        self._begin()
+        return self._outcome(reward, invalid_gpus=invalid)
