@@ -185,10 +185,116 @@ def experiment(seeds: int = 1, out: str | None = None) -> None:
     print(f"checkpoints and curves in {folder}")
 
 
+# -- generality (DL2 section 6.4) ------------------------------------------------------------
+
+
+def generality(updates: int = 1500, out: str | None = None) -> None:
+    """DL2 section 6.4 in the small setting: speed variation (Fig. 13), epoch-estimate error
+    (Fig. 14), job types unseen until mid-training (Fig. 15) and the window J (Fig. 17).
+    Every RL run fine-tunes `updates` updates from a DRF warm-up; JCT in slots on held-out
+    test workloads, each scheduler in the same simulator as the policy was trained in."""
+    import tempfile
+    from dataclasses import replace
+    from pathlib import Path
+
+    from models.dl2.config import FinetuneConfig
+    from models.dl2.finetune import finetune
+    from models.dl2.policy import average_jct
+    from models.heuristics import ALLOCATIONS
+    from tracelib.catalogue import DL2_CATALOGUE
+
+    torch.set_num_threads(1)
+    folder = Path(out or tempfile.mkdtemp(prefix="bench-dl2-generality-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    base = dl2_sim(32, 20)
+
+    def workloads(first: int, n: int, catalogue=DL2_CATALOGUE) -> list[tuple]:
+        return [
+            jobs_from_frame(dl2_like_frame(60, s, catalogue=catalogue))
+            for s in range(first, first + n)
+        ]
+
+    train, val, test = workloads(0, 16), workloads(1000, 4), workloads(2000, 8)
+
+    def jct(policy, sim) -> float:
+        try:
+            return average_jct(policy, test, sim, seed=2) / sim.slot_s
+        except SimulationStalled:
+            return float("inf")
+
+    def warm_up(window: int, train_set, sim) -> DL2Policy:
+        net = DL2NetConfig(window=window)
+        rec = RecorderConfig(net=net, sim=sim)
+        traces = record_decisions(dict(enumerate(train_set)), "drf", rec)
+        val_traces = record_decisions(dict(enumerate(val)), "drf", replace(rec, seed=1))
+        policy, _, _ = warmup(traces, WarmupConfig(max_epochs=60), val_traces=val_traces)
+        return policy
+
+    def tune(init: DL2Policy, sim, train_set=train, n: int = updates) -> DL2Policy:
+        cfg = FinetuneConfig(
+            net=init.cfg, sim=sim, max_updates=n, val_every=max(1, n // 4), progress=False
+        )
+        policy, _, _ = finetune(train_set, val, cfg, init=init, eval_seed=1)
+        return policy
+
+    t0 = time.perf_counter()
+    warm = warm_up(20, train, base)
+    print(f"DRF warm-up (J = 20): {time.perf_counter() - t0:.0f} s")
+
+    print("\nFig. 13, training speed variation: average JCT (slots)")
+    print(f"{'variation':>10} {'DL2':>7} {'DRF':>7} {'Optimus':>8}  DL2 vs DRF, vs Optimus")
+    for variation in (0.0, 0.2, 0.4):
+        sim = replace(base, speed=replace(base.speed, speed_variation=variation))
+        dl2 = jct(tune(warm, sim), sim)
+        drf = jct(ALLOCATIONS.create("drf"), sim)
+        opt = jct(ALLOCATIONS.create("optimus"), sim)
+        print(
+            f"{variation:>10.0%} {dl2:7.2f} {drf:7.2f} {opt:8.2f}  "
+            f"{1 - dl2 / drf:+.1%}, {1 - dl2 / opt:+.1%}"
+        )
+
+    print("\nFig. 14, epoch-estimate error: average JCT (slots)")
+    print(f"{'error':>10} {'DL2':>7} {'DRF':>7}  DL2 vs DRF")
+    for error in (0.0, 0.1, 0.2):
+        sim = replace(base, speed=replace(base.speed, epoch_error=error))
+        dl2 = jct(tune(warm, sim), sim)
+        drf = jct(ALLOCATIONS.create("drf"), sim)
+        print(f"{error:>10.0%} {dl2:7.2f} {drf:7.2f}  {1 - dl2 / drf:+.1%}")
+
+    print("\nFig. 15, unseen job types: validation on all 8 types, average JCT (slots)")
+    old_types = DL2_CATALOGUE[:6]
+    seen = warm_up(20, workloads(0, 16, old_types), base)
+    phases = [
+        ("6 types (warm-up + RL)", workloads(0, 16, old_types)),
+        ("+ type 7 at 1/3", workloads(0, 16, DL2_CATALOGUE[:7])),
+        ("+ type 8 at 2/3", train),
+    ]
+    policy = seen
+    print(f"  {'after warm-up on 6 types':28} {jct(policy, base):7.2f}")
+    for label, train_set in phases:
+        policy = tune(policy, base, train_set, n=max(1, updates // 3))
+        print(f"  {label:28} {jct(policy, base):7.2f}")
+    ideal = tune(warm, base)
+    print(f"  {'ideal (8 types from start)':28} {jct(ideal, base):7.2f}")
+    print(f"  {'DRF':28} {jct(ALLOCATIONS.create('drf'), base):7.2f}")
+
+    print("\nFig. 17, window J (up to ~40 concurrent jobs; beyond J, batches of J)")
+    wide = replace(base, window=None)
+    print(f"  {'DRF (sees every job)':28} {jct(ALLOCATIONS.create('drf'), wide):7.2f}")
+    for window in (5, 10, 20, 40):
+        sim_j = replace(base, window=window)
+        init = warm if window == 20 else warm_up(window, train, sim_j)
+        policy = tune(init, sim_j)
+        print(f"  {'DL2 J = ' + str(window):28} {jct(policy, wide):7.2f}")
+    print(f"\n{time.perf_counter() - t0:.0f} s in all")
+
+
 if __name__ == "__main__":
     import sys
 
     if sys.argv[1:2] == ["experiment"]:
         experiment(int(sys.argv[2]) if len(sys.argv) > 2 else 1, *sys.argv[3:4])
+    elif sys.argv[1:2] == ["generality"]:
+        generality(int(sys.argv[2]) if len(sys.argv) > 2 else 1500, *sys.argv[3:4])
     else:
         main()

@@ -77,11 +77,9 @@ def save_checkpoint(
         "system": system,
         "config": canonical_json(dict(config)),
         "state": {name: {k: v.detach().cpu() for k, v in sd.items()} for name, sd in state.items()},
-        "meta": {
-            "code_version": code_version(),
-            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            **dict(meta or {}),
-        },
+        # No timestamp: the same weights and config give the same bytes, so the sha256 and
+        # the content-addressed policy id are reproducible (the registry row dates it).
+        "meta": {"code_version": code_version(), **dict(meta or {})},
     }
     buffer = io.BytesIO()
     torch.save(payload, buffer)

@@ -56,6 +56,9 @@ def cmd_run(args) -> int:
         incoming=args.incoming,
         eval_seeds=args.eval_seeds,
         eval_sequences=args.eval_sequences or None,
+        dl2_updates=args.dl2_updates,
+        dl2_warmup_epochs=args.dl2_warmup_epochs,
+        dl2_teacher=args.dl2_teacher,
     )
     print(f"run {summary['run_id']} completed")
     for item in summary["ingested"]:
@@ -72,12 +75,36 @@ def cmd_run(args) -> int:
             f"  interference samples ({item['source']}, seed {item['seed']}): {item['samples']} "
             f"in {item['sample_sets']} saturated sets, mean slowdown {item['mean_slowdown']:.1%}"
         )
+    if item := summary.get("dl2"):
+        rec, warm, tuned = item["record"], item["warmup"], item["finetune"]
+        print(
+            f"  DL2 decision logs ({rec['teacher']}): {rec['steps']:,} inference steps over "
+            f"{rec['workloads']} training workloads"
+        )
+        _print_policy("warm-up", warm)
+        _print_policy("fine-tuned", tuned)
     for item in summary["evaluated"]:
         _print_evaluation(item)
     from warehouse import resolve_path
 
     print(f"warehouse: {resolve_path(args.warehouse)}")
     return 0
+
+
+def _print_policy(what: str, result: dict) -> None:
+    m = result["metrics"]
+    cached = " (already trained on these inputs)" if m.get("cached") else ""
+    if "imitation_accuracy" in m:
+        detail = (
+            f"imitation accuracy {m['imitation_accuracy']:.1%}, validation JCT "
+            f"{m['val_avg_jct_s']:,.0f} s vs teacher {m['teacher_avg_jct_s']:,.0f} s"
+        )
+    else:
+        detail = (
+            f"{m['updates']} updates, validation JCT {m['init_val_avg_jct_s']:,.0f} s -> best "
+            f"{m['best_val_avg_jct_s']:,.0f} s; from {result['parent_policy_id']}"
+        )
+    print(f"  DL2 {what} {result['policy_id']}{cached}: {detail}, {m['train_wall_s']:.0f} s")
 
 
 def _print_evaluation(result: dict) -> None:
@@ -101,7 +128,7 @@ def cmd_evaluate(args) -> int:
     from dataclasses import asdict
 
     from pipelines.evaluation import eval_config
-    from pipelines.stages import evaluate_stage, finish_run, start_run
+    from pipelines.stages import evaluate_stage, finish_run, learned_policies, start_run
 
     cfg = eval_config(
         workload_sets=args.set,
@@ -112,6 +139,7 @@ def cmd_evaluate(args) -> int:
         n_servers=args.servers,
         window=args.window or None,
         split=args.split,
+        learned=learned_policies(args.warehouse, _policy_args(args.policy or [])),
     )
     run_id = start_run(args.warehouse, "schedlab-evaluate", cfg.seed, {"evaluation": cfg.to_dict()})
     try:
@@ -122,6 +150,15 @@ def cmd_evaluate(args) -> int:
     finish_run(args.warehouse, run_id, "completed", {"run_id": run_id, **asdict(result)})
     _print_evaluation(asdict(result))
     return 0
+
+
+def _policy_args(values: list[str]) -> dict[str, str]:
+    """`--policy` values: "NAME=POLICY_ID", or a system ("dl2": its newest policy)."""
+    out = {}
+    for value in values:
+        name, _, key = value.partition("=")
+        out[name] = key or name
+    return out
 
 
 def cmd_ingest(args) -> int:
@@ -236,6 +273,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=4,
         help="at most this many test sequences per workload set are evaluated (0: all)",
     )
+    run.add_argument(
+        "--dl2-updates",
+        type=int,
+        default=3000,
+        help="DL2 RL fine-tuning updates (default 3000, about a minute here; 0: skip DL2)",
+    )
+    run.add_argument(
+        "--dl2-warmup-epochs",
+        type=int,
+        default=40,
+        help="DL2 supervised warm-up epochs at most (default 40, early stopping)",
+    )
+    run.add_argument(
+        "--dl2-teacher",
+        choices=["drf", "fifo", "srtf"],
+        default="drf",
+        help="heuristic whose decisions DL2's warm-up imitates (default drf)",
+    )
     run.set_defaults(func=cmd_run)
 
     ingest = sub.add_parser("ingest", parents=[common], help="ingest one trace file")
@@ -270,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="registry name (allocation, placement or allocation+placement); repeat for "
         "several (default: every DL2 heuristic)",
+    )
+    evaluate.add_argument(
+        "--policy",
+        action="append",
+        help="a registered learned policy: NAME=POLICY_ID, or a system (e.g. dl2) for its "
+        "newest policy; repeat for several",
     )
     evaluate.add_argument("--seeds", type=int, default=3, help="seeds per workload (default 3)")
     evaluate.add_argument("--seed", type=int, default=0, help="root seed (default 0)")

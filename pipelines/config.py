@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from pipelines.stages_dl2 import DL2StageConfig
 from tracelib.interference import InterferenceConfig
 from tracelib.synthetic import DiurnalConfig
 from tracelib.workloads import DeriveConfig
@@ -36,6 +37,8 @@ class RunConfig:
     """Production traces to ingest; each gets its own derivation named after its source."""
     interference: InterferenceConfig = field(default_factory=InterferenceConfig)
     """Harmony-style co-location samples (`interference_samples`), 13,177 by default."""
+    dl2: DL2StageConfig | None = field(default_factory=DL2StageConfig)
+    """DL2: decision logs, warm-up, fine-tuning on the synthetic set (None: skipped)."""
 
     def seeded(self) -> RunConfig:
         """The stage configs with the run seed pushed down (the single place seeds are set)."""
@@ -44,6 +47,9 @@ class RunConfig:
             synthetic=replace(self.synthetic, seed=self.seed),
             derive=replace(self.derive, seed=self.seed),
             interference=replace(self.interference, seed=self.seed),
+            dl2=replace(self.dl2, seed=self.seed, workload_set=self.derive.name)
+            if self.dl2
+            else None,
         )
 
     def to_dict(self) -> dict:

@@ -74,6 +74,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -170,6 +171,37 @@ def default_schedulers() -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class LearnedPolicy:
+    """A registered policy (a `policies` row) evaluated under the scheduler name `name`."""
+
+    name: str
+    """Scheduler name in the evaluation tables (e.g. "dl2", "dl2-warmup")."""
+    policy_id: str
+    system: str
+    checkpoint_path: str
+    sha256: str
+    """The checkpoint is refused unless its bytes hash to this (models.checkpoints)."""
+
+
+def _load_dl2(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
+    # Imported here: evaluating heuristics alone should not pay for importing torch.
+    from models.dl2 import load_policy
+
+    policy = load_policy(ref.checkpoint_path, sha256=ref.sha256, name=ref.policy_id)
+    if policy.system != ref.system:
+        raise NotApplicable(f"{ref.policy_id}: checkpoint of system {policy.system!r}")
+    return Scheduler(policy, registry.PLACEMENTS.create(cfg.default_placement))
+
+
+LEARNED_LOADERS: dict[str, Callable[[LearnedPolicy, EvalConfig], DecisionPolicy]] = {
+    "dl2": _load_dl2,
+    "offline-rl": _load_dl2,
+}
+"""Learned systems whose policies run in this setting: system -> loader (checkpoint ->
+policy, composed with the default placement where the system only allocates)."""
+
+
+@dataclass(frozen=True)
 class EvalConfig:
     """What the evaluation runs: schedulers x test workloads x seeds, on one cluster."""
 
@@ -202,6 +234,8 @@ class EvalConfig:
     """Scheduler the summary's `jct_ratio` compares with (the first one if not evaluated)."""
     confidence: float = 0.95
     """Confidence level of the intervals."""
+    learned: tuple[LearnedPolicy, ...] = ()
+    """Registered learned policies evaluated beside `schedulers` (each under its name)."""
 
     def __post_init__(self) -> None:
         if not self.schedulers:
@@ -216,6 +250,19 @@ class EvalConfig:
             raise ValueError("confidence must be in (0, 1)")
         for name in self.schedulers:
             resolve_scheduler(name, self.default_allocation, self.default_placement)
+        for ref in self.learned:
+            if ref.system not in LEARNED_LOADERS:
+                raise NotApplicable(
+                    f"learned policy {ref.policy_id}: system {ref.system!r} does not run in "
+                    f"the {SETTING} setting (these do: {', '.join(LEARNED_LOADERS)})"
+                )
+        if len(set(self.names)) != len(self.names):
+            raise ValueError(f"scheduler names used twice: {list(self.names)}")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every evaluated scheduler name: the registry's, then the learned policies'."""
+        return (*self.schedulers, *(ref.name for ref in self.learned))
 
     @property
     def reference_scheduler(self) -> str:
@@ -236,10 +283,18 @@ class EvalConfig:
         )
 
     def policy(self, name: str) -> DecisionPolicy:
+        for ref in self.learned:
+            if ref.name == name:
+                return LEARNED_LOADERS[ref.system](ref, self)
         return resolve_scheduler(name, self.default_allocation, self.default_placement)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The config as JSON-able values. Learned policies appear by id and hash, not by
+        file path, so the evaluation id does not depend on where the warehouse lives."""
+        out = asdict(self)
+        for ref in out["learned"]:
+            del ref["checkpoint_path"]
+        return out
 
 
 def eval_config(
@@ -251,10 +306,12 @@ def eval_config(
     n_servers: int | None = None,
     window: int | None = 20,
     split: str = "test",
+    learned: tuple[LearnedPolicy, ...] = (),
 ) -> EvalConfig:
     """An EvalConfig from flow and CLI options (None or empty keeps the default)."""
     base = EvalConfig()
     return EvalConfig(
+        learned=tuple(learned),
         workload_sets=tuple(workload_sets or ()),
         split=split,
         schedulers=tuple(schedulers) if schedulers else base.schedulers,
@@ -454,7 +511,7 @@ def evaluate(workload_jobs: pl.DataFrame, workloads: pl.DataFrame, cfg: EvalConf
         if frame.height == 0:
             raise ValueError(f"workload {wl['workload_id']} has no jobs")
         specs = jobs_from_frame(frame)
-        for name in cfg.schedulers:
+        for name in cfg.names:
             policy = cfg.policy(name)
             for replicate, seed in enumerate(seeds):
                 sim_cfg = cfg.sim_config(seed)
@@ -543,7 +600,7 @@ def summarize(runs: pl.DataFrame, cfg: EvalConfig, version: str) -> pl.DataFrame
         (pl.col("avg_jct_s") / pl.col("_ref_jct")).alias("_ratio")
     )
     config = canonical_json(cfg.to_dict())
-    order = {name: i for i, name in enumerate(cfg.schedulers)}
+    order = {name: i for i, name in enumerate(cfg.names)}
     rows = []
     for (workload_set, scheduler), group in paired.group_by(
         "workload_set", "scheduler", maintain_order=True

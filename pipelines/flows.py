@@ -18,9 +18,11 @@ from pipelines.stages import (
     finish_run,
     ingest_stage,
     interference_stage,
+    learned_policies,
     start_run,
     synthetic_stage,
 )
+from pipelines.stages_dl2 import DL2StageConfig, finetune_stage, record_stage, warmup_stage
 from tracelib.ingest import IngestError
 from tracelib.interference import InterferenceConfig
 from tracelib.synthetic import DiurnalConfig
@@ -67,6 +69,21 @@ def interference_task(warehouse: str | None, cfg: InterferenceConfig) -> dict:
 @task(name="evaluate-schedulers", **_io_retries)
 def evaluate_task(warehouse: str | None, cfg: EvalConfig, out_dir: str | None = None) -> dict:
     return asdict(evaluate_stage(warehouse, cfg, out_dir))
+
+
+@task(name="dl2-record-decisions", **_io_retries)
+def dl2_record_task(warehouse: str | None, cfg: DL2StageConfig) -> dict:
+    return asdict(record_stage(warehouse, cfg))
+
+
+@task(name="dl2-warmup", **_io_retries)
+def dl2_warmup_task(warehouse: str | None, cfg: DL2StageConfig, record_run_id: str) -> dict:
+    return asdict(warmup_stage(warehouse, cfg, record_run_id))
+
+
+@task(name="dl2-finetune", **_io_retries)
+def dl2_finetune_task(warehouse: str | None, cfg: DL2StageConfig, warmup_policy_id: str) -> dict:
+    return asdict(finetune_stage(warehouse, cfg, warmup_policy_id))
 
 
 @flow(name="schedlab-ingest")
@@ -127,22 +144,39 @@ def nightly_flow(
     incoming: str | None = None,
     eval_seeds: int = 3,
     eval_sequences: int | None = 4,
+    dl2_updates: int = 3000,
+    dl2_warmup_epochs: int = 40,
+    dl2_teacher: str = "drf",
 ) -> dict:
     """The nightly job: ingest new traces, generate the synthetic trace, derive workloads,
-    collect interference samples, evaluate the heuristics on each derived set's test
-    workloads.
+    collect interference samples, train DL2 (decision logs, warm-up, fine-tuning from the
+    latest registered policy), evaluate the heuristics and the learned policies on each
+    derived set's test workloads.
 
     A trace that cannot be ingested is reported and skipped; the rest of the run proceeds.
-    The evaluation (one per derived set with test workloads) runs `eval_seeds` seeds on at
-    most `eval_sequences` test sequences per set (None: all); `eval_seeds=0` skips it.
+    DL2 trains `dl2_updates` RL updates after at most `dl2_warmup_epochs` supervised epochs
+    on `dl2_teacher`'s decisions (`dl2_updates=0` skips DL2). The evaluation (one per
+    derived set with test workloads) runs `eval_seeds` seeds on at most `eval_sequences`
+    test sequences per set (None: all); `eval_seeds=0` skips it.
     """
     logger = get_run_logger()
     base = RunConfig(seed=seed)
+    dl2 = (
+        replace(
+            DL2StageConfig(),
+            updates=dl2_updates,
+            warmup_epochs=dl2_warmup_epochs,
+            teacher=dl2_teacher,
+        )
+        if dl2_updates > 0
+        else None
+    )
     cfg = replace(
         base,
         synthetic=replace(base.synthetic, n_jobs=n_jobs),
         derive=replace(base.derive, jobs_per_sequence=jobs_per_sequence),
         traces=trace_inputs_from_dir(incoming) if incoming else (),
+        dl2=dl2,
     ).seeded()
     evaluation = (
         eval_config(n_seeds=eval_seeds, seed=cfg.seed, max_sequences=eval_sequences)
@@ -157,6 +191,7 @@ def nightly_flow(
         "rejected": [],
         "derived": [],
         "interference": None,
+        "dl2": None,
         "evaluated": [],
     }
     try:
@@ -177,13 +212,21 @@ def nightly_flow(
             named = replace(cfg.derive, name=source_id.replace(":", "-"))
             summary["derived"].append(derive_task(warehouse, [source_id], named))
         summary["interference"] = interference_task(warehouse, cfg.interference)
+        learned = {}
+        if cfg.dl2 is not None:
+            recorded = dl2_record_task(warehouse, cfg.dl2)
+            warm = dl2_warmup_task(warehouse, cfg.dl2, recorded["run_id"])
+            tuned = dl2_finetune_task(warehouse, cfg.dl2, warm["policy_id"])
+            summary["dl2"] = {"record": recorded, "warmup": warm, "finetune": tuned}
+            learned = {"dl2-warmup": warm["policy_id"], "dl2": tuned["policy_id"]}
+        refs = learned_policies(warehouse, learned)
         for derived in summary["derived"] if evaluation else ():
             if not derived["splits"].get(evaluation.split):
                 logger.warning(
                     "no %s workloads in %s: not evaluated", evaluation.split, derived["derivation"]
                 )
                 continue
-            one_set = replace(evaluation, workload_sets=(derived["derivation"],))
+            one_set = replace(evaluation, workload_sets=(derived["derivation"],), learned=refs)
             summary["evaluated"].append(evaluate_task(warehouse, one_set))
     except BaseException:
         finish_run(warehouse, run_id, "failed", summary)

@@ -8,6 +8,7 @@ Prefect tasks (pipelines/flows.py) are thin wrappers around these.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ import polars as pl
 from pipelines.contracts import PipelineRuns
 from pipelines.evaluation import (
     EvalConfig,
+    LearnedPolicy,
     evaluate,
     headline,
     store_evaluation,
@@ -164,6 +166,38 @@ def evaluate_stage(
         plots=plots,
         summary=headline(tables.summary),
     )
+
+
+def learned_policies(
+    warehouse: str | Path | None, wanted: Mapping[str, str]
+) -> tuple[LearnedPolicy, ...]:
+    """Registered policies to evaluate: scheduler name -> policy id, or -> a system name for
+    its newest registered policy. Unknown ids and systems without a policy are errors."""
+    refs = []
+    with connect(warehouse) as con:
+        for name, key in wanted.items():
+            rows = read_frame(
+                con,
+                "SELECT * FROM policies WHERE policy_id = ? OR system = ? "
+                "ORDER BY policy_id = ? DESC, created_at DESC, policy_id LIMIT 1",
+                [key, key, key],
+            )
+            if rows.height == 0:
+                raise ValueError(
+                    f"no registered policy {key!r} (an id or a system); see `schedlab sql "
+                    '"SELECT policy_id, system, created_at FROM policies"`'
+                )
+            row = rows.row(0, named=True)
+            refs.append(
+                LearnedPolicy(
+                    name=name,
+                    policy_id=row["policy_id"],
+                    system=row["system"],
+                    checkpoint_path=row["checkpoint_path"],
+                    sha256=row["sha256"],
+                )
+            )
+    return tuple(refs)
 
 
 def start_run(warehouse: str | Path | None, flow: str, seed: int, config: dict) -> str:

@@ -45,13 +45,8 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
     shutil.copy(TRACES / "helios_sample.csv", incoming / "helios-sample.csv")
     (incoming / "helios-broken.csv").write_text("job_id,user\n1,a\n")
 
-    summary = nightly_flow(
-        warehouse=str(warehouse_path),
-        seed=1,
-        n_jobs=120,
-        jobs_per_sequence=30,
-        incoming=str(incoming),
-    )
+    small = {"n_jobs": 120, "jobs_per_sequence": 30, "dl2_updates": 20, "dl2_warmup_epochs": 2}
+    summary = nightly_flow(warehouse=str(warehouse_path), seed=1, incoming=str(incoming), **small)
     assert [r["path"] for r in summary["rejected"]] == [str(incoming / "helios-broken.csv")]
     assert "missing required column" in summary["rejected"][0]["error"]
     assert {d["derivation"] for d in summary["derived"]} == {
@@ -72,16 +67,18 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
     assert summary["interference"]["samples"] == samples.height >= 13_177
     assert samples["seed"].unique().to_list() == [1]  # the run seed, pushed down
 
-    again = nightly_flow(
-        warehouse=str(warehouse_path),
-        seed=1,
-        n_jobs=120,
-        jobs_per_sequence=30,
-        incoming=str(incoming),
-    )
+    dl2 = summary["dl2"]
+    assert dl2["finetune"]["parent_policy_id"] == dl2["warmup"]["policy_id"]
+    evaluated = {row["scheduler"] for e in summary["evaluated"] for row in e["summary"]}
+    assert {"dl2", "dl2-warmup", "drf"} <= evaluated  # on the synthetic and the helios set
+
+    again = nightly_flow(warehouse=str(warehouse_path), seed=1, incoming=str(incoming), **small)
     assert {i["outcome"] for i in again["ingested"]} == {"unchanged"}
     with connect(warehouse_path) as con:
         second = read_frame(con, "SELECT * FROM workload_jobs ORDER BY workload_id, job_index")
         samples_again = read_frame(con, "SELECT * FROM interference_samples ORDER BY ALL")
     assert first.equals(second)  # same seed, same tables
     assert samples.equals(samples_again)
+    # Unchanged inputs: nothing is retrained; the same policies are evaluated again.
+    assert again["dl2"]["finetune"]["policy_id"] == dl2["finetune"]["policy_id"]
+    assert again["dl2"]["finetune"]["metrics"]["cached"]

@@ -463,7 +463,12 @@ def test_evaluation_flows_end_to_end(prefect_harness, warehouse_path, tmp_path):
     from pipelines.flows import evaluate_flow, nightly_flow
 
     summary = nightly_flow(
-        warehouse=str(warehouse_path), seed=2, n_jobs=60, jobs_per_sequence=10, eval_seeds=2
+        warehouse=str(warehouse_path),
+        seed=2,
+        n_jobs=60,
+        jobs_per_sequence=10,
+        eval_seeds=2,
+        dl2_updates=0,
     )
     [evaluated] = summary["evaluated"]
     assert evaluated["workload_sets"] == ["dl2-synthetic"]

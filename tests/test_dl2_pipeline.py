@@ -1,0 +1,153 @@
+"""DL2's pipeline stages on a tiny warehouse: lineage, skipping unchanged inputs, retraining
+from the latest policy when new workloads arrive, determinism, atomic failure, evaluation."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from pipelines.evaluation import EvalConfig, evaluate
+from pipelines.stages import derive_stage, learned_policies, synthetic_stage
+from pipelines.stages_dl2 import DL2StageConfig, finetune_stage, record_stage, warmup_stage
+from tracelib.sim import ClusterConfig
+from tracelib.synthetic import DiurnalConfig
+from tracelib.workloads import DeriveConfig
+from warehouse import connect, read_frame, table_counts
+
+SIM = replace(EvalConfig().sim_config(0), cluster=ClusterConfig(n_servers=8))
+CFG = DL2StageConfig(
+    workload_set="tiny", sim=SIM, hidden=(32, 32), warmup_epochs=2, updates=24, val_every=12
+)
+
+
+def _warehouse(path, synthetic_seed: int = 0) -> str:
+    """A warehouse with one synthetic trace derived as set "tiny" (4 train, 1 val, 1 test)."""
+    source = synthetic_stage(path, "dl2-diurnal", DiurnalConfig(n_jobs=60, seed=synthetic_seed))
+    derive_stage(path, [source.source_id], DeriveConfig(name="tiny", jobs_per_sequence=10))
+    return str(path)
+
+
+def _train(path, cfg: DL2StageConfig = CFG):
+    recorded = record_stage(path, cfg)
+    warm = warmup_stage(path, cfg, recorded.run_id)
+    tuned = finetune_stage(path, cfg, warm.policy_id)
+    return recorded, warm, tuned
+
+
+def _counts(path) -> dict[str, int]:
+    with connect(path) as con:
+        return dict(table_counts(con).select("table", "rows").rows())
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    path = _warehouse(tmp_path_factory.mktemp("dl2") / "wh.duckdb")
+    return path, _train(path)
+
+
+def test_stages_register_policies_with_lineage_and_curves(trained):
+    path, (recorded, warm, tuned) = trained
+    assert tuned.parent_policy_id == warm.policy_id
+    with connect(path) as con:
+        policies = read_frame(con, "SELECT * FROM policies ORDER BY created_at")
+        phases = read_frame(
+            con, "SELECT policy_id, phase, count(*) AS n FROM learning_curves GROUP BY ALL"
+        )
+        steps = read_frame(
+            con, "SELECT count(*) AS n FROM decision_traces WHERE run_id = ?", [recorded.run_id]
+        )["n"][0]
+    assert policies["policy_id"].to_list() == [warm.policy_id, tuned.policy_id]
+    assert policies["parent_policy_id"].to_list() == [None, warm.policy_id]
+    assert steps == recorded.steps > 0
+    assert recorded.workloads == 4  # the training split only
+    assert set(phases.select("policy_id", "phase").rows()) == {
+        (warm.policy_id, "warmup"),
+        (tuned.policy_id, "finetune"),
+    }
+    metrics = json.loads(policies["metrics"][1])
+    assert metrics["stage_config"]["updates"] == 24 and len(metrics["input_key"]) == 64
+    assert json.loads(policies["training_workloads"][1]) == [
+        f"tiny/train/{i:03d}" for i in range(4)
+    ]
+
+
+def test_rerun_on_unchanged_inputs_trains_nothing(trained):
+    path, (recorded, warm, tuned) = trained
+    before = _counts(path)
+    again = _train(path)
+    assert [r.policy_id for r in again[1:]] == [warm.policy_id, tuned.policy_id]
+    assert again[0].run_id == recorded.run_id
+    assert again[1].metrics["cached"] and again[2].metrics["cached"]
+    assert _counts(path) == before
+
+
+def test_new_workloads_fine_tune_from_the_latest_policy(tmp_path):
+    path = _warehouse(tmp_path / "wh.duckdb")
+    _, warm, first = _train(path)
+    # New traces arrive: the set is re-derived with different jobs.
+    source = synthetic_stage(path, "dl2-diurnal", DiurnalConfig(n_jobs=60, seed=5))
+    derive_stage(path, [source.source_id], DeriveConfig(name="tiny", jobs_per_sequence=10))
+    recorded, warm2, second = _train(path)
+    assert warm2.policy_id != warm.policy_id  # new decision logs, new warm-up
+    assert second.parent_policy_id == first.policy_id  # lineage continues
+    assert not second.metrics.get("cached")
+    with connect(path) as con:
+        lineage = read_frame(
+            con,
+            "SELECT policy_id, parent_policy_id FROM policies "
+            "WHERE json_extract_string(config, '$.train.stage') = 'finetune' ORDER BY created_at",
+        )
+        runs = read_frame(con, "SELECT DISTINCT run_id FROM decision_traces")
+    assert lineage.rows() == [
+        (first.policy_id, warm.policy_id),
+        (second.policy_id, first.policy_id),
+    ]
+    assert runs.height == 2  # both recordings kept
+
+
+def test_same_seed_same_policies_in_another_warehouse(trained, tmp_path):
+    path, (recorded, warm, tuned) = trained
+    other = _warehouse(tmp_path / "other.duckdb")
+    recorded2, warm2, tuned2 = _train(other)
+    assert (warm2.policy_id, tuned2.policy_id) == (warm.policy_id, tuned.policy_id)
+    query = "SELECT * EXCLUDE (code_version) FROM decision_traces ORDER BY ALL"
+    with connect(path) as a, connect(other) as b:
+        assert read_frame(a, query).equals(read_frame(b, query))
+
+
+def test_a_failed_stage_leaves_the_warehouse_as_it_was(trained):
+    path, _ = trained
+    before = _counts(path)
+    with pytest.raises(KeyError, match="not registered"):
+        finetune_stage(path, replace(CFG, init="dl2-missing", updates=25), "unused")
+    with pytest.raises(ValueError, match="no 'train' workloads"):
+        record_stage(path, replace(CFG, workload_set="nope"))
+    assert _counts(path) == before
+
+
+def test_registered_policy_is_evaluated_beside_the_heuristics(trained):
+    path, (_, warm, tuned) = trained
+    refs = learned_policies(path, {"dl2": "dl2", "dl2-warmup": warm.policy_id})
+    assert [r.policy_id for r in refs] == [tuned.policy_id, warm.policy_id]
+    with connect(path) as con:
+        workloads = read_frame(con, "SELECT * FROM workloads")
+        jobs = read_frame(con, "SELECT * FROM workload_jobs")
+    cfg = EvalConfig(
+        workload_sets=("tiny",),
+        schedulers=("drf",),
+        n_seeds=1,
+        cluster=SIM.cluster,
+        learned=refs,
+    )
+    tables = evaluate(jobs, workloads, cfg)
+    runs = tables.runs.select("scheduler", "policy").rows()
+    assert runs == [
+        ("drf", "drf+load-balancing"),
+        ("dl2", f"{tuned.policy_id}+load-balancing"),
+        ("dl2-warmup", f"{warm.policy_id}+load-balancing"),
+    ]
+    assert "checkpoint_path" not in json.dumps(cfg.to_dict())
+    with pytest.raises(ValueError, match="no registered policy"):
+        learned_policies(path, {"x": "no-such-system"})
