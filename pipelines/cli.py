@@ -59,6 +59,7 @@ def cmd_run(args) -> int:
         dl2_updates=args.dl2_updates,
         dl2_warmup_epochs=args.dl2_warmup_epochs,
         dl2_teacher=args.dl2_teacher,
+        dl2_baselines=not args.no_dl2_baselines,
     )
     print(f"run {summary['run_id']} completed")
     for item in summary["ingested"]:
@@ -81,8 +82,10 @@ def cmd_run(args) -> int:
             f"  DL2 decision logs ({rec['teacher']}): {rec['steps']:,} inference steps over "
             f"{rec['workloads']} training workloads"
         )
-        _print_policy("warm-up", warm)
-        _print_policy("fine-tuned", tuned)
+        _print_policy("DL2 warm-up", warm)
+        _print_policy("DL2 fine-tuned", tuned)
+        for name, result in item["variants"].items():
+            _print_policy(name, result)
     for item in summary["evaluated"]:
         _print_evaluation(item)
     from warehouse import resolve_path
@@ -102,9 +105,9 @@ def _print_policy(what: str, result: dict) -> None:
     else:
         detail = (
             f"{m['updates']} updates, validation JCT {m['init_val_avg_jct_s']:,.0f} s -> best "
-            f"{m['best_val_avg_jct_s']:,.0f} s; from {result['parent_policy_id']}"
+            f"{m['best_val_avg_jct_s']:,.0f} s; from {result['parent_policy_id'] or 'scratch'}"
         )
-    print(f"  DL2 {what} {result['policy_id']}{cached}: {detail}, {m['train_wall_s']:.0f} s")
+    print(f"  {what} {result['policy_id']}{cached}: {detail}, {m['train_wall_s']:.0f} s")
 
 
 def _print_evaluation(result: dict) -> None:
@@ -290,6 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["drf", "fifo", "srtf"],
         default="drf",
         help="heuristic whose decisions DL2's warm-up imitates (default drf)",
+    )
+    run.add_argument(
+        "--no-dl2-baselines",
+        action="store_true",
+        help="train only DL2, not the OfflineRL baseline and the three ablations",
     )
     run.set_defaults(func=cmd_run)
 

@@ -196,6 +196,9 @@ def _load_dl2(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
 LEARNED_LOADERS: dict[str, Callable[[LearnedPolicy, EvalConfig], DecisionPolicy]] = {
     "dl2": _load_dl2,
     "offline-rl": _load_dl2,
+    "dl2-without-critic": _load_dl2,
+    "dl2-without-exploration": _load_dl2,
+    "dl2-without-replay": _load_dl2,
 }
 """Learned systems whose policies run in this setting: system -> loader (checkpoint ->
 policy, composed with the default placement where the system only allocates)."""

@@ -82,8 +82,10 @@ def dl2_warmup_task(warehouse: str | None, cfg: DL2StageConfig, record_run_id: s
 
 
 @task(name="dl2-finetune", **_io_retries)
-def dl2_finetune_task(warehouse: str | None, cfg: DL2StageConfig, warmup_policy_id: str) -> dict:
-    return asdict(finetune_stage(warehouse, cfg, warmup_policy_id))
+def dl2_finetune_task(
+    warehouse: str | None, cfg: DL2StageConfig, warmup_policy_id: str, variant: str = "dl2"
+) -> dict:
+    return asdict(finetune_stage(warehouse, cfg, warmup_policy_id, variant))
 
 
 @flow(name="schedlab-ingest")
@@ -147,6 +149,7 @@ def nightly_flow(
     dl2_updates: int = 3000,
     dl2_warmup_epochs: int = 40,
     dl2_teacher: str = "drf",
+    dl2_baselines: bool = True,
 ) -> dict:
     """The nightly job: ingest new traces, generate the synthetic trace, derive workloads,
     collect interference samples, train DL2 (decision logs, warm-up, fine-tuning from the
@@ -155,7 +158,8 @@ def nightly_flow(
 
     A trace that cannot be ingested is reported and skipped; the rest of the run proceeds.
     DL2 trains `dl2_updates` RL updates after at most `dl2_warmup_epochs` supervised epochs
-    on `dl2_teacher`'s decisions (`dl2_updates=0` skips DL2). The evaluation (one per
+    on `dl2_teacher`'s decisions (`dl2_updates=0` skips DL2); with `dl2_baselines`, the
+    OfflineRL baseline and the three Table 2 ablations get the same budget. The evaluation (one per
     derived set with test workloads) runs `eval_seeds` seeds on at most `eval_sequences`
     test sequences per set (None: all); `eval_seeds=0` skips it.
     """
@@ -167,6 +171,7 @@ def nightly_flow(
             updates=dl2_updates,
             warmup_epochs=dl2_warmup_epochs,
             teacher=dl2_teacher,
+            variants=DL2StageConfig().variants if dl2_baselines else (),
         )
         if dl2_updates > 0
         else None
@@ -217,8 +222,18 @@ def nightly_flow(
             recorded = dl2_record_task(warehouse, cfg.dl2)
             warm = dl2_warmup_task(warehouse, cfg.dl2, recorded["run_id"])
             tuned = dl2_finetune_task(warehouse, cfg.dl2, warm["policy_id"])
-            summary["dl2"] = {"record": recorded, "warmup": warm, "finetune": tuned}
+            variants = {
+                name: dl2_finetune_task(warehouse, cfg.dl2, warm["policy_id"], name)
+                for name in cfg.dl2.variants
+            }
+            summary["dl2"] = {
+                "record": recorded,
+                "warmup": warm,
+                "finetune": tuned,
+                "variants": variants,
+            }
             learned = {"dl2-warmup": warm["policy_id"], "dl2": tuned["policy_id"]}
+            learned |= {name: result["policy_id"] for name, result in variants.items()}
         refs = learned_policies(warehouse, learned)
         for derived in summary["derived"] if evaluation else ():
             if not derived["splits"].get(evaluation.split):

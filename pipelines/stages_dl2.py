@@ -31,7 +31,7 @@ import hashlib
 import json
 import os
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,14 @@ class DL2StageConfig:
     """Validate every so many updates; the best validated weights are kept."""
     seed: int = 0
     """Root seed of recording, initialization, exploration and replay."""
+    variants: tuple[str, ...] = (
+        "offline-rl",
+        "dl2-without-critic",
+        "dl2-without-exploration",
+        "dl2-without-replay",
+    )
+    """Also trained, with the same budget, and evaluated beside DL2: the OfflineRL baseline
+    and the paper's Table 2 ablations (VARIANTS)."""
     init: str = "latest"
     """Fine-tuning starts from: "latest" (the newest registered fine-tuned DL2 policy, else
     this run's warm-up), "warmup" (this run's warm-up), or a policy id."""
@@ -262,40 +270,61 @@ def latest_policy(con, system: str, stage: str = "finetune") -> str | None:
     return rows[0][0] if rows else None
 
 
+VARIANTS: dict[str, dict[str, bool]] = {
+    "dl2": {},
+    "offline-rl": {"offline": True},
+    "dl2-without-critic": {"value_net": False},
+    "dl2-without-exploration": {"exploration": False},
+    "dl2-without-replay": {"replay": False},
+}
+"""What `finetune_stage` trains: DL2, the OfflineRL baseline (from scratch, in the
+analytical simulator) and the paper's Table 2 ablations, by their `policies.system`."""
+
+
 def finetune_stage(
-    warehouse: str | Path | None, cfg: DL2StageConfig, warmup_policy_id: str
+    warehouse: str | Path | None,
+    cfg: DL2StageConfig,
+    warmup_policy_id: str,
+    variant: str = "dl2",
 ) -> TrainResult:
-    """Actor-critic fine-tuning from the latest registered fine-tuned policy (cfg.init =
-    "latest") or the warm-up; registers the result as its child, with its learning curve."""
+    """Actor-critic fine-tuning of `variant` (a VARIANTS key) from its newest registered
+    policy (cfg.init = "latest") or else the warm-up (OfflineRL: from scratch); registers
+    the result as its child, with its learning curve."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown DL2 variant {variant!r}; known: {', '.join(VARIANTS)}")
+    ft_cfg = replace(cfg.finetune_config(), **VARIANTS[variant])
+    system = ft_cfg.system
     with connect(warehouse) as con:
-        if cfg.init == "latest":
-            parent = latest_policy(con, SYSTEM) or warmup_policy_id
-        elif cfg.init == "warmup":
-            parent = warmup_policy_id
-        else:
-            parent = cfg.init
-        init = policy_from_checkpoint(load_registered(con, parent))
         train_jobs = _workloads(con, cfg.workload_set, "train")
         val_jobs = _workloads(con, cfg.workload_set, "validation")
-    ft_cfg = cfg.finetune_config()
-    key = _input_key(cfg.init, ft_cfg, train_jobs, val_jobs)
-    with connect(warehouse) as con:
-        done = _trained_on(con, key)
-    if done is not None:
-        return done
-    torch.set_num_threads(1)
-    if init.cfg.window != ft_cfg.net.window or tuple(init.cfg.hidden) != tuple(cfg.hidden):
+        key = _input_key(cfg.init, ft_cfg, train_jobs, val_jobs)
+        done = _trained_on(con, key, system)
+        if done is not None:
+            return done
+        if cfg.init == "latest":
+            parent = latest_policy(con, system)
+            if parent is None and not ft_cfg.offline:
+                parent = warmup_policy_id
+        elif cfg.init == "warmup":
+            parent = None if ft_cfg.offline else warmup_policy_id
+        else:
+            parent = cfg.init
+        init = policy_from_checkpoint(load_registered(con, parent)) if parent else None
+    if init is not None and (
+        init.cfg.window != ft_cfg.net.window or tuple(init.cfg.hidden) != tuple(cfg.hidden)
+    ):
         raise ValueError(
             f"policy {parent} has window {init.cfg.window} and hidden {init.cfg.hidden}; this "
             f"stage trains window {ft_cfg.net.window}, hidden {cfg.hidden}: set init='warmup'"
         )
+    torch.set_num_threads(1)
     policy, curve, metrics = finetune(train_jobs, val_jobs, ft_cfg, init=init, eval_seed=cfg.seed)
-    path, sha = _save(policy, warehouse, SYSTEM)
+    path, sha = _save(policy, warehouse, system)
     training = sorted(train_jobs["workload_id"].unique().to_list())
     with connect(warehouse) as con, transaction(con):
         policy_id = register_policy(
             con,
-            system=SYSTEM,
+            system=system,
             config=policy.checkpoint_config(),
             checkpoint_path=path,
             sha256=sha,
@@ -327,14 +356,14 @@ def _input_key(*parts: Any) -> str:
     return digest.hexdigest()
 
 
-def _trained_on(con, key: str) -> TrainResult | None:
-    """The registered DL2 policy trained on exactly these inputs, if any (its checkpoint
-    still present)."""
+def _trained_on(con, key: str, system: str = SYSTEM) -> TrainResult | None:
+    """The registered policy of `system` trained on exactly these inputs, if any (its
+    checkpoint still present)."""
     rows = read_frame(
         con,
         "SELECT * FROM policies WHERE system = ? "
         "AND json_extract_string(metrics, '$.input_key') = ? ORDER BY created_at LIMIT 1",
-        [SYSTEM, key],
+        [system, key],
     )
     if rows.height == 0 or not Path(rows["checkpoint_path"][0]).exists():
         return None

@@ -89,7 +89,7 @@ def test_new_workloads_fine_tune_from_the_latest_policy(tmp_path):
     # New traces arrive: the set is re-derived with different jobs.
     source = synthetic_stage(path, "dl2-diurnal", DiurnalConfig(n_jobs=60, seed=5))
     derive_stage(path, [source.source_id], DeriveConfig(name="tiny", jobs_per_sequence=10))
-    recorded, warm2, second = _train(path)
+    _recorded, warm2, second = _train(path)
     assert warm2.policy_id != warm.policy_id  # new decision logs, new warm-up
     assert second.parent_policy_id == first.policy_id  # lineage continues
     assert not second.metrics.get("cached")
@@ -108,9 +108,9 @@ def test_new_workloads_fine_tune_from_the_latest_policy(tmp_path):
 
 
 def test_same_seed_same_policies_in_another_warehouse(trained, tmp_path):
-    path, (recorded, warm, tuned) = trained
+    path, (_recorded, warm, tuned) = trained
     other = _warehouse(tmp_path / "other.duckdb")
-    recorded2, warm2, tuned2 = _train(other)
+    _recorded2, warm2, tuned2 = _train(other)
     assert (warm2.policy_id, tuned2.policy_id) == (warm.policy_id, tuned.policy_id)
     query = "SELECT * EXCLUDE (code_version) FROM decision_traces ORDER BY ALL"
     with connect(path) as a, connect(other) as b:
@@ -151,3 +151,35 @@ def test_registered_policy_is_evaluated_beside_the_heuristics(trained):
     assert "checkpoint_path" not in json.dumps(cfg.to_dict())
     with pytest.raises(ValueError, match="no registered policy"):
         learned_policies(path, {"x": "no-such-system"})
+
+
+def test_offline_rl_and_ablations_register_under_their_systems(trained):
+    path, (_, warm, _) = trained
+    offline = finetune_stage(path, CFG, warm.policy_id, "offline-rl")
+    ablation = finetune_stage(path, CFG, warm.policy_id, "dl2-without-replay")
+    assert offline.parent_policy_id is None  # OfflineRL trains from scratch
+    assert ablation.parent_policy_id == warm.policy_id
+    assert offline.policy_id.startswith("offline-rl-")
+    assert ablation.policy_id.startswith("dl2-without-replay-")
+    with connect(path) as con:
+        systems = read_frame(con, "SELECT DISTINCT system FROM policies ORDER BY system")
+    assert {"offline-rl", "dl2-without-replay"} <= set(systems["system"].to_list())
+    with pytest.raises(ValueError, match="unknown DL2 variant"):
+        finetune_stage(path, CFG, warm.policy_id, "dl2-without-everything")
+
+
+def test_fifo_and_srtf_can_teach_the_warm_up(trained):
+    path, _ = trained
+    for teacher in ("fifo", "srtf"):
+        cfg = replace(CFG, teacher=teacher)
+        recorded = record_stage(path, cfg)
+        warm = warmup_stage(path, cfg, recorded.run_id)
+        assert recorded.teacher == teacher and warm.metrics["teacher"] == teacher
+        # They fill one job at a time, which the bundle-first rule would forbid.
+        with connect(path) as con:
+            net = json.loads(
+                read_frame(
+                    con, "SELECT config FROM policies WHERE policy_id = ?", [warm.policy_id]
+                )["config"][0]
+            )["net"]
+        assert net["bundle_first"] is False

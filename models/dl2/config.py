@@ -22,7 +22,8 @@ from tracelib.envs.observation import ACTION_KINDS, ALLOCATION_SCALARS, Allocati
 from tracelib.sim.config import ClusterConfig, SimConfig, SpeedConfig
 
 SYSTEM = "dl2"
-"""`policies.system` of DL2's learned policies (warm-up, fine-tuned, ablations)."""
+"""`policies.system` of DL2's learned policies (warm-up and fine-tuned); an ablation's is
+this plus what it goes without (`FinetuneConfig.system`), e.g. "dl2-without-replay"."""
 OFFLINE_SYSTEM = "offline-rl"
 """`policies.system` of the OfflineRL baseline (same RL, analytical-model simulator)."""
 
@@ -270,8 +271,20 @@ class FinetuneConfig:
 
     @property
     def system(self) -> str:
-        """`policies.system` of the result."""
-        return OFFLINE_SYSTEM if self.offline else SYSTEM
+        """`policies.system` of the result: "offline-rl", "dl2", or for a Table 2 ablation
+        "dl2-without-" + what it drops (critic, exploration, replay, joined by "-")."""
+        if self.offline:
+            return OFFLINE_SYSTEM
+        dropped = [
+            name
+            for name, kept in (
+                ("critic", self.value_net),
+                ("exploration", self.exploration),
+                ("replay", self.replay),
+            )
+            if not kept
+        ]
+        return f"{SYSTEM}-without-{'-'.join(dropped)}" if dropped else SYSTEM
 
     def train_sim(self, window: int) -> SimConfig:
         """The simulator episodes run in (analytical for OfflineRL), window `window`."""

@@ -262,7 +262,9 @@ def test_finetune_end_to_end(switches, warm):
     assert (curve["value_loss"].drop_nulls().len() > 0) == cfg.value_net
     assert curve["entropy"].drop_nulls().min() >= 0
     validate(curve.with_columns(pl.lit("p").alias("policy_id")), LearningCurves)
-    assert policy.system == ("offline-rl" if cfg.offline else "dl2")
+    expected = {"value_net": "dl2-without-critic", "exploration": "dl2-without-exploration"}
+    expected |= {"replay": "dl2-without-replay", "offline": "offline-rl"}
+    assert policy.system == (expected[next(iter(switches))] if switches else "dl2")
     if init is not None:
         assert curve["val_avg_jct_s"].null_count() == 0, "a warm policy never stalls"
         # the result runs in the simulator like any heuristic
