@@ -171,7 +171,7 @@ def register_policy(
     policy_id: str | None = None,
     created_at: datetime | None = None,
 ) -> str:
-    """Record a trained policy (and its learning curve) in `policies` / `learning_curves`;
+    """Record a trained policy (and its learning curve) in `policies` / `dl2_learning_curves`;
     returns its policy id. The checkpoint file must exist and hash to `sha256`, and the
     parent must be registered. Registering the same policy again is a no-op; reusing an id
     for different content is an error. Call inside the stage's transaction."""
@@ -227,7 +227,7 @@ def _finite(value: Any) -> Any:
 
 
 def curve_rows(curve: pl.DataFrame, policy_id: str) -> pl.DataFrame:
-    """A trainer's curve frame as `learning_curves` rows of `policy_id` (missing metric
+    """A trainer's curve frame as `dl2_learning_curves` rows of `policy_id` (missing metric
     columns become nulls)."""
     columns = list(LearningCurves.to_schema().columns)
     out = curve.with_columns(pl.lit(policy_id).alias("policy_id"))

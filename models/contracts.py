@@ -3,7 +3,7 @@
 
 decision_traces  one row per inference step of a recorded heuristic (models/dl2/recorder.py)
 policies         every trained policy of every learned system (models/checkpoints.py)
-learning_curves  training curves of those policies (warm-up epochs, RL validation points)
+dl2_learning_curves  training curves of those policies (warm-up epochs, RL validation points)
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ class LearningCurves(pa.DataFrameModel):
     value_loss: pl.Float64 = pa.Field(nullable=True, ge=0)
 
     class Config:
-        name = "learning_curves"
+        name = "dl2_learning_curves"
         strict = True
         coerce = True
         unique = ["policy_id", "phase", "step"]

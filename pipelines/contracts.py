@@ -141,6 +141,7 @@ class EvalSummary(pa.DataFrameModel):
     jct_ratio_ci_high: pl.Float64 = pa.Field(nullable=True)
     config: pl.Utf8
     code_version: pl.Utf8
+    evaluated_at: pl.Datetime = pa.Field(nullable=True)
 
     class Config:
         name = "eval_summary"

@@ -76,6 +76,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -565,7 +566,12 @@ def evaluate(workload_jobs: pl.DataFrame, workloads: pl.DataFrame, cfg: EvalConf
 def _cast_to(frame: pl.DataFrame, contract) -> pl.DataFrame:
     """The contract's columns, in its order and types."""
     columns = contract.to_schema().columns
-    return frame.select([pl.col(n).cast(c.dtype.type) for n, c in columns.items()])
+    return frame.select(
+        [
+            (pl.col(n) if n in frame.columns else pl.lit(None)).cast(c.dtype.type).alias(n)
+            for n, c in columns.items()
+        ]
+    )
 
 
 # -- summary -----------------------------------------------------------------------------
@@ -645,10 +651,13 @@ def store_evaluation(con: duckdb.DuckDBPyConnection, tables: EvalTables) -> dict
     """Replace the evaluation's rows in eval_runs, eval_jobs and eval_summary. Call inside
     `warehouse.transaction` so the three tables change together or not at all."""
     where = {"eval_id": tables.eval_id}
+    # When it was written (the leaderboard's `latest`); not part of the pure result.
+    now = pl.lit(datetime.now(UTC).replace(tzinfo=None), dtype=pl.Datetime("us"))
+    summary = tables.summary.with_columns(now.alias("evaluated_at"))
     return {
         "eval_runs": replace_rows(con, tables.runs, EvalRuns, where),
         "eval_jobs": replace_rows(con, tables.jobs, EvalJobs, where),
-        "eval_summary": replace_rows(con, tables.summary, EvalSummary, where),
+        "eval_summary": replace_rows(con, summary, EvalSummary, where),
     }
 
 

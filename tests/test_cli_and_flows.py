@@ -1,5 +1,6 @@
 import shutil
 
+import polars as pl
 import pytest
 
 from pipelines.cli import build_parser, main, nightly_deployment
@@ -71,6 +72,18 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
     assert dl2["finetune"]["parent_policy_id"] == dl2["warmup"]["policy_id"]
     evaluated = {row["scheduler"] for e in summary["evaluated"] for row in e["summary"]}
     assert {"dl2", "dl2-warmup", "drf"} <= evaluated  # on the synthetic and the helios set
+    with connect(warehouse_path) as con:
+        board = read_frame(
+            con,
+            "SELECT workload_kind, workload_set, scheduler, improvement_over_drf, rank, latest "
+            "FROM leaderboard WHERE scheduler IN ('drf', 'dl2') ORDER BY ALL",
+        )
+    assert set(board.select("workload_kind", "workload_set").unique().rows()) == {
+        ("production", "helios-helios-sample"),
+        ("synthetic", "dl2-synthetic"),
+    }
+    assert board.filter(pl.col("scheduler") == "drf")["improvement_over_drf"].to_list() == [0, 0]
+    assert board["latest"].all() and board["rank"].min() >= 1
 
     again = nightly_flow(warehouse=str(warehouse_path), seed=1, incoming=str(incoming), **small)
     assert {i["outcome"] for i in again["ingested"]} == {"unchanged"}

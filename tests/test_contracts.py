@@ -69,7 +69,9 @@ def ddl_columns(tmp_path_factory):
     with connect(path) as con:
         rows = con.sql(
             "SELECT table_name, column_name, data_type, is_nullable "
-            "FROM information_schema.columns WHERE table_schema = 'main' "
+            "FROM information_schema.columns JOIN information_schema.tables "
+            "USING (table_catalog, table_schema, table_name) "
+            "WHERE table_schema = 'main' AND table_type = 'BASE TABLE' "
             "ORDER BY table_name, ordinal_position"
         ).fetchall()
     tables: dict[str, dict[str, tuple[str, bool]]] = {}

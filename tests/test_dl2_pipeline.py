@@ -53,7 +53,7 @@ def test_stages_register_policies_with_lineage_and_curves(trained):
     with connect(path) as con:
         policies = read_frame(con, "SELECT * FROM policies ORDER BY created_at")
         phases = read_frame(
-            con, "SELECT policy_id, phase, count(*) AS n FROM learning_curves GROUP BY ALL"
+            con, "SELECT policy_id, phase, count(*) AS n FROM dl2_learning_curves GROUP BY ALL"
         )
         steps = read_frame(
             con, "SELECT count(*) AS n FROM decision_traces WHERE run_id = ?", [recorded.run_id]
@@ -100,11 +100,16 @@ def test_new_workloads_fine_tune_from_the_latest_policy(tmp_path):
             "WHERE json_extract_string(config, '$.train.stage') = 'finetune' ORDER BY created_at",
         )
         runs = read_frame(con, "SELECT DISTINCT run_id FROM decision_traces")
+        view = read_frame(
+            con, "SELECT * FROM policy_lineage WHERE policy_id = ?", [second.policy_id]
+        ).row(0, named=True)
     assert lineage.rows() == [
         (first.policy_id, warm.policy_id),
         (second.policy_id, first.policy_id),
     ]
     assert runs.height == 2  # both recordings kept
+    assert view["generation"] == 2 and view["root_policy_id"] == warm.policy_id
+    assert view["lineage"] == [warm.policy_id, first.policy_id, second.policy_id]
 
 
 def test_same_seed_same_policies_in_another_warehouse(trained, tmp_path):

@@ -408,7 +408,7 @@ def test_checkpoint_round_trip_through_the_registry(tmp_path):
             "SELECT policy_id, parent_policy_id FROM policies ORDER BY created_at"
         ).fetchall()
         assert rows == [(pid, None), (child_id, pid)]
-        assert con.sql("SELECT count(*) FROM learning_curves").fetchall() == [(1,)]
+        assert con.sql("SELECT count(*) FROM dl2_learning_curves").fetchall() == [(1,)]
         metrics = con.sql("SELECT metrics FROM policies WHERE policy_id = ?", params=[pid])
         assert json.loads(metrics.fetchall()[0][0]) == {
             "imitation_accuracy": 0.9,
