@@ -47,8 +47,10 @@ def _print_frame(frame, fmt: str) -> None:
 def cmd_run(args) -> int:
     _prefect_env()
     from pipelines.flows import nightly_flow
+    from pipelines.runners import RunnerConfig, task_runner
 
-    summary = nightly_flow(
+    runner = task_runner(RunnerConfig(args.task_runner, args.workers, args.ray_address))
+    summary = nightly_flow.with_options(task_runner=runner)(
         warehouse=args.warehouse,
         seed=args.seed,
         n_jobs=args.jobs,
@@ -90,6 +92,7 @@ def cmd_run(args) -> int:
         _print_evaluation(item)
     from warehouse import resolve_path
 
+    print(f"report: {summary['report']}")
     print(f"warehouse: {resolve_path(args.warehouse)}")
     return 0
 
@@ -222,6 +225,13 @@ def cmd_tables(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from pipelines.report import write_report
+
+    print(write_report(args.warehouse, out=args.out))
+    return 0
+
+
 def nightly_deployment(args):
     """The nightly flow as a Prefect deployment on a cron schedule (not yet served)."""
     from pipelines.flows import nightly_flow
@@ -299,6 +309,22 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="train only DL2, not the OfflineRL baseline and the three ablations",
     )
+    run.add_argument(
+        "--task-runner",
+        choices=["sequential", "processes", "ray"],
+        default="sequential",
+        help="run independent tasks one at a time (default), in local worker processes, or "
+        "on Ray; the tables are the same whichever runs them",
+    )
+    run.add_argument(
+        "--workers", type=int, default=None, help="worker processes (--task-runner processes)"
+    )
+    run.add_argument(
+        "--ray-address",
+        default=None,
+        help="Ray cluster to use (--task-runner ray), e.g. auto or ray://head:10001; "
+        "default: start a local Ray instance",
+    )
     run.set_defaults(func=cmd_run)
 
     ingest = sub.add_parser("ingest", parents=[common], help="ingest one trace file")
@@ -363,6 +389,12 @@ def build_parser() -> argparse.ArgumentParser:
     tables = sub.add_parser("tables", parents=[common], help="tables and row counts")
     tables.add_argument("--format", choices=["table", "csv"], default="table")
     tables.set_defaults(func=cmd_tables)
+
+    report = sub.add_parser("report", parents=[common], help="write the HTML report")
+    report.add_argument(
+        "--out", default=None, help="file to write (default: reports/ beside the warehouse)"
+    )
+    report.set_defaults(func=cmd_report)
 
     serve = sub.add_parser("serve", parents=[common], help="serve the nightly run on a cron")
     serve.add_argument("--cron", default="0 2 * * *", help="cron schedule (default 02:00 daily)")

@@ -74,7 +74,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -669,11 +669,38 @@ def plot_name(workload_set: str) -> str:
     return f"jct_cdf_{re.sub(r'[^A-Za-z0-9._-]+', '_', workload_set)}.png"
 
 
+def jct_cdf_figure(jobs: pl.DataFrame, schedulers: Sequence[str], title: str):
+    """A matplotlib Figure: the empirical CDF of `jobs["jct_s"]` (hours, log scale), one line
+    per scheduler in `schedulers` order (`jobs` has columns scheduler and jct_s)."""
+    from matplotlib.figure import Figure  # Agg canvas; no pyplot, no global backend state
+
+    fig = Figure(figsize=(7, 4.5), dpi=110)
+    ax = fig.add_subplot()
+    for i, scheduler in enumerate(schedulers):
+        jct = np.sort(jobs.filter(pl.col("scheduler") == scheduler)["jct_s"].to_numpy())
+        if jct.size == 0:
+            continue
+        ax.step(
+            jct / 3600.0,
+            np.arange(1, jct.size + 1) / jct.size,
+            where="post",
+            label=scheduler,
+            linestyle=_LINESTYLES[i % len(_LINESTYLES)],  # identical curves stay visible
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel("job completion time (hours, log scale)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_ylim(0, 1.0)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
 def write_jct_cdf_plots(tables: EvalTables, out_dir: str | Path) -> dict[str, str]:
     """One PNG per workload set: the empirical CDF of JCT over every job of every run
     (sequences x seeds), one line per scheduler. Returns set -> path."""
-    from matplotlib.figure import Figure  # Agg canvas; no pyplot, no global backend state
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sets = tables.runs.select("run_id", "workload_set")
@@ -681,30 +708,11 @@ def write_jct_cdf_plots(tables: EvalTables, out_dir: str | Path) -> dict[str, st
     schedulers = list(dict.fromkeys(tables.runs["scheduler"].to_list()))
     paths = {}
     for workload_set in sorted(set(sets["workload_set"].to_list())):
-        fig = Figure(figsize=(7, 4.5), dpi=110)
-        ax = fig.add_subplot()
         of_set = jobs.filter(pl.col("workload_set") == workload_set)
-        for i, scheduler in enumerate(schedulers):
-            jct = np.sort(of_set.filter(pl.col("scheduler") == scheduler)["jct_s"].to_numpy())
-            if jct.size == 0:
-                continue
-            ax.step(
-                jct / 3600.0,
-                np.arange(1, jct.size + 1) / jct.size,
-                where="post",
-                label=scheduler,
-                linestyle=_LINESTYLES[i % len(_LINESTYLES)],  # identical curves stay visible
-            )
         n_runs = tables.runs.filter(pl.col("workload_set") == workload_set)
         per = n_runs.group_by("scheduler").len()["len"].max()
-        ax.set_xscale("log")
-        ax.set_xlabel("job completion time (hours, log scale)")
-        ax.set_ylabel("fraction of jobs")
-        ax.set_ylim(0, 1.0)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.set_title(f"JCT CDF: {workload_set} ({per} runs per scheduler, {tables.eval_id})")
-        ax.legend(loc="lower right", fontsize="small")
-        fig.tight_layout()
+        title = f"JCT CDF: {workload_set} ({per} runs per scheduler, {tables.eval_id})"
+        fig = jct_cdf_figure(of_set, schedulers, title)
         path = out / plot_name(workload_set)
         fig.savefig(path, metadata={"Software": None})
         paths[workload_set] = str(path)

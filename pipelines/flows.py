@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 
 from prefect import flow, get_run_logger, task
+from prefect.task_runners import ThreadPoolTaskRunner
 
 from pipelines.config import RunConfig, TraceInput, trace_inputs_from_dir
 from pipelines.evaluation import EvalConfig, eval_config
+from pipelines.report import write_report
 from pipelines.stages import (
     derive_stage,
     evaluate_stage,
@@ -88,6 +90,11 @@ def dl2_finetune_task(
     return asdict(finetune_stage(warehouse, cfg, warmup_policy_id, variant))
 
 
+@task(name="report", **_io_retries)
+def report_task(warehouse: str | None, run_id: str) -> str:
+    return str(write_report(warehouse, run_id))
+
+
 @flow(name="schedlab-ingest")
 def ingest_flow(
     paths: list[str],
@@ -137,7 +144,9 @@ def evaluate_flow(
     return summary
 
 
-@flow(name="schedlab-nightly")
+# One task at a time unless the caller picks a runner (pipelines/runners.py): threads of
+# one process would share torch's seeding and matplotlib's text layout, neither thread-safe.
+@flow(name="schedlab-nightly", task_runner=ThreadPoolTaskRunner(max_workers=1))
 def nightly_flow(
     warehouse: str | None = None,
     seed: int = 0,
@@ -154,7 +163,8 @@ def nightly_flow(
     """The nightly job: ingest new traces, generate the synthetic trace, derive workloads,
     collect interference samples, train DL2 (decision logs, warm-up, fine-tuning from the
     latest registered policy), evaluate the heuristics and the learned policies on each
-    derived set's test workloads.
+    derived set's test workloads, and write the HTML report (`reports/` beside the
+    warehouse).
 
     A trace that cannot be ingested is reported and skipped; the rest of the run proceeds.
     DL2 trains `dl2_updates` RL updates after at most `dl2_warmup_epochs` supervised epochs
@@ -198,6 +208,7 @@ def nightly_flow(
         "interference": None,
         "dl2": None,
         "evaluated": [],
+        "report": None,
     }
     try:
         production = []
@@ -219,13 +230,20 @@ def nightly_flow(
         summary["interference"] = interference_task(warehouse, cfg.interference)
         learned = {}
         if cfg.dl2 is not None:
-            recorded = dl2_record_task(warehouse, cfg.dl2)
-            warm = dl2_warmup_task(warehouse, cfg.dl2, recorded["run_id"])
-            tuned = dl2_finetune_task(warehouse, cfg.dl2, warm["policy_id"])
-            variants = {
-                name: dl2_finetune_task(warehouse, cfg.dl2, warm["policy_id"], name)
-                for name in cfg.dl2.variants
+            # Fine-tuning also learns from every production trace's workloads: a new trace
+            # changes its inputs, so each variant retrains from its latest policy.
+            sets = tuple(d["derivation"] for d in summary["derived"][1:])
+            dl2 = replace(cfg.dl2, finetune_sets=sets)
+            recorded = dl2_record_task(warehouse, dl2)
+            warm = dl2_warmup_task(warehouse, dl2, recorded["run_id"])
+            # DL2 and its baselines train independently: the task runner fans them out.
+            futures = {
+                name: dl2_finetune_task.submit(warehouse, dl2, warm["policy_id"], name)
+                for name in ("dl2", *dl2.variants)
             }
+            trained = {name: future.result() for name, future in futures.items()}
+            tuned = trained.pop("dl2")
+            variants = trained
             summary["dl2"] = {
                 "record": recorded,
                 "warmup": warm,
@@ -235,6 +253,7 @@ def nightly_flow(
             learned = {"dl2-warmup": warm["policy_id"], "dl2": tuned["policy_id"]}
             learned |= {name: result["policy_id"] for name, result in variants.items()}
         refs = learned_policies(warehouse, learned)
+        evaluations = []
         for derived in summary["derived"] if evaluation else ():
             if not derived["splits"].get(evaluation.split):
                 logger.warning(
@@ -242,7 +261,9 @@ def nightly_flow(
                 )
                 continue
             one_set = replace(evaluation, workload_sets=(derived["derivation"],), learned=refs)
-            summary["evaluated"].append(evaluate_task(warehouse, one_set))
+            evaluations.append(evaluate_task.submit(warehouse, one_set))
+        summary["evaluated"] = [future.result() for future in evaluations]
+        summary["report"] = report_task(warehouse, run_id)
     except BaseException:
         finish_run(warehouse, run_id, "failed", summary)
         raise

@@ -8,7 +8,7 @@ Prefect tasks (pipelines/flows.py) are thin wrappers around these.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,9 +18,12 @@ import polars as pl
 from pipelines.contracts import PipelineRuns
 from pipelines.evaluation import (
     EvalConfig,
+    EvalTables,
     LearnedPolicy,
     evaluate,
+    evaluation_id,
     headline,
+    select_workloads,
     store_evaluation,
     write_jct_cdf_plots,
 )
@@ -120,6 +123,8 @@ class EvaluateResult:
     """Workload set -> path of its JCT CDF plot (PNG)."""
     summary: list[dict]
     """Average JCT with its confidence interval per workload set and scheduler."""
+    cached: bool = False
+    """True when the same evaluation was already stored and nothing was simulated."""
 
 
 def evaluation_dir(warehouse: str | Path | None) -> Path:
@@ -152,10 +157,14 @@ def evaluate_stage(
             f"SELECT * FROM workload_jobs WHERE workload_id IN ({', '.join('?' for _ in ids)})",
             ids,
         )
-    # The simulations run with the warehouse closed, so other processes can read meanwhile.
-    tables = evaluate(jobs, workloads, cfg)
-    with connect(warehouse) as con, transaction(con):
-        store_evaluation(con, tables)
+    eval_id = evaluation_id(cfg, select_workloads(workloads, cfg), jobs)
+    tables = _stored_evaluation(warehouse, eval_id, cfg.names)
+    cached = tables is not None
+    if tables is None:
+        # The simulations run with the warehouse closed, so other processes can read meanwhile.
+        tables = evaluate(jobs, workloads, cfg)
+        with connect(warehouse) as con, transaction(con):
+            store_evaluation(con, tables)
     base = Path(out_dir) if out_dir is not None else evaluation_dir(warehouse)
     plots = write_jct_cdf_plots(tables, base / tables.eval_id)
     return EvaluateResult(
@@ -165,7 +174,29 @@ def evaluate_stage(
         jobs=tables.jobs.height,
         plots=plots,
         summary=headline(tables.summary),
+        cached=cached,
     )
+
+
+def _stored_evaluation(
+    warehouse: str | Path | None, eval_id: str, names: Sequence[str]
+) -> EvalTables | None:
+    """The stored tables of `eval_id`, or None if it was never completed. The id hashes the
+    config (learned policies' ids included) and the workloads' jobs, so a stored evaluation
+    is exactly what running it again would produce: re-running an unchanged evaluation
+    simulates nothing."""
+    with connect(warehouse) as con:
+        summary = read_frame(con, "SELECT * FROM eval_summary WHERE eval_id = ?", [eval_id])
+        if summary.height == 0:
+            return None
+        runs = read_frame(con, "SELECT * FROM eval_runs WHERE eval_id = ?", [eval_id])
+        jobs = read_frame(
+            con, "SELECT * FROM eval_jobs WHERE eval_id = ? ORDER BY run_id, job_index", [eval_id]
+        )
+    # The order `evaluate` produces (plots list schedulers in it).
+    order = pl.col("scheduler").replace_strict(list(names), list(range(len(names))))
+    runs = runs.sort("workload_set", "sequence_no", order, "replicate")
+    return EvalTables(eval_id, runs, jobs, summary.drop("evaluated_at"))
 
 
 def learned_policies(

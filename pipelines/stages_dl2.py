@@ -97,6 +97,10 @@ class DL2StageConfig:
     )
     """Also trained, with the same budget, and evaluated beside DL2: the OfflineRL baseline
     and the paper's Table 2 ablations (VARIANTS)."""
+    finetune_sets: tuple[str, ...] = ()
+    """Further derived sets whose train and validation workloads fine-tuning also uses (the
+    nightly flow passes each production trace's set, so a new trace retrains every variant
+    from its latest policy); sets without such a split are skipped."""
     init: str = "latest"
     """Fine-tuning starts from: "latest" (the newest registered fine-tuned DL2 policy, else
     this run's warm-up), "warmup" (this run's warm-up), or a policy id."""
@@ -170,6 +174,20 @@ def _workloads(con, workload_set: str, split: str) -> pl.DataFrame:
             'FROM workloads GROUP BY ALL"`'
         )
     return jobs
+
+
+def _set_workloads(con, cfg: DL2StageConfig, split: str) -> pl.DataFrame:
+    """workload_jobs rows of one split of the main set (required) and of the further
+    fine-tuning sets (where they have that split)."""
+    frames = [_workloads(con, cfg.workload_set, split)]
+    for extra in cfg.finetune_sets:
+        if extra == cfg.workload_set:
+            continue
+        try:
+            frames.append(_workloads(con, extra, split))
+        except ValueError:
+            continue
+    return pl.concat(frames)
 
 
 def _record_run_id(cfg: DL2StageConfig, jobs: pl.DataFrame) -> str:
@@ -295,8 +313,8 @@ def finetune_stage(
     ft_cfg = replace(cfg.finetune_config(), **VARIANTS[variant])
     system = ft_cfg.system
     with connect(warehouse) as con:
-        train_jobs = _workloads(con, cfg.workload_set, "train")
-        val_jobs = _workloads(con, cfg.workload_set, "validation")
+        train_jobs = _set_workloads(con, cfg, "train")
+        val_jobs = _set_workloads(con, cfg, "validation")
         key = _input_key(cfg.init, ft_cfg, train_jobs, val_jobs)
         done = _trained_on(con, key, system)
         if done is not None:

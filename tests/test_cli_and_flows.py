@@ -1,4 +1,5 @@
 import shutil
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -18,6 +19,20 @@ def test_tables_and_sql(warehouse_path, capsys):
     assert capsys.readouterr().out == "n\n4\n"
     assert main(["sql", "SELECT * FROM no_such_table"]) == 1
     assert "no_such_table" in capsys.readouterr().err
+
+
+def test_report_verb_on_an_empty_warehouse(warehouse_path, tmp_path, capsys):
+    with connect(warehouse_path):
+        pass  # created and migrated, nothing run
+    out = tmp_path / "r" / "report.html"
+    assert main(["report", "--warehouse", str(warehouse_path), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out)
+    html = out.read_text()
+    # Every section is there and says why it is empty rather than vanishing.
+    assert "No evaluation has been stored yet." in html
+    assert "No learned policy has been trained yet." in html
+    assert "No reward model has been fitted yet." in html
+    assert "<img" not in html
 
 
 def test_derive_verb(warehouse_path, capsys):
@@ -95,3 +110,99 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
     # Unchanged inputs: nothing is retrained; the same policies are evaluated again.
     assert again["dl2"]["finetune"]["policy_id"] == dl2["finetune"]["policy_id"]
     assert again["dl2"]["finetune"]["metrics"]["cached"]
+    assert all(e["cached"] for e in again["evaluated"])  # nor simulated again
+
+    # Each run ends with its report: one self-contained HTML file.
+    report = Path(again["report"])
+    assert report.name == f"report-{again['run_id']}.html"
+    html = report.read_text()
+    assert (report.parent / "latest.html").read_text() == html
+    for heading in ("Leaderboard", "JCT distributions", "Learning curves", "Policies"):
+        assert f">{heading}</h2>" in html
+    assert "helios-helios-sample (production)" in html and "dl2-synthetic (synthetic)" in html
+    assert html.count("data:image/png;base64,") >= 2 + 2 + 2  # bars, CDFs, DL2 curves
+    assert 'src="http' not in html  # nothing to fetch: the file stands alone
+
+
+@pytest.mark.flow
+def test_a_new_trace_is_ingested_and_retrains_the_learned_schedulers(
+    prefect_harness, warehouse_path, tmp_path
+):
+    from pipelines.flows import nightly_flow
+
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    small = {
+        "n_jobs": 120,
+        "jobs_per_sequence": 30,
+        "dl2_updates": 20,
+        "dl2_warmup_epochs": 2,
+        "dl2_baselines": False,
+        "eval_seeds": 1,
+    }
+    run = {"warehouse": str(warehouse_path), "seed": 3, "incoming": str(incoming), **small}
+    first = nightly_flow(**run)
+    assert [d["derivation"] for d in first["derived"]] == ["dl2-synthetic"]
+
+    # A production trace lands in the incoming folder before the next night.
+    _helios_trace(incoming / "helios-night2.csv", n_jobs=150, seed=5)
+    second = nightly_flow(**run)
+    outcomes = {i["source_id"]: i["outcome"] for i in second["ingested"]}
+    assert outcomes == {"helios:helios-night2": "new", "synthetic:dl2-diurnal:seed3": "unchanged"}
+    assert [d["derivation"] for d in second["derived"]] == ["dl2-synthetic", "helios-helios-night2"]
+    assert second["derived"][1]["splits"]["train"] >= 1
+    # The warm-up's inputs (the synthetic recording) did not change; fine-tuning's did.
+    assert second["dl2"]["warmup"]["policy_id"] == first["dl2"]["warmup"]["policy_id"]
+    tuned = second["dl2"]["finetune"]
+    assert not tuned["metrics"].get("cached")
+    assert tuned["parent_policy_id"] == first["dl2"]["finetune"]["policy_id"]
+    with connect(warehouse_path) as con:
+        lineage = read_frame(
+            con,
+            "SELECT generation, lineage FROM policy_lineage WHERE policy_id = ?",
+            [tuned["policy_id"]],
+        )
+        training = read_frame(
+            con,
+            "SELECT training_workloads FROM policies WHERE policy_id = ?",
+            [tuned["policy_id"]],
+        )["training_workloads"][0]
+        board = read_frame(
+            con,
+            "SELECT workload_set, scheduler, latest, eval_id FROM leaderboard "
+            "WHERE scheduler = 'dl2' ORDER BY evaluated_at",
+        )
+    warm, old = first["dl2"]["warmup"]["policy_id"], first["dl2"]["finetune"]["policy_id"]
+    assert lineage.rows() == [(2, [warm, old, tuned["policy_id"]])]
+    assert "helios" in training  # it learned from the new trace's workloads
+    # Old and new policies both on the leaderboard; the new evaluation is the latest.
+    synthetic = board.filter(pl.col("workload_set") == "dl2-synthetic")
+    assert synthetic["latest"].to_list() == [False, True]
+    assert synthetic["eval_id"].n_unique() == 2
+    assert board.filter(pl.col("workload_set") == "helios-helios-night2")["latest"].to_list() == [
+        True
+    ]
+
+
+def _helios_trace(path: Path, n_jobs: int, seed: int) -> None:
+    """A Helios-format job log of completed GPU jobs (arrivals a few minutes apart)."""
+    from datetime import datetime, timedelta
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    start = datetime(2020, 5, 1)
+    lines = [TRACES.joinpath("helios_sample.csv").read_text().splitlines()[0]]
+    submit = start
+    for i in range(n_jobs):
+        submit += timedelta(seconds=int(rng.integers(30, 600)))
+        duration = int(rng.integers(600, 20_000))
+        begin = submit + timedelta(seconds=int(rng.integers(0, 300)))
+        end = begin + timedelta(seconds=duration)
+        gpus = int(rng.choice([1, 2, 4, 8]))
+        lines.append(
+            f"{7_000_000 + i},u{i % 7},vc{i % 3},job{i},{gpus},{6 * gpus},1,COMPLETED,"
+            f"{submit:%Y-%m-%d %H:%M:%S},{begin:%Y-%m-%d %H:%M:%S},{end:%Y-%m-%d %H:%M:%S},"
+            f"{duration},{int((begin - submit).total_seconds())}"
+        )
+    path.write_text("\n".join(lines) + "\n")

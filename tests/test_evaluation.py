@@ -438,6 +438,35 @@ def _load_tiny(path, **kwargs) -> None:
         write_frame(con, workload_jobs, WorkloadJobs)
 
 
+def test_an_unchanged_evaluation_is_not_simulated_again(warehouse_path, tmp_path, monkeypatch):
+    import pipelines.stages as stages
+
+    _load_tiny(warehouse_path)
+    cfg = tiny_config(seed=0, schedulers=("drf", "fifo", "tetris"))
+    first = stages.evaluate_stage(warehouse_path, cfg, tmp_path / "a")
+    with connect(warehouse_path) as con:
+        before = {t: read_frame(con, f"SELECT * FROM {t} ORDER BY ALL") for t in _counts(con)}
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the stored evaluation should have been reused")
+
+    monkeypatch.setattr(stages, "evaluate", must_not_run)
+    again = stages.evaluate_stage(warehouse_path, cfg, tmp_path / "b")
+    assert not first.cached and again.cached
+    assert (again.eval_id, again.runs, again.jobs) == (first.eval_id, first.runs, first.jobs)
+    assert again.summary == first.summary
+    with connect(warehouse_path) as con:
+        for table, frame in before.items():
+            assert read_frame(con, f"SELECT * FROM {table} ORDER BY ALL").equals(frame), table
+    # The plots drawn from the stored rows are the ones drawn from the fresh ones.
+    name = plot_name("tiny")
+    fresh = (tmp_path / "a" / first.eval_id / name).read_bytes()
+    assert (tmp_path / "b" / again.eval_id / name).read_bytes() == fresh
+    # A different config is a different evaluation, and runs.
+    with pytest.raises(AssertionError, match="reused"):
+        stages.evaluate_stage(warehouse_path, replace(cfg, n_seeds=1), tmp_path / "c")
+
+
 def test_evaluate_verb(warehouse_path, capsys):
     from pipelines.cli import main
 

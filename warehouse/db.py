@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +13,9 @@ import duckdb
 
 DEFAULT_PATH = Path("var") / "schedlab.duckdb"
 ENV_VAR = "SCHEDLAB_WAREHOUSE"
+LOCK_WAIT_ENV = "SCHEDLAB_LOCK_WAIT_S"
+DEFAULT_LOCK_WAIT_S = 60.0
+"""How long a read-write open waits for other processes' readers to let go."""
 
 # duckdb 2.0 would write storage version 69, which the duckdb CLI (1.5.x) cannot open;
 # users query the warehouse from that CLI, so new files are written in the 1.5 format.
@@ -47,10 +51,21 @@ def connect(
             f"warehouse {target} does not exist yet; run `schedlab run` or `schedlab ingest` first"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        con = duckdb.connect(str(target), read_only=read_only, config=_CONNECT_CONFIG)
-    except duckdb.IOException as exc:
-        raise _busy_or_raise(target, exc) from exc
+    # A writer waits out short readers (a `schedlab sql` holds the file for a moment) rather
+    # than failing a nightly stage; a reader is told at once, with when to retry.
+    wait_s = float(os.environ.get(LOCK_WAIT_ENV, DEFAULT_LOCK_WAIT_S)) if not read_only else 0.0
+    deadline = time.monotonic() + wait_s
+    pause = 0.05
+    while True:
+        try:
+            con = duckdb.connect(str(target), read_only=read_only, config=_CONNECT_CONFIG)
+            break
+        except duckdb.IOException as exc:
+            busy = _busy_or_raise(target, exc)
+            if not isinstance(busy, WarehouseBusy) or time.monotonic() + pause > deadline:
+                raise busy from exc
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
     try:
         if not read_only:
             migrate(con)

@@ -1,0 +1,371 @@
+"""The run report: one self-contained HTML file from what the warehouse holds.
+
+Written at the end of every `schedlab run` (`reports/report-<run id>.html` and
+`reports/latest.html` beside the warehouse) and on demand by `schedlab report`. It reads
+only the SQL surface users query themselves (`leaderboard`, `policy_lineage`, the curve and
+metric tables), so the report and an analyst's SQL never disagree. Sections whose tables
+are empty (a run without training, a system not yet run) say so instead of disappearing.
+
+Plots are matplotlib PNGs embedded as base64 data URIs: the file can be mailed or archived
+on its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import jinja2
+import numpy as np
+import polars as pl
+
+from pipelines.evaluation import jct_cdf_figure
+from tracelib.provenance import code_version
+from warehouse import connect, read_frame, resolve_path
+
+ABLATION_SYSTEMS = (
+    "dl2",
+    "offline-rl",
+    "dl2-without-critic",
+    "dl2-without-exploration",
+    "dl2-without-replay",
+)
+"""DL2 and what the paper compares it with in Table 2 (each evaluated under this name)."""
+
+SYSTEM_TABLES = {
+    "harmony_evaluation": "Harmony: interference-aware placement",
+    "chic_evaluation": "Chic and Chic-Pair: configuration by the cross-entropy method",
+    "rltaps_evaluation": "RL-TAPS: topology-aware GPU assignment",
+}
+"""Per-system evaluation tables (each system's own scenario), shown when present."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    title: str
+    png_base64: str
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    caption: str = ""
+
+
+@dataclass
+class Section:
+    title: str
+    intro: str = ""
+    tables: list[Table] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    empty: str = ""
+    """Said instead of content when the section has nothing to show."""
+
+
+def _png(fig) -> str:
+    """A matplotlib Figure as a base64 PNG (no timestamp metadata: same data, same bytes)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return ""
+        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.0f}"
+    if isinstance(value, datetime):
+        return f"{value:%Y-%m-%d %H:%M}"
+    return str(value)
+
+
+def _table(title: str, frame: pl.DataFrame, caption: str = "") -> Table:
+    return Table(
+        title,
+        list(frame.columns),
+        [[_fmt(v) for v in row] for row in frame.iter_rows()],
+        caption,
+    )
+
+
+def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    found = con.sql(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? "
+        "UNION ALL SELECT count(*) FROM duckdb_views() WHERE view_name = ?",
+        params=[name, name],
+    ).fetchall()
+    return sum(n for (n,) in found) > 0
+
+
+# -- sections --------------------------------------------------------------------------------
+
+
+def leaderboard_section(con: duckdb.DuckDBPyConnection) -> Section:
+    """Each workload set's newest evaluation, ranked, synthetic and production apart."""
+    board = read_frame(
+        con,
+        "SELECT workload_kind, workload_set, rank, scheduler, avg_jct_s / 3600 AS avg_jct_h, "
+        "avg_jct_ci_low / 3600 AS ci_low_h, avg_jct_ci_high / 3600 AS ci_high_h, "
+        "avg_jct_slots, 100 * improvement_over_drf AS improvement_over_drf_pct, n_runs, "
+        "eval_id FROM leaderboard WHERE latest "
+        "ORDER BY workload_kind DESC, workload_set, rank, scheduler",
+    )
+    section = Section(
+        "Leaderboard",
+        "Average job completion time on each workload set's held-out test sequences (95% "
+        "confidence interval over sequences x seeds) and the paired improvement over DRF. "
+        'Query it yourself: `schedlab sql "SELECT * FROM leaderboard WHERE latest"`.',
+        empty="No evaluation has been stored yet.",
+    )
+    for (kind, workload_set), rows in board.group_by(
+        "workload_kind", "workload_set", maintain_order=True
+    ):
+        section.tables.append(
+            _table(f"{workload_set} ({kind})", rows.drop("workload_kind", "workload_set"))
+        )
+        section.figures.append(_bar_figure(rows, workload_set))
+    return section
+
+
+def _bar_figure(rows: pl.DataFrame, workload_set: str) -> Figure:
+    from matplotlib.figure import Figure as MplFigure
+
+    fig = MplFigure(figsize=(7, 0.35 * rows.height + 1.2), dpi=100)
+    ax = fig.add_subplot()
+    names = rows["scheduler"].to_list()[::-1]
+    mean = rows["avg_jct_h"].to_numpy()[::-1]
+    low = rows["ci_low_h"].fill_null(strategy="zero").to_numpy()[::-1]
+    high = rows["ci_high_h"].fill_null(strategy="zero").to_numpy()[::-1]
+    has_ci = (low > 0) & (high > 0)
+    err = np.where(has_ci, np.vstack([mean - low, high - mean]), 0.0)
+    ax.barh(names, mean, xerr=err, color="#4878a8", ecolor="#333333")
+    ax.set_xlabel("average JCT (hours)")
+    ax.set_title(workload_set)
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    return Figure(f"Average JCT: {workload_set}", _png(fig))
+
+
+def cdf_section(con: duckdb.DuckDBPyConnection) -> Section:
+    """JCT CDFs of each workload set's newest evaluation."""
+    section = Section(
+        "JCT distributions",
+        "Empirical CDF of job completion time over every job of every run of the newest "
+        "evaluation of each workload set.",
+        empty="No evaluation has been stored yet.",
+    )
+    latest = read_frame(
+        con, "SELECT DISTINCT workload_set, eval_id FROM leaderboard WHERE latest ORDER BY ALL"
+    )
+    for workload_set, eval_id in latest.iter_rows():
+        jobs = read_frame(
+            con,
+            "SELECT r.scheduler, j.jct_s FROM eval_jobs j JOIN eval_runs r USING (run_id) "
+            "WHERE r.eval_id = ? AND r.workload_set = ?",
+            [eval_id, workload_set],
+        )
+        order = read_frame(
+            con,
+            "SELECT scheduler FROM leaderboard WHERE eval_id = ? AND workload_set = ? "
+            "ORDER BY rank, scheduler",
+            [eval_id, workload_set],
+        )["scheduler"].to_list()
+        fig = jct_cdf_figure(jobs, order, f"JCT CDF: {workload_set} ({eval_id})")
+        section.figures.append(Figure(f"JCT CDF: {workload_set}", _png(fig)))
+    return section
+
+
+def learning_section(con: duckdb.DuckDBPyConnection) -> Section:
+    """Each learned system's newest policy: its training curve."""
+    section = Section(
+        "Learning curves",
+        "The newest registered policy of each learned system: validation metric against "
+        "training progress (the best checkpoint is the one kept).",
+        empty="No learned policy has been trained yet.",
+    )
+    if not _exists(con, "learning_curves"):
+        return section
+    curves = read_frame(
+        con,
+        # Per system and phase (DL2's warm-up and fine-tuning are different policies).
+        "WITH newest AS (SELECT c.system, c.phase, arg_max(c.policy_id, p.created_at) "
+        "AS policy_id FROM learning_curves c JOIN policies p USING (policy_id) GROUP BY ALL) "
+        "SELECT c.system, c.policy_id, c.phase, c.step, c.metric, c.value "
+        "FROM learning_curves c JOIN newest n USING (system, phase, policy_id) "
+        "WHERE c.value IS NOT NULL ORDER BY ALL",
+    )
+    from matplotlib.figure import Figure as MplFigure
+
+    for (system, policy_id, phase), rows in curves.group_by(
+        "system", "policy_id", "phase", maintain_order=True
+    ):
+        metrics = sorted(set(rows["metric"].to_list()))
+        fig = MplFigure(figsize=(7, 2.2 * len(metrics) + 0.6), dpi=100)
+        for k, metric in enumerate(metrics, start=1):
+            ax = fig.add_subplot(len(metrics), 1, k)
+            one = rows.filter(pl.col("metric") == metric).sort("step")
+            ax.plot(one["step"].to_numpy(), one["value"].to_numpy(), marker=".", lw=1)
+            ax.set_ylabel(metric, fontsize="small")
+            ax.grid(True, alpha=0.3)
+        fig.axes[-1].set_xlabel("step")
+        fig.suptitle(f"{system} ({phase}): {policy_id}", fontsize="medium")
+        fig.tight_layout()
+        section.figures.append(Figure(f"{system} {phase}", _png(fig)))
+    return section
+
+
+def reward_model_section(con: duckdb.DuckDBPyConnection) -> Section:
+    """Harmony's reward predictor against the LIF fits and gradient boosting."""
+    section = Section(
+        "Reward-model error",
+        "Mean relative error of job-speed predictors on held-out interference samples "
+        "(Harmony's predictor against LIF-Line, LIF-Quad and gradient boosting).",
+        empty="No reward model has been fitted yet.",
+    )
+    if _exists(con, "reward_model_quality"):
+        quality = read_frame(con, "SELECT * FROM reward_model_quality ORDER BY ALL")
+        if quality.height:
+            section.tables.append(_table("Held-out error", quality))
+    return section
+
+
+def ablation_section(con: duckdb.DuckDBPyConnection) -> Section:
+    """DL2 against OfflineRL and its Table 2 ablations, and each system's own evaluation."""
+    section = Section(
+        "Ablations and per-system evaluations",
+        "DL2 against OfflineRL and its ablations (paper Table 2) on the newest evaluations, "
+        "then each system's evaluation in its own paper's scenario.",
+        empty="No ablation or per-system evaluation has been stored yet.",
+    )
+    names = ", ".join(f"'{s}'" for s in ABLATION_SYSTEMS)
+    ablations = read_frame(
+        con,
+        "SELECT workload_set, scheduler, avg_jct_s / 3600 AS avg_jct_h, avg_jct_slots, "
+        f"100 * improvement_over_drf AS improvement_over_drf_pct FROM leaderboard "
+        f"WHERE latest AND scheduler IN ({names}) ORDER BY workload_set, avg_jct_s",
+    )
+    if ablations.height:
+        section.tables.append(_table("DL2 (paper Table 2)", ablations))
+    for table, title in SYSTEM_TABLES.items():
+        if _exists(con, table):
+            frame = read_frame(con, f"SELECT * FROM {table} ORDER BY ALL")
+            keep = [c for c in frame.columns if c not in ("config", "code_version")]
+            if frame.height:
+                section.tables.append(_table(title, frame.select(keep)))
+    return section
+
+
+def lineage_section(con: duckdb.DuckDBPyConnection) -> Section:
+    section = Section(
+        "Policies",
+        "Registered policies, newest first, with their lineage (generation 0 was trained "
+        "from scratch or from a heuristic's decisions; each retraining adds a generation).",
+        empty="No policy is registered.",
+    )
+    lineage = read_frame(
+        con,
+        "SELECT policy_id, system, generation, parent_policy_id, created_at "
+        "FROM policy_lineage ORDER BY created_at DESC, policy_id LIMIT 40",
+    )
+    if lineage.height:
+        section.tables.append(_table("policy_lineage", lineage))
+    return section
+
+
+SECTIONS = (
+    leaderboard_section,
+    cdf_section,
+    learning_section,
+    reward_model_section,
+    ablation_section,
+    lineage_section,
+)
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+_TEMPLATE = jinja2.Environment(autoescape=True).from_string(
+    """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; }
+figure { margin: 1em 0; } img { max-width: 100%; }
+.meta { color: #666; font-size: 0.9em; } .empty { color: #888; font-style: italic; }
+</style></head><body>
+<h1>{{ title }}</h1>
+<p class="meta">{% for k, v in meta %}<b>{{ k }}</b>: {{ v }}{% if not loop.last %} &middot;
+{% endif %}{% endfor %}</p>
+<nav><ol>{% for s in sections %}<li><a href="#s{{ loop.index }}">{{ s.title }}</a></li>
+{% endfor %}</ol></nav>
+{% for s in sections %}
+<h2 id="s{{ loop.index }}">{{ s.title }}</h2>
+{% if s.intro %}<p>{{ s.intro }}</p>{% endif %}
+{% if not s.tables and not s.figures %}<p class="empty">{{ s.empty }}</p>{% endif %}
+{% for t in s.tables %}
+<h3>{{ t.title }}</h3>
+<table><tr>{% for c in t.columns %}<th>{{ c }}</th>{% endfor %}</tr>
+{% for row in t.rows %}<tr>{% for v in row %}<td>{{ v }}</td>{% endfor %}</tr>
+{% endfor %}</table>
+{% if t.caption %}<p>{{ t.caption }}</p>{% endif %}
+{% endfor %}
+{% for f in s.figures %}
+<figure><img alt="{{ f.title }}" src="data:image/png;base64,{{ f.png_base64 }}">
+{% if f.caption %}<figcaption>{{ f.caption }}</figcaption>{% endif %}</figure>
+{% endfor %}
+{% endfor %}
+</body></html>
+"""
+)
+
+
+def render_report(con: duckdb.DuckDBPyConnection, meta: dict[str, Any] | None = None) -> str:
+    """The report's HTML from the warehouse behind `con`."""
+    sections = [build(con) for build in SECTIONS]
+    pairs = [(k, _fmt(v)) for k, v in (meta or {}).items()]
+    return _TEMPLATE.render(title="schedlab report", meta=pairs, sections=sections)
+
+
+def reports_dir(warehouse: str | Path | None) -> Path:
+    """Where reports go: `reports/` beside the warehouse (./var/ by default)."""
+    return resolve_path(warehouse).parent / "reports"
+
+
+def write_report(
+    warehouse: str | Path | None, run_id: str | None = None, out: str | Path | None = None
+) -> Path:
+    """Write the report (to `out`, or `reports/report-<run_id>.html` plus `latest.html`);
+    returns the path written."""
+    meta: dict[str, Any] = {
+        "warehouse": str(resolve_path(warehouse)),
+        "generated": datetime.now(UTC).replace(tzinfo=None),
+        "code version": code_version(),
+    }
+    if run_id:
+        meta = {"run": run_id, **meta}
+    with connect(warehouse, read_only=True) as con:
+        html = render_report(con, meta)
+    if out is not None:
+        target = Path(out)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(html)
+        return target
+    folder = reports_dir(warehouse)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"report-{run_id or 'adhoc'}.html"
+    target.write_text(html)
+    (folder / "latest.html").write_text(html)
+    return target

@@ -1,0 +1,57 @@
+"""Where the nightly flow's independent tasks run: one at a time, in local worker
+processes, or on a Ray cluster.
+
+The flow submits what does not depend on each other (the fine-tuning of every DL2 variant,
+each workload set's evaluation, each learned system's training chain) and the task runner
+decides how many run at once. Every task derives its randomness from seeds in its
+arguments, never from shared state, so any runner produces the same tables.
+
+Threads are not offered: trainers seed torch's process-wide generator while they build
+their networks, and matplotlib's text layout is not thread-safe; concurrent threads of one
+process would interleave both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+RUNNERS = ("sequential", "processes", "ray")
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """How the nightly flow's tasks are executed."""
+
+    kind: str = "sequential"
+    """sequential (one task at a time, in this process), processes (local worker
+    processes), or ray (a Ray cluster: `address`, else a local one started for the run)."""
+    workers: int | None = None
+    """Worker processes for `processes` (default: the machine's cores)."""
+    address: str | None = None
+    """Ray cluster address for `ray`, e.g. "ray://head:10001" or "auto"; None starts a
+    local Ray instance for the run."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in RUNNERS:
+            raise ValueError(f"unknown task runner {self.kind!r}; choose one of {RUNNERS}")
+        if self.kind != "ray" and self.address is not None:
+            raise ValueError("a Ray address needs the ray task runner (--task-runner ray)")
+
+
+def task_runner(cfg: RunnerConfig):
+    """The Prefect task runner for `cfg`."""
+    if cfg.kind == "sequential":
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        return ThreadPoolTaskRunner(max_workers=1)
+    if cfg.kind == "processes":
+        from prefect.task_runners import ProcessPoolTaskRunner
+
+        return ProcessPoolTaskRunner(max_workers=cfg.workers)
+    try:
+        from prefect_ray import RayTaskRunner
+    except ImportError as exc:  # an optional extra: keep the error actionable
+        raise ValueError(
+            "the ray task runner needs prefect-ray and ray: pip install -e '.[ray]'"
+        ) from exc
+    return RayTaskRunner(address=cfg.address)

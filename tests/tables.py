@@ -1,0 +1,52 @@
+"""Comparing two warehouses' tables: what must be equal between runs that differ only in
+when and how they ran (kill and restart, task runner)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+
+from warehouse import connect, read_frame
+
+# Bookkeeping that differs between any two runs by design (run ids, clocks).
+NOT_COMPARED = {"pipeline_runs", "schema_migrations"}
+WALL_CLOCK_COLUMNS = {"wall_s"}
+
+
+def comparable_tables(warehouse: Path) -> dict[str, pl.DataFrame]:
+    """Every base table minus timestamps and wall-clock figures, in a canonical order;
+    checkpoint paths by file name (the warehouses live in different folders)."""
+    out = {}
+    with connect(warehouse, read_only=True) as con:
+        columns = read_frame(
+            con,
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "JOIN duckdb_tables() USING (table_name) ORDER BY table_name, ordinal_position",
+        )
+        for (table,), cols in columns.group_by("table_name", maintain_order=True):
+            if table in NOT_COMPARED:
+                continue
+            keep = [
+                c
+                for c, t in zip(cols["column_name"], cols["data_type"], strict=True)
+                if t != "TIMESTAMP" and c not in WALL_CLOCK_COLUMNS
+            ]
+            frame = read_frame(con, f"SELECT {', '.join(keep)} FROM {table} ORDER BY ALL")
+            out[table] = frame
+    policies = out["policies"]
+    out["policies"] = policies.with_columns(
+        pl.col("checkpoint_path").map_elements(lambda p: Path(p).name, return_dtype=pl.Utf8),
+        pl.col("metrics").map_elements(without_clocks, return_dtype=pl.Utf8),
+    )
+    return out
+
+
+def without_clocks(metrics: str) -> str:
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if "wall" not in k}
+        return value
+
+    return json.dumps(strip(json.loads(metrics)), sort_keys=True)
