@@ -25,7 +25,7 @@ from models.harmony.train import harmony_sim
 from models.harmony.workloads import PATTERNS, ArrivalConfig, sequences
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.provenance import canonical_json, code_version
-from tracelib.sim import SimConfig, Simulator, SimResult
+from tracelib.sim import SimConfig, SimResult, Simulator
 from tracelib.sim.snapshot import JobPlacement
 from tracelib.sim.speed import SpeedModel
 

@@ -98,6 +98,10 @@ class RewardTrainConfig:
     lr_decay: bool = True
     """Cosine decay of the learning rate to 0 over the epochs (a constant 0.005 leaves the
     error oscillating a few points above its floor)."""
+    max_jobs: int = 12
+    """N at least (more if a sample set holds more jobs): room for every job the cluster
+    can run at once (the 6-server testbed holds at most 12 two-task jobs), so the same
+    network scores any placement there and keeps its shape when online samples arrive."""
     seed: int = 0
     """Root seed of the split, initialization, minibatch order and augmentation."""
 
@@ -394,13 +398,16 @@ def fit_reward_model(
     train, test = frame.filter(~pl.Series(test_mask)), frame.filter(pl.Series(test_mask))
     names = type_names_of(frame)
     n_servers = int(frame["n_servers"].max())
-    max_jobs = int(frame.group_by("source", "seed", "sample_set").len()["len"].max())
+    max_jobs = max(
+        int(frame.group_by("source", "seed", "sample_set").len()["len"].max()), cfg.max_jobs
+    )
     if init is not None:
         ncfg = init.cfg
         if (
             len(ncfg.type_names) < len(names)
             or ncfg.n_servers != n_servers
-            or ncfg.max_jobs < max_jobs
+            or ncfg.max_jobs
+            < int(frame.group_by("source", "seed", "sample_set").len()["len"].max())
             or tuple(ncfg.hidden) != tuple(cfg.hidden)
         ):
             raise ValueError(
