@@ -13,8 +13,11 @@
                              Harmony observed there are appended to `interference_samples`
                              (source harmony-online)
     online_update_stage      the paper's online model update: re-fit the reward predictor
-                             with those observed speeds, then the placement policies, each
-                             from its last checkpoint
+                             with those observed speeds appended, then the placement
+                             policies, each from its last checkpoint (the three stages above
+                             read only `sample_sources`, so re-running them on unchanged
+                             inputs trains nothing; the online update is the step that
+                             consumes what evaluations observed)
 
 As in DL2's stages (pipelines/stages_dl2.py): inputs are read first, training runs with the
 warehouse closed, rows are written in one transaction; checkpoints are content-addressed
@@ -76,8 +79,9 @@ class HarmonyStageConfig:
     three stages in about a minute and a half here; `reward.epochs`, `train.updates` and
     `eval.n_sequences` make it larger."""
 
-    sample_sources: tuple[str, ...] = ("synthetic", ONLINE_SOURCE)
-    """`interference_samples.source` values the reward predictor trains on."""
+    sample_sources: tuple[str, ...] = ("synthetic",)
+    """`interference_samples.source` values the reward predictor trains on (the online
+    update adds harmony-online, the speeds observed in evaluations)."""
     gavel_path: str | None = None
     """Optional Gavel throughputs JSON (scheduler/simulation_throughputs.json) to ingest and
     fit a predictor on, per GPU type."""
@@ -409,7 +413,10 @@ def online_update_stage(
     """Harmony's online model update: re-fit the reward predictor with the observed speeds
     appended (`harmony-online` samples), then the placement policies on it, each from its
     last checkpoint."""
-    reward = fit_reward_model_stage(warehouse, replace(cfg, init="latest", gavel_path=None))
+    sources = tuple(dict.fromkeys((*cfg.sample_sources, ONLINE_SOURCE)))
+    reward = fit_reward_model_stage(
+        warehouse, replace(cfg, init="latest", gavel_path=None, sample_sources=sources)
+    )
     placed = train_placement_stage(
         warehouse, replace(cfg, init="latest"), reward.reward_model.policy_id
     )

@@ -103,10 +103,7 @@ def test_placement_policies_and_evaluation_rows(run):
 def test_rerun_on_unchanged_inputs_trains_nothing(run):
     path, reward, placed, _ = run
     before = _counts(path)
-    # The evaluation appended observed speeds (harmony-online); the synthetic samples alone
-    # are what the first fit saw.
-    cfg = replace(CFG, sample_sources=("synthetic",), gavel_path=None)
-    again = fit_reward_model_stage(path, cfg)
+    again = fit_reward_model_stage(path, replace(CFG, gavel_path=None))
     assert again.reward_model.policy_id == reward.reward_model.policy_id
     assert again.reward_model.metrics["cached"]
     assert _counts(path) == before

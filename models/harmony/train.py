@@ -91,6 +91,10 @@ class PlacementTrainConfig:
     """Smoothing of the reward average that replaces the critic (value_net=False)."""
     val_every: int = 50
     """Validate (greedy, predictor's simulator) every so many updates; 0: never."""
+    normalize_advantage: bool = True
+    """Scale each minibatch's advantages to unit standard deviation (zero mean): the
+    interval reward varies far more with the jobs running than with one placement, and
+    at lr 1e-4 unnormalized advantages of that scale leave the policy where it started."""
     value_net: bool = True
     exploration: bool = True
     replay: bool = True
@@ -144,6 +148,8 @@ def _interval(
         obs_t = torch.from_numpy(w.obs)[None]
         with torch.no_grad():
             probs = policy.distribution(obs_t, torch.from_numpy(mask)[None]).probs[0]
+        if not torch.isfinite(probs).all():
+            raise FloatingPointError("policy network diverged (non-finite probabilities)")
         action = int(torch.multinomial(probs, 1, generator=gen))
         if cfg.exploration and explore_rng.random() < eps:
             i, role, _ = decode_placement_action(action, m)
@@ -262,6 +268,8 @@ def train_placement(
             else:
                 adv = rew - baseline
                 baseline = cfg.ema * baseline + (1 - cfg.ema) * float(rew.mean())
+            if cfg.normalize_advantage and len(adv) > 1:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             ent = dist.entropy().mean()
             pi_loss = -(dist.log_prob(act) * adv).mean() - beta * ent
             (pi_loss / len(batches)).backward()
