@@ -347,3 +347,58 @@ def policy_from_checkpoint(ckpt, name: str | None = None) -> HarmonyPolicy:
     return HarmonyPolicy(
         net, value, name=name or ckpt.system, train_config=dict(ckpt.config.get("train", {}))
     )
+
+
+@dataclass(frozen=True, eq=False)
+class GreedySpeedPlacement:
+    """Reference, not a baseline of the paper: each task (in the heuristics' order) goes to
+    the allowed server that maximizes the interval reward (Eqn. 1, sum over placed jobs of
+    speed / iterations per epoch / epochs) as `speed_model` predicts it, with the jobs
+    placed so far. With the true speed model it is the one-step optimum of Harmony's own
+    reward; with the reward predictor it shows how well the predictor ranks placements."""
+
+    speed_model: Any
+    """A `PlacedSpeedModel` (the simulator's `SpeedModel`, or a `RewardPredictor`)."""
+    name: str = "greedy"
+    obs: PlacementObsConfig = field(default_factory=PlacementObsConfig)
+    interval_s: float | None = None
+    uses_oracle: bool = False
+
+    def _reward(self, draft: PlacementDraft, i: int, role: int, server: int) -> float:
+        snap = draft.snap
+        iters = {jt.type_index: jt.iters_per_epoch for jt in snap.catalogue}
+        types, ws, ps, places, epochs = [], [], [], [], []
+        for v in snap.fixed_jobs:
+            types.append(v.type_index)
+            ws.append(v.workers)
+            ps.append(v.ps)
+            places.append(v.placement)
+            epochs.append(v.epochs_est)
+        for k, job in enumerate(draft.jobs):
+            w_on, p_on = list(draft.placed[k][0]), list(draft.placed[k][1])
+            if k == i:
+                (w_on if role == 0 else p_on).append(server)
+            if not w_on and not p_on:
+                continue
+            types.append(job.type_index)
+            ws.append(max(len(w_on), 1))
+            ps.append(max(len(p_on), 1))
+            places.append(JobPlacement.of(w_on, p_on))
+            epochs.append(job.epochs_est)
+        speed = self.speed_model.placed(types, ws, ps, places, snap.cluster.n_servers)
+        return float(sum(s / iters[t] / e for s, t, e in zip(speed, types, epochs, strict=True)))
+
+    def decide(self, snap: Snapshot, rng: np.random.Generator) -> tuple[Allocation, Placement]:
+        """Place waiting jobs task by task, each where the predicted reward is highest."""
+        draft = PlacementDraft.start(snap, PlacementEnv.requested(snap), self.obs.window)
+        m = snap.cluster.n_servers
+        while True:
+            mask = draft.mask(self.obs).reshape(self.obs.window, 2, m)
+            task = next_task(draft, mask)
+            if task is None:
+                break
+            i, role = task
+            allowed = np.flatnonzero(mask[i, role])
+            scores = [self._reward(draft, i, role, int(s)) for s in allowed]
+            draft.place(i, role, int(allowed[int(np.argmax(scores))]))
+        return decision_of(draft)

@@ -214,3 +214,20 @@ def test_policy_masks_invalid_actions():
     with torch.no_grad():
         assert float(net.distribution(obs, mask).probs[0, 5]) == pytest.approx(1.0)
     assert HarmonyPolicy(net).cfg == cfg
+
+
+def test_greedy_reference_with_the_true_model_beats_load_balancing():
+    from models.harmony.placement import GreedySpeedPlacement
+    from tracelib.sim.speed import SpeedModel
+
+    summary, _, _ = evaluate(
+        {"greedy": (GreedySpeedPlacement(SpeedModel()), None)},
+        HarmonyEvalConfig(
+            patterns=("poisson",),
+            n_sequences=2,
+            arrivals=ArrivalConfig(n_jobs=12),
+            baselines=("load-balancing",),
+        ),
+    )
+    jct = dict(summary.select("scheduler", "avg_jct_s").rows())
+    assert jct["greedy"] < jct["load-balancing"]
