@@ -61,10 +61,13 @@ def test_set_arrays_keep_every_job_and_its_placement(samples):
     assert arrays.d[s, :, 2 * n + 1].sum() == row["ps"]
 
 
-def test_predictor_training_reduces_error(samples, fitted):
+@pytest.mark.parametrize("row_embed", [0, 16])
+def test_predictor_training_reduces_error(samples, row_embed):
+    cfg = replace(TINY, row_embed=row_embed)
+    fitted = fit_reward_model(samples, cfg)
     first, last = fitted.curve["train_loss"][0], fitted.curve["train_loss"][-1]
     assert last < 0.8 * first, (first, last)
-    untrained = fit_reward_model(samples, replace(TINY, epochs=0))
+    untrained = fit_reward_model(samples, replace(cfg, epochs=0))
     assert fitted.metrics["train_rel_error"] < 0.75 * untrained.metrics["train_rel_error"]
 
 
