@@ -270,11 +270,20 @@ class PlacementEnv(_SessionEnv):
         workloads: Sequence[Sequence[JobSpec]],
         cfg: PlacementEnvConfig | None = None,
         catalogue: tuple[JobType, ...] = DL2_CATALOGUE,
+        speed_model: PlacedSpeedModel | None = None,
     ) -> None:
+        """`speed_model` replaces the simulator's (Harmony scores rollouts with its reward
+        predictor)."""
         self.cfg = cfg or PlacementEnvConfig()
         sim = replace(self.cfg.sim, fixed_placement=True)
         super().__init__(
-            workloads, sim, catalogue, self.cfg.max_steps, self.cfg.invalid_action_penalty, None
+            workloads,
+            sim,
+            catalogue,
+            self.cfg.max_steps,
+            self.cfg.invalid_action_penalty,
+            None,
+            speed_model=speed_model,
         )
         self.n_servers = sim.cluster.n_servers
         window = self.cfg.obs.window

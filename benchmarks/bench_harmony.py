@@ -1,0 +1,136 @@
+"""Harmony end to end: reward predictor accuracy (Fig. 9), placement DRL against the
+baselines under three arrival patterns (Fig. 8), and the Table II ablations.
+
+    python -m benchmarks harmony                       # the default budget of `schedlab run`
+    python -m benchmarks.bench_harmony [updates] [epochs] [sequences] [gavel.json]
+
+1. 13,177 synthetic interference samples (Harmony's count) on the 6-server testbed; the
+   reward predictor (3 hidden layers 196/196/128, batch norm, Adam 0.005, batch 32,
+   relative-error loss) on a 90/10 split of sample sets, against LIF-Line, LIF-Quad and
+   gradient boosting on the same split. Target: held-out error <= 9.8% and below LIF.
+2. With a Gavel throughputs file: the same predictor fitted on each GPU type's measured
+   pairs (real co-location throughputs), its held-out error beside the synthetic one.
+3. Harmony and its three ablations trained on rollouts scored by the predictor (uniform
+   arrivals, 8 training sequences), then every policy and the baselines (load balancing,
+   Tetris, LIF-Line, LIF-Quad) on held-out sequences of the uniform, Poisson and
+   Google-like patterns, in the simulator with the true speed model. Target: Harmony's
+   average JCT at least 25% below every baseline; each ablation worse than Harmony.
+   Two references are evaluated beside them: the greedy one-step optimum of Harmony's
+   reward with the true speed model, and the same greedy search scored by the predictor.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import replace
+
+import polars as pl
+import torch
+
+from models.harmony.evaluate import HarmonyEvalConfig, evaluate
+from models.harmony.placement import GreedySpeedPlacement
+from models.harmony.reward import RewardTrainConfig, compare_estimators, fit_reward_model
+from models.harmony.train import PlacementTrainConfig, train_placement
+from models.harmony.workloads import ArrivalConfig, sequences
+from pipelines.stages_harmony import VARIANTS
+from tracelib.gavel import GavelConfig, gavel_samples
+from tracelib.interference import InterferenceConfig, collect_samples
+from tracelib.sim.speed import SpeedModel
+
+pl.Config.set_tbl_rows(60)
+pl.Config.set_tbl_cols(12)
+pl.Config.set_tbl_width_chars(160)
+
+
+def reward_models(epochs: int, gavel: str | None) -> object:
+    t0 = time.perf_counter()
+    frame = collect_samples(InterferenceConfig())
+    fit = fit_reward_model(frame, RewardTrainConfig(epochs=epochs))
+    table = compare_estimators(frame, fit)
+    print(
+        f"reward predictor on {frame.height} synthetic samples ({time.perf_counter() - t0:.0f} s)"
+    )
+    print(
+        table.filter(pl.col("job_type") == "all")
+        .pivot("split", index="estimator", values="mean_relative_error")
+        .sort("test")
+    )
+    print(
+        table.filter((pl.col("split") == "test") & (pl.col("job_type") != "all")).pivot(
+            "estimator", index="job_type", values="mean_relative_error"
+        )
+    )
+    if gavel:
+        for gpu in ("v100", "p100", "k80"):
+            part = gavel_samples(gavel, GavelConfig(gpu_types=(gpu,)))
+            gfit = fit_reward_model(part, RewardTrainConfig(epochs=epochs))
+            gtab = compare_estimators(part, gfit, lif=False)
+            print(f"Gavel {gpu}: {part.height} measured samples")
+            print(
+                gtab.filter(pl.col("job_type") == "all").pivot(
+                    "split", index="estimator", values="mean_relative_error"
+                )
+            )
+    return fit.predictor
+
+
+def placement(predictor, updates: int, n_sequences: int) -> None:
+    arrivals = ArrivalConfig()
+    train = sequences(arrivals, 8, 1)
+    val = sequences(arrivals, 2, 2)
+    learned = {}
+    for variant, switches in VARIANTS.items():
+        t0 = time.perf_counter()
+        cfg = replace(
+            PlacementTrainConfig(updates=updates, val_every=max(updates // 6, 1)), **switches
+        )
+        policy, curve, _ = train_placement(train, val, predictor, cfg)
+        learned[variant] = (policy, None)
+        print(f"{variant}: {updates} updates in {time.perf_counter() - t0:.0f} s")
+        print(curve.select("step", "reward", "entropy", "epsilon", "val_avg_jct_s"))
+    # References (not baselines): the one-step optimum of Harmony's reward with the true
+    # speed model, and the same greedy search scored by the reward predictor.
+    learned["greedy-true-model"] = (GreedySpeedPlacement(SpeedModel(), "greedy-true-model"), None)
+    learned["greedy-predictor"] = (GreedySpeedPlacement(predictor, "greedy-predictor"), None)
+    t0 = time.perf_counter()
+    summary, _, _ = evaluate(learned, HarmonyEvalConfig(n_sequences=n_sequences))
+    print(f"evaluation: {n_sequences} sequences per pattern ({time.perf_counter() - t0:.0f} s)")
+    print(
+        summary.select(
+            "pattern",
+            "scheduler",
+            "avg_jct_intervals",
+            (pl.col("ci_high_s") - pl.col("avg_jct_s")).truediv(1200).alias("ci_half_intervals"),
+            "best_baseline",
+            "improvement_over_best_baseline",
+        )
+    )
+    full = summary.filter(pl.col("scheduler") == "harmony").select("pattern", "avg_jct_s")
+    ablations = (
+        summary.filter(pl.col("scheduler").str.starts_with("harmony-without"))
+        .join(full, on="pattern", suffix="_harmony")
+        .select(
+            "pattern",
+            "scheduler",
+            (pl.col("avg_jct_s") / pl.col("avg_jct_s_harmony") - 1).alias("slowdown_vs_harmony"),
+        )
+    )
+    print(ablations)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = argv or []
+    updates = int(argv[0]) if len(argv) > 0 else 150
+    epochs = int(argv[1]) if len(argv) > 1 else 80
+    n_seq = int(argv[2]) if len(argv) > 2 else 4
+    gavel = argv[3] if len(argv) > 3 else None
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    predictor = reward_models(epochs, gavel)
+    placement(predictor, updates, n_seq)
+    print(f"total wall time {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,86 @@
+"""Pandera contracts of Harmony's tables (DDL: warehouse/migrations/0010_harmony.sql).
+
+reward_model_metrics     reward-predictor accuracy against LIF and gradient boosting
+harmony_learning_curves  training curves of the reward predictor and placement policies
+harmony_evaluation       Harmony, its ablations and the baselines per arrival pattern
+"""
+
+from __future__ import annotations
+
+import pandera.polars as pa
+import polars as pl
+
+ESTIMATORS = ["harmony-nn", "lif-line", "lif-quad", "gradient-boosting"]
+PATTERNS = ["uniform", "poisson", "google"]
+
+
+class RewardModelMetrics(pa.DataFrameModel):
+    reward_model_id: pl.Utf8
+    source: pl.Utf8 = pa.Field(str_length={"min_value": 1})
+    estimator: pl.Utf8 = pa.Field(isin=ESTIMATORS)
+    split: pl.Utf8 = pa.Field(isin=["train", "test"])
+    job_type: pl.Utf8 = pa.Field(str_length={"min_value": 1})
+    n_samples: pl.Int32 = pa.Field(ge=1)
+    mean_relative_error: pl.Float64 = pa.Field(ge=0)
+    seed: pl.Int64
+    code_version: pl.Utf8
+
+    class Config:
+        name = "reward_model_metrics"
+        strict = True
+        coerce = True
+        unique = ["reward_model_id", "source", "estimator", "split", "job_type"]
+
+
+class HarmonyLearningCurves(pa.DataFrameModel):
+    policy_id: pl.Utf8
+    phase: pl.Utf8 = pa.Field(isin=["reward_model", "placement"])
+    step: pl.Int32 = pa.Field(ge=0)
+    episodes: pl.Int32 = pa.Field(nullable=True, ge=0)
+    wall_s: pl.Float64 = pa.Field(ge=0)
+    train_loss: pl.Float64 = pa.Field(nullable=True, ge=0)
+    test_rel_error: pl.Float64 = pa.Field(nullable=True, ge=0)
+    reward: pl.Float64 = pa.Field(nullable=True)
+    entropy: pl.Float64 = pa.Field(nullable=True, ge=0)
+    policy_loss: pl.Float64 = pa.Field(nullable=True)
+    value_loss: pl.Float64 = pa.Field(nullable=True, ge=0)
+    epsilon: pl.Float64 = pa.Field(nullable=True, ge=0, le=1)
+    entropy_weight: pl.Float64 = pa.Field(nullable=True, ge=0)
+    val_avg_jct_s: pl.Float64 = pa.Field(nullable=True, gt=0)
+
+    class Config:
+        name = "harmony_learning_curves"
+        strict = True
+        coerce = True
+        unique = ["policy_id", "phase", "step"]
+
+
+class HarmonyEvaluation(pa.DataFrameModel):
+    eval_id: pl.Utf8
+    pattern: pl.Utf8 = pa.Field(isin=PATTERNS)
+    scheduler: pl.Utf8 = pa.Field(str_length={"min_value": 1})
+    policy_id: pl.Utf8 = pa.Field(nullable=True)
+    n_sequences: pl.Int32 = pa.Field(ge=1)
+    avg_jct_s: pl.Float64 = pa.Field(gt=0)
+    avg_jct_intervals: pl.Float64 = pa.Field(gt=0)
+    ci_low_s: pl.Float64 = pa.Field(nullable=True)
+    ci_high_s: pl.Float64 = pa.Field(nullable=True)
+    best_baseline: pl.Utf8 = pa.Field(nullable=True)
+    improvement_over_best_baseline: pl.Float64 = pa.Field(nullable=True)
+    eval_config: pl.Utf8 = pa.Field(str_startswith="{")
+    seed: pl.Int64
+    evaluated_at: pl.Datetime("us")
+    code_version: pl.Utf8
+
+    class Config:
+        name = "harmony_evaluation"
+        strict = True
+        coerce = True
+        unique = ["eval_id", "pattern", "scheduler"]
+
+    @pa.dataframe_check
+    def interval_contains_mean(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(
+            (pl.col("ci_low_s").is_null() | (pl.col("ci_low_s") <= pl.col("avg_jct_s")))
+            & (pl.col("ci_high_s").is_null() | (pl.col("ci_high_s") >= pl.col("avg_jct_s")))
+        )

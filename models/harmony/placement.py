@@ -1,0 +1,404 @@
+"""Harmony's placement decisions: the policy network, the server rules of its baselines and
+exploration, and the decision loop they share.
+
+Every placement here, learned or heuristic, is built the same way, one task at a time on a
+`tracelib.envs.observation.PlacementDraft` and only through its action mask (2N'M actions:
+job i's worker or PS on server m), so no scheduler can place over capacity or leave a job
+half placed, and all of them see the same job-completeness rule as the DRL environment: a
+job runs once all its requested workers and PSs are placed, else it waits.
+
+Server rules (`RULES`), each picking among the servers the mask allows for a given task:
+    load-balancing  least load: used share summed over GPU, CPU, memory (Harmony's LB)
+    bin-packing     least capacity left (Harmony's exploration: "a machine with least
+                    capacity left (where the worker or PS can still be accommodated)")
+    tetris          Tetris' packing score: demand . free, both as shares of the server
+    lif-line/-quad  least rise of LIF's predicted interference (`models.heuristics.lif`)
+Heuristic drivers place jobs in arrival order (the first job that still fits), its tasks
+alternating worker / PS.
+
+The network (paper Fig. 7): each job row and each server row of the observation
+(`encode_placement`) goes through its own fully connected layer (shared across rows), the
+results are concatenated and go through the hidden layers (paper: 196, 196, 128) to 2N'M
+logits; invalid actions are masked to probability 0. The value network has the same body
+and one linear output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import Categorical
+
+from tracelib.catalogue import DL2_CATALOGUE
+from tracelib.envs.environments import PlacementEnv
+from tracelib.envs.observation import (
+    PlacementDraft,
+    PlacementObsConfig,
+    decode_placement_action,
+    encode_placement,
+    placement_job_features,
+    placement_server_features,
+)
+from tracelib.sim.snapshot import Allocation, JobPlacement, Placement, Snapshot
+
+MASKED = -1e9
+
+Rule = Callable[[PlacementDraft, int, int, np.ndarray], int]
+"""(draft, job row, role, allowed servers) -> server."""
+
+
+def _shares(draft: PlacementDraft) -> tuple[np.ndarray, np.ndarray]:
+    cap = np.asarray(draft.snap.cluster.capacity, dtype=float)
+    inv = np.divide(1.0, cap, out=np.zeros_like(cap), where=cap > 0)
+    return cap, inv
+
+
+def load_balancing(draft: PlacementDraft, i: int, role: int, allowed: np.ndarray) -> int:
+    """Least-loaded allowed server (used share summed over resources; ties: lowest)."""
+    cap, inv = _shares(draft)
+    load = ((cap - draft.free) * inv).sum(axis=1)
+    return int(allowed[np.argmin(np.round(load[allowed], 9))])
+
+
+def bin_packing(draft: PlacementDraft, i: int, role: int, allowed: np.ndarray) -> int:
+    """Allowed server with the least capacity left (free share summed; ties: lowest)."""
+    _, inv = _shares(draft)
+    left = (draft.free * inv).sum(axis=1)
+    return int(allowed[np.argmin(np.round(left[allowed], 9))])
+
+
+def tetris(draft: PlacementDraft, i: int, role: int, allowed: np.ndarray) -> int:
+    """Tetris' alignment: the allowed server maximizing demand . free (shares)."""
+    _, inv = _shares(draft)
+    score = (draft.free * inv) @ (draft.demand(i, role) * inv[0])
+    return int(allowed[np.argmax(np.round(score[allowed], 9))])
+
+
+@dataclass(frozen=True, eq=False)
+class LIFRule:
+    """Least Interference First: the allowed server where LIF's predicted interference
+    (summed job slowdowns, `LIFPlacement.increase`) rises least; ties: the job's own
+    servers, then the lowest index."""
+
+    lif: Any
+    """A `models.heuristics.lif.LIFPlacement`."""
+
+    def __call__(self, draft: PlacementDraft, i: int, role: int, allowed: np.ndarray) -> int:
+        snap = draft.snap
+        views = list(snap.fixed_jobs) + list(draft.jobs)
+        types = np.array([v.type_index for v in views], dtype=np.int64)
+        counts = np.zeros((snap.cluster.n_servers, len(views)))
+        for k, v in enumerate(snap.fixed_jobs):
+            np.add.at(counts[:, k], list(v.placement.workers + v.placement.ps), 1)
+        base = len(snap.fixed_jobs)
+        for r, (w_on, p_on) in enumerate(draft.placed):
+            np.add.at(counts[:, base + r], w_on + p_on, 1)
+        delta = self.lif.increase(counts, types, base + i)
+        order = np.lexsort((allowed, -counts[allowed, base + i], np.round(delta[allowed], 12)))
+        return int(allowed[order[0]])
+
+
+def lif_rule(kind: str) -> LIFRule:
+    """LIF-Line ("line") or LIF-Quad ("quad") fitted on the default sample set."""
+    from models.heuristics.lif import LIFPlacement, default_model
+
+    return LIFRule(LIFPlacement(default_model(kind)))
+
+
+RULES: dict[str, Callable[[], Rule]] = {
+    "load-balancing": lambda: load_balancing,
+    "tetris": lambda: tetris,
+    "lif-line": lambda: lif_rule("line"),
+    "lif-quad": lambda: lif_rule("quad"),
+    "bin-packing": lambda: bin_packing,
+}
+BASELINES = ("load-balancing", "tetris", "lif-line", "lif-quad")
+"""Harmony's baselines (section VI.B), in its order."""
+
+
+def next_task(draft: PlacementDraft, mask: np.ndarray) -> tuple[int, int] | None:
+    """The (job row, role) a heuristic places next: the first job with an allowed task,
+    workers and PSs alternating (the kind with more still to place first)."""
+    allowed = mask.any(axis=2)  # (N', 2)
+    rows = np.flatnonzero(allowed.any(axis=1))
+    if not len(rows):
+        return None
+    i = int(rows[0])
+    first = 0 if draft.need[i, 0] >= draft.need[i, 1] else 1
+    role = first if allowed[i, first] else 1 - first
+    return i, role
+
+
+def decision_of(draft: PlacementDraft) -> tuple[Allocation, Placement]:
+    """The decision a finished draft stands for: the jobs with every task placed."""
+    rows = draft.complete()
+    alloc = Allocation.of(
+        {draft.jobs[i].job_id: (len(draft.placed[i][0]), len(draft.placed[i][1])) for i in rows}
+    )
+    placement = Placement.of(
+        {draft.jobs[i].job_id: JobPlacement.of(*draft.placed[i]) for i in rows}
+    )
+    return alloc, placement
+
+
+@dataclass(frozen=True, eq=False)
+class RulePlacement:
+    """A Harmony baseline as a simulator decision policy (fixed placement mode)."""
+
+    rule_name: str
+    obs: PlacementObsConfig = field(default_factory=PlacementObsConfig)
+    interval_s: float | None = None
+    uses_oracle: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_rule", RULES[self.rule_name]())
+
+    @property
+    def name(self) -> str:
+        return self.rule_name
+
+    def decide(self, snap: Snapshot, rng: np.random.Generator) -> tuple[Allocation, Placement]:
+        """Place waiting jobs task by task with the rule."""
+        draft = PlacementDraft.start(snap, PlacementEnv.requested(snap), self.obs.window)
+        m = snap.cluster.n_servers
+        while True:
+            mask = draft.mask(self.obs).reshape(self.obs.window, 2, m)
+            task = next_task(draft, mask)
+            if task is None:
+                break
+            i, role = task
+            draft.place(i, role, self._rule(draft, i, role, np.flatnonzero(mask[i, role])))
+        return decision_of(draft)
+
+
+# -- networks ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HarmonyNetConfig:
+    """Shape of the policy and value networks."""
+
+    window: int = 10
+    """N': waiting jobs per decision."""
+    n_servers: int = 6
+    """M (paper's testbed: 6)."""
+    n_types: int = len(DL2_CATALOGUE)
+    """L: catalogue models of the one-hot."""
+    row_embed: int = 32
+    """Width of the per-job and per-server fully connected layers."""
+    hidden: tuple[int, ...] = (196, 196, 128)
+    """Hidden layers after the merge (paper: 196, 196, 128)."""
+
+    @property
+    def job_features(self) -> int:
+        return self.n_types + 6
+
+    @property
+    def server_features(self) -> int:
+        return 3 + self.n_types
+
+    @property
+    def obs_dim(self) -> int:
+        return self.window * self.job_features + self.n_servers * self.server_features
+
+    @property
+    def n_actions(self) -> int:
+        return 2 * self.window * self.n_servers
+
+    def obs_config(self) -> PlacementObsConfig:
+        return PlacementObsConfig(window=self.window)
+
+
+class _Body(nn.Module):
+    """(B, obs_dim) -> (B, out): per-row layers, merge, hidden layers, linear output."""
+
+    def __init__(self, cfg: HarmonyNetConfig, out: int) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.job = nn.Linear(cfg.job_features, cfg.row_embed)
+        self.server = nn.Linear(cfg.server_features, cfg.row_embed)
+        layers: list[nn.Module] = []
+        width = (cfg.window + cfg.n_servers) * cfg.row_embed
+        for h in cfg.hidden:
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        layers.append(nn.Linear(width, out))
+        self.head = nn.Sequential(*layers)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        c = self.cfg
+        split = c.window * c.job_features
+        jobs = obs[:, :split].reshape(-1, c.window, c.job_features)  # (B, N', Fj)
+        servers = obs[:, split:].reshape(-1, c.n_servers, c.server_features)  # (B, M, Fs)
+        merged = torch.cat(
+            [torch.relu(self.job(jobs)).flatten(1), torch.relu(self.server(servers)).flatten(1)],
+            dim=1,
+        )  # (B, (N' + M) * E)
+        return self.head(merged)
+
+
+class PolicyNet(nn.Module):
+    """pi(a | s) over 2N'M placement actions."""
+
+    def __init__(self, cfg: HarmonyNetConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.body = _Body(cfg, cfg.n_actions)
+
+    def masked_logits(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(B, obs_dim), (B, 2N'M) bool -> (B, 2N'M), invalid at MASKED."""
+        return self.body(obs).masked_fill(~mask, MASKED)
+
+    def distribution(self, obs: torch.Tensor, mask: torch.Tensor) -> Categorical:
+        return Categorical(logits=self.masked_logits(obs, mask))
+
+
+class ValueNet(nn.Module):
+    """V(s): the policy's architecture with one linear output."""
+
+    def __init__(self, cfg: HarmonyNetConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.body = _Body(cfg, 1)
+
+    def get_value(self, obs: torch.Tensor) -> torch.Tensor:
+        """(B, obs_dim) -> (B,)."""
+        return self.body(obs).squeeze(-1)
+
+
+def check_catalogue(cfg: HarmonyNetConfig) -> None:
+    """The observation's feature counts must match the network's."""
+    jf = len(placement_job_features(DL2_CATALOGUE))
+    sf = len(placement_server_features(DL2_CATALOGUE))
+    if (jf, sf) != (cfg.job_features, cfg.server_features):
+        raise ValueError(
+            f"observation has {jf}/{sf} features, network {cfg.job_features}/{cfg.server_features}"
+        )
+
+
+@dataclass(eq=False)
+class HarmonyPolicy:
+    """A trained Harmony placement policy as a simulator decision policy: each interval,
+    repeated greedy inferences place the waiting jobs' tasks until the mask is empty."""
+
+    net: PolicyNet
+    value_net: ValueNet | None = None
+    name: str = "harmony"
+    train_config: dict[str, Any] = field(default_factory=dict)
+    interval_s: float | None = None
+    uses_oracle: bool = False
+
+    @property
+    def cfg(self) -> HarmonyNetConfig:
+        return self.net.cfg
+
+    def decide(self, snap: Snapshot, rng: np.random.Generator) -> tuple[Allocation, Placement]:
+        """Greedy placement of the waiting jobs."""
+        obs_cfg = self.cfg.obs_config()
+        draft = PlacementDraft.start(snap, PlacementEnv.requested(snap), obs_cfg.window)
+        m = snap.cluster.n_servers
+        with torch.no_grad():
+            while True:
+                mask = draft.mask(obs_cfg)
+                if not mask.any():
+                    break
+                obs = torch.from_numpy(encode_placement(draft, obs_cfg))[None]
+                logits = self.net.masked_logits(obs, torch.from_numpy(mask)[None])
+                i, role, server = decode_placement_action(int(logits.argmax()), m)
+                draft.place(i, role, server)
+        return decision_of(draft)
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        return {"net": asdict(self.cfg), "train": self.train_config}
+
+    def save(self, path, meta=None) -> str:
+        """Weights-only checkpoint of both networks; returns its sha256."""
+        from models.checkpoints import save_checkpoint
+
+        state = {"policy": self.net.state_dict()}
+        if self.value_net is not None:
+            state["value"] = self.value_net.state_dict()
+        system = self.train_config.get("system", "harmony")
+        return save_checkpoint(
+            path, system=system, config=self.checkpoint_config(), state=state, meta=meta
+        )
+
+
+def policy_from_checkpoint(ckpt, name: str | None = None) -> HarmonyPolicy:
+    """Rebuild a `HarmonyPolicy` from a loaded checkpoint."""
+    from models.checkpoints import CheckpointError
+
+    try:
+        raw = ckpt.config["net"]
+        cfg = HarmonyNetConfig(**{**raw, "hidden": tuple(raw["hidden"])})
+        net = PolicyNet(cfg)
+        net.load_state_dict(ckpt.state["policy"], strict=True)
+        value = None
+        if "value" in ckpt.state:
+            value = ValueNet(cfg)
+            value.load_state_dict(ckpt.state["value"], strict=True)
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise CheckpointError(f"not a Harmony placement checkpoint: {exc}") from None
+    return HarmonyPolicy(
+        net, value, name=name or ckpt.system, train_config=dict(ckpt.config.get("train", {}))
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class GreedySpeedPlacement:
+    """Reference, not a baseline of the paper: each task (in the heuristics' order) goes to
+    the allowed server that maximizes the interval reward (Eqn. 1, sum over placed jobs of
+    speed / iterations per epoch / epochs) as `speed_model` predicts it, with the jobs
+    placed so far. With the true speed model it is the one-step optimum of Harmony's own
+    reward; with the reward predictor it shows how well the predictor ranks placements."""
+
+    speed_model: Any
+    """A `PlacedSpeedModel` (the simulator's `SpeedModel`, or a `RewardPredictor`)."""
+    name: str = "greedy"
+    obs: PlacementObsConfig = field(default_factory=PlacementObsConfig)
+    interval_s: float | None = None
+    uses_oracle: bool = False
+
+    def _reward(self, draft: PlacementDraft, i: int, role: int, server: int) -> float:
+        snap = draft.snap
+        iters = {jt.type_index: jt.iters_per_epoch for jt in snap.catalogue}
+        types, ws, ps, places, epochs = [], [], [], [], []
+        for v in snap.fixed_jobs:
+            types.append(v.type_index)
+            ws.append(v.workers)
+            ps.append(v.ps)
+            places.append(v.placement)
+            epochs.append(v.epochs_est)
+        for k, job in enumerate(draft.jobs):
+            w_on, p_on = list(draft.placed[k][0]), list(draft.placed[k][1])
+            if k == i:
+                (w_on if role == 0 else p_on).append(server)
+            if not w_on and not p_on:
+                continue
+            types.append(job.type_index)
+            ws.append(max(len(w_on), 1))
+            ps.append(max(len(p_on), 1))
+            places.append(JobPlacement.of(w_on, p_on))
+            epochs.append(job.epochs_est)
+        speed = self.speed_model.placed(types, ws, ps, places, snap.cluster.n_servers)
+        return float(sum(s / iters[t] / e for s, t, e in zip(speed, types, epochs, strict=True)))
+
+    def decide(self, snap: Snapshot, rng: np.random.Generator) -> tuple[Allocation, Placement]:
+        """Place waiting jobs task by task, each where the predicted reward is highest."""
+        draft = PlacementDraft.start(snap, PlacementEnv.requested(snap), self.obs.window)
+        m = snap.cluster.n_servers
+        while True:
+            mask = draft.mask(self.obs).reshape(self.obs.window, 2, m)
+            task = next_task(draft, mask)
+            if task is None:
+                break
+            i, role = task
+            allowed = np.flatnonzero(mask[i, role])
+            scores = [self._reward(draft, i, role, int(s)) for s in allowed]
+            draft.place(i, role, int(allowed[int(np.argmax(scores))]))
+        return decision_of(draft)

@@ -1,0 +1,330 @@
+"""Harmony's placement DRL (section IV.B), read top to bottom.
+
+Rollouts: `n_workers` placement environments (`tracelib.envs.PlacementEnv`), each a
+simulator whose speed model is the reward predictor (`models.harmony.reward`), so training
+never sees the true interference. One update = every worker runs one scheduling interval
+(all the inferences that place that interval's waiting jobs); every sample of the interval
+gets the interval's reward (Eqn. 1: the sum over jobs of epochs trained / total epochs),
+observed after all its inferences, as the paper does.
+
+Exploration (job-aware): at each inference, with probability epsilon the task the network
+chose (job n's worker or PS) goes where bin packing or load balancing (picked uniformly)
+would put it instead (`models.harmony.placement`). Epsilon and the entropy weight start at
+0.5 and are annealed linearly to their end values.
+
+Update (actor-critic with experience replay): samples go to a FIFO replay buffer (8192);
+each worker draws a minibatch of 32 from it and computes its gradient: policy gradient with
+the TD advantage r + gamma V(s') - V(s) (gamma 0.9 over inferences), minus beta times the
+policy entropy; the value network is trained on the TD target. The workers' gradients are
+averaged (the paper's synchronous aggregation of 20 workers' gradients; here the workers
+run one after another in one process, which gives the same averaged update). Adam, lr 1e-4.
+
+Ablations (Table II): `value_net=False` uses an exponential moving average of the rewards
+as the baseline; `exploration=False` drops the epsilon rule; `replay=False` trains each
+worker on the samples of its own latest interval instead of a replay minibatch.
+
+Validation: every `val_every` updates the greedy policy runs the validation sequences in
+the predictor's simulator; the best validated weights are kept (no true speeds used).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import polars as pl
+import torch
+
+from models.harmony.placement import (
+    HarmonyNetConfig,
+    HarmonyPolicy,
+    PolicyNet,
+    ValueNet,
+    bin_packing,
+    load_balancing,
+)
+from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
+from tracelib.envs.observation import decode_placement_action
+from tracelib.sim import ClusterConfig, SimConfig, Simulator, SpeedConfig
+from tracelib.sim.jobs import JobSpec
+
+STREAMS = ("init", "envs", "actions", "exploration", "replay")
+
+
+def harmony_sim() -> SimConfig:
+    """Harmony's setting: its 6-server testbed, 20-minute intervals, fixed placement, and
+    10% per-job speed variation (run-to-run deviation, as the evaluation uses)."""
+    return SimConfig(
+        cluster=ClusterConfig.harmony_testbed(),
+        speed=SpeedConfig(speed_variation=0.1),
+        fixed_placement=True,
+    )
+
+
+@dataclass(frozen=True)
+class PlacementTrainConfig:
+    """Actor-critic training of the placement policy (paper's hyper-parameters)."""
+
+    net: HarmonyNetConfig = field(default_factory=HarmonyNetConfig)
+    sim: SimConfig = field(default_factory=harmony_sim)
+    lr: float = 1e-4
+    """Adam learning rate of both networks (paper: 0.0001)."""
+    gamma: float = 0.9
+    """Discount over inferences (paper: 0.9)."""
+    minibatch: int = 32
+    """Samples per worker per update (paper: 32)."""
+    replay_size: int = 8192
+    """FIFO replay buffer (paper: 8192)."""
+    n_workers: int = 4
+    """Rollout workers whose gradients are averaged (paper: 20)."""
+    updates: int = 200
+    """Updates (one interval per worker each)."""
+    epsilon: tuple[float, float] = (0.5, 0.0)
+    """Exploration probability, annealed linearly from the first to the second value."""
+    entropy: tuple[float, float] = (0.5, 0.0)
+    """Entropy weight beta, annealed linearly (paper: from 0.5)."""
+    ema: float = 0.9
+    """Smoothing of the reward average that replaces the critic (value_net=False)."""
+    val_every: int = 50
+    """Validate (greedy, predictor's simulator) every so many updates; 0: never."""
+    normalize_advantage: bool = True
+    """Scale each minibatch's advantages to unit standard deviation (zero mean): the
+    interval reward varies far more with the jobs running than with one placement, and
+    at lr 1e-4 unnormalized advantages of that scale leave the policy where it started."""
+    value_net: bool = True
+    exploration: bool = True
+    replay: bool = True
+    seed: int = 0
+
+    @property
+    def system(self) -> str:
+        """`policies.system` of what this config trains."""
+        off = [
+            name
+            for name, on in (
+                ("critic", self.value_net),
+                ("exploration", self.exploration),
+                ("replay", self.replay),
+            )
+            if not on
+        ]
+        return "harmony" if not off else "harmony-without-" + "-".join(off)
+
+
+def _anneal(pair: tuple[float, float], frac: float) -> float:
+    return pair[0] + (pair[1] - pair[0]) * min(max(frac, 0.0), 1.0)
+
+
+@dataclass
+class _Worker:
+    env: PlacementEnv
+    obs: np.ndarray
+    episodes: int = 0
+    latest: list[tuple] = field(default_factory=list)
+
+
+def _interval(
+    w: _Worker,
+    policy: PolicyNet,
+    eps: float,
+    cfg: PlacementTrainConfig,
+    gen: torch.Generator,
+    explore_rng: np.random.Generator,
+    reset_seed: int,
+) -> tuple[list[tuple], float]:
+    """Run one scheduling interval on worker `w`; returns its samples
+    (obs, mask, action, reward, next_obs, done) and the interval's reward."""
+    env, m = w.env, cfg.net.n_servers
+    steps: list[tuple[np.ndarray, np.ndarray, int]] = []
+    start = env._info()["decision"]
+    reward, done = 0.0, False
+    next_obs = w.obs
+    while True:
+        mask = env.action_masks()
+        obs_t = torch.from_numpy(w.obs)[None]
+        with torch.no_grad():
+            probs = policy.distribution(obs_t, torch.from_numpy(mask)[None]).probs[0]
+        if not torch.isfinite(probs).all():
+            raise FloatingPointError("policy network diverged (non-finite probabilities)")
+        action = int(torch.multinomial(probs, 1, generator=gen))
+        if cfg.exploration and explore_rng.random() < eps:
+            i, role, _ = decode_placement_action(action, m)
+            rule = bin_packing if explore_rng.random() < 0.5 else load_balancing
+            allowed = np.flatnonzero(mask.reshape(cfg.net.window, 2, m)[i, role])
+            action = (2 * i + role) * m + rule(env.draft, i, role, allowed)
+        steps.append((w.obs, mask, action))
+        next_obs, r, term, trunc, info = env.step(action)
+        w.obs = next_obs
+        if term or trunc or info["decision"] != start:
+            reward, done = float(r), bool(term)
+            break
+    samples = []
+    for k, (o, mk, a) in enumerate(steps):
+        last = k == len(steps) - 1
+        nxt = next_obs if last else steps[k + 1][0]
+        samples.append((o, mk, a, reward, nxt, done and last))
+    if env.session is None or env.session.done or env._steps >= env.max_steps:
+        w.episodes += 1
+        w.obs, _ = env.reset(seed=reset_seed)
+    return samples, reward
+
+
+def validate(
+    policy: HarmonyPolicy, workloads: Sequence[Sequence[JobSpec]], sim: SimConfig, speed_model
+) -> float:
+    """Mean average JCT (s) of the greedy policy over `workloads` in a simulator with
+    `speed_model` (the reward predictor in training)."""
+    jcts = []
+    for k, jobs in enumerate(workloads):
+        res = Simulator(jobs, policy, replace(sim, seed=k), speed_model=speed_model).run()
+        jcts.append(res.avg_jct_s)
+    return float(np.mean(jcts))
+
+
+def train_placement(
+    workloads: Sequence[Sequence[JobSpec]],
+    val_workloads: Sequence[Sequence[JobSpec]],
+    predictor,
+    cfg: PlacementTrainConfig,
+    init: HarmonyPolicy | None = None,
+) -> tuple[HarmonyPolicy, pl.DataFrame, dict[str, Any]]:
+    """Train (or continue training `init`) a placement policy on rollouts scored by
+    `predictor`; returns the best validated policy, its curve and metrics."""
+    seqs = np.random.SeedSequence(cfg.seed).spawn(len(STREAMS))
+    rngs = {n: np.random.default_rng(s) for n, s in zip(STREAMS, seqs, strict=True)}
+    torch.manual_seed(int(rngs["init"].integers(2**31 - 1)))
+    gen = torch.Generator().manual_seed(int(rngs["actions"].integers(2**31 - 1)))
+    policy_net = PolicyNet(cfg.net)
+    value_net = ValueNet(cfg.net)
+    if init is not None:
+        if init.cfg != cfg.net:
+            raise ValueError(f"initial policy has network {init.cfg}, training {cfg.net}")
+        policy_net.load_state_dict(init.net.state_dict())
+        if init.value_net is not None and cfg.value_net:
+            value_net.load_state_dict(init.value_net.state_dict())
+    opt_pi = torch.optim.Adam(policy_net.parameters(), lr=cfg.lr)
+    opt_v = torch.optim.Adam(value_net.parameters(), lr=cfg.lr)
+    env_cfg = PlacementEnvConfig(obs=cfg.net.obs_config(), sim=cfg.sim)
+    workers = []
+    for _ in range(cfg.n_workers):
+        env = PlacementEnv(workloads, env_cfg, speed_model=predictor)
+        obs, _ = env.reset(seed=int(rngs["envs"].integers(2**31 - 1)))
+        workers.append(_Worker(env, obs))
+    buffer: deque = deque(maxlen=cfg.replay_size)
+    train_config = {**asdict(cfg), "system": cfg.system}
+    current = HarmonyPolicy(
+        policy_net, value_net if cfg.value_net else None, cfg.system, train_config
+    )
+    best_state, best_jct = None, float("inf")
+    baseline = 0.0
+    rows: list[dict[str, Any]] = []
+    stats: dict[str, list[float]] = {"reward": [], "entropy": [], "pi": [], "v": []}
+    start = time.perf_counter()
+    for update in range(cfg.updates):
+        frac = update / max(cfg.updates - 1, 1)
+        eps, beta = _anneal(cfg.epsilon, frac), _anneal(cfg.entropy, frac)
+        batches = []
+        for w in workers:
+            samples, reward = _interval(
+                w,
+                policy_net,
+                eps,
+                cfg,
+                gen,
+                rngs["exploration"],
+                int(rngs["envs"].integers(2**31 - 1)),
+            )
+            stats["reward"].append(reward)
+            w.latest = samples
+            buffer.extend(samples)
+        for w in workers:
+            if cfg.replay:
+                idx = rngs["replay"].integers(len(buffer), size=min(cfg.minibatch, len(buffer)))
+                batches.append([buffer[int(i)] for i in idx])
+            else:
+                batches.append(w.latest)
+        opt_pi.zero_grad()
+        opt_v.zero_grad()
+        for batch in batches:
+            obs = torch.from_numpy(np.stack([b[0] for b in batch]))  # (B, obs_dim)
+            mask = torch.from_numpy(np.stack([b[1] for b in batch]))  # (B, 2N'M)
+            act = torch.tensor([b[2] for b in batch])
+            rew = torch.tensor([b[3] for b in batch], dtype=torch.float32)
+            nxt = torch.from_numpy(np.stack([b[4] for b in batch]))
+            done = torch.tensor([b[5] for b in batch], dtype=torch.float32)
+            dist = policy_net.distribution(obs, mask)
+            if cfg.value_net:
+                v = value_net.get_value(obs)
+                with torch.no_grad():
+                    target = rew + cfg.gamma * value_net.get_value(nxt) * (1.0 - done)
+                adv = (target - v).detach()
+                v_loss = ((v - target) ** 2).mean()
+                (v_loss / len(batches)).backward()
+                stats["v"].append(v_loss.item())
+            else:
+                adv = rew - baseline
+                baseline = cfg.ema * baseline + (1 - cfg.ema) * float(rew.mean())
+            if cfg.normalize_advantage and len(adv) > 1:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            ent = dist.entropy().mean()
+            pi_loss = -(dist.log_prob(act) * adv).mean() - beta * ent
+            (pi_loss / len(batches)).backward()
+            stats["pi"].append(pi_loss.item())
+            stats["entropy"].append(ent.item())
+        opt_pi.step()
+        if cfg.value_net:
+            opt_v.step()
+        last = update == cfg.updates - 1
+        if (cfg.val_every and (update + 1) % cfg.val_every == 0) or last:
+            jct = validate(current, val_workloads, cfg.sim, predictor) if val_workloads else None
+            if jct is not None and jct < best_jct:
+                best_jct = jct
+                best_state = (
+                    {k: t.clone() for k, t in policy_net.state_dict().items()},
+                    {k: t.clone() for k, t in value_net.state_dict().items()},
+                )
+            rows.append(
+                {
+                    "step": update + 1,
+                    "episodes": sum(w.episodes for w in workers),
+                    "wall_s": time.perf_counter() - start,
+                    "reward": float(np.mean(stats["reward"])),
+                    "entropy": float(np.mean(stats["entropy"])),
+                    "policy_loss": float(np.mean(stats["pi"])),
+                    "value_loss": float(np.mean(stats["v"])) if stats["v"] else None,
+                    "epsilon": eps,
+                    "entropy_weight": beta,
+                    "val_avg_jct_s": jct,
+                }
+            )
+            stats = {k: [] for k in stats}
+    if best_state is not None:
+        policy_net.load_state_dict(best_state[0])
+        value_net.load_state_dict(best_state[1])
+    curve = pl.DataFrame(
+        rows,
+        schema={
+            "step": pl.Int32,
+            "episodes": pl.Int32,
+            "wall_s": pl.Float64,
+            "reward": pl.Float64,
+            "entropy": pl.Float64,
+            "policy_loss": pl.Float64,
+            "value_loss": pl.Float64,
+            "epsilon": pl.Float64,
+            "entropy_weight": pl.Float64,
+            "val_avg_jct_s": pl.Float64,
+        },
+    )
+    metrics = {
+        "updates": cfg.updates,
+        "episodes": sum(w.episodes for w in workers),
+        "samples": len(buffer),
+        "best_val_avg_jct_s": best_jct if best_state is not None else None,
+        "wall_s": time.perf_counter() - start,
+    }
+    return current, curve, metrics

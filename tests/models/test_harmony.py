@@ -1,0 +1,236 @@
+"""Harmony: reward predictor, Gavel adapter, placement masks and rules, a tiny DRL run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from models.checkpoints import load_checkpoint
+from models.harmony.evaluate import HarmonyEvalConfig, evaluate, observed_samples
+from models.harmony.placement import (
+    RULES,
+    HarmonyNetConfig,
+    HarmonyPolicy,
+    PolicyNet,
+    RulePlacement,
+    policy_from_checkpoint,
+)
+from models.harmony.reward import (
+    RewardTrainConfig,
+    compare_estimators,
+    fit_reward_model,
+    predictor_from_checkpoint,
+    set_arrays,
+)
+from models.harmony.train import PlacementTrainConfig, harmony_sim, train_placement
+from models.harmony.workloads import ArrivalConfig, sequence, sequences
+from tracelib.contracts import InterferenceSamples
+from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
+from tracelib.gavel import GavelConfig, gavel_samples
+from tracelib.interference import InterferenceConfig, collect_samples
+from tracelib.sim import Simulator
+from warehouse.io import validate
+
+GAVEL = Path(__file__).parents[1] / "data" / "gavel" / "throughputs_sample.json"
+torch.set_num_threads(1)
+TINY = RewardTrainConfig(epochs=30, hidden=(64, 64, 32), augment=False)
+
+
+@pytest.fixture(scope="module")
+def samples() -> pl.DataFrame:
+    return collect_samples(InterferenceConfig(n_samples=600, seed=3))
+
+
+@pytest.fixture(scope="module")
+def fitted(samples):
+    return fit_reward_model(samples, TINY)
+
+
+def test_set_arrays_keep_every_job_and_its_placement(samples):
+    arrays = set_arrays(samples)
+    assert arrays.present.sum() == samples.height
+    row = samples.row(0, named=True)
+    s, n = np.argwhere(arrays.row == 0)[0]
+    assert arrays.types[s, n] == row["type_index"]
+    assert arrays.d[s, :, 2 * n].tolist() == [float(v) for v in eval(row["worker_servers"])]
+    assert arrays.d[s, :, 2 * n + 1].sum() == row["ps"]
+
+
+@pytest.mark.parametrize("row_embed", [0, 16])
+def test_predictor_training_reduces_error(samples, row_embed):
+    cfg = replace(TINY, row_embed=row_embed)
+    fitted = fit_reward_model(samples, cfg)
+    first, last = fitted.curve["train_loss"][0], fitted.curve["train_loss"][-1]
+    assert last < 0.8 * first, (first, last)
+    untrained = fit_reward_model(samples, replace(cfg, epochs=0))
+    assert fitted.metrics["train_rel_error"] < 0.75 * untrained.metrics["train_rel_error"]
+
+
+def test_predictor_is_deterministic_and_round_trips(samples, fitted, tmp_path):
+    again = fit_reward_model(samples, TINY)
+    assert np.array_equal(
+        fitted.predictor.predict_frame(samples), again.predictor.predict_frame(samples)
+    )
+    sha = fitted.predictor.save(tmp_path / "r.pt")
+    loaded = predictor_from_checkpoint(load_checkpoint(tmp_path / "r.pt", sha256=sha))
+    assert np.allclose(loaded.predict_frame(samples), fitted.predictor.predict_frame(samples))
+
+
+def test_comparison_reports_every_estimator_per_split_and_type(samples, fitted):
+    table = compare_estimators(samples, fitted)
+    overall = table.filter(pl.col("job_type") == "all")
+    assert set(overall["estimator"]) == {"harmony-nn", "lif-line", "lif-quad", "gradient-boosting"}
+    assert set(overall["split"]) == {"train", "test"}
+    test_n = overall.filter(pl.col("split") == "test")["n_samples"].unique().to_list()
+    assert test_n == [int(fitted.test_mask.sum())]
+    assert set(table["job_type"]) - {"all"} <= set(samples["model"])
+
+
+def test_predictor_scores_a_simulator_placement(fitted):
+    jobs = sequence(ArrivalConfig(n_jobs=6), seed=1)
+    sim = harmony_sim()
+    res = Simulator(jobs, RulePlacement("load-balancing"), sim, speed_model=fitted.predictor).run()
+    assert res.jobs["finish_s"].is_not_null().all()
+
+
+def test_gavel_adapter_reads_pairs_once_and_skips_those_that_do_not_fit():
+    frame = validate(gavel_samples(GAVEL), InterferenceSamples)
+    assert set(frame["source"]) == {"gavel:k80", "gavel:v100"}
+    v100 = frame.filter(pl.col("source") == "gavel:v100")
+    # 3 self pairs + 2 of the 3 cross pairs (ResNet-18 with Transformer is 0: out of memory).
+    assert v100["sample_set"].n_unique() == 5 and v100.height == 10
+    pair = v100.filter(
+        pl.col("sample_set").is_in(
+            v100.filter(pl.col("model") == "LM (batch size 20)")["sample_set"].implode()
+        )
+        & (pl.col("model") == "ResNet-18 (batch size 32)")
+    )
+    assert pair["isolated_speed"].to_list() == [100.0]
+    assert pair["measured_speed"].to_list() == [70.0]
+    assert (v100["slowdown"] > 0).all()
+    only = gavel_samples(GAVEL, GavelConfig(gpu_types=("k80",)))
+    assert set(only["source"]) == {"gavel:k80"}
+    with pytest.raises(ValueError, match="no GPU type"):
+        gavel_samples(GAVEL, GavelConfig(gpu_types=("a100",)))
+
+
+def test_predictor_fits_gavel_samples():
+    frame = gavel_samples(GAVEL)
+    part = frame.filter(pl.col("source") == "gavel:v100")
+    fit = fit_reward_model(part, RewardTrainConfig(epochs=5, hidden=(16, 16, 8), test_fraction=0.2))
+    table = compare_estimators(part, fit, lif=False)
+    assert set(table["estimator"]) == {"harmony-nn", "gradient-boosting"}
+
+
+def _over_capacity(env: PlacementEnv) -> bool:
+    draft = env.draft
+    return bool((draft.free < -1e-9).any())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_masks_never_allow_an_over_capacity_placement(seed):
+    rng = np.random.default_rng(seed)
+    jobs = sequences(ArrivalConfig(n_jobs=12, uniform_mean=6.0), 1, seed)[0]
+    env = PlacementEnv([jobs], PlacementEnvConfig(sim=harmony_sim()))
+    env.reset(seed=seed)
+    m = env.n_servers
+    for _ in range(400):
+        if env.session.done:
+            break
+        mask = env.action_masks()
+        draft = env.draft
+        for a in np.flatnonzero(mask):
+            i, role, server = (*divmod(int(a) // m, 2), int(a) % m)
+            assert (draft.free[server] + 1e-9 >= draft.demand(i, role)).all()
+        # Act at random among the allowed actions (the adversary of the mask).
+        _, _, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(mask))))
+        assert not info["invalid_action"]
+        if env.draft is not None:
+            assert not _over_capacity(env)
+        if term or trunc:
+            break
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_every_rule_places_whole_jobs_within_capacity(rule):
+    jobs = sequence(ArrivalConfig(n_jobs=10, uniform_mean=5.0), seed=4)
+    res = Simulator(jobs, RulePlacement(rule), harmony_sim()).run()
+    assert res.jobs["finish_s"].is_not_null().all()
+    # A job runs with exactly its requested workers and PSs, never a truncated part.
+    want = {j.job_id: (j.num_workers, j.num_ps) for j in jobs}
+    got = res.placements.group_by("job_id").agg(
+        pl.col("workers").sum(), pl.col("ps").sum(), pl.col("decision").n_unique().alias("n")
+    )
+    for job_id, w, p, n in got.iter_rows():
+        assert (w // n, p // n) == want[job_id]
+
+
+def test_tiny_drl_run_end_to_end(fitted, tmp_path):
+    train = sequences(ArrivalConfig(n_jobs=8), 2, 1)
+    val = sequences(ArrivalConfig(n_jobs=8), 1, 2)
+    cfg = PlacementTrainConfig(
+        net=HarmonyNetConfig(hidden=(32, 32, 16), row_embed=8),
+        updates=6,
+        val_every=3,
+        n_workers=2,
+    )
+    policy, curve, metrics = train_placement(train, val, fitted.predictor, cfg)
+    assert curve.height == 2 and curve["val_avg_jct_s"].is_not_null().all()
+    assert metrics["samples"] > 0
+    sha = policy.save(tmp_path / "h.pt")
+    loaded = policy_from_checkpoint(load_checkpoint(tmp_path / "h.pt", sha256=sha))
+    again, _, _ = train_placement(train, val, fitted.predictor, cfg)
+    for a, b in zip(policy.net.parameters(), again.net.parameters(), strict=True):
+        assert torch.equal(a, b)
+    summary, _, results = evaluate(
+        {"harmony": (loaded, None)},
+        HarmonyEvalConfig(
+            n_sequences=2, arrivals=ArrivalConfig(n_jobs=6), baselines=("load-balancing",)
+        ),
+    )
+    assert summary.height == 3 * 2 and (summary["avg_jct_s"] > 0).all()
+    online = validate(
+        observed_samples(results["harmony"], "harmony-online", 0), InterferenceSamples
+    )
+    assert online.height > 0
+
+
+def test_ablation_switches_name_their_systems():
+    base = PlacementTrainConfig()
+    assert base.system == "harmony"
+    assert replace(base, value_net=False).system == "harmony-without-critic"
+    assert replace(base, exploration=False).system == "harmony-without-exploration"
+    assert replace(base, replay=False).system == "harmony-without-replay"
+
+
+def test_policy_masks_invalid_actions():
+    cfg = HarmonyNetConfig(hidden=(8, 8, 8), row_embed=4)
+    net = PolicyNet(cfg)
+    obs = torch.zeros(1, cfg.obs_dim)
+    mask = torch.zeros(1, cfg.n_actions, dtype=torch.bool)
+    mask[0, 5] = True
+    with torch.no_grad():
+        assert float(net.distribution(obs, mask).probs[0, 5]) == pytest.approx(1.0)
+    assert HarmonyPolicy(net).cfg == cfg
+
+
+def test_greedy_reference_with_the_true_model_beats_load_balancing():
+    from models.harmony.placement import GreedySpeedPlacement
+    from tracelib.sim.speed import SpeedModel
+
+    summary, _, _ = evaluate(
+        {"greedy": (GreedySpeedPlacement(SpeedModel()), None)},
+        HarmonyEvalConfig(
+            patterns=("poisson",),
+            n_sequences=2,
+            arrivals=ArrivalConfig(n_jobs=12),
+            baselines=("load-balancing",),
+        ),
+    )
+    jct = dict(summary.select("scheduler", "avg_jct_s").rows())
+    assert jct["greedy"] < jct["load-balancing"]

@@ -1,0 +1,142 @@
+"""Harmony's pipeline stages on a tiny warehouse: reward model with its comparison table,
+Gavel ingestion, placement policies with lineage, evaluation, the online update, skipping
+unchanged inputs and atomic failure."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from models.harmony.evaluate import HarmonyEvalConfig
+from models.harmony.placement import HarmonyNetConfig
+from models.harmony.reward import RewardTrainConfig
+from models.harmony.train import PlacementTrainConfig
+from models.harmony.workloads import ArrivalConfig
+from pipelines.stages import interference_stage
+from pipelines.stages_harmony import (
+    HarmonyStageConfig,
+    evaluate_harmony_stage,
+    fit_reward_model_stage,
+    online_update_stage,
+    train_placement_stage,
+)
+from tracelib.interference import InterferenceConfig
+from warehouse import connect, read_frame, table_counts
+
+GAVEL = Path(__file__).parent / "data" / "gavel" / "throughputs_sample.json"
+CFG = HarmonyStageConfig(
+    gavel_path=str(GAVEL),
+    gavel_gpu_types=("v100",),
+    reward=RewardTrainConfig(epochs=3, hidden=(32, 32, 16)),
+    train=PlacementTrainConfig(
+        net=HarmonyNetConfig(hidden=(32, 32, 16), row_embed=8), updates=4, val_every=2, n_workers=2
+    ),
+    variants=("harmony", "harmony-without-replay"),
+    arrivals=ArrivalConfig(n_jobs=6),
+    n_train_sequences=2,
+    n_val_sequences=1,
+    eval=HarmonyEvalConfig(
+        n_sequences=2, arrivals=ArrivalConfig(n_jobs=6), baselines=("load-balancing", "tetris")
+    ),
+)
+
+
+def _counts(path) -> dict[str, int]:
+    with connect(path) as con:
+        return dict(table_counts(con).select("table", "rows").rows())
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("harmony") / "wh.duckdb")
+    interference_stage(path, InterferenceConfig(n_samples=300, seed=0))
+    reward = fit_reward_model_stage(path, CFG)
+    placed = train_placement_stage(path, CFG)
+    evaluated = evaluate_harmony_stage(path, CFG)
+    return path, reward, placed, evaluated
+
+
+def test_reward_model_is_registered_with_its_comparison(run):
+    path, reward, _, _ = run
+    rid = reward.reward_model.policy_id
+    assert rid.startswith("harmony-reward-model-")
+    with connect(path) as con:
+        metrics = read_frame(
+            con, "SELECT * FROM reward_model_metrics WHERE reward_model_id = ?", [rid]
+        )
+        curve = read_frame(
+            con, "SELECT * FROM harmony_learning_curves WHERE policy_id = ? ORDER BY step", [rid]
+        )
+        gavel = read_frame(
+            con, "SELECT count(*) AS n FROM interference_samples WHERE source = 'gavel:v100'"
+        )
+    overall = metrics.filter(metrics["job_type"] == "all")
+    assert set(overall["estimator"]) == {"harmony-nn", "lif-line", "lif-quad", "gradient-boosting"}
+    assert set(overall["split"]) == {"train", "test"}
+    assert curve["step"].to_list() == [1, 2, 3] and set(curve["phase"]) == {"reward_model"}
+    assert gavel["n"][0] == 10
+    assert reward.gavel["v100"].policy_id.startswith("harmony-reward-model-gavel-")
+
+
+def test_placement_policies_and_evaluation_rows(run):
+    path, reward, placed, evaluated = run
+    assert set(placed) == {"harmony", "harmony-without-replay"}
+    with connect(path) as con:
+        rows = read_frame(
+            con, "SELECT * FROM harmony_evaluation WHERE eval_id = ?", [evaluated.eval_id]
+        )
+        policies = read_frame(con, "SELECT * FROM policies WHERE system = 'harmony'")
+        online = read_frame(
+            con, "SELECT count(*) AS n FROM interference_samples WHERE source = 'harmony-online'"
+        )
+    assert rows.height == 3 * 4  # patterns x (2 baselines + 2 learned)
+    learned = rows.filter(rows["scheduler"] == "harmony")
+    assert set(learned["policy_id"]) == {placed["harmony"].policy_id}
+    assert rows.filter(rows["scheduler"] == "tetris")["policy_id"].is_null().all()
+    assert json.loads(policies["metrics"][0])["reward_model_id"] == reward.reward_model.policy_id
+    assert online["n"][0] == evaluated.online_samples > 0
+
+
+def test_rerun_on_unchanged_inputs_trains_nothing(run):
+    path, reward, placed, _ = run
+    before = _counts(path)
+    again = fit_reward_model_stage(path, replace(CFG, gavel_path=None))
+    assert again.reward_model.policy_id == reward.reward_model.policy_id
+    assert again.reward_model.metrics["cached"]
+    assert _counts(path) == before
+    again_placed = train_placement_stage(path, CFG, reward.reward_model.policy_id)
+    assert {k: v.policy_id for k, v in again_placed.items()} == {
+        k: v.policy_id for k, v in placed.items()
+    }
+
+
+def test_online_update_retrains_from_the_last_checkpoints(run):
+    path, reward, placed, _ = run
+    new_reward, new_placed = online_update_stage(path, CFG)
+    assert new_reward.reward_model.parent_policy_id == reward.reward_model.policy_id
+    assert new_reward.reward_model.policy_id != reward.reward_model.policy_id
+    assert new_placed["harmony"].parent_policy_id == placed["harmony"].policy_id
+    assert new_placed["harmony"].metrics["reward_model_id"] == new_reward.reward_model.policy_id
+
+
+def test_a_failed_stage_leaves_the_warehouse_as_it_was(run):
+    path, _, _, _ = run
+    before = _counts(path)
+    with pytest.raises(ValueError, match="no interference samples"):
+        fit_reward_model_stage(path, replace(CFG, sample_sources=("nothing",)))
+    with pytest.raises(ValueError, match="unknown Harmony variant"):
+        train_placement_stage(path, replace(CFG, variants=("harmony-without-everything",)))
+    assert _counts(path) == before
+
+
+def test_same_seed_same_policies_in_another_warehouse(run, tmp_path):
+    _, reward, placed, _ = run
+    other = str(tmp_path / "other.duckdb")
+    interference_stage(other, InterferenceConfig(n_samples=300, seed=0))
+    reward2 = fit_reward_model_stage(other, replace(CFG, gavel_path=None))
+    placed2 = train_placement_stage(other, replace(CFG, variants=("harmony",)))
+    assert reward2.reward_model.policy_id == reward.reward_model.policy_id
+    assert placed2["harmony"].policy_id == placed["harmony"].policy_id
