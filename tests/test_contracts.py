@@ -7,11 +7,17 @@ import polars as pl
 import pytest
 
 import models.contracts
+import models.rltaps.contracts
 import pipelines.contracts
 import tracelib.contracts
 from warehouse import connect
 
-CONTRACT_MODULES = [tracelib.contracts, pipelines.contracts, models.contracts]
+CONTRACT_MODULES = [
+    tracelib.contracts,
+    pipelines.contracts,
+    models.contracts,
+    models.rltaps.contracts,
+]
 # Bookkeeping of the migration mechanism itself, not a stage's table.
 NO_CONTRACT = {"schema_migrations"}
 
