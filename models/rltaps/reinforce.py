@@ -179,8 +179,8 @@ def _train(
             if epoch > 1 and (epoch - 1) % cfg.refresh_every == 0:
                 train_env, train_seeds = new_env(train_rng, cfg.train_sequences)
                 all_train_seeds.append(list(train_seeds))
-            if epoch > 1:
-                val_env, val_seeds = new_env(val_rng, cfg.val_sequences)
+            # Each epoch ends on a fresh test set (iteration 0 had its own).
+            val_env, val_seeds = new_env(val_rng, cfg.val_sequences)
         stats: dict[str, list[float]] = {"reward": [], "slowdown": [], "entropy": [], "loss": []}
         optimizer.zero_grad()
         pending = 0
