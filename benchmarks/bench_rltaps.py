@@ -10,7 +10,7 @@ figures (PNG) and tables (CSV) to a folder.
 Target (issue 6): RL-TAPS' mean slowdown below Random's, SJF's and Tetris' in both modes.
 
     python -m benchmarks.bench_rltaps                    # the stage's default budget
-    python -m benchmarks.bench_rltaps medium [out_dir]   # 30-job sequences, 15 epochs
+    python -m benchmarks.bench_rltaps medium [out_dir] [seed]   # 8 x 8 episodes, 15 epochs
     python -m benchmarks.bench_rltaps paper [out_dir]    # RL-TAPS 5.1's sizes (hours)
 """
 
@@ -22,9 +22,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from models.rltaps.config import MODES
+from models.rltaps.policy import ci95
 from pipelines.stages_rltaps import RLTapsStageConfig, evaluate_rltaps_stage, train_rltaps_stage
 from warehouse import connect, read_frame
 
@@ -75,9 +77,9 @@ def _figures(curves: pl.DataFrame, evaluation: pl.DataFrame, folder: Path) -> li
     return out
 
 
-def run(budget: str = "default", out: str | None = None) -> pl.DataFrame:
+def run(budget: str = "default", out: str | None = None, seed: str | int = 0) -> pl.DataFrame:
     """Train both modes and evaluate; returns the evaluation table."""
-    cfg = BUDGETS[budget]
+    cfg = replace(BUDGETS[budget], seed=int(seed))
     folder = Path(out or tempfile.mkdtemp(prefix="bench-rltaps-"))
     folder.mkdir(parents=True, exist_ok=True)
     warehouse = folder / "wh.duckdb"
@@ -131,6 +133,14 @@ def run(budget: str = "default", out: str | None = None) -> pl.DataFrame:
         print(
             f"target ({mode}): slowdown {ours:.2f} < best baseline {best_baseline:.2f}: {verdict}"
         )
+        # Paired by test sequence: RL-TAPS minus each baseline (negative: RL-TAPS better).
+        mine = np.array(ev.slowdowns[f"rl-taps-{mode}"])
+        for base in ("random", "sjf", "tetris"):
+            diff = mine - np.array(ev.slowdowns[base])
+            print(
+                f"  vs {base}: paired difference {diff.mean():+.2f} +- {ci95(diff):.2f} "
+                f"(95% CI), RL-TAPS lower on {(diff < 0).sum()}/{len(diff)} sequences"
+            )
     print(f"total wall time {time.perf_counter() - start:.0f} s; outputs in {folder}")
     return table
 
@@ -141,4 +151,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run(*sys.argv[1:3])
+    run(*sys.argv[1:4])

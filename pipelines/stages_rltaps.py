@@ -17,7 +17,7 @@ test ones in each evaluation row. Same config, same tables (bit for bit, timesta
 DL2's stage pattern (pipelines/stages_dl2.py): train with the warehouse closed, write in one
 transaction, content-addressed checkpoints beside the warehouse, `metrics.input_key` so a
 re-run on unchanged inputs trains nothing, fine-tuning from the latest registered policy.
-The default budget is small (about 20 s per mode and a few seconds of evaluation here);
+The default budget is small (about 40 s per mode and 10 s of evaluation here);
 the paper's sizes are `RLTapsStageConfig.paper()` (hours).
 """
 
@@ -69,9 +69,9 @@ class RLTapsStageConfig:
 
     mode: str = "nonstreaming"
     """Training mode: "nonstreaming" (static sequences) or "streaming" (fresh ones)."""
-    n_jobs: int = 20
+    n_jobs: int = 30
     """Jobs per sequence, one arriving per step (RL-TAPS: 400)."""
-    max_steps: int = 150
+    max_steps: int = 200
     """T_max: steps per episode; unfinished jobs finish at T_max (RL-TAPS: 1000)."""
     train_sequences: int = 6
     """J: training sequences (RL-TAPS: 200 without streaming, 60 with)."""
@@ -81,7 +81,7 @@ class RLTapsStageConfig:
     """E: episodes per sequence (RL-TAPS: 20)."""
     batch_sequences: int = 2
     """B: sequences per update."""
-    epochs: int = 4
+    epochs: int = 5
     """Training epochs (RL-TAPS: 50)."""
     refresh_every: int = 2
     """Streaming: fresh training sequences every so many epochs (RL-TAPS: 10)."""
@@ -172,6 +172,10 @@ class RLTapsEvalResult:
     mean_slowdown: dict[str, float]
     """Scheduler -> mean slowdown over the test sequences."""
     mean_reward: dict[str, float]
+    slowdowns: dict[str, list[float]]
+    """Scheduler -> mean slowdown of each test sequence (in `seeds` order, for paired
+    comparisons)."""
+    seeds: list[int]
 
 
 def latest_rltaps_policy(con, system: str) -> str | None:
@@ -331,4 +335,6 @@ def evaluate_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) 
         policy_ids,
         {r["scheduler"]: r["mean_slowdown"] for r in rows},
         {r["scheduler"]: r["mean_reward"] for r in rows},
+        {name: [s for _, s in values] for name, values in results.items()},
+        seeds,
     )
