@@ -79,8 +79,10 @@ def _figures(curves: pl.DataFrame, evaluation: pl.DataFrame, folder: Path) -> li
         for ax, mode in zip(axes, MODES, strict=True):
             c = curves.filter(pl.col("mode") == mode).sort("iteration")
             ax.plot(c["iteration"], c[column], marker="o", label=f"RL-TAPS ({mode}, validation)")
-            for name, value in baselines.select("scheduler", base).rows():
-                ax.axhline(value, linestyle="--", linewidth=1, label=f"{name} (test)")
+            for i, (name, value) in enumerate(baselines.select("scheduler", base).rows()):
+                ax.axhline(
+                    value, color=f"C{i + 1}", linestyle="--", linewidth=1, label=f"{name} (test)"
+                )
             ax.set_title(f"{mode}: {metric}")
             ax.set_xlabel("epoch")
             ax.legend(fontsize=7)
