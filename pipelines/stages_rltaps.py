@@ -17,8 +17,9 @@ test ones in each evaluation row. Same config, same tables (bit for bit, timesta
 DL2's stage pattern (pipelines/stages_dl2.py): train with the warehouse closed, write in one
 transaction, content-addressed checkpoints beside the warehouse, `metrics.input_key` so a
 re-run on unchanged inputs trains nothing, fine-tuning from the latest registered policy.
-The default budget is small (about 40 s per mode and 10 s of evaluation here);
-the paper's sizes are `RLTapsStageConfig.paper()` (hours).
+The default budget is small (30 to 60 s per mode and 10 s of evaluation on this shared
+machine) and does not train long enough to beat SJF; `benchmarks/bench_rltaps.py` has
+larger ones, and the paper's sizes are `RLTapsStageConfig.paper()` (hours).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class RLTapsStageConfig:
     """E: episodes per sequence (RL-TAPS: 20)."""
     batch_sequences: int = 2
     """B: sequences per update."""
-    epochs: int = 5
+    epochs: int = 4
     """Training epochs (RL-TAPS: 50)."""
     refresh_every: int = 2
     """Streaming: fresh training sequences every so many epochs (RL-TAPS: 10)."""
