@@ -152,6 +152,7 @@ class RLTapsStageConfig:
         return sequence_seeds(np.random.default_rng(seq), self.test_sequences)
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able values (recorded in `policies.metrics.stage_config`)."""
         return asdict(self)
 
 
@@ -190,6 +191,7 @@ def latest_rltaps_policy(con, system: str) -> str | None:
 
 
 def _input_key(*parts: Any) -> str:
+    """Hash of a stage's inputs (JSON-able parts): the trainer config and the init choice."""
     digest = hashlib.sha256()
     for part in parts:
         digest.update(canonical_json(part).encode())
@@ -216,6 +218,7 @@ def _trained_on(con, key: str, system: str) -> RLTapsTrainResult | None:
 
 
 def _public(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Metrics for the run summary (JSON-safe scalars only)."""
     return {k: v for k, v in metrics.items() if isinstance(v, int | float | str | None)}
 
 

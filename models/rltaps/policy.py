@@ -141,14 +141,17 @@ class VisibleSlots:
 
     @property
     def name(self) -> str:
+        """The picker's name."""
         return self.picker.name
 
     @property
     def interval_s(self) -> float | None:
+        """The picker's decision interval."""
         return self.picker.interval_s
 
     @property
     def uses_oracle(self) -> bool:
+        """Whether the picker reads the speed oracle."""
         return self.picker.uses_oracle
 
     def allocate(self, snap: Snapshot) -> Allocation:
