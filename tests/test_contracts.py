@@ -8,6 +8,7 @@ import pytest
 
 import models.contracts
 import models.harmony.contracts
+import models.rltaps.contracts
 import pipelines.contracts
 import tracelib.contracts
 from warehouse import connect
@@ -17,6 +18,7 @@ CONTRACT_MODULES = [
     pipelines.contracts,
     models.contracts,
     models.harmony.contracts,
+    models.rltaps.contracts,
 ]
 # Bookkeeping of the migration mechanism itself, not a stage's table.
 NO_CONTRACT = {"schema_migrations"}

@@ -41,7 +41,12 @@ import numpy as np
 from tracelib.envs.environments import _SessionEnv
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.snapshot import Allocation, JobPlacement, JobView, Placement, Snapshot
-from tracelib.sim.topology import TopologyConfig, TopologySpeedModel, rl_taps_scenario
+from tracelib.sim.topology import (
+    RLTAPS_RESUME_COST_S,
+    TopologyConfig,
+    TopologySpeedModel,
+    rl_taps_scenario,
+)
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,9 @@ class GpuEnvConfig:
     """Steps per episode before truncation (the paper's T_max)."""
     invalid_action_penalty: float = 0.0
     """Per GPU whose choice was masked."""
+    resume_cost_s: float = RLTAPS_RESUME_COST_S
+    """Training time a job loses when it resumes or changes GPUs after having trained
+    (`rl_taps_scenario`; RL-TAPS models none)."""
 
 
 class GpuAssignmentEnv(_SessionEnv):
@@ -83,7 +91,7 @@ class GpuAssignmentEnv(_SessionEnv):
 
     def __init__(self, workloads: Sequence[Sequence[JobSpec]], cfg: GpuEnvConfig | None = None):
         self.cfg = cfg or GpuEnvConfig()
-        scenario = rl_taps_scenario(self.cfg.topology)
+        scenario = rl_taps_scenario(self.cfg.topology, resume_cost_s=self.cfg.resume_cost_s)
         super().__init__(
             workloads,
             scenario.cfg,
@@ -208,3 +216,12 @@ class GpuAssignmentEnv(_SessionEnv):
         self._submit(alloc, placement)
         self._begin()
         return self._outcome(reward, invalid_gpus=invalid)
+
+    def step_decision(self, alloc: Allocation, placement: Placement):
+        """Run a decision made outside the per-GPU action space (a baseline's, which may
+        start a backlog job) for one step, with the same reward and outcome as `step`."""
+        self._count_step()
+        reward = self.step_reward(self.session.snapshot, placement)
+        self._submit(alloc, placement)
+        self._begin()
+        return self._outcome(reward, invalid_gpus=0)

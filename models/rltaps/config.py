@@ -1,0 +1,138 @@
+"""Configuration of RL-TAPS (Ryu et al., CASCON '20): one frozen dataclass per concern.
+
+Defaults are the paper's (section 5.1): 8 machines of 4 GPUs on 4 racks, N = 10 job slots, a
+backlog of 60, requests up to 12 GPUs, one hidden layer of 1.5 x the 32 x 11 outputs, Adam
+with learning rate 0.001, E = 20 episodes per job sequence, one job arriving per step for 400
+steps, T_max = 1000, 50 epochs; 200 training / 200 testing sequences without streaming, 60
+fresh ones every 10 epochs (testing: every epoch) with streaming. The paper leaves the
+discount and the number of sequences per update B unsaid: we take DeepRM's discount 1 (its
+code's `discount = 1`) and B = 10. Those sizes take hours here; the pipeline stage runs a
+small budget (`pipelines.stages_rltaps.RLTapsStageConfig`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tracelib.envs.gpu import GpuEnvConfig
+
+SYSTEM = "rl-taps"
+"""`policies.system` of RL-TAPS trained without streaming (static job sequences)."""
+STREAMING_SYSTEM = "rl-taps-streaming"
+"""`policies.system` of RL-TAPS trained on streaming job sequences."""
+MODES = ("nonstreaming", "streaming")
+
+
+def system_of(mode: str) -> str:
+    """The `policies.system` of a training mode."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    return SYSTEM if mode == "nonstreaming" else STREAMING_SYSTEM
+
+
+@dataclass(frozen=True)
+class RLTapsNetConfig:
+    """Shape of the policy network: the state image in, one softmax per GPU out (RL-TAPS
+    4.5.1, Fig. 1): input -> one fully connected ReLU layer -> M x (N + 1) logits."""
+
+    n_gpus: int = 32
+    """M: GPUs, one softmax each."""
+    slots: int = 10
+    """N: job slots; each softmax has N + 1 entries (the last is the null slot)."""
+    horizon: int = 10
+    """Rows of the state image."""
+    max_gpus: int = 12
+    """Columns of a job slot's image."""
+    backlog: int = 60
+    """Backlog cells."""
+    hidden: int | None = None
+    """Hidden units (None: RL-TAPS' ceil(1.5 x M x (N + 1)) = 528)."""
+
+    def __post_init__(self) -> None:
+        if min(self.n_gpus, self.slots, self.horizon, self.max_gpus, self.backlog) < 1:
+            raise ValueError("n_gpus, slots, horizon, max_gpus and backlog must be positive")
+        if self.hidden is not None and self.hidden < 1:
+            raise ValueError("hidden must be positive")
+
+    @classmethod
+    def for_env(cls, env: GpuEnvConfig, hidden: int | None = None) -> RLTapsNetConfig:
+        """The network that reads `env`'s observations."""
+        o = env.obs
+        return cls(env.topology.n_gpus, o.slots, o.horizon, o.max_gpus, o.backlog, hidden)
+
+    @property
+    def n_choices(self) -> int:
+        """N + 1: choices per GPU."""
+        return self.slots + 1
+
+    @property
+    def n_outputs(self) -> int:
+        """M x (N + 1) output units."""
+        return self.n_gpus * self.n_choices
+
+    @property
+    def hidden_units(self) -> int:
+        """Hidden units actually used."""
+        return self.hidden or math.ceil(1.5 * self.n_outputs)
+
+    @property
+    def input_dim(self) -> int:
+        """Flattened image: cluster (horizon x M), N job slots (horizon x max_gpus), backlog."""
+        return self.horizon * self.n_gpus + self.slots * self.horizon * self.max_gpus + self.backlog
+
+
+@dataclass(frozen=True)
+class ReinforceConfig:
+    """REINFORCE with a per-time-step baseline over E episodes of one job sequence
+    (RL-TAPS Algorithm 1), without or with streaming job sequences."""
+
+    mode: str = "nonstreaming"
+    """"nonstreaming": a static set of training sequences (Algorithm 1); "streaming": a
+    fresh set every `refresh_every` epochs and fresh validation sequences every epoch."""
+    env: GpuEnvConfig = field(default_factory=lambda: GpuEnvConfig(max_steps=1000))
+    """Environment (topology, image, penalties); `max_steps` is T_max (RL-TAPS: 1000)."""
+    hidden: int | None = None
+    """Hidden units (None: 1.5 x outputs, RL-TAPS 5.1)."""
+    n_jobs: int = 400
+    """Jobs per sequence, one arriving per step (RL-TAPS: 400)."""
+    train_sequences: int = 200
+    """J: training sequences (RL-TAPS: 200 without streaming, 60 with)."""
+    val_sequences: int = 200
+    """Validation (the paper's "testing") sequences per evaluation (RL-TAPS: 200 / 60)."""
+    episodes: int = 20
+    """E: episodes per sequence for the baseline (RL-TAPS: 20)."""
+    batch_sequences: int = 10
+    """B: sequences whose gradients make one update (not given in the paper)."""
+    epochs: int = 50
+    """Passes over the training sequences (RL-TAPS: 50)."""
+    refresh_every: int = 10
+    """Streaming: new training sequences every so many epochs (RL-TAPS: 10)."""
+    lr: float = 0.001
+    """Adam learning rate (RL-TAPS: 0.001)."""
+    gamma: float = 1.0
+    """Discount per step (not in the paper; DeepRM's 1)."""
+    keep_best: bool = True
+    """Return the weights with the lowest validation mean slowdown (else the last)."""
+    max_wall_s: float | None = None
+    """Stop after this many seconds (None: no limit); checked between sequences."""
+    seed: int = 0
+    """Root seed: initialization, sequences, shuffling, action sampling."""
+
+    def __post_init__(self) -> None:
+        system_of(self.mode)
+        sizes = (self.n_jobs, self.train_sequences, self.val_sequences, self.episodes)
+        if min(sizes) < 1 or self.batch_sequences < 1 or self.epochs < 1:
+            raise ValueError("sequence counts, episodes, batch and epochs must be positive")
+        if self.refresh_every < 1 or self.lr <= 0 or not 0.0 < self.gamma <= 1.0:
+            raise ValueError("need refresh_every >= 1, lr > 0 and gamma in (0, 1]")
+
+    @property
+    def system(self) -> str:
+        """`policies.system` of the trained policy."""
+        return system_of(self.mode)
+
+    @property
+    def net(self) -> RLTapsNetConfig:
+        """The policy network a fresh run trains."""
+        return RLTapsNetConfig.for_env(self.env, self.hidden)

@@ -1,0 +1,130 @@
+"""RL-TAPS' pipeline stages on a temporary warehouse: registration and curves, lineage,
+skipping unchanged inputs, evaluation rows, determinism, atomic failure."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from pipelines.stages_rltaps import (
+    RLTapsStageConfig,
+    evaluate_rltaps_stage,
+    train_rltaps_stage,
+)
+from warehouse import connect, read_frame, table_counts
+
+CFG = RLTapsStageConfig(
+    n_jobs=6,
+    max_steps=50,
+    train_sequences=2,
+    val_sequences=2,
+    episodes=2,
+    batch_sequences=2,
+    epochs=2,
+    refresh_every=1,
+    test_sequences=3,
+    hidden=32,
+)
+
+
+def _run(path, cfg: RLTapsStageConfig = CFG):
+    trained = [
+        train_rltaps_stage(path, replace(cfg, mode=m)) for m in ("nonstreaming", "streaming")
+    ]
+    return trained, evaluate_rltaps_stage(path, cfg)
+
+
+def _counts(path) -> dict[str, int]:
+    with connect(path) as con:
+        return dict(table_counts(con).select("table", "rows").rows())
+
+
+@pytest.fixture(scope="module")
+def done(tmp_path_factory):
+    path = tmp_path_factory.mktemp("rltaps") / "wh.duckdb"
+    return path, _run(path)
+
+
+def test_stages_register_both_modes_with_curves_and_evaluate(done):
+    path, ((plain, streaming), ev) = done
+    assert plain.system == "rl-taps" and streaming.system == "rl-taps-streaming"
+    assert plain.parent_policy_id is None and streaming.parent_policy_id is None
+    with connect(path) as con:
+        curves = read_frame(
+            con, "SELECT policy_id, mode, count(*) AS n FROM rltaps_learning_curves GROUP BY ALL"
+        )
+        rows = read_frame(con, "SELECT * FROM rltaps_evaluation ORDER BY scheduler")
+        policy = read_frame(
+            con, "SELECT * FROM policies WHERE policy_id = ?", [plain.policy_id]
+        ).row(0, named=True)
+    assert set(curves.rows()) == {
+        (plain.policy_id, "nonstreaming", 3),
+        (streaming.policy_id, "streaming", 3),
+    }
+    assert rows["scheduler"].to_list() == [
+        "random",
+        "rl-taps-nonstreaming",
+        "rl-taps-streaming",
+        "sjf",
+        "tetris",
+    ]
+    ids = dict(rows.select("scheduler", "policy_id").rows())
+    assert ids["rl-taps-nonstreaming"] == plain.policy_id
+    assert ids["rl-taps-streaming"] == streaming.policy_id
+    assert ids["sjf"] is None
+    assert (rows["n_sequences"] == 3).all() and (rows["mean_slowdown"] >= 1.0).all()
+    assert json.loads(rows["seeds"][0]) == CFG.test_seeds()
+    metrics = json.loads(policy["metrics"])
+    assert metrics["stage_config"]["epochs"] == 2 and len(metrics["input_key"]) == 64
+    assert len(json.loads(policy["training_workloads"])) == 2
+    assert set(ev.mean_slowdown) == set(rows["scheduler"])
+
+
+def test_rerun_on_unchanged_inputs_trains_nothing_and_replaces_its_rows(done):
+    path, ((plain, streaming), ev) = done
+    before = _counts(path)
+    (again_plain, again_streaming), again_ev = _run(path)
+    assert (again_plain.policy_id, again_streaming.policy_id) == (
+        plain.policy_id,
+        streaming.policy_id,
+    )
+    assert again_plain.metrics["cached"] and again_streaming.metrics["cached"]
+    assert again_ev.run_id == ev.run_id and again_ev.mean_slowdown == ev.mean_slowdown
+    assert _counts(path) == before
+
+
+def test_new_training_continues_from_the_latest_policy(tmp_path):
+    path = tmp_path / "wh.duckdb"
+    first = train_rltaps_stage(path, CFG)
+    second = train_rltaps_stage(path, replace(CFG, seed=1))
+    assert second.parent_policy_id == first.policy_id
+    assert not second.metrics.get("cached")
+    scratch = train_rltaps_stage(path, replace(CFG, seed=1, init="scratch"))
+    assert scratch.parent_policy_id is None
+    ev = evaluate_rltaps_stage(path, CFG)
+    assert ev.policy_ids == {"rl-taps-nonstreaming": scratch.policy_id}  # the newest one
+
+
+def test_same_seed_same_tables_in_another_warehouse(done, tmp_path):
+    path, ((plain, streaming), _) = done
+    other = tmp_path / "other.duckdb"
+    (plain2, streaming2), _ = _run(other)
+    assert (plain2.policy_id, streaming2.policy_id) == (plain.policy_id, streaming.policy_id)
+    for query in (
+        "SELECT * EXCLUDE (wall_s) FROM rltaps_learning_curves ORDER BY ALL",
+        "SELECT * EXCLUDE (code_version) FROM rltaps_evaluation ORDER BY ALL",
+    ):
+        with connect(path) as a, connect(other) as b:
+            assert read_frame(a, query).equals(read_frame(b, query))
+
+
+def test_a_failed_stage_leaves_the_warehouse_as_it_was(done):
+    path, _ = done
+    before = _counts(path)
+    with pytest.raises(KeyError, match="not registered"):
+        train_rltaps_stage(path, replace(CFG, init="rl-taps-missing", seed=7))
+    with pytest.raises(ValueError, match="hidden"):
+        train_rltaps_stage(path, replace(CFG, hidden=16, seed=7))
+    assert _counts(path) == before
