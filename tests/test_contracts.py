@@ -9,9 +9,10 @@ import pytest
 import models.contracts
 import pipelines.contracts
 import tracelib.contracts
+from models.chic import contracts as chic_contracts
 from warehouse import connect
 
-CONTRACT_MODULES = [tracelib.contracts, pipelines.contracts, models.contracts]
+CONTRACT_MODULES = [tracelib.contracts, pipelines.contracts, models.contracts, chic_contracts]
 # Bookkeeping of the migration mechanism itself, not a stage's table.
 NO_CONTRACT = {"schema_migrations"}
 
