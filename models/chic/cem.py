@@ -104,9 +104,15 @@ def train_cem(
     episode_rng = np.random.default_rng(episode_ss)
     action_rng = np.random.default_rng(action_ss)
 
+    # Initialization and dropout draw from torch's global generator: seed it for this run
+    # and restore it afterwards, so training is a function of cfg.seed alone.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(torch_seed.generate_state(2)[1]))
-        net = ChicPolicyNet(cfg.net_config)
+        return _train(train, validation, cfg, init, gen, episode_rng, action_rng)
+
+
+def _train(train, validation, cfg, init, gen, episode_rng, action_rng):
+    net = ChicPolicyNet(cfg.net_config)
     if init is not None:
         if init.net.cfg != cfg.net_config:
             raise ValueError(f"init policy has network {init.net.cfg}, training {cfg.net_config}")
