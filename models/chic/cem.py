@@ -132,9 +132,10 @@ def _train(train, validation, cfg, init, gen, episode_rng, action_rng):
     for k in range(1, cfg.iterations + 1):
         actor = NumpyPolicy(net)
         trajectories = []
+        shared = int(episode_rng.integers(len(train))) if cfg.shared_sequence else None
         for n in range(cfg.n_trajectories + int(cfg.uniform_trajectory)):
             uniform = n == cfg.n_trajectories
-            workload = int(episode_rng.integers(len(train)))
+            workload = shared if shared is not None else int(episode_rng.integers(len(train)))
             seed = int(episode_rng.integers(2**31 - 1))
             ret, _, obs, masks, acts = run_episode(
                 env, None if uniform else actor, action_rng, workload, seed, record=True

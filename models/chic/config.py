@@ -38,6 +38,10 @@ class CEMConfig:
     """Minibatch of that fit (ours)."""
     val_every: int = 2
     """Validate every so many iterations; the best validated policy is kept (paper: 2)."""
+    shared_sequence: bool = False
+    """All N + 1 trajectories of an iteration run on one sequence drawn for the iteration
+    (common random numbers; a deviation, measured beside the paper's fresh draw per
+    episode): the elite then differ by their actions, not by how busy their sequence was."""
     mask_absent: bool = False
     """Mask actions on absent jobs during training instead of charging p1 (a deviation
     from the paper, measured beside it: the penalties otherwise dominate the returns' spread

@@ -151,37 +151,45 @@ class ChicSchedule:
         self.backlog = backlog
         self.pending_arrivals = pending_arrivals
         self.types = [types[j.model] for j in self.jobs]
-        self.free = np.asarray(capacity, dtype=float).copy()  # (3,) GPU, CPU, GB
+        # Plain floats: these checks run several times per step, where numpy's per-call
+        # overhead would dominate.
+        self.free = [float(x) for x in capacity]  # GPU, CPU, GB
         n = len(self.jobs)
         self.workers = [0] * n
         self.ps = [0] * n
         self.steps = 0
-        self._w_dem = [np.array(jt.worker_demand) for jt in self.types]
-        self._p_dem = [np.array(jt.ps_demand) for jt in self.types]
+        self._w_dem = [tuple(float(x) for x in jt.worker_demand) for jt in self.types]
+        self._p_dem = [tuple(float(x) for x in jt.ps_demand) for jt in self.types]
+        self._mask: np.ndarray | None = None
 
     # -- the paper's conditions ------------------------------------------------------
 
-    def _fits(self, demand: np.ndarray) -> bool:
-        return bool(np.all(demand <= self.free + 1e-9))
+    def _fits(self, demand: tuple[float, ...]) -> bool:
+        f = self.free
+        return demand[0] <= f[0] + 1e-9 and demand[1] <= f[1] + 1e-9 and demand[2] <= f[2] + 1e-9
 
     def can_add(self, i: int, workers: int, ps: int) -> bool:
         """Whether job i can take that many more workers and PSs (cap and resources)."""
         cap = self.jobs[i].max_workers
         if self.workers[i] + workers > cap or self.ps[i] + ps > cap:
             return False
-        return self._fits(workers * self._w_dem[i] + ps * self._p_dem[i])
+        wd, pd = self._w_dem[i], self._p_dem[i]
+        return self._fits(tuple(workers * a + ps * b for a, b in zip(wd, pd, strict=True)))
 
     def resources_exhausted(self) -> bool:
         """Condition (1), eq. 4 (Chic-Pair: the pair form), or no task of any job fits."""
         if not self.jobs:
             return True
         if self.cfg.pair:
-            smallest = np.min([w + p for w, p in zip(self._w_dem, self._p_dem, strict=True)], 0)
-            if np.any(smallest > self.free + 1e-9):
+            pairs = [
+                tuple(a + b for a, b in zip(w, p, strict=True))
+                for w, p in zip(self._w_dem, self._p_dem, strict=True)
+            ]
+            if not self._fits(tuple(min(d[k] for d in pairs) for k in range(3))):
                 return True
             return not any(self.can_add(i, 1, 1) for i in range(len(self.jobs)))
-        smallest = np.min(self._w_dem + self._p_dem, axis=0)
-        if np.any(smallest > self.free + 1e-9):
+        tasks = self._w_dem + self._p_dem
+        if not self._fits(tuple(min(d[k] for d in tasks) for k in range(3))):
             return True
         return not any(
             self.can_add(i, 1, 0) or self.can_add(i, 0, 1) for i in range(len(self.jobs))
@@ -214,6 +222,11 @@ class ChicSchedule:
 
     def mask(self) -> np.ndarray:
         """Valid actions (bool, chic_n_actions); void last."""
+        if self._mask is None:
+            self._mask = self._compute_mask()
+        return self._mask.copy()
+
+    def _compute_mask(self) -> np.ndarray:
         n_act = chic_n_actions(self.cfg.variant, self.window)
         out = np.zeros(n_act, dtype=bool)
         for row in range(self.window):
@@ -245,7 +258,9 @@ class ChicSchedule:
         before = (self.workers[row], self.ps[row])
         self.workers[row] += dw
         self.ps[row] += dp
-        self.free -= dw * self._w_dem[row] + dp * self._p_dem[row]
+        wd, pd = self._w_dem[row], self._p_dem[row]
+        self.free = [f - dw * a - dp * b for f, a, b in zip(self.free, wd, pd, strict=True)]
+        self._mask = None
         if self.cfg.pair:
             return 0.0
         if before == (0, 0):
@@ -256,14 +271,15 @@ class ChicSchedule:
 
     def fallback(self) -> float:
         """Reset to one worker + one PS for the first job (a stuck phase); returns -p1."""
-        self.free = self.free + sum(
-            w * wd + p * pd
-            for w, p, wd, pd in zip(self.workers, self.ps, self._w_dem, self._p_dem, strict=True)
-        )
+        for i in range(len(self.jobs)):
+            w, p, wd, pd = self.workers[i], self.ps[i], self._w_dem[i], self._p_dem[i]
+            self.free = [f + w * a + p * b for f, a, b in zip(self.free, wd, pd, strict=True)]
         self.workers = [0] * len(self.jobs)
         self.ps = [0] * len(self.jobs)
         self.workers[0] = self.ps[0] = 1
-        self.free -= self._w_dem[0] + self._p_dem[0]
+        wd, pd = self._w_dem[0], self._p_dem[0]
+        self.free = [f - a - b for f, a, b in zip(self.free, wd, pd, strict=True)]
+        self._mask = None
         return -self.cfg.p1
 
     def allocation(self) -> Allocation:
