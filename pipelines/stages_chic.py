@@ -67,6 +67,16 @@ class ChicTrainConfig:
     """Validation sequences (paper: 30), every two iterations."""
     jobs_per_sequence: int = 30
     """W: jobs per sequence (paper: 30)."""
+    fit_epochs: int = 10
+    """Adam passes over the elite pairs per iteration (ours)."""
+    smoothing: float = 0.7
+    """alpha of the smoothed update (ours; 1 = no smoothing)."""
+    mask_absent: bool = False
+    """Deviation: mask actions on absent jobs in training instead of charging p1."""
+    shared_sequence: bool = False
+    """Deviation: one sequence per iteration for all N + 1 trajectories."""
+    work_conserving: bool = False
+    """Deviation: void masked while an idle job's worker/PS fits (training and deployment)."""
     seed: int = 0
     """Root seed of the sequences' seeds, initialization and sampling."""
     init: str = "latest"
@@ -84,6 +94,11 @@ class ChicTrainConfig:
             scenario=self.scenario(),
             iterations=self.iterations,
             n_trajectories=self.n_trajectories,
+            fit_epochs=self.fit_epochs,
+            smoothing=self.smoothing,
+            mask_absent=self.mask_absent,
+            shared_sequence=self.shared_sequence,
+            work_conserving=self.work_conserving,
             seed=self.seed,
         )
 

@@ -2,7 +2,7 @@
 modified cross-entropy method in the event-driven simulator.
 
     policy, curve, metrics = train_cem(train_seqs, val_seqs, CEMConfig(variant="chic"))
-    acts = evaluate_policy(policy, test_seqs, scenario)     # greedy ACT per sequence
+    acts = evaluate_policy(policy, test_seqs, scenario)     # ACT per sequence
 
 Modules: config (CEMConfig), networks (the 64-32-4 policy net, numpy inference), cem (the
 training algorithm), policy (checkpoints, episodes, evaluation), contracts (tables).

@@ -42,6 +42,9 @@ class CEMConfig:
     """All N + 1 trajectories of an iteration run on one sequence drawn for the iteration
     (common random numbers; a deviation, measured beside the paper's fresh draw per
     episode): the elite then differ by their actions, not by how busy their sequence was."""
+    work_conserving: bool = False
+    """Deviation (ChicEnvConfig.work_conserving): void masked while an idle job's tasks fit,
+    in training and deployment."""
     mask_absent: bool = False
     """Mask actions on absent jobs during training instead of charging p1 (a deviation
     from the paper, measured beside it: the penalties otherwise dominate the returns' spread
@@ -76,7 +79,12 @@ class CEMConfig:
         """Training MDP (absent-job actions penalized unless `mask_absent`)."""
         base = self.env or ChicEnvConfig()
         return ChicEnvConfig(
-            **{**base.__dict__, "variant": self.variant, "mask_absent": self.mask_absent}
+            **{
+                **base.__dict__,
+                "variant": self.variant,
+                "mask_absent": self.mask_absent,
+                "work_conserving": self.work_conserving or base.work_conserving,
+            }
         )
 
     @property

@@ -2,7 +2,7 @@
 
     policy = ChicPolicy(net, cem_config)
     sha = policy.save(path)                       # models.checkpoints format
-    acts = evaluate_policy(policy, sequences, scenario)   # greedy, one ACT per sequence
+    acts = evaluate_policy(policy, sequences, scenario)   # one ACT per sequence
 
 Deployment samples from pi(a | s) with absent jobs masked (the paper charges p1 for them
 in training; a deployed scheduler has no reason to waste a step), from a generator seeded
@@ -121,7 +121,14 @@ def evaluate_policy(
     the figures are reproducible; `greedy` takes the most probable valid action instead."""
     actor = policy.numpy() if isinstance(policy, ChicPolicy) else policy
     variant = policy.system if isinstance(policy, ChicPolicy) else None
-    cfg = env_cfg or ChicEnvConfig(variant=variant or "chic")
+    if env_cfg is None:
+        # Deploy in the MDP the policy was trained in (its deviations included).
+        trained = policy.train_config if isinstance(policy, ChicPolicy) else {}
+        env_cfg = ChicEnvConfig(
+            variant=variant or "chic",
+            work_conserving=bool(trained.get("work_conserving", False)),
+        )
+    cfg = env_cfg
     cfg = replace(cfg, mask_absent=True)
     if variant is not None and cfg.variant != variant:
         raise ValueError(f"a {variant} policy cannot run in a {cfg.variant} environment")

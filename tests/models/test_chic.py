@@ -242,3 +242,16 @@ def test_chic_pair_trains_too():
     policy, curve, _ = train_cem(train, val, tiny_cfg(variant="chic-pair"))
     assert policy.system == "chic-pair" and policy.net.cfg.n_actions == 4
     assert curve.height == 1
+
+
+def test_work_conserving_option_masks_void_while_an_idle_job_fits():
+    cfg = ChicEnvConfig(work_conserving=True)
+    s = ChicSchedule([view(0, "vgg-16"), view(1, "resnet-50")], TYPES, CAPACITY, cfg, 3, 0, 2)
+    assert not s.mask()[-1]  # paper's mask would allow it (jobs still to arrive)
+    s.apply(0)
+    s.apply(1)  # job 0 trains; job 1 still idle
+    assert not s.mask()[-1]
+    s.apply(3)
+    s.apply(2)
+    assert s.mask()[-1]
+    assert schedule([view(0, "vgg-16")], pending_arrivals=2).mask()[-1]

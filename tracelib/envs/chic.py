@@ -36,7 +36,8 @@ The return of an episode is therefore -(sum of JCTs) / reward_unit_s less the pe
 Actions on existing jobs whose task does not fit are masked; actions on absent jobs are
 not (the paper penalizes them; `mask_absent=True` masks them too, which the greedy
 evaluation uses). The void action is masked when no visible job could train and no job is
-still to arrive (the simulator would wait forever); if a schedule reaches S' in that state,
+still to arrive (and, with the `work_conserving` option, a deviation, while a job lacks a
+worker or PS that fits) (the simulator would wait forever); if a schedule reaches S' in that state,
 or a phase exceeds `max_phase_steps`, the env resets it to one worker + one PS for the
 first job and charges p1.
 
@@ -85,6 +86,10 @@ class ChicEnvConfig:
     """N_t is divided by this (W)."""
     mask_absent: bool = False
     """Mask actions on absent jobs instead of charging p1 (greedy evaluation)."""
+    work_conserving: bool = False
+    """Deviation from the paper (off by default): void is also masked while a visible job
+    lacks a worker or a PS that still fits. With speeds independent across jobs, giving an
+    idle job tasks from free resources never slows another, so such a void is dominated."""
     max_phase_steps: int = 200
     """Steps in one decision-making phase before the env ends it (see module doc)."""
 
@@ -241,8 +246,20 @@ class ChicSchedule:
             else:
                 out[2 * row] = self.can_add(row, 1, 0)
                 out[2 * row + 1] = self.can_add(row, 0, 1)
-        out[-1] = self.trainable() or self.pending_arrivals > 0
+        out[-1] = (self.trainable() or self.pending_arrivals > 0) and not (
+            self.cfg.work_conserving and self._idle_job_fits()
+        )
         return out
+
+    def _idle_job_fits(self) -> bool:
+        """Some visible job lacks a worker or a PS, and what it lacks fits."""
+        for i in range(len(self.jobs)):
+            w, p = self.workers[i], self.ps[i]
+            if w > 0 and p > 0:
+                continue
+            if self.can_add(i, int(w == 0), int(p == 0)):
+                return True
+        return False
 
     def apply(self, action: int) -> float:
         """Take one non-void action; returns its reward (penalties; 0 otherwise)."""
