@@ -2,7 +2,8 @@
 
     python -m benchmarks chic                       # small budget (about 2 minutes here)
     python -m benchmarks.bench_chic ITERATIONS [RATES] [--out DIR] [--fit-epochs E]
-        [--smoothing A] [--mask-absent] [--shared-sequence] [--train-rates RATES]
+        [--smoothing A] [--mask-absent] [--shared-sequence] [--work-conserving]
+        [--train-rates RATES]
 
 On a temporary warehouse: `train_chic_stage` trains Chic and Chic-Pair at every rate of
 RATES (comma-separated, per hour; default 0.9,1.8,2.7; --train-rates restricts which rates
@@ -43,10 +44,11 @@ def _parse(argv: list[str]) -> dict:
         "rates": (0.9, 1.8, 2.7),
         "train_rates": None,
         "out": None,
-        "fit_epochs": 10,
+        "fit_epochs": 40,
         "smoothing": 0.7,
         "mask_absent": False,
         "shared_sequence": False,
+        "work_conserving": False,
     }
     positional = []
     it = iter(argv)
@@ -63,6 +65,10 @@ def _parse(argv: list[str]) -> dict:
             opts["mask_absent"] = True
         elif arg == "--shared-sequence":
             opts["shared_sequence"] = True
+        elif arg == "--work-conserving":
+            opts["work_conserving"] = True
+        elif arg.startswith("--"):
+            raise SystemExit(f"unknown option {arg}")
         else:
             positional.append(arg)
     if positional:
@@ -91,6 +97,7 @@ def run(argv: list[str]) -> None:
                 smoothing=opts["smoothing"],
                 mask_absent=opts["mask_absent"],
                 shared_sequence=opts["shared_sequence"],
+                work_conserving=opts["work_conserving"],
             )
             result = train_chic_stage(warehouse, cfg)
             per_iteration[variant].append(result.metrics["s_per_iteration"])

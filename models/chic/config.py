@@ -32,7 +32,7 @@ class CEMConfig:
     no value apart from Adam's rate, which it also calls alpha; ours)."""
     lr: float = 0.01
     """Adam learning rate (paper: 0.01)."""
-    fit_epochs: int = 10
+    fit_epochs: int = 40
     """Passes over the elite state-action pairs to solve eq. 9 each iteration (ours)."""
     minibatch: int = 256
     """Minibatch of that fit (ours)."""

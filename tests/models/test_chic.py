@@ -255,3 +255,15 @@ def test_work_conserving_option_masks_void_while_an_idle_job_fits():
     s.apply(2)
     assert s.mask()[-1]
     assert schedule([view(0, "vgg-16")], pending_arrivals=2).mask()[-1]
+
+
+def test_scenario_and_env_are_torch_free():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tracelib.sim.chic, tracelib.envs.chic; "
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
