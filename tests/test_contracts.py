@@ -6,6 +6,7 @@ import pandera.polars as pa
 import polars as pl
 import pytest
 
+import models.chic.contracts
 import models.contracts
 import models.harmony.contracts
 import models.rltaps.contracts
@@ -19,6 +20,7 @@ CONTRACT_MODULES = [
     models.contracts,
     models.harmony.contracts,
     models.rltaps.contracts,
+    models.chic.contracts,
 ]
 # Bookkeeping of the migration mechanism itself, not a stage's table.
 NO_CONTRACT = {"schema_migrations"}

@@ -1,0 +1,197 @@
+"""Chic and Chic-Pair against Optimus (Chic section 6.2), through the pipeline's stages.
+
+    python -m benchmarks chic                       # small budget (about 2 minutes here)
+    python -m benchmarks.bench_chic ITERATIONS [RATES] [--out DIR] [--fit-epochs E]
+        [--smoothing A] [--mask-absent] [--shared-sequence] [--work-conserving]
+        [--train-rates RATES]
+
+On a temporary warehouse: `train_chic_stage` trains Chic and Chic-Pair at every rate of
+RATES (comma-separated, per hour; default 0.9,1.8,2.7; --train-rates restricts which rates
+get their own policies, the reference rate 1.8 always does), ITERATIONS CEM iterations each
+(N = 35 + 1 trajectories of W = 30 jobs, validation on 30 sequences every two iterations);
+then `evaluate_chic_stage` runs every policy, the policies trained at 1.8 at every rate, and
+Optimus at 600 s and 300 s on 30 unseen sequences per rate. Prints the ACT table, the
+reduction against Optimus-600 with the paper's targets (Chic >= 12.65%, Chic-Pair >= 10.08%
+at every rate), the learning curves at 1.8 and the seconds per training iteration (paper:
+28.15 s on one core). With --out, also writes the figures (PNG) there.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.stages_chic import (
+    REFERENCE_RATE,
+    ChicEvalConfig,
+    ChicTrainConfig,
+    evaluate_chic_stage,
+    train_chic_stage,
+)
+from warehouse import connect, read_frame
+
+TARGETS = {"chic": 0.1265, "chic-pair": 0.1008}
+"""Chic section 6.2.1: ACT reduction against Optimus (600 s) at every rate."""
+
+
+def _parse(argv: list[str]) -> dict:
+    opts = {
+        "iterations": 4,
+        "rates": (0.9, 1.8, 2.7),
+        "train_rates": None,
+        "out": None,
+        "fit_epochs": 40,
+        "smoothing": 0.7,
+        "mask_absent": False,
+        "shared_sequence": False,
+        "work_conserving": False,
+    }
+    positional = []
+    it = iter(argv)
+    for arg in it:
+        if arg == "--out":
+            opts["out"] = Path(next(it))
+        elif arg == "--fit-epochs":
+            opts["fit_epochs"] = int(next(it))
+        elif arg == "--smoothing":
+            opts["smoothing"] = float(next(it))
+        elif arg == "--train-rates":
+            opts["train_rates"] = tuple(float(r) for r in next(it).split(","))
+        elif arg == "--mask-absent":
+            opts["mask_absent"] = True
+        elif arg == "--shared-sequence":
+            opts["shared_sequence"] = True
+        elif arg == "--work-conserving":
+            opts["work_conserving"] = True
+        elif arg.startswith("--"):
+            raise SystemExit(f"unknown option {arg}")
+        else:
+            positional.append(arg)
+    if positional:
+        opts["iterations"] = int(positional[0])
+    if len(positional) > 1:
+        opts["rates"] = tuple(float(r) for r in positional[1].split(","))
+    return opts
+
+
+def run(argv: list[str]) -> None:
+    """Train, evaluate and print (see the module doc)."""
+    opts = _parse(argv)
+    started = time.perf_counter()
+    folder = Path(tempfile.mkdtemp(prefix="bench-chic-"))
+    warehouse = str(folder / "wh.duckdb")
+    train_rates = opts["train_rates"] or opts["rates"]
+    train_rates = tuple(sorted({*train_rates, REFERENCE_RATE}))
+    per_iteration: dict[str, list[float]] = {"chic": [], "chic-pair": []}
+    for variant in ("chic", "chic-pair"):
+        for rate in train_rates:
+            cfg = ChicTrainConfig(
+                variant=variant,
+                rate_per_hour=rate,
+                iterations=opts["iterations"],
+                fit_epochs=opts["fit_epochs"],
+                smoothing=opts["smoothing"],
+                mask_absent=opts["mask_absent"],
+                shared_sequence=opts["shared_sequence"],
+                work_conserving=opts["work_conserving"],
+            )
+            result = train_chic_stage(warehouse, cfg)
+            per_iteration[variant].append(result.metrics["s_per_iteration"])
+            print(
+                f"trained {variant} at {rate:g}/h: {result.policy_id}, best validation ACT "
+                f"{result.metrics['best_val_act_s']:.0f} s at iteration "
+                f"{result.metrics['best_iteration']}, {result.metrics['wall_s']:.0f} s "
+                f"({result.metrics['s_per_iteration']:.2f} s per iteration)"
+            )
+    evaluation = evaluate_chic_stage(warehouse, ChicEvalConfig(rates=opts["rates"]))
+    with connect(warehouse) as con:
+        rows = read_frame(
+            con,
+            "SELECT system, rate_per_hour, avg_jct_s, ci95_s, improvement_vs_optimus_600 "
+            "FROM chic_evaluation WHERE eval_id = ? ORDER BY system, rate_per_hour",
+            [evaluation.eval_id],
+        )
+        curves = read_frame(
+            con,
+            "SELECT p.system, c.iteration, c.elite_bound, c.mean_return, c.val_act_s, c.wall_s "
+            "FROM chic_learning_curves c JOIN policies p USING (policy_id) "
+            "WHERE CAST(json_extract(p.config, '$.train.scenario.rate_per_hour') AS DOUBLE) = ? "
+            "ORDER BY p.system, c.iteration",
+            [REFERENCE_RATE],
+        )
+    with pl.Config(tbl_rows=200, tbl_cols=20, tbl_width_chars=160, float_precision=3):
+        act = rows.pivot(on="rate_per_hour", index="system", values="avg_jct_s")
+        print("\naverage completion time (s) by arrival rate (per hour), 30 unseen sequences:")
+        print(act)
+        imp = rows.pivot(on="rate_per_hour", index="system", values="improvement_vs_optimus_600")
+        print("\nACT reduction against Optimus-600 (paper: Chic >= 0.1265, Chic-Pair >= 0.1008):")
+        print(imp)
+        print(f"\nlearning curves at {REFERENCE_RATE}/h:")
+        print(curves)
+    for system, target in TARGETS.items():
+        got = rows.filter(pl.col("system") == system)
+        if got.height:
+            worst = float(got["improvement_vs_optimus_600"].min())
+            verdict = "reached" if worst >= target else "NOT reached"
+            print(
+                f"{system}: smallest ACT reduction against Optimus-600 over the rates "
+                f"{worst:+.2%} (target >= {target:.2%}): {verdict}"
+            )
+    for variant, values in per_iteration.items():
+        mean = sum(values) / len(values)
+        print(f"{variant}: {mean:.2f} s per training iteration here (paper: 28.15 s, Chic)")
+    if opts["out"] is not None:
+        _figures(rows, curves, opts["out"])
+    print(f"total wall time {time.perf_counter() - started:.0f} s")
+
+
+def _figures(rows: pl.DataFrame, curves: pl.DataFrame, out: Path) -> None:
+    """ACT by rate (Fig. 4) and the learning curves at 1.8 (Fig. 6) as PNG files."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for system in rows["system"].unique().sort().to_list():
+        part = rows.filter(pl.col("system") == system).sort("rate_per_hour")
+        ax.errorbar(
+            part["rate_per_hour"], part["avg_jct_s"], yerr=part["ci95_s"], label=system, capsize=3
+        )
+    ax.set_xlabel("arrival rate (jobs per hour)")
+    ax.set_ylabel("average completion time (s)")
+    ax.set_yscale("log")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "chic-act-by-rate.png", dpi=120)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for system in curves["system"].unique().sort().to_list():
+        part = curves.filter(pl.col("system") == system)
+        axes[0].plot(part["iteration"], part["elite_bound"], label=f"{system} elite bound")
+        axes[0].plot(part["iteration"], part["mean_return"], "--", label=f"{system} mean return")
+        val = part.drop_nulls("val_act_s")
+        axes[1].plot(val["iteration"], val["val_act_s"], "o-", label=system)
+    axes[0].set_xlabel("iteration")
+    axes[0].set_ylabel("return")
+    axes[0].legend(fontsize=7)
+    axes[1].set_xlabel("iteration")
+    axes[1].set_ylabel("validation ACT (s)")
+    axes[1].set_yscale("log")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "chic-learning-curves.png", dpi=120)
+    print(f"figures written to {out}")
+
+
+def main() -> None:
+    """`python -m benchmarks chic`: the small default budget."""
+    run([])
+
+
+if __name__ == "__main__":
+    run(sys.argv[1:])

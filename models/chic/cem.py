@@ -1,0 +1,202 @@
+"""Chic's training algorithm: the modified cross-entropy method (section 4.3, Algorithm 1).
+
+Each iteration k:
+  1. N trajectories from the current policy pi(a | s; theta_(k-1)), each on a training
+     sequence drawn at random, plus (the paper's modification) trajectory N + 1 with
+     actions uniform over the valid ones;
+  2. returns R(x_n) sorted ascending, the elite bound xi_k = R_(floor((1 - rho) N));
+  3. theta_hat_k maximizes the likelihood of the elite trajectories' actions (eq. 9, as
+     the cross-entropy loss -log pi'(a_t | s_t), minimized with Adam from theta_(k-1) for
+     `fit_epochs` passes, dropout on);
+  4. smoothed update theta_k = alpha * theta_hat_k + (1 - alpha) * theta_(k-1).
+Every `val_every` iterations the policy schedules the validation sequences; the
+policy with the lowest validation ACT is the one returned.
+
+Randomness: one SeedSequence root (cfg.seed) spawns the streams for torch (initialization,
+dropout, minibatch order), sequence choice and action sampling.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+import polars as pl
+import torch
+
+from models.chic.config import CEMConfig
+from models.chic.networks import ChicPolicyNet, NumpyPolicy
+from models.chic.policy import ChicPolicy, evaluate_policy, run_episode
+from tracelib.envs.chic import ChicEnv
+from tracelib.sim.jobs import JobSpec
+
+CURVE_SCHEMA = {
+    "iteration": pl.Int32,
+    "elite_bound": pl.Float64,
+    "mean_return": pl.Float64,
+    "best_return": pl.Float64,
+    "n_elite": pl.Int32,
+    "uniform_elite": pl.Boolean,
+    "fit_loss": pl.Float64,
+    "val_act_s": pl.Float64,
+    "steps": pl.Int64,
+    "wall_s": pl.Float64,
+}
+"""Columns of the learning-curve frame (one row per iteration)."""
+
+
+def elite_bound(returns: Sequence[float], n_policy: int, rho: float) -> float:
+    """xi_k = R_(floor((1 - rho) N)) of the ascending returns (1-based; at least the first)."""
+    ordered = sorted(returns)
+    index = max(1, math.floor((1.0 - rho) * n_policy))
+    return ordered[min(index, len(ordered)) - 1]
+
+
+def _fit(
+    net: ChicPolicyNet,
+    optim: torch.optim.Optimizer,
+    obs: np.ndarray,
+    masks: np.ndarray,
+    actions: np.ndarray,
+    cfg: CEMConfig,
+    gen: torch.Generator,
+) -> float:
+    """Cross-entropy fit on the elite pairs; returns the last pass's mean loss."""
+    x = torch.from_numpy(obs)  # (S, input_dim)
+    m = torch.from_numpy(masks)  # (S, n_actions) bool
+    a = torch.from_numpy(actions)  # (S,)
+    net.train()
+    loss_sum = 0.0
+    for _ in range(cfg.fit_epochs):
+        order = torch.randperm(len(a), generator=gen)
+        loss_sum, count = 0.0, 0
+        for start in range(0, len(a), cfg.minibatch):
+            idx = order[start : start + cfg.minibatch]
+            logp = net.masked_log_probs(x[idx], m[idx])
+            loss = -logp.gather(1, a[idx, None]).mean()
+            optim.zero_grad()
+            loss.backward()
+            optim.step()
+            loss_sum += float(loss.detach()) * len(idx)
+            count += len(idx)
+        loss_sum /= max(count, 1)
+    net.eval()
+    return loss_sum
+
+
+def train_cem(
+    train: Sequence[Sequence[JobSpec]],
+    validation: Sequence[Sequence[JobSpec]],
+    cfg: CEMConfig,
+    init: ChicPolicy | None = None,
+) -> tuple[ChicPolicy, pl.DataFrame, dict[str, Any]]:
+    """Train a Chic (or Chic-Pair) policy; returns (best validated policy, learning curve,
+    metrics). `init` starts from a trained policy (same network shape) instead of random."""
+    if not train or not validation:
+        raise ValueError("need training and validation sequences")
+    root = np.random.SeedSequence(cfg.seed)
+    torch_seed, episode_ss, action_ss = root.spawn(3)
+    gen = torch.Generator().manual_seed(int(torch_seed.generate_state(1)[0]))
+    episode_rng = np.random.default_rng(episode_ss)
+    action_rng = np.random.default_rng(action_ss)
+
+    # Initialization and dropout draw from torch's global generator: seed it for this run
+    # and restore it afterwards, so training is a function of cfg.seed alone.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(torch_seed.generate_state(2)[1]))
+        return _train(train, validation, cfg, init, gen, episode_rng, action_rng)
+
+
+def _train(train, validation, cfg, init, gen, episode_rng, action_rng):
+    net = ChicPolicyNet(cfg.net_config)
+    if init is not None:
+        if init.net.cfg != cfg.net_config:
+            raise ValueError(f"init policy has network {init.net.cfg}, training {cfg.net_config}")
+        net.load_state_dict(init.net.state_dict())
+    net.eval()
+    optim = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    env = ChicEnv(train, cfg.scenario, cfg.env_config)
+    train_cfg = {**asdict(cfg), "stage": "cem"}
+
+    def snapshot() -> dict[str, torch.Tensor]:
+        return {k: v.detach().clone() for k, v in net.state_dict().items()}
+
+    best_state, best_act, best_iteration = snapshot(), math.inf, 0
+    rows: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    total_steps = 0
+    for k in range(1, cfg.iterations + 1):
+        actor = NumpyPolicy(net)
+        trajectories = []
+        shared = int(episode_rng.integers(len(train))) if cfg.shared_sequence else None
+        for n in range(cfg.n_trajectories + int(cfg.uniform_trajectory)):
+            uniform = n == cfg.n_trajectories
+            workload = shared if shared is not None else int(episode_rng.integers(len(train)))
+            seed = int(episode_rng.integers(2**31 - 1))
+            ret, _, obs, masks, acts = run_episode(
+                env, None if uniform else actor, action_rng, workload, seed, record=True
+            )
+            trajectories.append((ret, obs, masks, acts, uniform))
+        returns = [t[0] for t in trajectories]
+        xi = elite_bound(returns, cfg.n_trajectories, cfg.elite_quantile)
+        elite = [t for t in trajectories if t[0] >= xi and t[3]]
+        steps = sum(len(t[3]) for t in trajectories)
+        total_steps += steps
+        loss = math.nan
+        if elite:
+            before = snapshot()
+            loss = _fit(
+                net,
+                optim,
+                np.concatenate([np.stack(t[1]) for t in elite]).astype(np.float32),
+                np.concatenate([np.stack(t[2]) for t in elite]),
+                np.concatenate([np.asarray(t[3], dtype=np.int64) for t in elite]),
+                cfg,
+                gen,
+            )
+            with torch.no_grad():
+                for name, param in net.state_dict().items():
+                    param.mul_(cfg.smoothing).add_(before[name], alpha=1.0 - cfg.smoothing)
+        val_act = math.nan
+        if k % cfg.val_every == 0 or k == cfg.iterations:
+            acts = evaluate_policy(
+                NumpyPolicy(net), validation, cfg.scenario, cfg.env_config, cfg.greedy, cfg.seed
+            )
+            val_act = float(np.mean(acts))
+            if val_act < best_act:
+                best_state, best_act, best_iteration = snapshot(), val_act, k
+        rows.append(
+            {
+                "iteration": k,
+                "elite_bound": xi,
+                "mean_return": float(np.mean(returns)),
+                "best_return": float(np.max(returns)),
+                "n_elite": len(elite),
+                "uniform_elite": any(t[4] for t in elite),
+                "fit_loss": loss,
+                "val_act_s": val_act,
+                "steps": steps,
+                "wall_s": time.perf_counter() - started,
+            }
+        )
+    net.load_state_dict(best_state)
+    net.eval()
+    wall = time.perf_counter() - started
+    curve = pl.DataFrame(rows, schema=CURVE_SCHEMA).with_columns(
+        pl.col("fit_loss").fill_nan(None), pl.col("val_act_s").fill_nan(None)
+    )
+    metrics = {
+        "best_val_act_s": best_act,
+        "best_iteration": best_iteration,
+        "iterations": cfg.iterations,
+        "train_sequences": len(train),
+        "val_sequences": len(validation),
+        "wall_s": wall,
+        "s_per_iteration": wall / cfg.iterations,
+        "steps": total_steps,
+    }
+    return ChicPolicy(net, train_cfg), curve, metrics

@@ -1,0 +1,109 @@
+"""Chic's policy network pi'(a | s; theta) (section 5), built from a `ChicNetConfig`.
+
+    obs (B, I*F + 1) -> Linear 64 -> ReLU -> Dropout 0.5 -> Linear 32 -> ReLU
+                     -> Linear 4 -> ReLU -> Linear (B, A) logits -> masked softmax
+
+A = 2I + 1 (Chic) or I + 1 (Chic-Pair). Invalid actions (tracelib.envs.chic masks) get
+probability 0. `NumpyPolicy` is the same network in numpy for rollouts (dropout off, as at
+inference): an episode is hundreds of single-state inferences, where torch's per-call
+overhead dominates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from tracelib.envs.chic import VARIANTS, chic_features, chic_n_actions
+
+MASKED = -1e9
+"""Logit of an invalid action."""
+
+
+@dataclass(frozen=True)
+class ChicNetConfig:
+    """Shape of the policy network."""
+
+    variant: str = "chic"
+    """"chic" or "chic-pair" (sets the action count and the features)."""
+    window: int = 3
+    """I: jobs in the state."""
+    hidden: tuple[int, ...] = (64, 32, 4)
+    """Hidden layers (paper: 64, 32, 4, ReLU)."""
+    dropout: float = 0.5
+    """Dropout after the first hidden layer (paper: 0.5)."""
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}")
+        if self.window < 1 or not self.hidden or min(self.hidden) < 1:
+            raise ValueError("window and hidden sizes must be positive")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError("dropout must be in [0, 1)")
+
+    @property
+    def input_dim(self) -> int:
+        return len(chic_features(self.variant, self.window))
+
+    @property
+    def n_actions(self) -> int:
+        return chic_n_actions(self.variant, self.window)
+
+
+class ChicPolicyNet(nn.Module):
+    """pi'(a | s; theta): logits over the variant's actions."""
+
+    def __init__(self, cfg: ChicNetConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        sizes = [cfg.input_dim, *cfg.hidden]
+        layers: list[nn.Module] = []
+        for i in range(len(sizes) - 1):
+            layers += [nn.Linear(sizes[i], sizes[i + 1]), nn.ReLU()]
+            if i == 0 and cfg.dropout > 0:
+                layers.append(nn.Dropout(cfg.dropout))
+        layers.append(nn.Linear(sizes[-1], cfg.n_actions))
+        self.body = nn.Sequential(*layers)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """(B, input_dim) -> (B, n_actions) unmasked logits."""
+        return self.body(obs)
+
+    def masked_log_probs(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(B, input_dim), (B, n_actions) bool -> (B, n_actions) log-probabilities."""
+        return torch.log_softmax(self.forward(obs).masked_fill(~mask, MASKED), dim=-1)
+
+
+class NumpyPolicy:
+    """Inference copy of a `ChicPolicyNet` (eval mode: no dropout)."""
+
+    def __init__(self, net: ChicPolicyNet) -> None:
+        linears = [m for m in net.body if isinstance(m, nn.Linear)]
+        self.weights = [m.weight.detach().double().numpy().T.copy() for m in linears]
+        self.biases = [m.bias.detach().double().numpy().copy() for m in linears]
+
+    def logits(self, obs: np.ndarray) -> np.ndarray:
+        """(input_dim,) -> (n_actions,) logits."""
+        x = obs.astype(np.float64)
+        last = len(self.weights) - 1
+        for k, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
+            x = x @ w + b
+            if k < last:
+                np.maximum(x, 0.0, out=x)
+        return x
+
+    def probs(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """(input_dim,), (n_actions,) bool -> masked softmax (n_actions,)."""
+        z = np.where(mask, self.logits(obs), -np.inf)
+        z = np.exp(z - z.max())
+        return z / z.sum()
+
+    def act(self, obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator | None) -> int:
+        """Sample an action (greedy, the most probable valid one, when rng is None)."""
+        if rng is None:
+            return int(np.argmax(np.where(mask, self.logits(obs), -np.inf)))
+        p = self.probs(obs, mask)
+        return int(min(np.searchsorted(np.cumsum(p), rng.random() * p.sum()), len(p) - 1))

@@ -1,0 +1,89 @@
+"""Chic's stages on a temporary warehouse: registration with curves, skipping unchanged
+inputs, fine-tuning from the latest policy of the same variant and rate, evaluation rows
+against Optimus, idempotence and determinism."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from models.chic.contracts import ChicEvaluation
+from pipelines.stages_chic import (
+    ChicEvalConfig,
+    ChicTrainConfig,
+    evaluate_chic_stage,
+    latest_chic_policy,
+    train_chic_stage,
+)
+from warehouse import connect, read_frame
+
+TINY = ChicTrainConfig(
+    iterations=2, n_trajectories=3, train_sequences=3, val_sequences=2, jobs_per_sequence=6
+)
+EVAL = ChicEvalConfig(rates=(0.9, 1.8), test_sequences=3, jobs_per_sequence=6)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("chic") / "wh.duckdb")
+    chic = train_chic_stage(path, TINY)
+    pair = train_chic_stage(path, replace(TINY, variant="chic-pair"))
+    return path, chic, pair
+
+
+def test_policies_registered_with_curves(trained):
+    path, chic, pair = trained
+    assert chic.policy_id.startswith("chic-") and pair.policy_id.startswith("chic-pair-")
+    assert chic.parent_policy_id is None
+    with connect(path) as con:
+        systems = read_frame(con, "SELECT system FROM policies ORDER BY system")["system"]
+        curve = read_frame(
+            con, "SELECT * FROM chic_learning_curves WHERE policy_id = ?", [chic.policy_id]
+        )
+        assert latest_chic_policy(con, "chic", 1.8) == chic.policy_id
+        assert latest_chic_policy(con, "chic", 0.9) is None
+    assert systems.to_list() == ["chic", "chic-pair"]
+    assert curve["iteration"].to_list() == [1, 2]
+    assert curve["val_act_s"].null_count() == 1  # validated every two iterations
+
+
+def test_unchanged_inputs_train_nothing_and_new_ones_fine_tune(trained):
+    path, chic, _ = trained
+    again = train_chic_stage(path, TINY)
+    assert again.policy_id == chic.policy_id and again.metrics.get("cached")
+    tuned = train_chic_stage(path, replace(TINY, seed=1))
+    assert tuned.parent_policy_id == chic.policy_id
+    with connect(path) as con:
+        assert latest_chic_policy(con, "chic", 1.8) == tuned.policy_id
+
+
+def test_evaluation_rows_and_idempotence(trained):
+    path, _, _ = trained
+    result = evaluate_chic_stage(path, EVAL)
+    with connect(path) as con:
+        rows = read_frame(con, "SELECT * FROM chic_evaluation ORDER BY rate_per_hour, system")
+    ChicEvaluation.validate(rows)
+    at = {(r["system"], r["rate_per_hour"]): r for r in rows.iter_rows(named=True)}
+    # Policies trained at 1.8 only: "chic" appears at 1.8, "chic-trained-at-1.8" everywhere.
+    assert ("chic", 1.8) in at and ("chic", 0.9) not in at
+    assert ("chic-trained-at-1.8", 0.9) in at and ("chic-pair-trained-at-1.8", 0.9) in at
+    assert at[("optimus-600", 0.9)]["improvement_vs_optimus_600"] == 0.0
+    assert at[("optimus-300", 0.9)]["policy_id"] is None
+    o600, o300 = at[("optimus-600", 1.8)], at[("optimus-300", 1.8)]
+    assert o300["improvement_vs_optimus_600"] == pytest.approx(
+        1 - o300["avg_jct_s"] / o600["avg_jct_s"]
+    )
+    assert all(r["n_sequences"] == 3 for r in at.values())
+    assert result.act["optimus-600"][1.8] == pytest.approx(o600["avg_jct_s"])
+    again = evaluate_chic_stage(path, EVAL)
+    assert again.eval_id == result.eval_id and again.act == result.act
+    with connect(path) as con:
+        n = con.sql("SELECT count(*) FROM chic_evaluation").fetchall()[0][0]
+    assert n == rows.height
+
+
+def test_same_seed_same_policy(tmp_path):
+    other = train_chic_stage(str(tmp_path / "wh.duckdb"), replace(TINY, iterations=1))
+    again = train_chic_stage(str(tmp_path / "wh2.duckdb"), replace(TINY, iterations=1))
+    assert other.policy_id == again.policy_id
