@@ -58,10 +58,17 @@ def cmd_run(args) -> int:
         incoming=args.incoming,
         eval_seeds=args.eval_seeds,
         eval_sequences=args.eval_sequences or None,
+        budget=args.budget,
+        systems=args.systems.split(",") if args.systems else None,
         dl2_updates=args.dl2_updates,
         dl2_warmup_epochs=args.dl2_warmup_epochs,
         dl2_teacher=args.dl2_teacher,
         dl2_baselines=not args.no_dl2_baselines,
+        harmony_updates=args.harmony_updates,
+        harmony_gavel=args.harmony_gavel,
+        harmony_online_update=args.harmony_online_update,
+        chic_iterations=args.chic_iterations,
+        rltaps_epochs=args.rltaps_epochs,
     )
     print(f"run {summary['run_id']} completed")
     for item in summary["ingested"]:
@@ -90,11 +97,45 @@ def cmd_run(args) -> int:
             _print_policy(name, result)
     for item in summary["evaluated"]:
         _print_evaluation(item)
+    _print_systems(summary)
     from warehouse import resolve_path
 
     print(f"report: {summary['report']}")
     print(f"warehouse: {resolve_path(args.warehouse)}")
     return 0
+
+
+def _print_systems(summary: dict) -> None:
+    """One line per trained policy and the headline of each system's own evaluation."""
+    if item := summary.get("harmony"):
+        reward = item["reward"]["reward_model"]
+        error = reward["metrics"].get("test_rel_error")
+        error_text = f"held-out relative error {error:.1%}" if error is not None else ""
+        print(f"  Harmony reward model {reward['policy_id']}: {error_text}")
+        for name, result in item["placement"].items():
+            print(
+                f"  {name} {result['policy_id']} (from {result['parent_policy_id'] or 'scratch'})"
+            )
+        for row in item["evaluation"]["summary"]:
+            print(
+                f"    harmony {row['pattern']:<8} {row['scheduler']:<28} avg JCT "
+                f"{row['avg_jct_s']:>9,.0f} s"
+            )
+    if item := summary.get("chic"):
+        for name, result in item["train"].items():
+            print(f"  Chic {name} {result['policy_id']}")
+        for system, by_rate in item["evaluation"]["act"].items():
+            acts = ", ".join(f"{rate}/h {act:,.0f} s" for rate, act in sorted(by_rate.items()))
+            print(f"    chic {system:<26} ACT {acts}")
+    if item := summary.get("rltaps"):
+        for mode, result in item["train"].items():
+            print(f"  RL-TAPS {mode} {result['policy_id']}")
+        evaluation = item["evaluation"]
+        for name, slowdown in evaluation["mean_slowdown"].items():
+            print(
+                f"    rl-taps {name:<22} mean slowdown {slowdown:6.2f}, mean reward "
+                f"{evaluation['mean_reward'][name]:8.2f}"
+            )
 
 
 def _print_policy(what: str, result: dict) -> None:
@@ -287,16 +328,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="at most this many test sequences per workload set are evaluated (0: all)",
     )
     run.add_argument(
+        "--budget",
+        choices=["smoke", "default", "large"],
+        default="default",
+        help="training and evaluation sizes of every learned system: smoke (about a minute, "
+        "numbers meaningless), default, large (hours); the flags below override it",
+    )
+    run.add_argument(
+        "--systems",
+        default=None,
+        help="comma-separated learned systems to train (default all: dl2,harmony,chic,rl-taps)",
+    )
+    run.add_argument(
         "--dl2-updates",
         type=int,
-        default=3000,
-        help="DL2 RL fine-tuning updates (default 3000, about a minute here; 0: skip DL2)",
+        default=None,
+        help="DL2 RL fine-tuning updates (default budget: 3000; 0: skip DL2)",
     )
     run.add_argument(
         "--dl2-warmup-epochs",
         type=int,
-        default=40,
-        help="DL2 supervised warm-up epochs at most (default 40, early stopping)",
+        default=None,
+        help="DL2 supervised warm-up epochs at most (default budget: 40, early stopping)",
     )
     run.add_argument(
         "--dl2-teacher",
@@ -308,6 +361,34 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-dl2-baselines",
         action="store_true",
         help="train only DL2, not the OfflineRL baseline and the three ablations",
+    )
+    run.add_argument(
+        "--harmony-updates",
+        type=int,
+        default=None,
+        help="Harmony placement-DRL updates per policy (default budget: 150; 0: skip Harmony)",
+    )
+    run.add_argument(
+        "--harmony-gavel",
+        default=None,
+        help="Gavel throughputs JSON: ingest its measured co-locations and fit a predictor",
+    )
+    run.add_argument(
+        "--harmony-online-update",
+        action="store_true",
+        help="after evaluating, re-fit Harmony's networks on the speeds the evaluation observed",
+    )
+    run.add_argument(
+        "--chic-iterations",
+        type=int,
+        default=None,
+        help="Chic / Chic-Pair cross-entropy-method iterations (default budget: 6; 0: skip)",
+    )
+    run.add_argument(
+        "--rltaps-epochs",
+        type=int,
+        default=None,
+        help="RL-TAPS REINFORCE epochs per training mode (default budget: 4; 0: skip)",
     )
     run.add_argument(
         "--task-runner",

@@ -11,7 +11,7 @@ from dataclasses import asdict, replace
 from prefect import flow, get_run_logger, task
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from pipelines.config import RunConfig, TraceInput, trace_inputs_from_dir
+from pipelines.config import TraceInput, run_config
 from pipelines.evaluation import EvalConfig, eval_config
 from pipelines.report import write_report
 from pipelines.stages import (
@@ -24,7 +24,21 @@ from pipelines.stages import (
     start_run,
     synthetic_stage,
 )
+from pipelines.stages_chic import (
+    ChicEvalConfig,
+    ChicTrainConfig,
+    evaluate_chic_stage,
+    train_chic_stage,
+)
 from pipelines.stages_dl2 import DL2StageConfig, finetune_stage, record_stage, warmup_stage
+from pipelines.stages_harmony import (
+    HarmonyStageConfig,
+    evaluate_harmony_stage,
+    fit_reward_model_stage,
+    online_update_stage,
+    train_placement_stage,
+)
+from pipelines.stages_rltaps import RLTapsStageConfig, evaluate_rltaps_stage, train_rltaps_stage
 from tracelib.ingest import IngestError
 from tracelib.interference import InterferenceConfig
 from tracelib.synthetic import DiurnalConfig
@@ -95,6 +109,56 @@ def report_task(warehouse: str | None, run_id: str) -> str:
     return str(write_report(warehouse, run_id))
 
 
+@task(name="harmony-fit-reward-model", **_io_retries)
+def harmony_reward_task(warehouse: str | None, cfg: HarmonyStageConfig) -> dict:
+    return asdict(fit_reward_model_stage(warehouse, cfg))
+
+
+@task(name="harmony-train-placement", **_io_retries)
+def harmony_train_task(
+    warehouse: str | None, cfg: HarmonyStageConfig, variant: str, reward: dict
+) -> dict:
+    one = replace(cfg, variants=(variant,))
+    trained = train_placement_stage(warehouse, one, reward["reward_model"]["policy_id"])
+    return asdict(trained[variant])
+
+
+@task(name="harmony-evaluate", **_io_retries)
+def harmony_evaluate_task(warehouse: str | None, cfg: HarmonyStageConfig) -> dict:
+    result = evaluate_harmony_stage(warehouse, cfg)
+    return {
+        "eval_id": result.eval_id,
+        "online_samples": result.online_samples,
+        "summary": result.summary.to_dicts(),
+    }
+
+
+@task(name="harmony-online-update", **_io_retries)
+def harmony_online_task(warehouse: str | None, cfg: HarmonyStageConfig) -> dict:
+    reward, placed = online_update_stage(warehouse, cfg)
+    return {"reward": asdict(reward), "placement": {k: asdict(v) for k, v in placed.items()}}
+
+
+@task(name="chic-train", **_io_retries)
+def chic_train_task(warehouse: str | None, cfg: ChicTrainConfig) -> dict:
+    return asdict(train_chic_stage(warehouse, cfg))
+
+
+@task(name="chic-evaluate", **_io_retries)
+def chic_evaluate_task(warehouse: str | None, cfg: ChicEvalConfig) -> dict:
+    return asdict(evaluate_chic_stage(warehouse, cfg))
+
+
+@task(name="rltaps-train", **_io_retries)
+def rltaps_train_task(warehouse: str | None, cfg: RLTapsStageConfig) -> dict:
+    return asdict(train_rltaps_stage(warehouse, cfg))
+
+
+@task(name="rltaps-evaluate", **_io_retries)
+def rltaps_evaluate_task(warehouse: str | None, cfg: RLTapsStageConfig) -> dict:
+    return asdict(evaluate_rltaps_stage(warehouse, cfg))
+
+
 @flow(name="schedlab-ingest")
 def ingest_flow(
     paths: list[str],
@@ -155,50 +219,64 @@ def nightly_flow(
     incoming: str | None = None,
     eval_seeds: int = 3,
     eval_sequences: int | None = 4,
-    dl2_updates: int = 3000,
-    dl2_warmup_epochs: int = 40,
+    budget: str = "default",
+    systems: list[str] | None = None,
+    dl2_updates: int | None = None,
+    dl2_warmup_epochs: int | None = None,
     dl2_teacher: str = "drf",
     dl2_baselines: bool = True,
+    harmony_updates: int | None = None,
+    harmony_gavel: str | None = None,
+    harmony_online_update: bool = False,
+    chic_iterations: int | None = None,
+    rltaps_epochs: int | None = None,
 ) -> dict:
     """The nightly job: ingest new traces, generate the synthetic trace, derive workloads,
-    collect interference samples, train DL2 (decision logs, warm-up, fine-tuning from the
-    latest registered policy), evaluate the heuristics and the learned policies on each
-    derived set's test workloads, and write the HTML report (`reports/` beside the
-    warehouse).
+    collect interference samples, train every learned system (DL2: decision logs, warm-up,
+    fine-tuning; Harmony: reward predictor, placement DRL; Chic and Chic-Pair; RL-TAPS),
+    each from its latest registered policy, evaluate the heuristics and DL2's policies on
+    each derived set's test workloads and every other system in its own paper's scenario,
+    and write the HTML report (`reports/` beside the warehouse).
 
     A trace that cannot be ingested is reported and skipped; the rest of the run proceeds.
-    DL2 trains `dl2_updates` RL updates after at most `dl2_warmup_epochs` supervised epochs
-    on `dl2_teacher`'s decisions (`dl2_updates=0` skips DL2); with `dl2_baselines`, the
-    OfflineRL baseline and the three Table 2 ablations get the same budget. The evaluation (one per
-    derived set with test workloads) runs `eval_seeds` seeds on at most `eval_sequences`
-    test sequences per set (None: all); `eval_seeds=0` skips it.
+    `budget` (smoke, default, large) sizes every system's training and evaluation; the
+    per-system arguments override it (`dl2_updates`, `dl2_warmup_epochs`,
+    `harmony_updates`, `chic_iterations`, `rltaps_epochs`; 0 skips that system), and
+    `systems` names the learned systems to train (default all: dl2, harmony, chic,
+    rl-taps). With `dl2_baselines`, DL2's OfflineRL baseline and three ablations train
+    too; `harmony_gavel` is a Gavel throughputs file for the reward predictor;
+    `harmony_online_update` re-fits Harmony on the speeds its evaluation observed. The
+    DL2-setting evaluation (one per derived set with test workloads) runs `eval_seeds`
+    seeds on at most `eval_sequences` test sequences per set (None: all; `eval_seeds=0`
+    skips it).
     """
     logger = get_run_logger()
-    base = RunConfig(seed=seed)
-    dl2 = (
-        replace(
-            DL2StageConfig(),
-            updates=dl2_updates,
-            warmup_epochs=dl2_warmup_epochs,
-            teacher=dl2_teacher,
-            variants=DL2StageConfig().variants if dl2_baselines else (),
-        )
-        if dl2_updates > 0
-        else None
+    cfg = run_config(
+        seed=seed,
+        n_jobs=n_jobs,
+        jobs_per_sequence=jobs_per_sequence,
+        incoming=incoming,
+        budget=budget,
+        systems=systems,
+        dl2_updates=dl2_updates,
+        dl2_warmup_epochs=dl2_warmup_epochs,
+        dl2_teacher=dl2_teacher,
+        dl2_baselines=dl2_baselines,
+        harmony_updates=harmony_updates,
+        harmony_gavel=harmony_gavel,
+        chic_iterations=chic_iterations,
+        rltaps_epochs=rltaps_epochs,
     )
-    cfg = replace(
-        base,
-        synthetic=replace(base.synthetic, n_jobs=n_jobs),
-        derive=replace(base.derive, jobs_per_sequence=jobs_per_sequence),
-        traces=trace_inputs_from_dir(incoming) if incoming else (),
-        dl2=dl2,
-    ).seeded()
     evaluation = (
         eval_config(n_seeds=eval_seeds, seed=cfg.seed, max_sequences=eval_sequences)
         if eval_seeds > 0
         else None
     )
-    config = {**cfg.to_dict(), "evaluation": evaluation.to_dict() if evaluation else None}
+    config = {
+        **cfg.to_dict(),
+        "budget": budget,
+        "evaluation": evaluation.to_dict() if evaluation else None,
+    }
     run_id = start_run(warehouse, "schedlab-nightly", cfg.seed, config)
     summary: dict = {
         "run_id": run_id,
@@ -207,6 +285,9 @@ def nightly_flow(
         "derived": [],
         "interference": None,
         "dl2": None,
+        "harmony": None,
+        "chic": None,
+        "rltaps": None,
         "evaluated": [],
         "report": None,
     }
@@ -228,7 +309,11 @@ def nightly_flow(
             named = replace(cfg.derive, name=source_id.replace(":", "-"))
             summary["derived"].append(derive_task(warehouse, [source_id], named))
         summary["interference"] = interference_task(warehouse, cfg.interference)
-        learned = {}
+
+        # Every learned system's training is submitted before any result is awaited, in
+        # dependency order, so a parallel task runner overlaps the systems (and DL2's and
+        # Harmony's variants) while the sequential one runs them in this order.
+        pending: dict = {}
         if cfg.dl2 is not None:
             # Fine-tuning also learns from every production trace's workloads: a new trace
             # changes its inputs, so each variant retrains from its latest policy.
@@ -236,22 +321,49 @@ def nightly_flow(
             dl2 = replace(cfg.dl2, finetune_sets=sets)
             recorded = dl2_record_task(warehouse, dl2)
             warm = dl2_warmup_task(warehouse, dl2, recorded["run_id"])
-            # DL2 and its baselines train independently: the task runner fans them out.
-            futures = {
+            summary["dl2"] = {"record": recorded, "warmup": warm}
+            pending["dl2"] = {
                 name: dl2_finetune_task.submit(warehouse, dl2, warm["policy_id"], name)
                 for name in ("dl2", *dl2.variants)
             }
-            trained = {name: future.result() for name, future in futures.items()}
-            tuned = trained.pop("dl2")
-            variants = trained
-            summary["dl2"] = {
-                "record": recorded,
-                "warmup": warm,
-                "finetune": tuned,
-                "variants": variants,
+        if cfg.harmony is not None:
+            reward = harmony_reward_task.submit(warehouse, cfg.harmony)
+            pending["harmony-reward"] = reward
+            pending["harmony"] = {
+                v: harmony_train_task.submit(warehouse, cfg.harmony, v, reward)
+                for v in cfg.harmony.variants
             }
-            learned = {"dl2-warmup": warm["policy_id"], "dl2": tuned["policy_id"]}
-            learned |= {name: result["policy_id"] for name, result in variants.items()}
+        if cfg.chic is not None:
+            pending["chic"] = {
+                f"{t.variant}@{t.rate_per_hour:g}": chic_train_task.submit(warehouse, t)
+                for t in cfg.chic.train_configs()
+            }
+        if cfg.rltaps is not None:
+            pending["rltaps"] = {
+                t.mode: rltaps_train_task.submit(warehouse, t) for t in cfg.rltaps.train_configs()
+            }
+        # Each system's own evaluation waits for its training only.
+        if cfg.harmony is not None:
+            pending["harmony-eval"] = harmony_evaluate_task.submit(
+                warehouse, cfg.harmony, wait_for=list(pending["harmony"].values())
+            )
+        if cfg.chic is not None:
+            pending["chic-eval"] = chic_evaluate_task.submit(
+                warehouse, cfg.chic.eval, wait_for=list(pending["chic"].values())
+            )
+        if cfg.rltaps is not None:
+            pending["rltaps-eval"] = rltaps_evaluate_task.submit(
+                warehouse, cfg.rltaps.stage, wait_for=list(pending["rltaps"].values())
+            )
+
+        learned = {}
+        if cfg.dl2 is not None:
+            trained = {name: f.result() for name, f in pending["dl2"].items()}
+            summary["dl2"]["finetune"] = trained.pop("dl2")
+            summary["dl2"]["variants"] = trained
+            learned = {"dl2-warmup": warm["policy_id"], "dl2": summary["dl2"]["finetune"]}
+            learned["dl2"] = learned["dl2"]["policy_id"]
+            learned |= {name: result["policy_id"] for name, result in trained.items()}
         refs = learned_policies(warehouse, learned)
         evaluations = []
         for derived in summary["derived"] if evaluation else ():
@@ -263,6 +375,25 @@ def nightly_flow(
             one_set = replace(evaluation, workload_sets=(derived["derivation"],), learned=refs)
             evaluations.append(evaluate_task.submit(warehouse, one_set))
         summary["evaluated"] = [future.result() for future in evaluations]
+
+        if cfg.harmony is not None:
+            summary["harmony"] = {
+                "reward": pending["harmony-reward"].result(),
+                "placement": {v: f.result() for v, f in pending["harmony"].items()},
+                "evaluation": pending["harmony-eval"].result(),
+            }
+            if harmony_online_update:
+                summary["harmony"]["online_update"] = harmony_online_task(warehouse, cfg.harmony)
+        if cfg.chic is not None:
+            summary["chic"] = {
+                "train": {k: f.result() for k, f in pending["chic"].items()},
+                "evaluation": pending["chic-eval"].result(),
+            }
+        if cfg.rltaps is not None:
+            summary["rltaps"] = {
+                "train": {k: f.result() for k, f in pending["rltaps"].items()},
+                "evaluation": pending["rltaps-eval"].result(),
+            }
         summary["report"] = report_task(warehouse, run_id)
     except BaseException:
         finish_run(warehouse, run_id, "failed", summary)

@@ -13,6 +13,8 @@ from warehouse import connect, read_frame
 # Bookkeeping that differs between any two runs by design (run ids, clocks).
 NOT_COMPARED = {"pipeline_runs", "schema_migrations"}
 WALL_CLOCK_COLUMNS = {"wall_s"}
+WALL_CLOCK_KEYS = ("wall", "s_per_iteration")
+"""Metrics keys (substrings) that measure elapsed time."""
 
 
 def comparable_tables(warehouse: Path) -> dict[str, pl.DataFrame]:
@@ -44,9 +46,15 @@ def comparable_tables(warehouse: Path) -> dict[str, pl.DataFrame]:
 
 
 def without_clocks(metrics: str) -> str:
+    """A policy's metrics JSON without its elapsed-time figures."""
+
     def strip(value):
         if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if "wall" not in k}
+            return {
+                k: strip(v)
+                for k, v in value.items()
+                if not any(clock in k for clock in WALL_CLOCK_KEYS)
+            }
         return value
 
     return json.dumps(strip(json.loads(metrics)), sort_keys=True)

@@ -61,7 +61,7 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
     shutil.copy(TRACES / "helios_sample.csv", incoming / "helios-sample.csv")
     (incoming / "helios-broken.csv").write_text("job_id,user\n1,a\n")
 
-    small = {"n_jobs": 120, "jobs_per_sequence": 30, "dl2_updates": 20, "dl2_warmup_epochs": 2}
+    small = {"n_jobs": 120, "jobs_per_sequence": 30, "budget": "smoke"}
     summary = nightly_flow(warehouse=str(warehouse_path), seed=1, incoming=str(incoming), **small)
     assert [r["path"] for r in summary["rejected"]] == [str(incoming / "helios-broken.csv")]
     assert "missing required column" in summary["rejected"][0]["error"]
@@ -73,7 +73,9 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
         runs = read_frame(con, "SELECT status, seed FROM pipeline_runs")
         assert runs.rows() == [("completed", 1)]
         first = read_frame(con, "SELECT * FROM workload_jobs ORDER BY workload_id, job_index")
-        samples = read_frame(con, "SELECT * FROM interference_samples ORDER BY ALL")
+        samples = read_frame(
+            con, "SELECT * FROM interference_samples WHERE source = 'synthetic' ORDER BY ALL"
+        )
         catalogues = read_frame(
             con, "SELECT catalogue, count(*) AS n FROM job_types GROUP BY ALL ORDER BY ALL"
         )
@@ -104,7 +106,9 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
     assert {i["outcome"] for i in again["ingested"]} == {"unchanged"}
     with connect(warehouse_path) as con:
         second = read_frame(con, "SELECT * FROM workload_jobs ORDER BY workload_id, job_index")
-        samples_again = read_frame(con, "SELECT * FROM interference_samples ORDER BY ALL")
+        samples_again = read_frame(
+            con, "SELECT * FROM interference_samples WHERE source = 'synthetic' ORDER BY ALL"
+        )
     assert first.equals(second)  # same seed, same tables
     assert samples.equals(samples_again)
     # Unchanged inputs: nothing is retrained; the same policies are evaluated again.
@@ -119,6 +123,24 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
     assert (report.parent / "latest.html").read_text() == html
     for heading in ("Leaderboard", "JCT distributions", "Learning curves", "Policies"):
         assert f">{heading}</h2>" in html
+    # Every learned system trained, was evaluated in its own scenario, and is reported.
+    assert summary["harmony"]["evaluation"]["summary"] and summary["chic"]["evaluation"]["act"]
+    assert summary["rltaps"]["evaluation"]["mean_slowdown"]
+    for title in ("Harmony: interference", "Chic and Chic-Pair", "RL-TAPS: topology"):
+        assert title in html
+    assert "Held-out error" in html  # the reward-model section
+    with connect(warehouse_path) as con:
+        curves = read_frame(con, "SELECT DISTINCT system FROM learning_curves ORDER BY ALL")
+        quality = read_frame(
+            con, "SELECT estimator FROM reward_model_quality WHERE latest ORDER BY ALL"
+        )
+    assert {"dl2", "harmony", "harmony-reward-model", "chic", "rl-taps"} <= set(curves["system"])
+    assert quality["estimator"].to_list() == [
+        "gradient-boosting",
+        "harmony-nn",
+        "lif-line",
+        "lif-quad",
+    ]
     assert "helios-helios-sample (production)" in html and "dl2-synthetic (synthetic)" in html
     assert html.count("data:image/png;base64,") >= 2 + 2 + 2  # bars, CDFs, DL2 curves
     assert 'src="http' not in html  # nothing to fetch: the file stands alone
@@ -135,8 +157,8 @@ def test_a_new_trace_is_ingested_and_retrains_the_learned_schedulers(
     small = {
         "n_jobs": 120,
         "jobs_per_sequence": 30,
-        "dl2_updates": 20,
-        "dl2_warmup_epochs": 2,
+        "budget": "smoke",
+        "systems": ["dl2"],
         "dl2_baselines": False,
         "eval_seeds": 1,
     }

@@ -497,7 +497,7 @@ def test_evaluation_flows_end_to_end(prefect_harness, warehouse_path, tmp_path):
         n_jobs=60,
         jobs_per_sequence=10,
         eval_seeds=2,
-        dl2_updates=0,
+        systems=[],
     )
     [evaluated] = summary["evaluated"]
     assert evaluated["workload_sets"] == ["dl2-synthetic"]

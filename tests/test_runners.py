@@ -12,8 +12,7 @@ TINY = {
     "seed": 4,
     "n_jobs": 60,
     "jobs_per_sequence": 10,
-    "dl2_updates": 20,
-    "dl2_warmup_epochs": 2,
+    "budget": "smoke",
     "eval_seeds": 1,
     "eval_sequences": 1,
 }
@@ -37,8 +36,11 @@ def _assert_same(warehouse, reference) -> None:
 def sequential(tmp_path_factory, prefect_harness):
     path = tmp_path_factory.mktemp("sequential") / "wh.duckdb"
     summary = _run("sequential", path)
-    # DL2, OfflineRL and the three ablations: the fan-out had five tasks to spread.
+    # Five DL2 fine-tunings, four Harmony placement trainings, two Chic and two RL-TAPS
+    # trainings and three system evaluations: the fan-out had work to spread.
     assert len(summary["dl2"]["variants"]) == 4
+    assert len(summary["harmony"]["placement"]) == 4
+    assert len(summary["chic"]["train"]) == len(summary["rltaps"]["train"]) == 2
     return path
 
 
