@@ -87,6 +87,11 @@ class PlacementTrainConfig:
     """Exploration probability, annealed linearly from the first to the second value."""
     entropy: tuple[float, float] = (0.5, 0.0)
     """Entropy weight beta, annealed linearly (paper: from 0.5)."""
+    anneal_updates: int | None = None
+    """Updates over which epsilon and beta reach their end values (None: all of them, the
+    paper's "annealed linearly during training"). With beta = 0.5 the entropy term
+    outweighs the policy gradient until it is small, so a shorter schedule leaves more of a
+    small budget to learn in."""
     ema: float = 0.9
     """Smoothing of the reward average that replaces the critic (value_net=False)."""
     val_every: int = 50
@@ -225,7 +230,7 @@ def train_placement(
     stats: dict[str, list[float]] = {"reward": [], "entropy": [], "pi": [], "v": []}
     start = time.perf_counter()
     for update in range(cfg.updates):
-        frac = update / max(cfg.updates - 1, 1)
+        frac = update / max((cfg.anneal_updates or cfg.updates) - 1, 1)
         eps, beta = _anneal(cfg.epsilon, frac), _anneal(cfg.entropy, frac)
         batches = []
         for w in workers:
