@@ -121,7 +121,7 @@ def placement(predictor, updates: int, n_sequences: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     argv = argv or []
-    updates = int(argv[0]) if len(argv) > 0 else 150
+    updates = int(argv[0]) if len(argv) > 0 else 300
     epochs = int(argv[1]) if len(argv) > 1 else 80
     n_seq = int(argv[2]) if len(argv) > 2 else 4
     gavel = argv[3] if len(argv) > 3 else None
