@@ -104,6 +104,9 @@ def placement(predictor, updates: int, n_sequences: int) -> None:
             (pl.col("ci_high_s") - pl.col("avg_jct_s")).truediv(1200).alias("ci_half_intervals"),
             "best_baseline",
             "improvement_over_best_baseline",
+            "paired_ratio",
+            "paired_ratio_ci_low",
+            "paired_ratio_ci_high",
         )
     )
     full = summary.filter(pl.col("scheduler") == "harmony").select("pattern", "avg_jct_s")
