@@ -104,6 +104,9 @@ def placement(predictor, updates: int, n_sequences: int) -> None:
             (pl.col("ci_high_s") - pl.col("avg_jct_s")).truediv(1200).alias("ci_half_intervals"),
             "best_baseline",
             "improvement_over_best_baseline",
+            "paired_ratio",
+            "paired_ratio_ci_low",
+            "paired_ratio_ci_high",
         )
     )
     full = summary.filter(pl.col("scheduler") == "harmony").select("pattern", "avg_jct_s")
@@ -121,7 +124,7 @@ def placement(predictor, updates: int, n_sequences: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     argv = argv or []
-    updates = int(argv[0]) if len(argv) > 0 else 150
+    updates = int(argv[0]) if len(argv) > 0 else 300
     epochs = int(argv[1]) if len(argv) > 1 else 80
     n_seq = int(argv[2]) if len(argv) > 2 else 4
     gavel = argv[3] if len(argv) > 3 else None

@@ -87,7 +87,7 @@ class HarmonyStageConfig:
     fit a predictor on, per GPU type."""
     gavel_gpu_types: tuple[str, ...] = ("v100", "p100", "k80")
     reward: RewardTrainConfig = field(default_factory=RewardTrainConfig)
-    train: PlacementTrainConfig = field(default_factory=lambda: PlacementTrainConfig(updates=150))
+    train: PlacementTrainConfig = field(default_factory=lambda: PlacementTrainConfig(updates=300))
     variants: tuple[str, ...] = tuple(VARIANTS)
     """Systems trained and evaluated (Harmony and its ablations)."""
     arrivals: ArrivalConfig = field(default_factory=ArrivalConfig)

@@ -96,6 +96,9 @@ def test_placement_policies_and_evaluation_rows(run):
     learned = rows.filter(rows["scheduler"] == "harmony")
     assert set(learned["policy_id"]) == {placed["harmony"].policy_id}
     assert rows.filter(rows["scheduler"] == "tetris")["policy_id"].is_null().all()
+    best = rows.filter(rows["scheduler"] == rows["best_baseline"])
+    assert best["paired_ratio"].to_list() == [1.0, 1.0, 1.0]
+    assert (rows["paired_ratio"] > 0).all()
     assert json.loads(policies["metrics"][0])["reward_model_id"] == reward.reward_model.policy_id
     assert online["n"][0] == evaluated.online_samples > 0
 

@@ -1,1 +1,11 @@
-"""Harmony (Bao, Peng, Wu 2019): reward predictor and interference-aware placement DRL."""
+"""Harmony (Bao, Peng, Wu 2019): reward predictor and interference-aware placement DRL.
+
+    reward.py     the reward predictor on (x, w, p, d) and its comparison with LIF / GBR
+    placement.py  server rules (baselines, exploration), policy/value networks, policies
+    train.py      actor-critic with job-aware exploration and experience replay
+    workloads.py  uniform / Poisson / Google-like arrival sequences
+    evaluate.py   evaluation with the true speed model; observed speeds as new samples
+    contracts.py  reward_model_metrics, harmony_learning_curves, harmony_evaluation
+
+Pipeline stages: `pipelines/stages_harmony.py`; benchmark: `benchmarks/bench_harmony.py`.
+"""

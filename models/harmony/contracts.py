@@ -67,6 +67,9 @@ class HarmonyEvaluation(pa.DataFrameModel):
     ci_high_s: pl.Float64 = pa.Field(nullable=True)
     best_baseline: pl.Utf8 = pa.Field(nullable=True)
     improvement_over_best_baseline: pl.Float64 = pa.Field(nullable=True)
+    paired_ratio: pl.Float64 = pa.Field(nullable=True, gt=0)
+    paired_ratio_ci_low: pl.Float64 = pa.Field(nullable=True)
+    paired_ratio_ci_high: pl.Float64 = pa.Field(nullable=True)
     eval_config: pl.Utf8 = pa.Field(str_startswith="{")
     seed: pl.Int64
     evaluated_at: pl.Datetime("us")

@@ -59,7 +59,10 @@ def evaluate(
     learned: Mapping[str, tuple[Any, str | None]], cfg: HarmonyEvalConfig
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, list[SimResult]]]:
     """Run the baselines and `learned` (name -> (decision policy, policy id)) on every
-    pattern; returns (summary rows, per-run rows, results by scheduler for the learned)."""
+    pattern; returns (summary rows, per-run rows, results by scheduler for the learned).
+    `paired_ratio`: mean over sequences of the scheduler's average JCT / the best baseline's
+    on the same sequence, with its own t-interval (much tighter than the JCT's, as the
+    sequences' load cancels out)."""
     schedulers: dict[str, tuple[Any, str | None]] = {
         b: (RulePlacement(b), None) for b in cfg.baselines
     }
@@ -91,9 +94,18 @@ def evaluate(
             s: float(part.filter(pl.col("scheduler") == s)["avg_jct_s"].mean()) for s in schedulers
         }
         best = min(cfg.baselines, key=lambda b: means[b]) if cfg.baselines else None
+        ref = (
+            part.filter(pl.col("scheduler") == best).sort("sequence")["avg_jct_s"].to_numpy()
+            if best
+            else None
+        )
         for name, (_, policy_id) in schedulers.items():
-            vals = part.filter(pl.col("scheduler") == name)["avg_jct_s"].to_numpy()
+            mine = part.filter(pl.col("scheduler") == name).sort("sequence")
+            vals = mine["avg_jct_s"].to_numpy()
             lo, hi = _ci(vals)
+            # Paired by sequence (same jobs, same seed): the sequence's load cancels out.
+            ratio = vals / ref if ref is not None else None
+            r_lo, r_hi = _ci(ratio) if ratio is not None else (None, None)
             rows.append(
                 {
                     "pattern": pattern,
@@ -108,6 +120,9 @@ def evaluate(
                     "improvement_over_best_baseline": (
                         1.0 - float(vals.mean()) / means[best] if best else None
                     ),
+                    "paired_ratio": float(ratio.mean()) if ratio is not None else None,
+                    "paired_ratio_ci_low": r_lo,
+                    "paired_ratio_ci_high": r_hi,
                 }
             )
     summary = pl.DataFrame(
@@ -123,6 +138,9 @@ def evaluate(
             "ci_high_s": pl.Float64,
             "best_baseline": pl.Utf8,
             "improvement_over_best_baseline": pl.Float64,
+            "paired_ratio": pl.Float64,
+            "paired_ratio_ci_low": pl.Float64,
+            "paired_ratio_ci_high": pl.Float64,
         },
     )
     return summary, run_frame, results

@@ -87,6 +87,11 @@ class PlacementTrainConfig:
     """Exploration probability, annealed linearly from the first to the second value."""
     entropy: tuple[float, float] = (0.5, 0.0)
     """Entropy weight beta, annealed linearly (paper: from 0.5)."""
+    anneal_updates: int | None = None
+    """Updates over which epsilon and beta reach their end values (None: all of them, the
+    paper's "annealed linearly during training"). With beta = 0.5 the entropy term
+    outweighs the policy gradient until it is small, so a shorter schedule leaves more of a
+    small budget to learn in."""
     ema: float = 0.9
     """Smoothing of the reward average that replaces the critic (value_net=False)."""
     val_every: int = 50
@@ -123,6 +128,8 @@ def _anneal(pair: tuple[float, float], frac: float) -> float:
 class _Worker:
     env: PlacementEnv
     obs: np.ndarray
+    decision: int
+    """The simulator decision the worker's next inference belongs to."""
     episodes: int = 0
     latest: list[tuple] = field(default_factory=list)
 
@@ -140,8 +147,8 @@ def _interval(
     (obs, mask, action, reward, next_obs, done) and the interval's reward."""
     env, m = w.env, cfg.net.n_servers
     steps: list[tuple[np.ndarray, np.ndarray, int]] = []
-    start = env._info()["decision"]
-    reward, done = 0.0, False
+    start = w.decision
+    reward, done, over = 0.0, False, False
     next_obs = w.obs
     while True:
         mask = env.action_masks()
@@ -158,18 +165,19 @@ def _interval(
             action = (2 * i + role) * m + rule(env.draft, i, role, allowed)
         steps.append((w.obs, mask, action))
         next_obs, r, term, trunc, info = env.step(action)
-        w.obs = next_obs
+        w.obs, w.decision = next_obs, info["decision"]
         if term or trunc or info["decision"] != start:
-            reward, done = float(r), bool(term)
+            reward, done, over = float(r), bool(term), bool(term or trunc)
             break
     samples = []
     for k, (o, mk, a) in enumerate(steps):
         last = k == len(steps) - 1
         nxt = next_obs if last else steps[k + 1][0]
         samples.append((o, mk, a, reward, nxt, done and last))
-    if env.session is None or env.session.done or env._steps >= env.max_steps:
+    if over:
         w.episodes += 1
-        w.obs, _ = env.reset(seed=reset_seed)
+        w.obs, info = env.reset(seed=reset_seed)
+        w.decision = info["decision"]
     return samples, reward
 
 
@@ -212,8 +220,8 @@ def train_placement(
     workers = []
     for _ in range(cfg.n_workers):
         env = PlacementEnv(workloads, env_cfg, speed_model=predictor)
-        obs, _ = env.reset(seed=int(rngs["envs"].integers(2**31 - 1)))
-        workers.append(_Worker(env, obs))
+        obs, info = env.reset(seed=int(rngs["envs"].integers(2**31 - 1)))
+        workers.append(_Worker(env, obs, info["decision"]))
     buffer: deque = deque(maxlen=cfg.replay_size)
     train_config = {**asdict(cfg), "system": cfg.system}
     current = HarmonyPolicy(
@@ -225,7 +233,7 @@ def train_placement(
     stats: dict[str, list[float]] = {"reward": [], "entropy": [], "pi": [], "v": []}
     start = time.perf_counter()
     for update in range(cfg.updates):
-        frac = update / max(cfg.updates - 1, 1)
+        frac = update / max((cfg.anneal_updates or cfg.updates) - 1, 1)
         eps, beta = _anneal(cfg.epsilon, frac), _anneal(cfg.entropy, frac)
         batches = []
         for w in workers:

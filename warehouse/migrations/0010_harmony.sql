@@ -48,7 +48,10 @@ CREATE TABLE harmony_learning_curves (
 -- baselines on the same job sequences in the simulator with the true speed model. avg_jct_s
 -- is the mean over sequences of each run's average JCT, ci_* its Student-t 95% interval
 -- (NULL with one sequence); improvement_over_best_baseline = 1 - avg_jct_s / the best
--- baseline's avg_jct_s under that pattern (positive: better than every baseline).
+-- baseline's avg_jct_s under that pattern (positive: better than every baseline);
+-- paired_ratio = mean over sequences of avg JCT / the best baseline's on the same sequence
+-- (same jobs and seed), with its t-interval: the comparison to read, as the sequences' load
+-- cancels out of it.
 CREATE TABLE harmony_evaluation (
     eval_id                        VARCHAR   NOT NULL,
     pattern                        VARCHAR   NOT NULL
@@ -62,6 +65,9 @@ CREATE TABLE harmony_evaluation (
     ci_high_s                      DOUBLE,
     best_baseline                  VARCHAR,
     improvement_over_best_baseline DOUBLE,
+    paired_ratio                   DOUBLE    CHECK (paired_ratio > 0),
+    paired_ratio_ci_low            DOUBLE,
+    paired_ratio_ci_high           DOUBLE,
     eval_config                    VARCHAR   NOT NULL CHECK (eval_config LIKE '{%}'),
     seed                           BIGINT    NOT NULL,
     evaluated_at                   TIMESTAMP NOT NULL,
