@@ -229,6 +229,7 @@ def nightly_flow(
     harmony_gavel: str | None = None,
     harmony_online_update: bool = False,
     chic_iterations: int | None = None,
+    chic_deviations: bool = False,
     rltaps_epochs: int | None = None,
 ) -> dict:
     """The nightly job: ingest new traces, generate the synthetic trace, derive workloads,
@@ -245,7 +246,8 @@ def nightly_flow(
     `systems` names the learned systems to train (default all: dl2, harmony, chic,
     rl-taps). With `dl2_baselines`, DL2's OfflineRL baseline and three ablations train
     too; `harmony_gavel` is a Gavel throughputs file for the reward predictor;
-    `harmony_online_update` re-fits Harmony on the speeds its evaluation observed. The
+    `harmony_online_update` re-fits Harmony on the speeds its evaluation observed;
+    `chic_deviations` trains Chic with the four measured departures from its paper. The
     DL2-setting evaluation (one per derived set with test workloads) runs `eval_seeds`
     seeds on at most `eval_sequences` test sequences per set (None: all; `eval_seeds=0`
     skips it).
@@ -265,6 +267,7 @@ def nightly_flow(
         harmony_updates=harmony_updates,
         harmony_gavel=harmony_gavel,
         chic_iterations=chic_iterations,
+        chic_deviations=chic_deviations,
         rltaps_epochs=rltaps_epochs,
     )
     evaluation = (

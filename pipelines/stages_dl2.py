@@ -83,7 +83,7 @@ class DL2StageConfig:
     """Hidden layers of the policy and value networks (DL2: two of 256)."""
     warmup_epochs: int = 40
     """Supervised epochs at most (early stopping on the validation loss)."""
-    updates: int = 600
+    updates: int = 3000
     """RL updates (one per time slot) of fine-tuning."""
     val_every: int = 150
     """Validate every so many updates; the best validated weights are kept."""
