@@ -36,7 +36,7 @@ from models.checkpoints import load_registered, register_policy
 from models.chic import CEMConfig, ChicPolicy, evaluate_policy, policy_from_checkpoint, train_cem
 from models.chic.contracts import ChicEvaluation, ChicLearningCurves
 from models.heuristics.optimus import Optimus
-from pipelines.stages_dl2 import _input_key, _public, _save, _trained_on
+from pipelines.trained import input_key, public_metrics, save_checkpoint_file, trained_on
 from tracelib.provenance import canonical_json, code_version
 from tracelib.sim import LoadBalancing, Scheduler, Simulator
 from tracelib.sim.chic import ChicScenario, split_seeds
@@ -155,11 +155,16 @@ def train_chic_stage(warehouse: str | Path | None, cfg: ChicTrainConfig) -> Chic
     """Train one variant at one rate with the modified CEM; register the best validated
     policy (child of the policy it started from) and its learning curve."""
     cem = cfg.cem_config()
-    key = _input_key(cfg.init, cem, f"train:{cfg.train_sequences}:val:{cfg.val_sequences}")
+    key = input_key(cfg.init, cem, f"train:{cfg.train_sequences}:val:{cfg.val_sequences}")
     with connect(warehouse) as con:
-        done = _trained_on(con, key, cfg.variant)
+        done = trained_on(con, key, cfg.variant)
         if done is not None:
-            return ChicTrainResult(**asdict(done))
+            return ChicTrainResult(
+                done["policy_id"],
+                done["parent_policy_id"],
+                done["checkpoint_path"],
+                done["metrics"],
+            )
         if cfg.init == "latest":
             parent = latest_chic_policy(con, cfg.variant, cfg.rate_per_hour)
         elif cfg.init == "scratch":
@@ -174,7 +179,7 @@ def train_chic_stage(warehouse: str | Path | None, cfg: ChicTrainConfig) -> Chic
     policy, curve, metrics = train_cem(
         scenario.sequences(train_seeds), scenario.sequences(val_seeds), cem, init=init
     )
-    path, sha = _save(policy, warehouse, cfg.variant)
+    path, sha = save_checkpoint_file(policy, warehouse, cfg.variant)
     workloads = [f"chic:train:{s}@{cfg.rate_per_hour:g}" for s in train_seeds]
     with connect(warehouse) as con, transaction(con):
         policy_id = register_policy(
@@ -202,7 +207,7 @@ def train_chic_stage(warehouse: str | Path | None, cfg: ChicTrainConfig) -> Chic
             ),
             ChicLearningCurves,
         )
-    return ChicTrainResult(policy_id, parent, str(path), _public(metrics))
+    return ChicTrainResult(policy_id, parent, str(path), public_metrics(metrics))
 
 
 def _ci95(values: list[float]) -> float:
@@ -241,7 +246,7 @@ def evaluate_chic_stage(warehouse: str | Path | None, cfg: ChicEvalConfig) -> Ch
                     loaded[pid] = policy_from_checkpoint(load_registered(con, pid))
     eval_id = (
         "chic-eval-"
-        + _input_key(
+        + input_key(
             canonical_json(asdict(cfg)), canonical_json(sorted(map(list, policies.items())))
         )[:16]
     )

@@ -28,9 +28,6 @@ is evaluated where it was trained.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import uuid
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -53,9 +50,15 @@ from models.dl2 import (
 from models.dl2.config import SYSTEM
 from models.dl2.recorder import as_workloads
 from pipelines.evaluation import EvalConfig
+from pipelines.trained import (
+    input_key,
+    public_metrics,
+    save_checkpoint_file,
+    trained_on,
+)
 from tracelib.provenance import canonical_json
 from tracelib.sim import SimConfig
-from warehouse import connect, read_frame, resolve_path, transaction
+from warehouse import connect, read_frame, transaction
 from warehouse.io import write_frame
 
 
@@ -154,11 +157,6 @@ class TrainResult:
     metrics: dict[str, Any]
 
 
-def policies_dir(warehouse: str | Path | None) -> Path:
-    """Where checkpoints are written: `policies/` beside the warehouse (./var/ by default)."""
-    return resolve_path(warehouse).parent / "policies"
-
-
 def _workloads(con, workload_set: str, split: str) -> pl.DataFrame:
     """workload_jobs rows of one split of a set, in workload order."""
     jobs = read_frame(
@@ -223,16 +221,6 @@ def record_stage(warehouse: str | Path | None, cfg: DL2StageConfig) -> RecordRes
     )
 
 
-def _save(policy, warehouse: str | Path | None, system: str) -> tuple[Path, str]:
-    """Write a checkpoint under its content address; returns (path, sha256)."""
-    folder = policies_dir(warehouse)
-    tmp = folder / f".tmp-{uuid.uuid4().hex}.pt"
-    sha = policy.save(tmp)
-    target = folder / f"{system}-{sha[:16]}.pt"
-    os.replace(tmp, target)
-    return target, sha
-
-
 def warmup_stage(
     warehouse: str | Path | None, cfg: DL2StageConfig, record_run_id: str
 ) -> TrainResult:
@@ -248,9 +236,9 @@ def warmup_stage(
         val_jobs = _workloads(con, cfg.workload_set, "validation")
     if traces.height == 0:
         raise ValueError(f"no decision traces of recording {record_run_id!r}; run record first")
-    key = _input_key(record_run_id, cfg.warmup_config(), val_jobs)
+    key = input_key(record_run_id, cfg.warmup_config(), val_jobs)
     with connect(warehouse) as con:
-        done = _trained_on(con, key)
+        done = _cached(con, key, SYSTEM)
     if done is not None:
         return done
     torch.set_num_threads(1)
@@ -261,7 +249,7 @@ def warmup_stage(
         sim=cfg.sim,
         eval_seed=cfg.seed,
     )
-    path, sha = _save(policy, warehouse, SYSTEM)
+    path, sha = save_checkpoint_file(policy, warehouse, SYSTEM)
     training = sorted(traces["workload_id"].unique().to_list())
     with connect(warehouse) as con, transaction(con):
         policy_id = register_policy(
@@ -274,7 +262,7 @@ def warmup_stage(
             metrics={**metrics, "record_run_id": record_run_id, **_provenance(cfg, key)},
             curve=curve,
         )
-    return TrainResult(policy_id, None, str(path), _public(metrics))
+    return TrainResult(policy_id, None, str(path), public_metrics(metrics))
 
 
 def latest_policy(con, system: str, stage: str = "finetune") -> str | None:
@@ -315,8 +303,8 @@ def finetune_stage(
     with connect(warehouse) as con:
         train_jobs = _set_workloads(con, cfg, "train")
         val_jobs = _set_workloads(con, cfg, "validation")
-        key = _input_key(cfg.init, ft_cfg, train_jobs, val_jobs)
-        done = _trained_on(con, key, system)
+        key = input_key(cfg.init, ft_cfg, train_jobs, val_jobs)
+        done = _cached(con, key, system)
         if done is not None:
             return done
         if cfg.init == "latest":
@@ -337,7 +325,7 @@ def finetune_stage(
         )
     torch.set_num_threads(1)
     policy, curve, metrics = finetune(train_jobs, val_jobs, ft_cfg, init=init, eval_seed=cfg.seed)
-    path, sha = _save(policy, warehouse, system)
+    path, sha = save_checkpoint_file(policy, warehouse, system)
     training = sorted(train_jobs["workload_id"].unique().to_list())
     with connect(warehouse) as con, transaction(con):
         policy_id = register_policy(
@@ -351,7 +339,7 @@ def finetune_stage(
             parent_policy_id=parent,
             curve=curve,
         )
-    return TrainResult(policy_id, parent, str(path), _public(metrics))
+    return TrainResult(policy_id, parent, str(path), public_metrics(metrics))
 
 
 def _provenance(cfg: DL2StageConfig, key: str) -> dict[str, Any]:
@@ -360,38 +348,11 @@ def _provenance(cfg: DL2StageConfig, key: str) -> dict[str, Any]:
     return {"stage_config": cfg.to_dict(), "input_key": key}
 
 
-def _input_key(*parts: Any) -> str:
-    """Hash of a stage's inputs: configs (as canonical JSON), frames (as CSV), strings."""
-    digest = hashlib.sha256()
-    for part in parts:
-        if isinstance(part, pl.DataFrame):
-            digest.update(part.write_csv().encode())
-        elif isinstance(part, str):
-            digest.update(part.encode())
-        else:
-            digest.update(canonical_json(asdict(part)).encode())
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
-def _trained_on(con, key: str, system: str = SYSTEM) -> TrainResult | None:
-    """The registered policy of `system` trained on exactly these inputs, if any (its
-    checkpoint still present)."""
-    rows = read_frame(
-        con,
-        "SELECT * FROM policies WHERE system = ? "
-        "AND json_extract_string(metrics, '$.input_key') = ? ORDER BY created_at LIMIT 1",
-        [system, key],
-    )
-    if rows.height == 0 or not Path(rows["checkpoint_path"][0]).exists():
+def _cached(con, key: str, system: str) -> TrainResult | None:
+    """The policy of `system` already trained on these inputs, as a stage result."""
+    row = trained_on(con, key, system)
+    if row is None:
         return None
-    row = rows.row(0, named=True)
-    metrics = {**json.loads(row["metrics"]), "cached": True}
     return TrainResult(
-        row["policy_id"], row["parent_policy_id"], row["checkpoint_path"], _public(metrics)
+        row["policy_id"], row["parent_policy_id"], row["checkpoint_path"], row["metrics"]
     )
-
-
-def _public(metrics: dict[str, Any]) -> dict[str, Any]:
-    """Metrics for the run summary (JSON-safe scalars only)."""
-    return {k: v for k, v in metrics.items() if isinstance(v, int | float | str | None)}

@@ -29,9 +29,6 @@ same system (cfg.init = "latest"), recorded as its parent.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import uuid
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,11 +52,18 @@ from models.harmony.reward import (
 )
 from models.harmony.train import PlacementTrainConfig, train_placement
 from models.harmony.workloads import ArrivalConfig, sequences
+from pipelines.trained import (
+    input_key,
+    newest_policy,
+    public_metrics,
+    save_checkpoint_file,
+    trained_on,
+)
 from tracelib.contracts import InterferenceSamples
 from tracelib.gavel import GavelConfig, gavel_samples
 from tracelib.interference import store_samples
-from tracelib.provenance import canonical_json, code_version
-from warehouse import connect, read_frame, resolve_path, transaction
+from tracelib.provenance import code_version
+from warehouse import connect, read_frame, transaction
 from warehouse.io import validate, write_frame
 
 ONLINE_SOURCE = "harmony-online"
@@ -128,63 +132,6 @@ class HarmonyEvalResult:
     online_samples: int
 
 
-def policies_dir(warehouse: str | Path | None) -> Path:
-    return resolve_path(warehouse).parent / "policies"
-
-
-def _save(model, warehouse, system: str) -> tuple[Path, str]:
-    folder = policies_dir(warehouse)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".tmp-{uuid.uuid4().hex}.pt"
-    sha = model.save(tmp)
-    target = folder / f"{system}-{sha[:16]}.pt"
-    os.replace(tmp, target)
-    return target, sha
-
-
-def _input_key(*parts: Any) -> str:
-    digest = hashlib.sha256()
-    for part in parts:
-        if isinstance(part, pl.DataFrame):
-            digest.update(part.drop("code_version", strict=False).write_csv().encode())
-        elif isinstance(part, str):
-            digest.update(part.encode())
-        else:
-            digest.update(canonical_json(asdict(part)).encode())
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
-def _trained_on(con, key: str, system: str) -> TrainResult | None:
-    rows = read_frame(
-        con,
-        "SELECT * FROM policies WHERE system = ? "
-        "AND json_extract_string(metrics, '$.input_key') = ? ORDER BY created_at LIMIT 1",
-        [system, key],
-    )
-    if rows.height == 0 or not Path(rows["checkpoint_path"][0]).exists():
-        return None
-    row = rows.row(0, named=True)
-    metrics = {**json.loads(row["metrics"]), "cached": True}
-    return TrainResult(
-        row["policy_id"], row["parent_policy_id"], row["checkpoint_path"], _public(metrics)
-    )
-
-
-def latest_policy(con, system: str) -> str | None:
-    """Newest registered policy of `system` (None if none)."""
-    rows = con.sql(
-        "SELECT policy_id FROM policies WHERE system = ? ORDER BY created_at DESC, policy_id "
-        "LIMIT 1",
-        params=[system],
-    ).fetchall()
-    return rows[0][0] if rows else None
-
-
-def _public(metrics: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in metrics.items() if isinstance(v, int | float | str | None)}
-
-
 def _curve_rows(curve: pl.DataFrame, policy_id: str, phase: str) -> pl.DataFrame:
     columns = list(HarmonyLearningCurves.to_schema().columns)
     out = curve.with_columns(pl.lit(policy_id).alias("policy_id"), pl.lit(phase).alias("phase"))
@@ -224,12 +171,12 @@ def _fit_and_register(
     """Fit (or skip, if done) one reward predictor on `frame`; register it with its
     comparison rows and curve."""
     source = "+".join(sorted(frame["source"].unique().to_list()))
-    key = _input_key(cfg.reward, frame, system)
+    key = input_key(cfg.reward, frame, system)
     with connect(warehouse) as con:
-        done = _trained_on(con, key, system)
+        done = _cached(con, key, system)
         if done is not None:
             return done
-        parent = latest_policy(con, system) if cfg.init == "latest" else None
+        parent = newest_policy(con, system) if cfg.init == "latest" else None
         init = predictor_from_checkpoint(load_registered(con, parent)) if parent else None
     torch.set_num_threads(1)
     try:
@@ -240,7 +187,7 @@ def _fit_and_register(
         parent = None
         fit = fit_reward_model(frame, cfg.reward)
     comparison = compare_estimators(frame, fit, seed=cfg.reward.seed, lif=lif)
-    path, sha = _save(fit.predictor, warehouse, system)
+    path, sha = save_checkpoint_file(fit.predictor, warehouse, system)
     metrics = {
         **fit.metrics,
         "source": source,
@@ -267,7 +214,7 @@ def _fit_and_register(
             [policy_id],
         )
         write_frame(con, _curve_rows(fit.curve, policy_id, "reward_model"), HarmonyLearningCurves)
-    return TrainResult(policy_id, parent, str(path), _public(metrics))
+    return TrainResult(policy_id, parent, str(path), public_metrics(metrics))
 
 
 def fit_reward_model_stage(warehouse: str | Path | None, cfg: HarmonyStageConfig) -> RewardResult:
@@ -299,7 +246,7 @@ def fit_reward_model_stage(warehouse: str | Path | None, cfg: HarmonyStageConfig
 
 
 def _reward_model(con, reward_model_id: str | None):
-    rid = reward_model_id or latest_policy(con, REWARD_SYSTEM)
+    rid = reward_model_id or newest_policy(con, REWARD_SYSTEM)
     if rid is None:
         raise ValueError("no registered Harmony reward model; run fit_reward_model_stage first")
     return rid, predictor_from_checkpoint(load_registered(con, rid))
@@ -319,18 +266,18 @@ def train_placement_stage(
         tcfg = replace(cfg.train, seed=cfg.seed, **VARIANTS[variant])
         with connect(warehouse) as con:
             rid, predictor = _reward_model(con, reward_model_id)
-            key = _input_key(tcfg, cfg.arrivals, rid, f"{cfg.n_train_sequences}/{cfg.seed}")
-            done = _trained_on(con, key, variant)
+            key = input_key(tcfg, cfg.arrivals, rid, f"{cfg.n_train_sequences}/{cfg.seed}")
+            done = _cached(con, key, variant)
             if done is not None:
                 out[variant] = done
                 continue
-            parent = latest_policy(con, variant) if cfg.init == "latest" else None
+            parent = newest_policy(con, variant) if cfg.init == "latest" else None
             init = policy_from_checkpoint(load_registered(con, parent)) if parent else None
         if init is not None and init.cfg != tcfg.net:
             init, parent = None, None
         torch.set_num_threads(1)
         policy, curve, metrics = train_placement(train_seqs, val_seqs, predictor, tcfg, init)
-        path, sha = _save(policy, warehouse, variant)
+        path, sha = save_checkpoint_file(policy, warehouse, variant)
         metrics = {
             **metrics,
             "reward_model_id": rid,
@@ -356,7 +303,7 @@ def train_placement_stage(
             )
             if curve.height:
                 write_frame(con, _curve_rows(curve, policy_id, "placement"), HarmonyLearningCurves)
-        out[variant] = TrainResult(policy_id, parent, str(path), _public(metrics))
+        out[variant] = TrainResult(policy_id, parent, str(path), public_metrics(metrics))
     return out
 
 
@@ -369,7 +316,7 @@ def evaluate_harmony_stage(
     learned: dict[str, tuple[Any, str | None]] = {}
     with connect(warehouse) as con:
         for variant in cfg.variants:
-            pid = latest_policy(con, variant)
+            pid = newest_policy(con, variant)
             if pid is not None:
                 learned[variant] = (
                     policy_from_checkpoint(load_registered(con, pid), name=variant),
@@ -421,3 +368,13 @@ def online_update_stage(
         warehouse, replace(cfg, init="latest"), reward.reward_model.policy_id
     )
     return reward, placed
+
+
+def _cached(con, key: str, system: str) -> TrainResult | None:
+    """The policy of `system` already trained on these inputs, as a stage result."""
+    row = trained_on(con, key, system)
+    if row is None:
+        return None
+    return TrainResult(
+        row["policy_id"], row["parent_policy_id"], row["checkpoint_path"], row["metrics"]
+    )

@@ -24,10 +24,6 @@ larger ones, and the paper's sizes are `RLTapsStageConfig.paper()` (hours).
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -50,10 +46,16 @@ from models.rltaps import (
 from models.rltaps.config import MODES
 from models.rltaps.contracts import RLTapsEvaluation, RLTapsLearningCurves
 from models.rltaps.policy import ci95, sequence_seeds
-from pipelines.stages_dl2 import policies_dir
+from pipelines.trained import (
+    input_key,
+    newest_policy,
+    public_metrics,
+    save_checkpoint_file,
+    trained_on,
+)
 from tracelib.envs.gpu import GpuEnvConfig
 from tracelib.provenance import canonical_json, code_version
-from warehouse import connect, read_frame, transaction
+from warehouse import connect, transaction
 from warehouse.io import write_frame
 
 _TEST_STREAM = 0x7E57
@@ -180,71 +182,19 @@ class RLTapsEvalResult:
     seeds: list[int]
 
 
-def latest_rltaps_policy(con, system: str) -> str | None:
-    """Id of the newest registered policy of `system` (None if none)."""
-    rows = con.sql(
-        "SELECT policy_id FROM policies WHERE system = ? ORDER BY created_at DESC, policy_id "
-        "LIMIT 1",
-        params=[system],
-    ).fetchall()
-    return rows[0][0] if rows else None
-
-
-def _input_key(*parts: Any) -> str:
-    """Hash of a stage's inputs (JSON-able parts): the trainer config and the init choice."""
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(canonical_json(part).encode())
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
-def _trained_on(con, key: str, system: str) -> RLTapsTrainResult | None:
-    """The registered policy of `system` trained on exactly these inputs, if its checkpoint
-    is still there."""
-    rows = read_frame(
-        con,
-        "SELECT * FROM policies WHERE system = ? "
-        "AND json_extract_string(metrics, '$.input_key') = ? ORDER BY created_at LIMIT 1",
-        [system, key],
-    )
-    if rows.height == 0 or not Path(rows["checkpoint_path"][0]).exists():
-        return None
-    row = rows.row(0, named=True)
-    metrics = {**json.loads(row["metrics"]), "cached": True}
-    return RLTapsTrainResult(
-        row["policy_id"], system, row["parent_policy_id"], row["checkpoint_path"], _public(metrics)
-    )
-
-
-def _public(metrics: dict[str, Any]) -> dict[str, Any]:
-    """Metrics for the run summary (JSON-safe scalars only)."""
-    return {k: v for k, v in metrics.items() if isinstance(v, int | float | str | None)}
-
-
-def _save(policy: RLTapsPolicy, warehouse, system: str) -> tuple[Path, str]:
-    """Write a checkpoint under its content address; returns (path, sha256)."""
-    folder = policies_dir(warehouse)
-    tmp = folder / f".tmp-{uuid.uuid4().hex}.pt"
-    sha = policy.save(tmp)
-    target = folder / f"{system}-{sha[:16]}.pt"
-    os.replace(tmp, target)
-    return target, sha
-
-
 def train_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) -> RLTapsTrainResult:
     """Train RL-TAPS in `cfg.mode` (REINFORCE, models/rltaps/reinforce.py) from the newest
     registered policy of that mode's system (cfg.init = "latest") or from scratch; register
     it (parent: the policy it started from) and write its learning curve."""
     rl_cfg = cfg.reinforce_config()
     system = rl_cfg.system
-    key = _input_key(cfg.init, asdict(rl_cfg))
+    key = input_key(cfg.init, asdict(rl_cfg))
     with connect(warehouse) as con:
-        done = _trained_on(con, key, system)
+        done = _cached(con, key, system)
         if done is not None:
             return done
         if cfg.init == "latest":
-            parent = latest_rltaps_policy(con, system)
+            parent = newest_policy(con, system)
         elif cfg.init == "scratch":
             parent = None
         else:
@@ -259,7 +209,7 @@ def train_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) -> 
             )
     torch.set_num_threads(1)
     policy, curve, metrics = train(rl_cfg, init=init)
-    path, sha = _save(policy, warehouse, system)
+    path, sha = save_checkpoint_file(policy, warehouse, system)
     training = sorted(
         {f"rl-taps-bimodal:{cfg.n_jobs}:{s}" for seeds in metrics["train_seeds"] for s in seeds}
     )
@@ -279,7 +229,7 @@ def train_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) -> 
         write_frame(
             con, rows.select(list(RLTapsLearningCurves.to_schema().columns)), RLTapsLearningCurves
         )
-    return RLTapsTrainResult(policy_id, system, parent, str(path), _public(metrics))
+    return RLTapsTrainResult(policy_id, system, parent, str(path), public_metrics(metrics))
 
 
 def evaluate_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) -> RLTapsEvalResult:
@@ -290,7 +240,7 @@ def evaluate_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) 
     policy_ids: dict[str, str] = {}
     with connect(warehouse) as con:
         for mode in MODES:
-            pid = latest_rltaps_policy(con, system_of(mode))
+            pid = newest_policy(con, system_of(mode))
             if pid is not None:
                 learned[f"rl-taps-{mode}"] = policy_from_checkpoint(load_registered(con, pid))
                 policy_ids[f"rl-taps-{mode}"] = pid
@@ -302,7 +252,7 @@ def evaluate_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) 
         for k, v in cfg.to_dict().items()
         if k in ("n_jobs", "max_steps", "test_sequences", "gamma", "resume_cost_s", "seed")
     }
-    run_id = "rltaps-eval:" + _input_key(eval_config, policy_ids)[:16]
+    run_id = "rltaps-eval:" + input_key(eval_config, policy_ids)[:16]
     torch.set_num_threads(1)
     schedulers: dict[str, RLTapsPolicy | None] = {**learned, **dict.fromkeys(BASELINES)}
     results = evaluate_schedulers(
@@ -341,4 +291,14 @@ def evaluate_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) 
         {r["scheduler"]: r["mean_reward"] for r in rows},
         {name: [s for _, s in values] for name, values in results.items()},
         seeds,
+    )
+
+
+def _cached(con, key: str, system: str) -> RLTapsTrainResult | None:
+    """The policy of `system` already trained on these inputs, as a stage result."""
+    row = trained_on(con, key, system)
+    if row is None:
+        return None
+    return RLTapsTrainResult(
+        row["policy_id"], system, row["parent_policy_id"], row["checkpoint_path"], row["metrics"]
     )

@@ -1,0 +1,99 @@
+"""What every learned system's training stage shares: where checkpoints go, how a stage's
+inputs are hashed, and how a stage finds the policy it already trained on those inputs.
+
+Checkpoints are content-addressed files (`policies/<system>-<sha256 prefix>.pt` beside the
+warehouse), written before the transaction that registers them; an unregistered file left
+by a failed or killed stage is harmless (the next run writes the same bytes to it). A
+trained policy records the hash of its inputs in `policies.metrics.input_key`, so a stage
+re-run on unchanged inputs returns that policy instead of training again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import polars as pl
+
+from tracelib.provenance import canonical_json
+from warehouse import read_frame, resolve_path
+
+
+class Saveable(Protocol):
+    def save(self, path: Path) -> str:
+        """Write the checkpoint to `path`; return its sha256."""
+        ...
+
+
+def policies_dir(warehouse: str | Path | None) -> Path:
+    """Where checkpoints are written: `policies/` beside the warehouse (./var/ by default)."""
+    return resolve_path(warehouse).parent / "policies"
+
+
+def save_checkpoint_file(
+    policy: Saveable, warehouse: str | Path | None, system: str
+) -> tuple[Path, str]:
+    """Write a checkpoint under its content address; returns (path, sha256). Written to a
+    temporary name first, so a reader never sees a half-written file."""
+    folder = policies_dir(warehouse)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".tmp-{uuid.uuid4().hex}.pt"
+    sha = policy.save(tmp)
+    target = folder / f"{system}-{sha[:16]}.pt"
+    os.replace(tmp, target)
+    return target, sha
+
+
+def input_key(*parts: Any) -> str:
+    """Hash of a stage's inputs: frames (as CSV, without the `code_version` of the code that
+    wrote them: the data's identity, not its writer's), strings, dataclass configs and other
+    JSON-able values (as canonical JSON)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, pl.DataFrame):
+            digest.update(part.drop("code_version", strict=False).write_csv().encode())
+        elif isinstance(part, str):
+            digest.update(part.encode())
+        elif is_dataclass(part) and not isinstance(part, type):
+            digest.update(canonical_json(asdict(part)).encode())
+        else:
+            digest.update(canonical_json(part).encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def public_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Metrics for a run summary (JSON-safe scalars only)."""
+    return {k: v for k, v in metrics.items() if isinstance(v, int | float | str | None)}
+
+
+def trained_on(con, key: str, system: str) -> dict[str, Any] | None:
+    """The `policies` row of `system` trained on exactly the inputs hashed to `key` (its
+    checkpoint file still present), with `metrics` decoded, made public and marked
+    `cached`; None if there is none."""
+    rows = read_frame(
+        con,
+        "SELECT * FROM policies WHERE system = ? "
+        "AND json_extract_string(metrics, '$.input_key') = ? ORDER BY created_at LIMIT 1",
+        [system, key],
+    )
+    if rows.height == 0 or not Path(rows["checkpoint_path"][0]).exists():
+        return None
+    row = rows.row(0, named=True)
+    row["metrics"] = public_metrics({**json.loads(row["metrics"]), "cached": True})
+    return row
+
+
+def newest_policy(con, system: str) -> str | None:
+    """Id of the newest registered policy of `system` (None if none)."""
+    rows = con.sql(
+        "SELECT policy_id FROM policies WHERE system = ? ORDER BY created_at DESC, policy_id "
+        "LIMIT 1",
+        params=[system],
+    ).fetchall()
+    return rows[0][0] if rows else None
