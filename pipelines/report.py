@@ -84,7 +84,9 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         if not math.isfinite(value):
             return ""
-        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.0f}"
+        if abs(value) < 10:
+            return f"{value:,.3f}"
+        return f"{value:,.1f}" if abs(value) < 1000 else f"{value:,.0f}"
     if isinstance(value, datetime):
         return f"{value:%Y-%m-%d %H:%M}"
     return str(value)
