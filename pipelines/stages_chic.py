@@ -36,7 +36,13 @@ from models.checkpoints import load_registered, register_policy
 from models.chic import CEMConfig, ChicPolicy, evaluate_policy, policy_from_checkpoint, train_cem
 from models.chic.contracts import ChicEvaluation, ChicLearningCurves
 from models.heuristics.optimus import Optimus
-from pipelines.trained import input_key, public_metrics, save_checkpoint_file, trained_on
+from pipelines.trained import (
+    TrainResult,
+    already_trained,
+    input_key,
+    public_metrics,
+    save_checkpoint_file,
+)
 from tracelib.provenance import canonical_json, code_version
 from tracelib.sim import LoadBalancing, Scheduler, Simulator
 from tracelib.sim.chic import ChicScenario, split_seeds
@@ -123,14 +129,6 @@ class ChicEvalConfig:
 
 
 @dataclass(frozen=True)
-class ChicTrainResult:
-    policy_id: str
-    parent_policy_id: str | None
-    checkpoint: str
-    metrics: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class ChicEvalResult:
     eval_id: str
     rows: int
@@ -151,20 +149,15 @@ def latest_chic_policy(con, variant: str, rate: float) -> str | None:
     return rows[0][0] if rows else None
 
 
-def train_chic_stage(warehouse: str | Path | None, cfg: ChicTrainConfig) -> ChicTrainResult:
+def train_chic_stage(warehouse: str | Path | None, cfg: ChicTrainConfig) -> TrainResult:
     """Train one variant at one rate with the modified CEM; register the best validated
     policy (child of the policy it started from) and its learning curve."""
     cem = cfg.cem_config()
     key = input_key(cfg.init, cem, f"train:{cfg.train_sequences}:val:{cfg.val_sequences}")
     with connect(warehouse) as con:
-        done = trained_on(con, key, cfg.variant)
+        done = already_trained(con, key, cfg.variant)
         if done is not None:
-            return ChicTrainResult(
-                done["policy_id"],
-                done["parent_policy_id"],
-                done["checkpoint_path"],
-                done["metrics"],
-            )
+            return done
         if cfg.init == "latest":
             parent = latest_chic_policy(con, cfg.variant, cfg.rate_per_hour)
         elif cfg.init == "scratch":
@@ -207,7 +200,7 @@ def train_chic_stage(warehouse: str | Path | None, cfg: ChicTrainConfig) -> Chic
             ),
             ChicLearningCurves,
         )
-    return ChicTrainResult(policy_id, parent, str(path), public_metrics(metrics))
+    return TrainResult(policy_id, parent, str(path), public_metrics(metrics))
 
 
 def _ci95(values: list[float]) -> float:

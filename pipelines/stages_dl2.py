@@ -51,10 +51,11 @@ from models.dl2.config import SYSTEM
 from models.dl2.recorder import as_workloads
 from pipelines.evaluation import EvalConfig
 from pipelines.trained import (
+    TrainResult,
+    already_trained,
     input_key,
     public_metrics,
     save_checkpoint_file,
-    trained_on,
 )
 from tracelib.provenance import canonical_json
 from tracelib.sim import SimConfig
@@ -149,14 +150,6 @@ class RecordResult:
     steps: int
 
 
-@dataclass(frozen=True)
-class TrainResult:
-    policy_id: str
-    parent_policy_id: str | None
-    checkpoint: str
-    metrics: dict[str, Any]
-
-
 def _workloads(con, workload_set: str, split: str) -> pl.DataFrame:
     """workload_jobs rows of one split of a set, in workload order."""
     jobs = read_frame(
@@ -238,7 +231,7 @@ def warmup_stage(
         raise ValueError(f"no decision traces of recording {record_run_id!r}; run record first")
     key = input_key(record_run_id, cfg.warmup_config(), val_jobs)
     with connect(warehouse) as con:
-        done = _cached(con, key, SYSTEM)
+        done = already_trained(con, key, SYSTEM)
     if done is not None:
         return done
     torch.set_num_threads(1)
@@ -304,7 +297,7 @@ def finetune_stage(
         train_jobs = _set_workloads(con, cfg, "train")
         val_jobs = _set_workloads(con, cfg, "validation")
         key = input_key(cfg.init, ft_cfg, train_jobs, val_jobs)
-        done = _cached(con, key, system)
+        done = already_trained(con, key, system)
         if done is not None:
             return done
         if cfg.init == "latest":
@@ -346,13 +339,3 @@ def _provenance(cfg: DL2StageConfig, key: str) -> dict[str, Any]:
     """What the registry row adds to a trainer's metrics: the pipeline stage's config (the
     checkpoint config holds the network and trainer config) and the input hash."""
     return {"stage_config": cfg.to_dict(), "input_key": key}
-
-
-def _cached(con, key: str, system: str) -> TrainResult | None:
-    """The policy of `system` already trained on these inputs, as a stage result."""
-    row = trained_on(con, key, system)
-    if row is None:
-        return None
-    return TrainResult(
-        row["policy_id"], row["parent_policy_id"], row["checkpoint_path"], row["metrics"]
-    )

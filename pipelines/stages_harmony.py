@@ -53,11 +53,12 @@ from models.harmony.reward import (
 from models.harmony.train import PlacementTrainConfig, train_placement
 from models.harmony.workloads import ArrivalConfig, sequences
 from pipelines.trained import (
+    TrainResult,
+    already_trained,
     input_key,
     newest_policy,
     public_metrics,
     save_checkpoint_file,
-    trained_on,
 )
 from tracelib.contracts import InterferenceSamples
 from tracelib.gavel import GavelConfig, gavel_samples
@@ -108,14 +109,6 @@ class HarmonyStageConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    policy_id: str
-    parent_policy_id: str | None
-    checkpoint: str
-    metrics: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -173,7 +166,7 @@ def _fit_and_register(
     source = "+".join(sorted(frame["source"].unique().to_list()))
     key = input_key(cfg.reward, frame, system)
     with connect(warehouse) as con:
-        done = _cached(con, key, system)
+        done = already_trained(con, key, system)
         if done is not None:
             return done
         parent = newest_policy(con, system) if cfg.init == "latest" else None
@@ -267,7 +260,7 @@ def train_placement_stage(
         with connect(warehouse) as con:
             rid, predictor = _reward_model(con, reward_model_id)
             key = input_key(tcfg, cfg.arrivals, rid, f"{cfg.n_train_sequences}/{cfg.seed}")
-            done = _cached(con, key, variant)
+            done = already_trained(con, key, variant)
             if done is not None:
                 out[variant] = done
                 continue
@@ -368,13 +361,3 @@ def online_update_stage(
         warehouse, replace(cfg, init="latest"), reward.reward_model.policy_id
     )
     return reward, placed
-
-
-def _cached(con, key: str, system: str) -> TrainResult | None:
-    """The policy of `system` already trained on these inputs, as a stage result."""
-    row = trained_on(con, key, system)
-    if row is None:
-        return None
-    return TrainResult(
-        row["policy_id"], row["parent_policy_id"], row["checkpoint_path"], row["metrics"]
-    )

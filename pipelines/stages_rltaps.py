@@ -47,11 +47,11 @@ from models.rltaps.config import MODES
 from models.rltaps.contracts import RLTapsEvaluation, RLTapsLearningCurves
 from models.rltaps.policy import ci95, sequence_seeds
 from pipelines.trained import (
+    already_trained,
     input_key,
     newest_policy,
     public_metrics,
     save_checkpoint_file,
-    trained_on,
 )
 from tracelib.envs.gpu import GpuEnvConfig
 from tracelib.provenance import canonical_json, code_version
@@ -295,10 +295,10 @@ def evaluate_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) 
 
 
 def _cached(con, key: str, system: str) -> RLTapsTrainResult | None:
-    """The policy of `system` already trained on these inputs, as a stage result."""
-    row = trained_on(con, key, system)
-    if row is None:
+    """The policy of `system` already trained on these inputs, as this stage's result."""
+    done = already_trained(con, key, system)
+    if done is None:
         return None
     return RLTapsTrainResult(
-        row["policy_id"], system, row["parent_policy_id"], row["checkpoint_path"], row["metrics"]
+        done.policy_id, system, done.parent_policy_id, done.checkpoint, done.metrics
     )

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import uuid
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -72,10 +72,20 @@ def public_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metrics.items() if isinstance(v, int | float | str | None)}
 
 
-def trained_on(con, key: str, system: str) -> dict[str, Any] | None:
-    """The `policies` row of `system` trained on exactly the inputs hashed to `key` (its
-    checkpoint file still present), with `metrics` decoded, made public and marked
-    `cached`; None if there is none."""
+@dataclass(frozen=True)
+class TrainResult:
+    """What a training stage returns: the registered policy, the policy it started from,
+    its checkpoint file and its metrics (`cached` when the inputs were already trained on)."""
+
+    policy_id: str
+    parent_policy_id: str | None
+    checkpoint: str
+    metrics: dict[str, Any]
+
+
+def already_trained(con, key: str, system: str) -> TrainResult | None:
+    """The policy of `system` trained on exactly the inputs hashed to `key` (its checkpoint
+    file still present), its metrics marked `cached`; None if there is none."""
     rows = read_frame(
         con,
         "SELECT * FROM policies WHERE system = ? "
@@ -85,8 +95,8 @@ def trained_on(con, key: str, system: str) -> dict[str, Any] | None:
     if rows.height == 0 or not Path(rows["checkpoint_path"][0]).exists():
         return None
     row = rows.row(0, named=True)
-    row["metrics"] = public_metrics({**json.loads(row["metrics"]), "cached": True})
-    return row
+    metrics = public_metrics({**json.loads(row["metrics"]), "cached": True})
+    return TrainResult(row["policy_id"], row["parent_policy_id"], row["checkpoint_path"], metrics)
 
 
 def newest_policy(con, system: str) -> str | None:
