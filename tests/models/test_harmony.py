@@ -21,9 +21,14 @@ from models.harmony.placement import (
     policy_from_checkpoint,
 )
 from models.harmony.reward import (
+    RewardNet,
     RewardTrainConfig,
+    SetArrays,
+    _take,
     compare_estimators,
+    encode_sets,
     fit_reward_model,
+    net_config_from_dict,
     predictor_from_checkpoint,
     set_arrays,
 )
@@ -61,9 +66,11 @@ def test_set_arrays_keep_every_job_and_its_placement(samples):
     assert arrays.d[s, :, 2 * n + 1].sum() == row["ps"]
 
 
-@pytest.mark.parametrize("row_embed", [0, 16])
-def test_predictor_training_reduces_error(samples, row_embed):
-    cfg = replace(TINY, row_embed=row_embed)
+@pytest.mark.parametrize(
+    ("pair_embed", "row_embed"), [(0, 0), (0, 16), (16, 0)], ids=["flat", "rows", "pairs"]
+)
+def test_predictor_training_reduces_error(samples, pair_embed, row_embed):
+    cfg = replace(TINY, pair_embed=pair_embed, row_embed=row_embed)
     fitted = fit_reward_model(samples, cfg)
     first, last = fitted.curve["train_loss"][0], fitted.curve["train_loss"][-1]
     assert last < 0.8 * first, (first, last)
@@ -79,6 +86,49 @@ def test_predictor_is_deterministic_and_round_trips(samples, fitted, tmp_path):
     sha = fitted.predictor.save(tmp_path / "r.pt")
     loaded = predictor_from_checkpoint(load_checkpoint(tmp_path / "r.pt", sha256=sha))
     assert np.allclose(loaded.predict_frame(samples), fitted.predictor.predict_frame(samples))
+
+
+def test_pair_network_is_equivariant_to_job_order_and_server_order(samples, fitted):
+    predictor = fitted.predictor
+    assert predictor.cfg.pair_embed > 0  # the default architecture
+    arrays = set_arrays(samples, predictor.cfg.max_jobs)
+    a = _take(arrays, np.arange(8))  # (8 sets, N jobs, M servers), empty slots included
+    n, m = a.types.shape[1], a.d.shape[1]
+    rng = np.random.default_rng(0)
+    jobs, servers = rng.permutation(n), rng.permutation(m)
+    cols = np.stack([2 * jobs, 2 * jobs + 1], axis=1).reshape(-1)  # d's (worker, PS) pairs
+    b = SetArrays(
+        a.types[:, jobs],
+        a.workers[:, jobs],
+        a.ps[:, jobs],
+        a.d[:, servers][:, :, cols],
+        a.speed[:, jobs],
+        a.isolated[:, jobs],
+        a.row[:, jobs],
+    )
+    with torch.no_grad():
+        out_a = predictor.net(torch.from_numpy(encode_sets(a, predictor.cfg)))  # (8, N)
+        out_b = predictor.net(torch.from_numpy(encode_sets(b, predictor.cfg)))
+    assert torch.allclose(out_b, out_a[:, jobs], atol=1e-5)
+    assert not torch.allclose(out_a, out_a[:, rng.permutation(n)], atol=1e-3)  # not constant
+    assert np.allclose(predictor._speeds(b), predictor._speeds(a)[:, jobs], rtol=1e-5)
+
+
+def test_old_checkpoint_configs_read_as_before():
+    raw = {
+        "type_names": ["a", "b"],
+        "max_jobs": 4,
+        "n_servers": 2,
+        "speed_scale": [1.0, 2.0],
+        "hidden": [8, 8],
+        "batch_norm": True,
+        "row_embed": 16,
+    }
+    cfg = net_config_from_dict(raw)
+    assert cfg.row_embed == 16 and cfg.pair_embed == 0
+    assert not hasattr(RewardNet(cfg), "pair")
+    with pytest.raises(ValueError):
+        net_config_from_dict({**raw, "pair_embed": 8})  # one architecture at a time
 
 
 def test_comparison_reports_every_estimator_per_split_and_type(samples, fitted):
