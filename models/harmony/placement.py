@@ -46,7 +46,10 @@ from tracelib.envs.observation import (
 )
 from tracelib.sim.snapshot import Allocation, JobPlacement, Placement, Snapshot
 
-MASKED = -1e9
+MASKED = torch.finfo(torch.float32).min
+"""Logit of an invalid action: the lowest float32, so no valid logit can fall below it
+however far training pushes the logits (with a fixed -1e9, logits beyond it let masked
+actions be sampled)."""
 
 Rule = Callable[[PlacementDraft, int, int, np.ndarray], int]
 """(draft, job row, role, allowed servers) -> server."""
@@ -193,6 +196,9 @@ class HarmonyNetConfig:
     """Width of the per-job and per-server fully connected layers."""
     hidden: tuple[int, ...] = (196, 196, 128)
     """Hidden layers after the merge (paper: 196, 196, 128)."""
+    job_placement: bool = True
+    """Server rows hold the window jobs' workers and PSs there (the paper's d;
+    `PlacementObsConfig.job_placement`). Checkpoints from before this field have none."""
 
     @property
     def job_features(self) -> int:
@@ -200,7 +206,7 @@ class HarmonyNetConfig:
 
     @property
     def server_features(self) -> int:
-        return 3 + self.n_types
+        return 3 + self.n_types + (2 * self.window if self.job_placement else 0)
 
     @property
     def obs_dim(self) -> int:
@@ -211,7 +217,7 @@ class HarmonyNetConfig:
         return 2 * self.window * self.n_servers
 
     def obs_config(self) -> PlacementObsConfig:
-        return PlacementObsConfig(window=self.window)
+        return PlacementObsConfig(window=self.window, job_placement=self.job_placement)
 
 
 class _Body(nn.Module):
@@ -274,7 +280,7 @@ class ValueNet(nn.Module):
 def check_catalogue(cfg: HarmonyNetConfig) -> None:
     """The observation's feature counts must match the network's."""
     jf = len(placement_job_features(DL2_CATALOGUE))
-    sf = len(placement_server_features(DL2_CATALOGUE))
+    sf = len(placement_server_features(DL2_CATALOGUE, cfg.obs_config()))
     if (jf, sf) != (cfg.job_features, cfg.server_features):
         raise ValueError(
             f"observation has {jf}/{sf} features, network {cfg.job_features}/{cfg.server_features}"
@@ -334,7 +340,7 @@ def policy_from_checkpoint(ckpt, name: str | None = None) -> HarmonyPolicy:
     from models.checkpoints import CheckpointError
 
     try:
-        raw = ckpt.config["net"]
+        raw = {"job_placement": False, **ckpt.config["net"]}  # older checkpoints: no d
         cfg = HarmonyNetConfig(**{**raw, "hidden": tuple(raw["hidden"])})
         net = PolicyNet(cfg)
         net.load_state_dict(ckpt.state["policy"], strict=True)
@@ -347,6 +353,38 @@ def policy_from_checkpoint(ckpt, name: str | None = None) -> HarmonyPolicy:
     return HarmonyPolicy(
         net, value, name=name or ckpt.system, train_config=dict(ckpt.config.get("train", {}))
     )
+
+
+def predicted_reward(
+    draft: PlacementDraft, speed_model: Any, extra: tuple[int, int, int] | None = None
+) -> float:
+    """Eqn. 1's reward rate of a (partial) placement as `speed_model` predicts it: the sum
+    over running jobs and the draft's jobs with a task placed of speed / iterations per
+    epoch / total epochs (per second), with `extra` = (job row, role, server) added."""
+    snap = draft.snap
+    iters = {jt.type_index: jt.iters_per_epoch for jt in snap.catalogue}
+    types, ws, ps, places, epochs = [], [], [], [], []
+    for v in snap.fixed_jobs:
+        types.append(v.type_index)
+        ws.append(v.workers)
+        ps.append(v.ps)
+        places.append(v.placement)
+        epochs.append(v.epochs_est)
+    for k, job in enumerate(draft.jobs):
+        w_on, p_on = list(draft.placed[k][0]), list(draft.placed[k][1])
+        if extra is not None and k == extra[0]:
+            (w_on if extra[1] == 0 else p_on).append(extra[2])
+        if not w_on and not p_on:
+            continue
+        types.append(job.type_index)
+        ws.append(max(len(w_on), 1))
+        ps.append(max(len(p_on), 1))
+        places.append(JobPlacement.of(w_on, p_on))
+        epochs.append(job.epochs_est)
+    if not types:
+        return 0.0
+    speed = speed_model.placed(types, ws, ps, places, snap.cluster.n_servers)
+    return float(sum(s / iters[t] / e for s, t, e in zip(speed, types, epochs, strict=True)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -365,28 +403,7 @@ class GreedySpeedPlacement:
     uses_oracle: bool = False
 
     def _reward(self, draft: PlacementDraft, i: int, role: int, server: int) -> float:
-        snap = draft.snap
-        iters = {jt.type_index: jt.iters_per_epoch for jt in snap.catalogue}
-        types, ws, ps, places, epochs = [], [], [], [], []
-        for v in snap.fixed_jobs:
-            types.append(v.type_index)
-            ws.append(v.workers)
-            ps.append(v.ps)
-            places.append(v.placement)
-            epochs.append(v.epochs_est)
-        for k, job in enumerate(draft.jobs):
-            w_on, p_on = list(draft.placed[k][0]), list(draft.placed[k][1])
-            if k == i:
-                (w_on if role == 0 else p_on).append(server)
-            if not w_on and not p_on:
-                continue
-            types.append(job.type_index)
-            ws.append(max(len(w_on), 1))
-            ps.append(max(len(p_on), 1))
-            places.append(JobPlacement.of(w_on, p_on))
-            epochs.append(job.epochs_est)
-        speed = self.speed_model.placed(types, ws, ps, places, snap.cluster.n_servers)
-        return float(sum(s / iters[t] / e for s, t, e in zip(speed, types, epochs, strict=True)))
+        return predicted_reward(draft, self.speed_model, (i, role, server))
 
     def decide(self, snap: Snapshot, rng: np.random.Generator) -> tuple[Allocation, Placement]:
         """Place waiting jobs task by task, each where the predicted reward is highest."""

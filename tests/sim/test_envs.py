@@ -3,6 +3,8 @@ simulator driven by the same decisions."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import polars as pl
 import pytest
@@ -18,7 +20,13 @@ from tracelib.envs import (
     PlacementEnvConfig,
     PlacementObsConfig,
 )
-from tracelib.envs.observation import allocation_features, encode_allocation
+from tracelib.envs.observation import (
+    allocation_features,
+    decode_placement_action,
+    encode_allocation,
+    placement_job_features,
+    placement_server_features,
+)
 from tracelib.sim import (
     AllocationBuilder,
     ClusterConfig,
@@ -174,6 +182,25 @@ def test_placement_env_never_overfills_and_places_whole_jobs():
             min(max(spec.num_ps, 1), 16),
         )
     assert result.jobs["finish_s"].null_count() == 0
+
+
+def test_placement_server_rows_show_where_each_window_job_has_tasks():
+    env = place_env(n_servers=3)
+    obs, _ = env.reset(seed=1)
+    cfg = env.cfg.obs
+    names = placement_server_features(DL2_CATALOGUE, cfg)
+    n_jobs = cfg.window * len(placement_job_features(DL2_CATALOGUE))
+    action = int(np.flatnonzero(env.action_masks())[0])
+    row, role, server = decode_placement_action(action, 3)
+    obs, *_ = env.step(action)
+    servers = obs[n_jobs:].reshape(3, len(names))
+    col = names.index(f"job{row}_{'workers' if role == 0 else 'ps'}")
+    own = servers[:, names.index("job0_workers") :]
+    assert servers[server, col] == pytest.approx(1 / env.draft.jobs[row].max_workers)
+    assert np.count_nonzero(own) == 1  # only the task just placed
+    # Without the switch the rows are the per-model counts alone (old checkpoints).
+    short = placement_server_features(DL2_CATALOGUE, replace(cfg, job_placement=False))
+    assert len(names) - len(short) == 2 * cfg.window
 
 
 def test_env_refuses_empty_workloads_and_steps_after_the_end():

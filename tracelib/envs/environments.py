@@ -288,7 +288,7 @@ class PlacementEnv(_SessionEnv):
         self.n_servers = sim.cluster.n_servers
         window = self.cfg.obs.window
         self.job_features = placement_job_features(catalogue)
-        self.server_features = placement_server_features(catalogue)
+        self.server_features = placement_server_features(catalogue, self.cfg.obs)
         size = window * len(self.job_features) + self.n_servers * len(self.server_features)
         self.observation_space = gym.spaces.Box(0.0, 1.0, (size,), dtype=np.float32)
         self.action_space = gym.spaces.Discrete(placement_n_actions(self.cfg.obs, self.n_servers))

@@ -140,6 +140,11 @@ class PlacementObsConfig:
     """remaining_epochs saturates at this many epochs (log scale)."""
     tasks_scale: float = 8.0
     """A server's per-model task count saturates at this many."""
+    job_placement: bool = True
+    """Server rows carry Harmony's d for the jobs being placed: each window job's workers
+    and PSs on the server (paper: d, M x 2N). Without it a policy cannot tell on which
+    servers the job it is completing already has tasks (the per-model counts mix every job
+    of a model); running jobs appear through the per-model counts either way."""
 
     def __post_init__(self) -> None:
         if self.window < 1 or self.epochs_scale <= 0 or self.tasks_scale <= 0:
@@ -152,10 +157,17 @@ def placement_job_features(catalogue: tuple[JobType, ...]) -> tuple[str, ...]:
     return tuple(f"type={jt.model}" for jt in types) + PLACEMENT_SCALARS
 
 
-def placement_server_features(catalogue: tuple[JobType, ...]) -> tuple[str, ...]:
-    """Column names of one server row: free resources v, then per-model tasks d."""
+def placement_server_features(
+    catalogue: tuple[JobType, ...], cfg: PlacementObsConfig | None = None
+) -> tuple[str, ...]:
+    """Column names of one server row: free resources v, per-model tasks, then (with
+    `cfg.job_placement`) each window job's workers and PSs there."""
+    cfg = cfg or PlacementObsConfig()
     types = sorted(catalogue, key=lambda jt: jt.type_index)
-    return SERVER_FREE + tuple(f"tasks={jt.model}" for jt in types)
+    own: tuple[str, ...] = ()
+    if cfg.job_placement:
+        own = tuple(f"job{i}_{r}" for i in range(cfg.window) for r in ("workers", "ps"))
+    return SERVER_FREE + tuple(f"tasks={jt.model}" for jt in types) + own
 
 
 def placement_n_actions(cfg: PlacementObsConfig, n_servers: int) -> int:
@@ -243,7 +255,7 @@ class PlacementDraft:
 
 
 def encode_placement(draft: PlacementDraft, cfg: PlacementObsConfig) -> np.ndarray:
-    """Flat float32 observation: (N', L + 6) job rows then (M, 3 + L) server rows."""
+    """Flat float32 observation: (N', L + 6) job rows then (M, 3 + L [+ 2N']) server rows."""
     snap = draft.snap
     n_types = len(snap.catalogue)
     jobs = np.zeros((cfg.window, n_types + len(PLACEMENT_SCALARS)), dtype=np.float32)
@@ -260,7 +272,15 @@ def encode_placement(draft: PlacementDraft, cfg: PlacementObsConfig) -> np.ndarr
     cap = snap.cluster.capacity
     free = np.divide(draft.free, cap, out=np.zeros_like(draft.free), where=cap > 0)
     tasks = np.minimum(draft.tasks / cfg.tasks_scale, 1.0)
-    servers = np.concatenate([np.clip(free, 0.0, 1.0), tasks], axis=1).astype(np.float32)
+    parts = [np.clip(free, 0.0, 1.0), tasks]
+    if cfg.job_placement:
+        own = np.zeros((len(free), cfg.window, 2))  # (M, N', worker/PS)
+        for i, (w_on, p_on) in enumerate(draft.placed):
+            np.add.at(own[:, i, 0], w_on, 1.0)
+            np.add.at(own[:, i, 1], p_on, 1.0)
+            own[:, i] /= draft.jobs[i].max_workers
+        parts.append(own.reshape(len(free), -1))
+    servers = np.concatenate(parts, axis=1).astype(np.float32)
     return np.concatenate([jobs.reshape(-1), servers.reshape(-1)])
 
 
