@@ -149,6 +149,23 @@ def decision_of(draft: PlacementDraft) -> tuple[Allocation, Placement]:
     return alloc, placement
 
 
+def place_in_order(
+    snap: Snapshot, obs: PlacementObsConfig, rule: Rule
+) -> tuple[Allocation, Placement]:
+    """The heuristics' decision loop: waiting jobs in arrival order (`next_task`), each task
+    on the server `rule` picks among those the mask allows, until nothing more fits."""
+    draft = PlacementDraft.start(snap, PlacementEnv.requested(snap), obs.window)
+    m = snap.cluster.n_servers
+    while True:
+        mask = draft.mask(obs).reshape(obs.window, 2, m)
+        task = next_task(draft, mask)
+        if task is None:
+            break
+        i, role = task
+        draft.place(i, role, rule(draft, i, role, np.flatnonzero(mask[i, role])))
+    return decision_of(draft)
+
+
 @dataclass(frozen=True, eq=False)
 class RulePlacement:
     """A Harmony baseline as a simulator decision policy (fixed placement mode)."""
@@ -167,16 +184,7 @@ class RulePlacement:
 
     def decide(self, snap: Snapshot, rng: np.random.Generator) -> tuple[Allocation, Placement]:
         """Place waiting jobs task by task with the rule."""
-        draft = PlacementDraft.start(snap, PlacementEnv.requested(snap), self.obs.window)
-        m = snap.cluster.n_servers
-        while True:
-            mask = draft.mask(self.obs).reshape(self.obs.window, 2, m)
-            task = next_task(draft, mask)
-            if task is None:
-                break
-            i, role = task
-            draft.place(i, role, self._rule(draft, i, role, np.flatnonzero(mask[i, role])))
-        return decision_of(draft)
+        return place_in_order(snap, self.obs, self._rule)
 
 
 # -- networks ------------------------------------------------------------------------------
@@ -402,20 +410,10 @@ class GreedySpeedPlacement:
     interval_s: float | None = None
     uses_oracle: bool = False
 
-    def _reward(self, draft: PlacementDraft, i: int, role: int, server: int) -> float:
-        return predicted_reward(draft, self.speed_model, (i, role, server))
+    def _best(self, draft: PlacementDraft, i: int, role: int, allowed: np.ndarray) -> int:
+        scores = [predicted_reward(draft, self.speed_model, (i, role, int(s))) for s in allowed]
+        return int(allowed[int(np.argmax(scores))])
 
     def decide(self, snap: Snapshot, rng: np.random.Generator) -> tuple[Allocation, Placement]:
         """Place waiting jobs task by task, each where the predicted reward is highest."""
-        draft = PlacementDraft.start(snap, PlacementEnv.requested(snap), self.obs.window)
-        m = snap.cluster.n_servers
-        while True:
-            mask = draft.mask(self.obs).reshape(self.obs.window, 2, m)
-            task = next_task(draft, mask)
-            if task is None:
-                break
-            i, role = task
-            allowed = np.flatnonzero(mask[i, role])
-            scores = [self._reward(draft, i, role, int(s)) for s in allowed]
-            draft.place(i, role, int(allowed[int(np.argmax(scores))]))
-        return decision_of(draft)
+        return place_in_order(snap, self.obs, self._best)
