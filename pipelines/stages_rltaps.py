@@ -47,6 +47,7 @@ from models.rltaps.config import MODES
 from models.rltaps.contracts import RLTapsEvaluation, RLTapsLearningCurves
 from models.rltaps.policy import ci95, sequence_seeds
 from pipelines.trained import (
+    TrainResult,
     already_trained,
     input_key,
     newest_policy,
@@ -159,12 +160,10 @@ class RLTapsStageConfig:
 
 
 @dataclass(frozen=True)
-class RLTapsTrainResult:
-    policy_id: str
-    system: str
-    parent_policy_id: str | None
-    checkpoint: str
-    metrics: dict[str, Any]
+class RLTapsTrainResult(TrainResult):
+    """A `TrainResult` that also names which mode's system it trained."""
+
+    system: str = ""
 
 
 @dataclass(frozen=True)
@@ -229,7 +228,7 @@ def train_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) -> 
         write_frame(
             con, rows.select(list(RLTapsLearningCurves.to_schema().columns)), RLTapsLearningCurves
         )
-    return RLTapsTrainResult(policy_id, system, parent, str(path), public_metrics(metrics))
+    return RLTapsTrainResult(policy_id, parent, str(path), public_metrics(metrics), system)
 
 
 def evaluate_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) -> RLTapsEvalResult:
@@ -299,6 +298,4 @@ def _cached(con, key: str, system: str) -> RLTapsTrainResult | None:
     done = already_trained(con, key, system)
     if done is None:
         return None
-    return RLTapsTrainResult(
-        done.policy_id, system, done.parent_policy_id, done.checkpoint, done.metrics
-    )
+    return RLTapsTrainResult(**vars(done), system=system)
