@@ -16,11 +16,13 @@ Server rules (`RULES`), each picking among the servers the mask allows for a giv
 Heuristic drivers place jobs in arrival order (the first job that still fits), its tasks
 alternating worker / PS.
 
-The network (paper Fig. 7): each job row and each server row of the observation
-(`encode_placement`) goes through its own fully connected layer (shared across rows), the
-results are concatenated and go through the hidden layers (paper: 196, 196, 128) to 2N'M
-logits; invalid actions are masked to probability 0. The value network has the same body
-and one linear output.
+The networks: each job row and each server row of the observation (`encode_placement`)
+goes through its own fully connected layer (shared across rows). The paper's policy (Fig.
+7, `head="flat"`) concatenates the results and maps them through the hidden layers (paper:
+196, 196, 128) to 2N'M logits; the default (`head="pair"`) runs the same hidden layers on
+each (job, server) pair instead, so a logit is computed from the job and the server it is
+about wherever they sit in the observation. Invalid actions are masked to probability 0.
+The value network is the flat body with one linear output.
 """
 
 from __future__ import annotations
@@ -207,6 +209,15 @@ class HarmonyNetConfig:
     job_placement: bool = True
     """Server rows hold the window jobs' workers and PSs there (the paper's d;
     `PlacementObsConfig.job_placement`). Checkpoints from before this field have none."""
+    head: str = "pair"
+    """How the policy turns rows into logits. "flat": the paper's Fig. 7, every row's
+    embedding concatenated into one vector, hidden layers, 2N'M outputs. "pair": the
+    hidden layers score each (job row, server row) pair (both embeddings, the job's d on
+    that server, a pooled summary of all rows) with 2 outputs, its worker and PS logits on
+    that server. A deviation: cloning LIF-Line from 4,677 of its decisions, the flat
+    network reaches 63% held-out accuracy and the pair network 81%, and only the pair
+    network learns placements in RL at this budget. Checkpoints from before this field are
+    "flat"."""
 
     @property
     def job_features(self) -> int:
@@ -226,6 +237,12 @@ class HarmonyNetConfig:
 
     def obs_config(self) -> PlacementObsConfig:
         return PlacementObsConfig(window=self.window, job_placement=self.job_placement)
+
+    def __post_init__(self) -> None:
+        if self.head not in ("flat", "pair"):
+            raise ValueError(f"head must be 'flat' or 'pair', not {self.head!r}")
+        if self.head == "pair" and not self.job_placement:
+            raise ValueError("the pair head reads each job's d: it needs job_placement")
 
 
 class _Body(nn.Module):
@@ -256,13 +273,55 @@ class _Body(nn.Module):
         return self.head(merged)
 
 
+class _PairBody(nn.Module):
+    """(B, obs_dim) -> (B, 2N'M): one shared MLP scores every (job, server) pair."""
+
+    def __init__(self, cfg: HarmonyNetConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.base = cfg.server_features - 2 * cfg.window  # free resources + per-model tasks
+        e = cfg.row_embed
+        self.job = nn.Linear(cfg.job_features, e)
+        self.server = nn.Linear(self.base, e)
+        self.summary = nn.Linear(2 * e, e)
+        layers: list[nn.Module] = []
+        width = 3 * e + 2
+        for h in cfg.hidden:
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        layers.append(nn.Linear(width, 2))
+        self.head = nn.Sequential(*layers)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        c = self.cfg
+        b, n, m, e = obs.shape[0], c.window, c.n_servers, c.row_embed
+        split = n * c.job_features
+        jobs = obs[:, :split].reshape(b, n, c.job_features)  # (B, N', Fj)
+        servers = obs[:, split:].reshape(b, m, c.server_features)  # (B, M, Fs)
+        d = servers[:, :, self.base :].reshape(b, m, n, 2).transpose(1, 2)  # (B, N', M, 2)
+        je = torch.relu(self.job(jobs))  # (B, N', E)
+        se = torch.relu(self.server(servers[:, :, : self.base]))  # (B, M, E)
+        ctx = torch.relu(self.summary(torch.cat([je.mean(1), se.mean(1)], dim=1)))  # (B, E)
+        pairs = torch.cat(
+            [
+                je[:, :, None].expand(b, n, m, e),
+                se[:, None].expand(b, n, m, e),
+                d,
+                ctx[:, None, None].expand(b, n, m, e),
+            ],
+            dim=-1,
+        )  # (B, N', M, 3E + 2)
+        out = self.head(pairs)  # (B, N', M, 2): worker, PS logit
+        return out.permute(0, 1, 3, 2).reshape(b, 2 * n * m)  # action (2i + role) * M + m
+
+
 class PolicyNet(nn.Module):
     """pi(a | s) over 2N'M placement actions."""
 
     def __init__(self, cfg: HarmonyNetConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.body = _Body(cfg, cfg.n_actions)
+        self.body = _PairBody(cfg) if cfg.head == "pair" else _Body(cfg, cfg.n_actions)
 
     def masked_logits(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(B, obs_dim), (B, 2N'M) bool -> (B, 2N'M), invalid at MASKED."""
@@ -348,7 +407,8 @@ def policy_from_checkpoint(ckpt, name: str | None = None) -> HarmonyPolicy:
     from models.checkpoints import CheckpointError
 
     try:
-        raw = {"job_placement": False, **ckpt.config["net"]}  # older checkpoints: no d
+        # older checkpoints: no d, the flat head
+        raw = {"job_placement": False, "head": "flat", **ckpt.config["net"]}
         cfg = HarmonyNetConfig(**{**raw, "hidden": tuple(raw["hidden"])})
         net = PolicyNet(cfg)
         net.load_state_dict(ckpt.state["policy"], strict=True)

@@ -19,6 +19,7 @@ from models.harmony.placement import (
     PolicyNet,
     RulePlacement,
     policy_from_checkpoint,
+    predicted_reward,
 )
 from models.harmony.reward import (
     RewardNet,
@@ -32,7 +33,13 @@ from models.harmony.reward import (
     predictor_from_checkpoint,
     set_arrays,
 )
-from models.harmony.train import PlacementTrainConfig, harmony_sim, train_placement
+from models.harmony.train import (
+    PlacementTrainConfig,
+    _interval,
+    _Worker,
+    harmony_sim,
+    train_placement,
+)
 from models.harmony.workloads import ArrivalConfig, sequence, sequences
 from tracelib.contracts import InterferenceSamples
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
@@ -256,6 +263,85 @@ def test_ablation_switches_name_their_systems():
     assert replace(base, value_net=False).system == "harmony-without-critic"
     assert replace(base, exploration=False).system == "harmony-without-exploration"
     assert replace(base, replay=False).system == "harmony-without-replay"
+
+
+def _permuted(obs: torch.Tensor, cfg: HarmonyNetConfig, jobs, servers) -> torch.Tensor:
+    """The observation with its job rows and server rows reordered (d's columns too)."""
+    n, m, fj, fs = cfg.window, cfg.n_servers, cfg.job_features, cfg.server_features
+    job_rows = obs[:, : n * fj].reshape(-1, n, fj)[:, jobs]
+    server_rows = obs[:, n * fj :].reshape(-1, m, fs)[:, servers]
+    base = fs - 2 * n
+    d = server_rows[:, :, base:].reshape(-1, m, n, 2)[:, :, jobs]
+    server_rows = torch.cat([server_rows[:, :, :base], d.flatten(2)], dim=2)
+    return torch.cat([job_rows.flatten(1), server_rows.flatten(1)], dim=1)
+
+
+def test_pair_head_scores_each_action_from_its_own_job_and_server():
+    cfg = HarmonyNetConfig(window=4, n_servers=3, hidden=(16, 16), row_embed=8)
+    torch.manual_seed(0)
+    net = PolicyNet(cfg)
+    obs = torch.rand(2, cfg.obs_dim)
+    jobs, servers = torch.tensor([2, 0, 3, 1]), torch.tensor([1, 2, 0])
+    with torch.no_grad():
+        logits = net.body(obs).reshape(2, 4, 2, 3)  # (B, job, role, server)
+        moved = net.body(_permuted(obs, cfg, jobs, servers)).reshape(2, 4, 2, 3)
+    # Reordering rows reorders the actions the same way: the logit of job i's task on
+    # server m follows job i and server m wherever they are in the observation.
+    torch.testing.assert_close(moved, logits[:, jobs][:, :, :, servers])
+    flat = PolicyNet(replace(cfg, head="flat"))
+    with torch.no_grad():
+        f = flat.body(obs).reshape(2, 4, 2, 3)
+        f_moved = flat.body(_permuted(obs, cfg, jobs, servers)).reshape(2, 4, 2, 3)
+    assert not torch.allclose(f_moved, f[:, jobs][:, :, :, servers])
+    with pytest.raises(ValueError, match="head"):
+        HarmonyNetConfig(head="attention")
+
+
+def test_checkpoints_from_before_the_pair_head_load_as_flat(tmp_path):
+    cfg = HarmonyNetConfig(hidden=(8, 8), row_embed=4, head="flat", job_placement=False)
+    policy = HarmonyPolicy(PolicyNet(cfg))
+    sha = policy.save(tmp_path / "old.pt")
+    ckpt = load_checkpoint(tmp_path / "old.pt", sha256=sha)
+    for key in ("head", "job_placement"):
+        del ckpt.config["net"][key]
+    assert policy_from_checkpoint(ckpt).cfg == cfg
+
+
+@pytest.mark.parametrize("credit", ["interval", "marginal", "marginal+rest"])
+def test_an_intervals_credit_adds_up(fitted, credit):
+    train = sequences(ArrivalConfig(n_jobs=12), 1, 5)
+    cfg = PlacementTrainConfig(
+        net=HarmonyNetConfig(hidden=(16, 16), row_embed=8), credit=credit, exploration=False
+    )
+    env = PlacementEnv(
+        train,
+        PlacementEnvConfig(obs=cfg.net.obs_config(), sim=cfg.sim),
+        speed_model=fitted.predictor,
+    )
+    obs, info = env.reset(seed=0)
+    worker = _Worker(env, obs, info["decision"])
+    torch.manual_seed(0)
+    net = PolicyNet(cfg.net)
+    draft = env.draft
+    start = predicted_reward(draft, fitted.predictor)
+    samples, reward = _interval(
+        worker, net, fitted.predictor, 0.0, cfg, torch.Generator(), np.random.default_rng(0), 1
+    )
+    assert len(samples) > 1
+    credits = [s[3] for s in samples]
+    if credit == "interval":
+        assert credits == [reward] * len(samples)
+    elif credit == "marginal":
+        # The inferences share the predicted reward of the placement they built.
+        end = predicted_reward(draft, fitted.predictor)
+        assert sum(credits) == pytest.approx((end - start) * cfg.sim.slot_s)
+    else:
+        assert sum(credits) == pytest.approx(reward)
+    # Without exploration the behaviour probability is the policy's own.
+    for o, mask, a, *_, mu in samples:
+        with torch.no_grad():
+            pi = net.distribution(torch.from_numpy(o)[None], torch.from_numpy(mask)[None])
+        assert mu == pytest.approx(float(pi.probs[0, a]), rel=1e-5)
 
 
 def test_policy_masks_invalid_actions():
