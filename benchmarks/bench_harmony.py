@@ -46,7 +46,7 @@ from tracelib.gavel import GavelConfig, gavel_samples
 from tracelib.interference import InterferenceConfig, collect_samples
 from tracelib.sim.speed import SpeedModel
 
-pl.Config.set_tbl_rows(60)
+pl.Config.set_tbl_rows(200)
 pl.Config.set_tbl_cols(12)
 pl.Config.set_tbl_width_chars(160)
 
