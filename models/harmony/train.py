@@ -222,6 +222,9 @@ def _interval(
     start = w.decision
     reward, done, over = 0.0, False, False
     next_obs = w.obs
+    # Predicted reward rate of the draft so far: each inference's "after" is the next one's
+    # "before", as the interval's inferences all build the same draft.
+    placed = predicted_reward(env.draft, predictor) if cfg.credit != "interval" else 0.0
     while True:
         mask = env.action_masks()
         obs_t = torch.from_numpy(w.obs)[None]
@@ -244,9 +247,8 @@ def _interval(
             )
         gain = 0.0
         if cfg.credit != "interval":
-            before = predicted_reward(env.draft, predictor)
             after = predicted_reward(env.draft, predictor, decode_placement_action(action, m))
-            gain = (after - before) * cfg.sim.slot_s
+            gain, placed = (after - placed) * cfg.sim.slot_s, after
         steps.append((w.obs, mask, action, behaviour, gain))
         next_obs, r, term, trunc, info = env.step(action)
         w.obs, w.decision = next_obs, info["decision"]
