@@ -3,7 +3,7 @@ baselines under three arrival patterns (Fig. 8), and the Table II ablations.
 
     python -m benchmarks harmony                       # the default budget of `schedlab run`
     python -m benchmarks.bench_harmony [updates] [epochs] [sequences] [gavel.json|-] [seeds]
-    python -m benchmarks.bench_harmony 300 80 10 - 4   # the closing note's figures (~20 min)
+    python -m benchmarks.bench_harmony 300 80 10 - 4   # the closing note's figures (~15 min)
 
 1. 13,177 synthetic interference samples (Harmony's count) on the 6-server testbed; the
    reward predictor (a shared MLP over job x server pairs pooled per job, then 3 hidden
