@@ -19,8 +19,9 @@ What a run is and what is measured
   workload (common random numbers: a job's hidden speed deviation is the same under every
   scheduler, so differences between schedulers are paired).
 - Run-to-run variation: by default each job's speed deviates by up to +-10% from the model,
-  drawn per seed (`SpeedConfig.speed_variation=0.1`; DL2 Fig. 4 and 13's variation of the
-  same job's completion time). Without it a seed would change only placement tie-breaks.
+  drawn per seed, and by up to +-5% more in each slot (`SpeedConfig` defaults; DL2 Fig. 4
+  and 13's variation of the same job's completion time). Without it a seed would change
+  only placement tie-breaks.
 - Per job (eval_jobs): `arrival_s` (after any arrival jitter); `start_s`, the first decision
   at which the job was given a positive training rate (the engine's start time if its job
   frame has one, else the first `alloc` event with a positive rate in the event log; a start
@@ -28,7 +29,7 @@ What a run is and what is measured
   `jct_s = finish_s - arrival_s`; `ideal_s`, the JCT the job would have alone in an empty
   cluster with its best allocation: `start_delay_s + epochs / best epochs per second`, the
   best over every (workers, PSs) up to the catalogue cap that fits the cluster's summed
-  capacity, at the catalogue speed (spread placement, no interference, no decision
+  capacity, at the simulator's isolated speed (spread placement, no interference, no decision
   interval to wait for); `slowdown = jct_s / ideal_s`. The slowdown is >= 1 up to what the
   ideal does not know: the job's own speed deviation (down to 1 / (1 + speed_variation)),
   per-slot noise, and the locality gain of a co-located job (at most 6.2%). `gpu_time_s`:
@@ -228,8 +229,9 @@ class EvalConfig:
     """Jobs visible to the scheduler per decision (DL2 small setting: 20)."""
     slot_s: float = 1200.0
     """Decision slot, seconds (DL2: 20 minutes)."""
-    speed: SpeedConfig = field(default_factory=lambda: SpeedConfig(speed_variation=0.1))
-    """Speed realism; by default +-10% per-job run-to-run speed variation (see module)."""
+    speed: SpeedConfig = field(default_factory=SpeedConfig)
+    """Speed realism: the measured truth with +-10% per-job and +-5% per-slot variation
+    (`SpeedConfig` defaults; see module)."""
     default_allocation: str = "requested"
     """Allocation used with a placement-only policy."""
     default_placement: str = "load-balancing"

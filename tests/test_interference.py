@@ -25,7 +25,9 @@ from warehouse import ContractViolation, connect
 from warehouse.io import validate
 
 SMALL = InterferenceConfig(n_samples=600, seed=3)
-EXACT = InterferenceConfig(n_samples=1500, seed=1, speed=SpeedConfig())  # no noise
+EXACT = InterferenceConfig(
+    n_samples=1500, seed=1, speed=SpeedConfig(speed_variation=0.0, slot_noise=0.0)
+)
 
 
 @pytest.fixture(scope="module")

@@ -71,9 +71,11 @@ class InterferenceConfig:
     """Inclusive range of a job's workers (Harmony: 1..3)."""
     ps: tuple[int, int] = (1, 3)
     """Inclusive range of a job's PSs (Harmony: 1..3)."""
-    speed: SpeedConfig = field(default_factory=lambda: SpeedConfig(slot_noise=0.05))
+    speed: SpeedConfig = field(
+        default_factory=lambda: SpeedConfig(speed_variation=0.0, slot_noise=0.05)
+    )
     """Speed model switches; `speed_variation` and `slot_noise` act as measurement noise
-    (default: 5% run-to-run noise, DL2 Fig. 4's order of magnitude)."""
+    (default: 5% run-to-run noise of one measurement, DL2 Fig. 4's order of magnitude)."""
     seed: int = 0
     """Root seed of the jobs, placement and noise streams."""
     source: str = "synthetic"

@@ -45,6 +45,7 @@ def analytical(sim: SimConfig) -> SimConfig:
     locality gain, no interference, no speed variation, noise or epoch-estimate error."""
     speed = replace(
         sim.speed,
+        truth="analytical",
         locality=False,
         interference_scale=0.0,
         speed_variation=0.0,

@@ -85,10 +85,10 @@ EXPLORERS = (bin_packing, load_balancing)
 
 def harmony_sim() -> SimConfig:
     """Harmony's setting: its 6-server testbed, 20-minute intervals, fixed placement, and
-    10% per-job speed variation (run-to-run deviation, as the evaluation uses)."""
+    the default run-to-run variation (10% per job, 5% per interval, as the evaluation)."""
     return SimConfig(
         cluster=ClusterConfig.harmony_testbed(),
-        speed=SpeedConfig(speed_variation=0.1),
+        speed=SpeedConfig(),
         fixed_placement=True,
     )
 

@@ -106,7 +106,15 @@ def test_event_trigger_speeds_up_a_job_when_its_neighbour_leaves():
         JobSpec(1, "resnet-50", epochs=alone * 6000.0, arrival_s=0.0),
     )
     cfg = config(
-        n_servers=1, trigger="events", speed=SpeedConfig(locality=False, realloc_pause_s=0.0)
+        n_servers=1,
+        trigger="events",
+        speed=SpeedConfig(
+            truth="analytical",
+            locality=False,
+            realloc_pause_s=0.0,
+            speed_variation=0.0,
+            slot_noise=0.0,
+        ),
     )
     result = simulate(jobs, Scheduler(RequestedAllocation(), LoadBalancing()), cfg)
     rates = result.events_frame().filter((pl.col("kind") == "alloc") & (pl.col("job_id") == 1))

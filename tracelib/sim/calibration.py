@@ -11,10 +11,17 @@ check them (`python -m tracelib.sim.calibration` prints the figures).
   worker and PS on one server, so it is first divided by the model's locality speed-up.
 - `dl2_speedup_curve`: speeds as DL2 section 2.2 measured them (the (1,1) job on one
   server, more workers/PSs load-balanced) relative to (1,1).
-- `harmony_packing`: Harmony case study 1 run through the simulator.
+- `harmony_packing`: Harmony case study 1 run through the simulator; `harmony_pairs`: case
+  study 2 (every pair of Table I's models on one server); `calibrate_contention`: the grid
+  search that fixed the contention model's scales (catalogue docstring) to them and to
+  Gavel's spread of pairwise slowdowns (`pair_slowdowns`, `pair_spread`).
 """
 
 from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import replace
 
 import numpy as np
 from scipy.optimize import nnls
@@ -34,7 +41,7 @@ from tracelib.sim.jobs import JobSpec
 from tracelib.sim.placement import BinPacking
 from tracelib.sim.policy import RequestedAllocation, Scheduler
 from tracelib.sim.snapshot import JobPlacement
-from tracelib.sim.speed import SpeedModel
+from tracelib.sim.speed import ContentionModel, SpeedModel
 
 SPEED_TARGETS: dict[str, tuple[tuple[int, int, float], ...]] = {
     "resnet-50": (
@@ -149,26 +156,133 @@ def dl2_speedup_curve(
     return out
 
 
+QUIET = SpeedConfig(speed_variation=0.0, slot_noise=0.0)
+"""The speed model without run-to-run variation: what a calibration experiment averages to."""
+
+HARMONY_MILD_PAIRS = (("resnet-50", "wlm"), ("resnet-50", "seq2seq"))
+"""Harmony case study 2 (Fig. 2): the pairs that interfere least."""
+
+HARMONY_SEVERE_PAIR = ("resnext-110", "cnn-text")
+"""Harmony case study 3 (Fig. 4, 5): ResNeXt-110 and CTC interfere severely."""
+
+GAVEL_V100_QUARTILES = (0.158, 0.321, 0.516)
+"""Quartiles of the slowdown (1 - paired / alone throughput) of single-GPU job pairs on a
+V100 in Gavel's measured co-location throughputs (stanford-futuredata/gavel
+scheduler/simulation_throughputs.json, 636 pairs with both throughputs positive)."""
+
+GAVEL_SPREAD = (GAVEL_V100_QUARTILES[2] - GAVEL_V100_QUARTILES[0]) / GAVEL_V100_QUARTILES[1]
+"""Gavel's (Q3 - Q1) / median: the shape (spread) of measured pairwise slowdowns."""
+
+
 def harmony_packing(
-    models: tuple[str, ...] = HARMONY_TABLE_I, speed: SpeedConfig | None = None
+    models: tuple[str, ...] = HARMONY_TABLE_I,
+    speed: SpeedConfig | None = None,
+    speed_model: SpeedModel | None = None,
 ) -> dict[str, float]:
     """Harmony case study 1: slowdown of each 1-worker + 1-PS job when the jobs are bin-packed
     two per server on len(models)/2 testbed servers, against running alone on a server.
 
     Both runs go through the simulator (requested allocation, bin-packing placement); the
-    slowdown is 1 - packed speed / standalone speed, as Harmony defines it."""
-    speed = speed or SpeedConfig()
+    slowdown is 1 - packed speed / standalone speed, as Harmony defines it. Default: no
+    run-to-run variation (`QUIET`); `speed_model` replaces the simulator's."""
+    speed = speed or QUIET
     jobs = tuple(JobSpec(i, m, epochs=1e6, arrival_s=0.0) for i, m in enumerate(models))
     sched = Scheduler(RequestedAllocation(), BinPacking())
 
     def first_rates(js: tuple[JobSpec, ...], n_servers: int) -> dict[int, float]:
         cfg = SimConfig(cluster=ClusterConfig(n_servers=n_servers), speed=speed)
-        events = Simulator(js, sched, cfg).run(until_s=0.0).events
+        events = Simulator(js, sched, cfg, speed_model=speed_model).run(until_s=0.0).events
         return {e.job_id: e.value for e in events if e.kind == "alloc"}
 
     packed = first_rates(jobs, (len(models) + 1) // 2)
     alone = {j.job_id: first_rates((j,), 1)[j.job_id] for j in jobs}
     return {m: 1.0 - packed[i] / alone[i] for i, m in enumerate(models)}
+
+
+def harmony_pairs(
+    models: tuple[str, ...] = HARMONY_TABLE_I, speed_model: SpeedModel | None = None
+) -> dict[tuple[str, str], float]:
+    """Harmony case study 2: for each pair of models, two 1-worker + 1-PS jobs on one server;
+    the pair's interference level is the sum of both jobs' slowdowns against running alone
+    on the server."""
+    sm = speed_model or SpeedModel(QUIET)
+    names = by_name()
+    one = colocated(1, 1)
+    alone = {m: placed_speed(sm, names[m], 1, 1, one) for m in models}
+    out = {}
+    for a, b in itertools.combinations(models, 2):
+        types = [names[a].type_index, names[b].type_index]
+        both = sm.placed(types, [1, 1], [1, 1], [one, one], 1)
+        out[(a, b)] = float(2.0 - both[0] / alone[a] - both[1] / alone[b])
+    return out
+
+
+def pair_slowdowns(speed_model: SpeedModel | None = None) -> list[float]:
+    """Each job's slowdown when two 1-worker + 1-PS jobs of every pair of catalogue models
+    (a model with itself included) share one server, against alone on it."""
+    sm = speed_model or SpeedModel(QUIET)
+    one = colocated(1, 1)
+    types = sorted(jt.type_index for jt in DL2_CATALOGUE)
+    alone = {t: float(sm.placed([t], [1], [1], [one], 1)[0]) for t in types}
+    out = []
+    for i, a in enumerate(types):
+        for b in types[i:]:
+            both = sm.placed([a, b], [1, 1], [1, 1], [one, one], 1)
+            out += [1.0 - both[0] / alone[a], 1.0 - both[1] / alone[b]]
+    return out
+
+
+def pair_spread(slowdowns: list[float]) -> float:
+    """(Q3 - Q1) / median of pairwise slowdowns (compare with `GAVEL_SPREAD`)."""
+    q1, q2, q3 = np.quantile(slowdowns, [0.25, 0.5, 0.75])
+    return float((q3 - q1) / q2) if q2 > 0 else math.nan  # no slowdown: no shape
+
+
+def contention_loss(
+    packing: dict[str, float], pairs: dict[tuple[str, str], float], spread: float
+) -> float:
+    """How far a contention model is from Harmony II.B and Gavel: squared distance of the
+    average packing slowdown from 33% (scale 2 points) and of ResNeXt-110's from 50% ("nearly
+    2x", scale 5 points), plus the rank of the worse of the two mildest pairs from the
+    mildest, plus the rank of ResNeXt-110 + CTC from the most severe, plus 4 x the squared
+    log2 ratio of the pairwise slowdowns' spread to Gavel's."""
+    ranked = sorted(pairs, key=pairs.get)
+    mild_rank = max(ranked.index(p) for p in HARMONY_MILD_PAIRS)
+    severe_rank = len(ranked) - 1 - ranked.index(HARMONY_SEVERE_PAIR)
+    mean = float(np.mean(list(packing.values())))
+    fit = ((mean - 0.33) / 0.02) ** 2 + ((packing["resnext-110"] - 0.5) / 0.05) ** 2
+    shape = 4.0 * math.log2(spread / GAVEL_SPREAD) ** 2
+    return fit + mild_rank + severe_rank + shape
+
+
+def calibrate_contention(
+    sharpness: tuple[float, ...] = (2.0, 4.0, 8.0),
+    cpu_loads: tuple[float, ...] = (1.0, 1.5, 2.0, 2.5, 3.0),
+    loads: tuple[float, ...] = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0),
+    sensitivities: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0, 3.0),
+    resnext: tuple[float, ...] = (2.0, 4.0, 6.0),
+) -> list[tuple[float, ...]]:
+    """Grid search of (CONTENTION_SHARPNESS, CPU_LOAD, CHANNEL_LOAD, SENSITIVITY,
+    RESNEXT_SENSITIVITY) against Harmony II.B and Gavel (`contention_loss`), best first:
+    rows (loss, sharpness, cpu load, load, sensitivity, resnext); about 25 s. The catalogue
+    holds the best row of this default grid."""
+    ordered = sorted(DL2_CATALOGUE, key=lambda jt: jt.type_index)
+    named = sim_facts_by_name(DL2_SIM_FACTS)
+    rows = []
+    grid = itertools.product(sharpness, cpu_loads, loads, sensitivities, resnext)
+    for n, cpu, load, sens, rx in grid:
+        facts = [
+            replace(named[jt.model], intf_sensitivity=rx if jt.model == "resnext-110" else 1.0)
+            for jt in ordered
+        ]
+        sm = SpeedModel(QUIET, contention=ContentionModel(facts, load, sens, n, cpu))
+        loss = contention_loss(
+            harmony_packing(speed_model=sm),
+            harmony_pairs(speed_model=sm),
+            pair_spread(pair_slowdowns(sm)),
+        )
+        rows.append((loss, n, cpu, load, sens, rx))
+    return sorted(rows)
 
 
 def main() -> None:
@@ -185,6 +299,15 @@ def main() -> None:
     slow = harmony_packing()
     print("harmony packing:", {k: round(v, 3) for k, v in slow.items()})
     print(f"  average {np.mean(list(slow.values())):.3f}")
+    pairs = harmony_pairs()
+    print("harmony pairs, mildest first:")
+    for (a, b), v in sorted(pairs.items(), key=lambda kv: kv[1]):
+        print(f"  {a:12s} + {b:12s} {v:.3f}")
+    spread_now = pair_spread(pair_slowdowns())
+    print(f"pairwise slowdown spread {spread_now:.2f} (Gavel {GAVEL_SPREAD:.2f})")
+    print("contention grid search, best 5 (loss, sharpness, cpu load, load, sensitivity, resnext):")
+    for row in calibrate_contention()[:5]:
+        print("  " + ", ".join(f"{x:.3g}" for x in row))
 
 
 if __name__ == "__main__":

@@ -15,17 +15,20 @@
 | arrivals | Poisson, 0.9 to 2.7 per hour | Chic 6.1 |
 | job size | uniform 100..200 "iterations" | Chic 6.1 |
 | W, I | 30 jobs per sequence, first 3 jobs scheduled | Chic 6.1 |
-| speed g_i(w, p) | catalogue Optimus-form fit of the same models | our choice, below |
+| speed g_i(w, p) | the measured speeds of the same models | our choice, below |
 
 The paper states capacities as one pool per resource (its constraint sum_i(...) <= c_k), so
 the cluster is one simulator server holding all of it; placement is then trivial. It names
-no speed model beyond a per-iteration time g_i(w, p); we use the catalogue's calibrated
-Optimus-form speeds of the same three models (`tracelib.catalogue`), and the paper's
-simulation has neither interference, locality nor a restart cost, so those are off
-(`chic_speed`). A Chic "iteration" is one catalogue epoch of the job (what
-`tracelib.synthetic.PoissonConfig` draws): the paper's ACTs of thousands of seconds for
-100-200 iterations need iterations of seconds, not single mini-batches, and one epoch at
-one worker + one PS takes 7.6 s (ResNet-50), 12.6 s (VGG-16) and 1.0 s (ResNeXt-110).
+no speed model beyond a per-iteration time g_i(w, p); the simulator uses the measured speeds
+of the same three models (`tracelib.sim.measured`, the shared ground truth, with its
+run-to-run variation), and the paper's simulation has neither interference, locality nor a
+restart cost, so those are off (`chic_speed`). `iteration_time_s`, the MDP's own rule for
+when an addition stops lowering a job's iteration time, reads the catalogue's analytical
+(Optimus-form) fit: what the agent's environment believes, not the truth. A Chic
+"iteration" is one catalogue epoch of the job (what `tracelib.synthetic.PoissonConfig`
+draws): the paper's ACTs of thousands of seconds for 100-200 iterations need iterations of
+seconds, not single mini-batches, and one epoch at one worker + one PS takes 7.6 s
+(ResNet-50), 12.6 s (VGG-16) and 1.0 s (ResNeXt-110) at the analytical speed.
 
 Sequence seeds: `split_seeds` gives the train, validation and test sequences disjoint seed
 ranges, the same at every arrival rate (so rates are compared on the same model and size
@@ -89,8 +92,8 @@ def chic_speed() -> SpeedConfig:
 
 
 def iteration_time_s(jt: JobType, workers: int, ps: int) -> float:
-    """g_i(w, p): seconds per Chic iteration (one catalogue epoch); infinite without a
-    worker or a PS (the job cannot train)."""
+    """g_i(w, p) as the MDP models it: seconds per Chic iteration (one catalogue epoch) at
+    the analytical speed; infinite without a worker or a PS (the job cannot train)."""
     speed = jt.speed(workers, ps)
     return jt.iters_per_epoch / speed if speed > 0 else math.inf
 

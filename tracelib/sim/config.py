@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 TRIGGERS = ("interval", "events")
 """Decision triggers (`SimConfig.trigger`)."""
 
+TRUTHS = ("measured", "analytical")
+"""Where a job's isolated speed comes from (`SpeedConfig.truth`)."""
+
 RESOURCES = ("gpu", "cpu", "mem_gb")
 """Resource types, in the order of every (..., 3) array in the simulator."""
 
@@ -55,16 +58,25 @@ class ClusterConfig:
 
 @dataclass(frozen=True)
 class SpeedConfig:
-    """How real training speed departs from the catalogue's speed model."""
+    """Where a job's speed comes from and how it varies (`tracelib.sim.speed`)."""
 
+    truth: str = "measured"
+    """Isolated speed of (model, workers, PSs). "measured": the DL2 authors' measured speed
+    surface, interpolated (`tracelib.sim.measured`); "analytical": the catalogue's
+    Optimus-form fit, the analytical model Optimus starts from and OfflineRL trains in."""
+    measurements: str | None = None
+    """CSV of measured speeds replacing the shipped DL2 file (same columns; README)."""
     locality: bool = True
     """Jobs whose workers and PSs share servers communicate faster (catalogue locality gain)."""
     interference_scale: float = 1.0
-    """Multiplier on the catalogue's interference matrix (1 = calibrated, 0 = none)."""
-    speed_variation: float = 0.0
-    """Per-job speed deviation: each job's speed is times (1 + x*U[-1,1]) (DL2 Fig. 13)."""
-    slot_noise: float = 0.0
-    """Per-decision run-to-run noise: speed times (1 + x*U[-1,1]) each interval (DL2 code)."""
+    """Multiplier on the contention slowdown of co-located jobs (1 = calibrated, 0 = none)."""
+    speed_variation: float = 0.1
+    """Per-job speed deviation: each job's speed is times (1 + x*U[-1,1]) (DL2 section 2.2,
+    Fig. 4: the same model's completion time varies from run to run in production; Fig. 13
+    sweeps it). Default 10%; 0 turns it off."""
+    slot_noise: float = 0.05
+    """Per-decision run-to-run noise: speed times (1 + x*U[-1,1]) each interval (the DL2
+    authors' simulator's TRAIN_SPEED_ERROR). Default 5%; 0 turns it off."""
     epoch_error: float = 0.0
     """Epoch-estimate error: a job really needs (1 + x*U[-1,1]) times the epochs the
     scheduler sees (DL2 Fig. 14)."""
@@ -75,6 +87,8 @@ class SpeedConfig:
     """Delay before a job's first interval of training (container start)."""
 
     def __post_init__(self) -> None:
+        if self.truth not in TRUTHS:
+            raise ValueError(f"truth must be one of {TRUTHS}, got {self.truth!r}")
         for name in ("speed_variation", "slot_noise", "epoch_error"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:

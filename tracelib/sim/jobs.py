@@ -144,3 +144,70 @@ def dl2_like_frame(
             "duration_s": minutes * 60.0,
         }
     )
+
+
+DL2_AUTHORS_EPOCH_SHARE = {
+    "resnet-50": 0.3,
+    "vgg-16": 0.96,
+    "resnext-110": 0.05,
+    "inception-bn": 0.54,
+    "seq2seq": 0.95,
+    "cnn-text": 0.46,
+    "dssm": 0.33,
+    "wlm": 0.23,
+}
+"""The DL2 authors' simulator (pengyanghua/DL2 trace.py): a job's epochs are this share of
+MAX_NUM_EPOCHS (30,000 in its parameters.py), times U{0.90..1.09} when lengths vary."""
+
+DL2_AUTHORS_MAX_EPOCHS = 30_000.0
+"""pengyanghua/DL2 parameters.py MAX_NUM_EPOCHS."""
+
+DL2_AUTHORS_GOOGLE_ARRIVALS_10 = (
+    6, 134, 8, 7, 8, 10, 9, 7, 6, 5, 6, 5, 7, 8, 9, 6, 8, 8, 8, 8, 7, 5, 5, 7, 9, 7, 5, 5, 5,
+    3, 5, 6, 4, 6, 6, 6, 7, 7, 4, 5, 5, 3, 5, 5, 4, 6, 5, 6, 5, 3, 4, 4, 6, 7, 7, 7, 7, 7, 6,
+    6, 6, 6, 7, 6, 4, 6, 4, 5, 4, 6, 5, 6, 5, 7, 6,
+)  # fmt: skip
+"""The DL2 authors' Google-trace arrival pattern for at most 10 arrivals per slot (trace.py
+arrv_pattern_10): jobs arriving in each 20-minute slot, capped at 10 when used."""
+
+
+def dl2_authors_frame(
+    n_jobs: int = 200, seed: int = 0, max_arrivals_per_slot: int = 10, slot_s: float = 1200.0
+) -> pl.DataFrame:
+    """The DL2 authors' large-setting workload, as their simulator draws it (trace.py with
+    LARGE_SCALE, Google-trace arrivals, "Normal" job lengths that vary): each slot
+    min(cap, pattern[(slot + offset) % 75]) jobs arrive, offset uniform in 0..4; the model
+    uniform over the 8; epochs = share x 30,000 x U{90..109}/100 (`DL2_AUTHORS_EPOCH_SHARE`);
+    one worker and one PS requested. Same columns as `dl2_like_frame`; `duration_s` is the
+    run time at one worker and one PS with the catalogue speed."""
+    rng = np.random.default_rng(seed)
+    pattern = DL2_AUTHORS_GOOGLE_ARRIVALS_10
+    offset = int(rng.integers(0, 5))
+    counts: list[int] = []
+    while sum(counts) < n_jobs:
+        counts.append(min(max_arrivals_per_slot, pattern[(len(counts) + offset) % len(pattern)]))
+    slots = np.repeat(np.arange(len(counts)), counts)[:n_jobs]
+    catalogue = DL2_CATALOGUE
+    types = rng.integers(0, len(catalogue), n_jobs)
+    factor = rng.integers(90, 110, n_jobs) / 100.0
+    models = [catalogue[t].model for t in types]
+    epochs = (
+        np.array([DL2_AUTHORS_EPOCH_SHARE[m] * DL2_AUTHORS_MAX_EPOCHS for m in models]) * factor
+    )
+    seconds = [e / catalogue[t].epochs_per_second(1, 1) for e, t in zip(epochs, types, strict=True)]
+    return pl.DataFrame(
+        {
+            "workload_id": [f"sim-dl2-authors/{seed}"] * n_jobs,
+            "job_index": np.arange(n_jobs, dtype=np.int32),
+            "source_id": ["synthetic:sim"] * n_jobs,
+            "job_id": [f"j{i:04d}" for i in range(n_jobs)],
+            "model": models,
+            "epochs": np.round(epochs, 3),
+            "num_workers": np.ones(n_jobs, dtype=np.int32),
+            "num_ps": np.ones(n_jobs, dtype=np.int32),
+            "num_gpus": [float(catalogue[t].worker_gpu) for t in types],
+            "arrival_s": slots.astype(np.float64) * slot_s,
+            "arrival_slot": slots.astype(np.int32),
+            "duration_s": np.array(seconds),
+        }
+    )
