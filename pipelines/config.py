@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from models.fidelity import FidelityConfig
 from models.rltaps.config import MODES as RLTAPS_MODES
 from pipelines.stages_chic import ChicEvalConfig, ChicTrainConfig
 from pipelines.stages_dl2 import DL2StageConfig
@@ -73,6 +74,8 @@ class RunConfig:
     """Production traces to ingest; each gets its own derivation named after its source."""
     interference: InterferenceConfig = field(default_factory=InterferenceConfig)
     """Harmony-style co-location samples (`interference_samples`), 13,177 by default."""
+    fidelity: FidelityConfig = field(default_factory=FidelityConfig)
+    """The simulator's fidelity checks (`fidelity_checks`); smoke runs skip the large ones."""
     dl2: DL2StageConfig | None = field(default_factory=DL2StageConfig)
     """DL2: decision logs, warm-up, fine-tuning on the synthetic set (None: skipped)."""
     harmony: HarmonyStageConfig | None = field(default_factory=HarmonyStageConfig)
@@ -144,7 +147,7 @@ def budgeted(cfg: RunConfig, budget: str) -> RunConfig:
     if budget == "default":
         return cfg
     small = budget == "smoke"
-    out = cfg
+    out = replace(cfg, fidelity=replace(cfg.fidelity, large=not small))
     if cfg.dl2 is not None:
         out = replace(
             out,

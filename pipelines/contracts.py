@@ -164,3 +164,25 @@ class EvalSummary(pa.DataFrameModel):
         for metric, stem in metrics:
             ok = ok & _within_ci(metric, f"{stem}_ci_low", f"{stem}_ci_high")
         return data.lazyframe.select(ok.alias("mean_inside_its_interval"))
+
+
+# --- fidelity (DDL: warehouse/migrations/0015_fidelity.sql; writer: pipelines/stages.py)
+
+
+class FidelityChecks(pa.DataFrameModel):
+    check_key: pl.Utf8
+    check_name: pl.Utf8
+    source: pl.Utf8
+    measured: pl.Float64 = pa.Field(nullable=True)
+    low: pl.Float64
+    high: pl.Float64
+    passed: pl.Boolean
+    run_id: pl.Utf8
+    code_version: pl.Utf8
+    created_at: pl.Datetime("us")
+
+    class Config:
+        name = "fidelity_checks"
+        strict = True
+        coerce = True
+        unique = ["check_key", "check_name"]

@@ -11,12 +11,14 @@ from dataclasses import asdict, replace
 from prefect import flow, get_run_logger, task
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from models.fidelity import FidelityConfig
 from pipelines.config import TraceInput, run_config
 from pipelines.evaluation import EvalConfig, eval_config
 from pipelines.report import write_report
 from pipelines.stages import (
     derive_stage,
     evaluate_stage,
+    fidelity_stage,
     finish_run,
     ingest_stage,
     interference_stage,
@@ -80,6 +82,11 @@ def derive_task(warehouse: str | None, source_ids: list[str], cfg: DeriveConfig)
 @task(name="interference-samples", **_io_retries)
 def interference_task(warehouse: str | None, cfg: InterferenceConfig) -> dict:
     return asdict(interference_stage(warehouse, cfg))
+
+
+@task(name="fidelity-checks", **_io_retries)
+def fidelity_task(warehouse: str | None, cfg: FidelityConfig, run_id: str) -> dict:
+    return asdict(fidelity_stage(warehouse, cfg, run_id))
 
 
 @task(name="evaluate-schedulers", **_io_retries)
@@ -287,6 +294,7 @@ def nightly_flow(
         "rejected": [],
         "derived": [],
         "interference": None,
+        "fidelity": None,
         "dl2": None,
         "harmony": None,
         "chic": None,
@@ -312,6 +320,9 @@ def nightly_flow(
             named = replace(cfg.derive, name=source_id.replace(":", "-"))
             summary["derived"].append(derive_task(warehouse, [source_id], named))
         summary["interference"] = interference_task(warehouse, cfg.interference)
+        summary["fidelity"] = fidelity_task(warehouse, cfg.fidelity, run_id)
+        if summary["fidelity"]["failed"]:
+            logger.warning("fidelity checks failed: %s", ", ".join(summary["fidelity"]["failed"]))
 
         # Every learned system's training is submitted before any result is awaited, in
         # dependency order, so a parallel task runner overlaps the systems (and DL2's and

@@ -227,6 +227,29 @@ def learning_section(con: duckdb.DuckDBPyConnection) -> Section:
     return section
 
 
+def fidelity_section(con: duckdb.DuckDBPyConnection) -> Section:
+    """The newest fidelity checks of the simulator's ground truth."""
+    section = Section(
+        "Simulator fidelity",
+        "The simulator's ground truth against measurements and published figures "
+        "(models/fidelity.py): each figure must lie in [low, high]. A failed check means "
+        "the simulator no longer reproduces what was measured; read its results with care.",
+        empty="No fidelity check has been run yet.",
+    )
+    if _exists(con, "fidelity_checks"):
+        checks = read_frame(
+            con,
+            "SELECT check_name, measured, low, high, passed, source, code_version "
+            "FROM fidelity_checks WHERE created_at = (SELECT max(created_at) "
+            "FROM fidelity_checks) ORDER BY passed, check_name",
+        )
+        if checks.height:
+            failed = checks.filter(~pl.col("passed")).height
+            title = f"{checks.height - failed} of {checks.height} checks pass"
+            section.tables.append(_table(title, checks))
+    return section
+
+
 def reward_model_section(con: duckdb.DuckDBPyConnection) -> Section:
     """Harmony's reward predictor against the LIF fits and gradient boosting."""
     section = Section(
@@ -286,6 +309,7 @@ def lineage_section(con: duckdb.DuckDBPyConnection) -> Section:
 
 
 SECTIONS = (
+    fidelity_section,
     leaderboard_section,
     cdf_section,
     learning_section,

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
 
-from pipelines.contracts import PipelineRuns
+from models.fidelity import FidelityConfig, fidelity_checks
+from pipelines.contracts import FidelityChecks, PipelineRuns
 from pipelines.evaluation import (
     EvalConfig,
     EvalTables,
@@ -30,7 +31,8 @@ from pipelines.evaluation import (
 from tracelib.contracts import Quarantine
 from tracelib.ingest import LoadedTrace, StoreResult, load_trace, store_trace
 from tracelib.interference import InterferenceConfig, interference_frame, store_samples
-from tracelib.provenance import canonical_json, code_version
+from tracelib.provenance import canonical_json, code_version, sha256_hex
+from tracelib.sim.measured import load_measured_speeds
 from tracelib.synthetic import DiurnalConfig, synthetic_source
 from tracelib.workloads import DeriveConfig, derive_workloads, store_workloads
 from warehouse import connect, read_frame, replace_rows, resolve_path, transaction
@@ -111,6 +113,56 @@ def interference_stage(warehouse: str | Path | None, cfg: InterferenceConfig) ->
         sample_sets=frame["sample_set"].n_unique(),
         mean_slowdown=float(frame["slowdown"].mean()),
     )
+
+
+@dataclass(frozen=True)
+class FidelityResult:
+    check_key: str
+    checks: int
+    failed: list[str]
+    """Names of the checks that did not pass (empty: the ground truth is as measured)."""
+    cached: bool
+    """True when the same checks were already computed (same config, code, measurements)."""
+
+
+def fidelity_stage(
+    warehouse: str | Path | None, cfg: FidelityConfig, run_id: str
+) -> FidelityResult:
+    """Run the simulator's fidelity checks (models/fidelity.py) and store them in
+    `fidelity_checks`, unless the same checks (config, code version, measurement file) were
+    already stored."""
+    measured = load_measured_speeds(cfg.speed.measurements)
+    key = sha256_hex(canonical_json([asdict(cfg), code_version(), measured.sha256]).encode())[:20]
+    with connect(warehouse) as con:
+        stored = read_frame(
+            con, "SELECT check_name, passed FROM fidelity_checks WHERE check_key = ?", [key]
+        )
+    if stored.height:
+        failed = stored.filter(~pl.col("passed"))["check_name"].to_list()
+        return FidelityResult(key, stored.height, sorted(failed), cached=True)
+    rows = fidelity_checks(cfg)  # computed with the warehouse closed
+    now = datetime.now(UTC).replace(tzinfo=None)
+    frame = pl.DataFrame(
+        [
+            {
+                "check_key": key,
+                "check_name": r.check_name,
+                "source": r.source,
+                "measured": r.measured,
+                "low": r.low,
+                "high": r.high,
+                "passed": r.passed,
+                "run_id": run_id,
+                "code_version": code_version(),
+                "created_at": now,
+            }
+            for r in rows
+        ]
+    )
+    with connect(warehouse) as con, transaction(con):
+        replace_rows(con, frame, FidelityChecks, {"check_key": key})
+    failed = [r.check_name for r in rows if not r.passed]
+    return FidelityResult(key, len(rows), failed, cached=False)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from warehouse import connect, read_frame
 # Bookkeeping that differs between any two runs by design (run ids, clocks).
 NOT_COMPARED = {"pipeline_runs", "schema_migrations"}
 WALL_CLOCK_COLUMNS = {"wall_s"}
+RUN_COLUMNS = {("fidelity_checks", "run_id")}
+"""Columns naming the pipeline run that wrote a row (a fresh id per run)."""
 WALL_CLOCK_KEYS = ("wall", "s_per_iteration")
 """Metrics keys (substrings) that measure elapsed time."""
 
@@ -33,7 +35,9 @@ def comparable_tables(warehouse: Path) -> dict[str, pl.DataFrame]:
             keep = [
                 c
                 for c, t in zip(cols["column_name"], cols["data_type"], strict=True)
-                if t != "TIMESTAMP" and c not in WALL_CLOCK_COLUMNS
+                if t != "TIMESTAMP"
+                and c not in WALL_CLOCK_COLUMNS
+                and (table, c) not in RUN_COLUMNS
             ]
             frame = read_frame(con, f"SELECT {', '.join(keep)} FROM {table} ORDER BY ALL")
             out[table] = frame
