@@ -100,6 +100,7 @@ def cmd_run(args) -> int:
         print(
             f"  source {item['source_id']}: {item['outcome']}, {item['rows_accepted']} jobs, "
             f"{item['rows_quarantined']} quarantined"
+            + (f" ({item['note']})" if item.get("note") else "")
         )
     for item in summary["rejected"]:
         print(f"  REJECTED {item['error']}")
@@ -243,6 +244,8 @@ def cmd_ingest(args) -> int:
         f"{result.source_id}: {result.outcome}; {result.rows_accepted} jobs accepted, "
         f"{result.rows_quarantined} quarantined"
     )
+    if result.note:
+        print(f"  ({result.note})")
     if result.rows_quarantined:
         print(f"  see: {_quarantine_hint(result.source_id)}")
     return 0
