@@ -54,6 +54,7 @@ WORKER_TASKS = frozenset(
     {"worker", "tensorflow", "pytorchworker", "tvtworker", "xcomputeworker", "chief"}
 )
 PS_TASKS = frozenset({"ps"})
+MAX_INSTANCES = 1_000_000
 
 # Task-table column -> the job field it feeds, so a task error names the field at stake.
 # Task end_time, status and gpu_type do not feed any job field and are not checked.
@@ -243,6 +244,16 @@ def _task_problems(tasks: pl.DataFrame, ragged: pl.DataFrame) -> pl.DataFrame:
             lambda line, value: f"inst_num: {where.format(line)}: {value!r} is not a whole number",
             (pl.col("line"), pl.col("inst_num")),
         ),
+        # No task runs a million instances; beyond that it is a corrupt value (and would
+        # overflow the instance counts).
+        Check(
+            (inst < 0) | (inst > MAX_INSTANCES),
+            "num_gpus",
+            lambda line, value: (
+                f"inst_num: {where.format(line)}: {value} is out of range (0 to {MAX_INSTANCES:,})"
+            ),
+            (pl.col("line"), pl.col("inst_num")),
+        ),
     ]
     for col, fld in _TASK_NUMBERS.items():
         checks.append(
@@ -307,7 +318,7 @@ def _aggregate_tasks(tasks: pl.DataFrame, problems: pl.DataFrame) -> pl.DataFram
         product = pl.col("inst_num") * pl.col(plan)
         return pl.when(product.is_null().any()).then(None).otherwise(product.sum())
 
-    inst = pl.col("inst_num").fill_null(0).round(0).cast(pl.Int64)
+    inst = pl.col("inst_num").fill_null(0).round(0).cast(pl.Int64, strict=False)
     # Sorted by line, so first() is the earliest task line of each job.
     return (
         tasks.sort("line")
