@@ -70,6 +70,11 @@ def _flat(frame):
 
 def cmd_run(args) -> int:
     _prefect_env()
+    from pipelines.lifeline import start_lifeline
+
+    # Before Prefect starts its temporary API server: the server (and any worker) must end
+    # with this process even if it is killed with SIGKILL (pipelines/lifeline.py).
+    start_lifeline()
     from pipelines.flows import nightly_flow
     from pipelines.runners import RunnerConfig, task_runner
 
@@ -124,11 +129,27 @@ def cmd_run(args) -> int:
     for item in summary["evaluated"]:
         _print_evaluation(item)
     _print_systems(summary)
+    for note in sorted(set(_resume_notes(summary))):
+        print(f"  NOTE {note}")
     from warehouse import resolve_path
 
     print(f"report: {summary['report']}")
     print(f"warehouse: {resolve_path(args.warehouse)}")
     return 0
+
+
+def _resume_notes(value):
+    """Every `resume_note` in a run summary: policies that could not continue from their
+    parent because its checkpoint was lost or refused (see models.checkpoints.resume_from)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "resume_note" and isinstance(item, str):
+                yield item
+            else:
+                yield from _resume_notes(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _resume_notes(item)
 
 
 def _print_systems(summary: dict) -> None:
@@ -346,6 +367,9 @@ def nightly_deployment(args):
 
 def cmd_serve(args) -> int:
     _prefect_env()
+    from pipelines.lifeline import start_lifeline
+
+    start_lifeline()  # as in cmd_run: the temporary API server ends with this process
     from prefect import serve
 
     deployment = nightly_deployment(args)
