@@ -33,15 +33,23 @@ import duckdb
 import polars as pl
 import torch
 
-from models.contracts import LearningCurves, Policies
+from models.contracts import CheckpointProblems, LearningCurves, Policies
 from tracelib.provenance import canonical_json, code_version, sha256_hex
+from warehouse.db import transaction
 from warehouse.io import read_frame, write_frame
 
 FORMAT = "schedlab-checkpoint/1"
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that must not be used: tampered, corrupt, or not what was asked for."""
+    """A checkpoint that must not be used: tampered, corrupt, or not what was asked for.
+
+    `problem` is "missing" when the file cannot be read at all, else "refused".
+    """
+
+    def __init__(self, message: str, problem: str = "refused"):
+        super().__init__(message)
+        self.problem = problem
 
 
 @dataclass(frozen=True)
@@ -103,7 +111,9 @@ def load_checkpoint(
     try:
         data = target.read_bytes()
     except OSError as exc:
-        raise CheckpointError(f"checkpoint {target} cannot be read: {exc}") from None
+        raise CheckpointError(
+            f"checkpoint {target} cannot be read: {exc.strerror or exc}", problem="missing"
+        ) from None
     actual = sha256_hex(data)
     if sha256 is not None and actual != sha256:
         raise CheckpointError(
@@ -187,6 +197,9 @@ def register_policy(
     if existing:
         if existing[0][0] != sha256:
             raise ValueError(f"policy {policy_id} is registered with a different checkpoint")
+        # The same bytes were just written again (retrained on the same inputs): a lost or
+        # altered file is whole again, so its mark no longer holds.
+        con.execute("DELETE FROM checkpoint_problems WHERE policy_id = ?", [policy_id])
         return policy_id
     if parent_policy_id is not None:
         found = con.sql(
@@ -255,3 +268,94 @@ def load_registered(con: duckdb.DuckDBPyConnection, policy_id: str) -> Checkpoin
         system=row["system"],
         config=json.loads(row["config"]),
     )
+
+
+# -- lost or refused checkpoints ------------------------------------------------------------
+
+
+def mark_unusable(con: duckdb.DuckDBPyConnection, policy_id: str, error: CheckpointError) -> None:
+    """Record in `checkpoint_problems` that `policy_id`'s checkpoint is missing or refused
+    (once per policy and kind of problem; later sightings keep the first record)."""
+    seen = con.sql(
+        "SELECT 1 FROM checkpoint_problems WHERE policy_id = ? AND problem = ?",
+        params=[policy_id, error.problem],
+    ).fetchall()
+    if seen:
+        return
+    path = con.sql(
+        "SELECT checkpoint_path FROM policies WHERE policy_id = ?", params=[policy_id]
+    ).fetchall()
+    row = pl.DataFrame(
+        {
+            "policy_id": [policy_id],
+            "problem": [error.problem],
+            "detail": [str(error)],
+            "checkpoint_path": [path[0][0] if path else ""],
+            "detected_at": [datetime.now(UTC).replace(tzinfo=None)],
+        }
+    )
+    with transaction(con):
+        write_frame(con, row, CheckpointProblems)
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """Where a training stage starts: the policy it continues (None: from scratch), that
+    policy rebuilt from its checkpoint, and what was skipped on the way, if anything."""
+
+    policy_id: str | None
+    policy: Any
+    note: str = ""
+
+
+def resume_from(con: duckdb.DuckDBPyConnection, policy_id: str | None, build) -> Resumed:
+    """Load `policy_id` to continue training from it; if its checkpoint is missing or
+    refused, mark it (`mark_unusable`) and try its parent, then the parent's parent, ...;
+    from scratch when none is usable. `build` turns a verified Checkpoint into the policy
+    (a CheckpointError it raises, e.g. for weights that do not fit, counts as refused).
+
+    A lost file under policies/ therefore costs the training it held, never a run.
+    """
+    skipped: list[str] = []
+    current = policy_id
+    while current is not None:
+        try:
+            return Resumed(current, build(load_registered(con, current)), _note(skipped, current))
+        except CheckpointError as exc:
+            mark_unusable(con, current, exc)
+            skipped.append(f"{current} ({exc.problem}: {exc})")
+            rows = con.sql(
+                "SELECT parent_policy_id FROM policies WHERE policy_id = ?", params=[current]
+            ).fetchall()
+            current = rows[0][0] if rows else None
+    return Resumed(None, None, _note(skipped, None))
+
+
+def _note(skipped: list[str], used: str | None) -> str:
+    if not skipped:
+        return ""
+    start = f"resumed from ancestor {used}" if used else "trained from scratch"
+    return f"checkpoint unusable, {start}; skipped: " + "; ".join(skipped)
+
+
+def verify_registered(con: duckdb.DuckDBPyConnection, policy_id: str) -> bool:
+    """Whether `policy_id`'s checkpoint file is there with the registered bytes (sha256);
+    if not, it is marked in `checkpoint_problems` and False is returned."""
+    row = registered(con, policy_id)
+    path = Path(row["checkpoint_path"])
+    try:
+        actual = file_sha256(path)
+    except OSError as exc:
+        error = CheckpointError(
+            f"checkpoint {path} cannot be read: {exc.strerror or exc}", problem="missing"
+        )
+        mark_unusable(con, policy_id, error)
+        return False
+    if actual != row["sha256"]:
+        error = CheckpointError(
+            f"checkpoint {path} was modified or replaced: its sha256 is {actual}, the "
+            f"registry recorded {row['sha256']}"
+        )
+        mark_unusable(con, policy_id, error)
+        return False
+    return True

@@ -4,6 +4,7 @@
 decision_traces  one row per inference step of a recorded heuristic (models/dl2/recorder.py)
 policies         every trained policy of every learned system (models/checkpoints.py)
 dl2_learning_curves  training curves of those policies (warm-up epochs, RL validation points)
+checkpoint_problems  policies whose checkpoint file was found missing or refused
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import polars as pl
 KINDS = ["worker", "ps", "both", "stop"]
 """DL2 action kinds, in `tracelib.sim.builder.Action` order, then stop."""
 PHASES = ["warmup", "finetune"]
+CHECKPOINT_PROBLEMS = ["missing", "refused"]
 
 
 class DecisionTraces(pa.DataFrameModel):
@@ -107,6 +109,23 @@ class Policies(pa.DataFrameModel):
             pl.col("parent_policy_id").is_null()
             | (pl.col("parent_policy_id") != pl.col("policy_id"))
         )
+
+
+class CheckpointProblems(pa.DataFrameModel):
+    """A registered policy whose checkpoint file was missing or refused when needed
+    (DDL: warehouse/migrations/0016_checkpoint_problems.sql)."""
+
+    policy_id: pl.Utf8
+    problem: pl.Utf8 = pa.Field(isin=CHECKPOINT_PROBLEMS)
+    detail: pl.Utf8 = pa.Field(str_length={"min_value": 1})
+    checkpoint_path: pl.Utf8
+    detected_at: pl.Datetime("us")
+
+    class Config:
+        name = "checkpoint_problems"
+        strict = True
+        coerce = True
+        unique = ["policy_id", "problem"]
 
 
 class LearningCurves(pa.DataFrameModel):

@@ -7,6 +7,7 @@ malformed trace file, bad mapping, bad arguments), 3 the warehouse is busy.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from pathlib import Path
@@ -31,7 +32,7 @@ def _print_frame(frame, fmt: str) -> None:
     import polars as pl
 
     if fmt == "csv":
-        sys.stdout.write(frame.write_csv())
+        sys.stdout.write(_flat(frame).write_csv())
         return
     with pl.Config(
         tbl_rows=200,
@@ -44,8 +45,36 @@ def _print_frame(frame, fmt: str) -> None:
     print(f"({frame.height} rows)")
 
 
+def _flat(frame):
+    """The frame with every value CSV can hold: lists, structs, maps and arrays as JSON text,
+    binary as text with its bytes escaped (CSV has no nested values; polars refuses them)."""
+    import json
+
+    import polars as pl
+
+    def text(value):
+        if value is None:
+            return None
+        if isinstance(value, bytes):
+            return value.decode("utf-8", errors="backslashreplace")
+        return json.dumps(value, default=str, ensure_ascii=False)
+
+    flat = []
+    for name, dtype in frame.schema.items():
+        column = frame.get_column(name)
+        if dtype.is_nested() or dtype in (pl.Binary, pl.Object):
+            column = pl.Series(name, [text(v) for v in column.to_list()], dtype=pl.Utf8)
+        flat.append(column)
+    return pl.DataFrame(flat)
+
+
 def cmd_run(args) -> int:
     _prefect_env()
+    from pipelines.lifeline import start_lifeline
+
+    # Before Prefect starts its temporary API server: the server (and any worker) must end
+    # with this process even if it is killed with SIGKILL (pipelines/lifeline.py).
+    start_lifeline()
     from pipelines.flows import nightly_flow
     from pipelines.runners import RunnerConfig, task_runner
 
@@ -76,6 +105,7 @@ def cmd_run(args) -> int:
         print(
             f"  source {item['source_id']}: {item['outcome']}, {item['rows_accepted']} jobs, "
             f"{item['rows_quarantined']} quarantined"
+            + (f" ({item['note']})" if item.get("note") else "")
         )
     for item in summary["rejected"]:
         print(f"  REJECTED {item['error']}")
@@ -99,11 +129,27 @@ def cmd_run(args) -> int:
     for item in summary["evaluated"]:
         _print_evaluation(item)
     _print_systems(summary)
+    for note in sorted(set(_resume_notes(summary))):
+        print(f"  NOTE {note}")
     from warehouse import resolve_path
 
     print(f"report: {summary['report']}")
     print(f"warehouse: {resolve_path(args.warehouse)}")
     return 0
+
+
+def _resume_notes(value):
+    """Every `resume_note` in a run summary: policies that could not continue from their
+    parent because its checkpoint was lost or refused (see models.checkpoints.resume_from)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "resume_note" and isinstance(item, str):
+                yield item
+            else:
+                yield from _resume_notes(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _resume_notes(item)
 
 
 def _print_systems(summary: dict) -> None:
@@ -219,12 +265,25 @@ def cmd_ingest(args) -> int:
         f"{result.source_id}: {result.outcome}; {result.rows_accepted} jobs accepted, "
         f"{result.rows_quarantined} quarantined"
     )
+    if result.note:
+        print(f"  ({result.note})")
     if result.rows_quarantined:
-        print(
-            '  see: schedlab sql "SELECT record_no, field, reason FROM quarantine '
-            f"WHERE source_id = '{result.source_id}'\""
-        )
+        print(f"  see: {_quarantine_hint(result.source_id)}")
     return 0
+
+
+def _quarantine_hint(source_id: str) -> str:
+    """A command that lists a source's quarantined records, safe to paste into a shell:
+    the id is a SQL string literal (quotes doubled) inside one shell-quoted argument, so
+    an id holding quotes, `$` or backticks neither breaks the query nor runs anything."""
+    import shlex
+
+    literal = "'" + source_id.replace("'", "''") + "'"
+    query = f"SELECT record_no, field, reason FROM quarantine WHERE source_id = {literal}"
+    # Double quotes read best and are safe when nothing inside is special to the shell.
+    if not any(c in query for c in '"$`\\!'):
+        return f'schedlab sql "{query}"'
+    return f"schedlab sql {shlex.quote(query)}"
 
 
 def cmd_derive(args) -> int:
@@ -247,11 +306,16 @@ def cmd_derive(args) -> int:
 def cmd_sql(args) -> int:
     import duckdb
 
-    from warehouse import connect, read_frame
+    from warehouse import connect, run_user_query
 
-    with connect(args.warehouse, read_only=True) as con:
+    # The query is whatever the user typed: it runs on a connection that can read the
+    # warehouse and nothing else (warehouse/query.py).
+    with connect(args.warehouse, query_only=True) as con:
         try:
-            frame = read_frame(con, args.query)
+            frame = run_user_query(con, args.query)
+        except duckdb.PermissionException as exc:
+            print(f"error: refused: {_first_line(exc)}; {SQL_ALLOWS}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         except duckdb.Error as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_FAILED
@@ -259,10 +323,21 @@ def cmd_sql(args) -> int:
     return 0
 
 
+SQL_ALLOWS = (
+    "`schedlab sql` runs one SELECT on the warehouse and nothing else (no file access, "
+    "ATTACH, COPY, extensions or settings)"
+)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def cmd_tables(args) -> int:
     from warehouse import connect, table_counts
 
-    with connect(args.warehouse, read_only=True) as con:
+    with connect(args.warehouse, query_only=True) as con:
         _print_frame(table_counts(con), args.format)
     return 0
 
@@ -292,6 +367,9 @@ def nightly_deployment(args):
 
 def cmd_serve(args) -> int:
     _prefect_env()
+    from pipelines.lifeline import start_lifeline
+
+    start_lifeline()  # as in cmd_run: the temporary API server ends with this process
     from prefect import serve
 
     deployment = nightly_deployment(args)
@@ -493,21 +571,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# OS errors that mean the environment refuses the work (a full disk, a read-only file
+# system, no permission): the user fixes them, retrying does not; exit as bad input.
+_ENVIRONMENT_ERRNOS = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EFBIG,
+    errno.EROFS,
+    errno.EACCES,
+    errno.EPERM,
+    errno.EISDIR,
+    errno.ENOTDIR,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
+    import duckdb
+
     from tracelib.ingest import IngestError
-    from warehouse import ContractViolation, WarehouseBusy
+    from warehouse import (
+        ContractViolation,
+        MigrationError,
+        QueryRefused,
+        WarehouseBusy,
+        WarehouseUnusable,
+    )
 
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except IngestError as exc:
+    except (IngestError, QueryRefused, WarehouseUnusable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except WarehouseBusy as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BUSY
-    except (ContractViolation, ValueError, FileNotFoundError) as exc:
+    except (ContractViolation, MigrationError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as exc:
+        if exc.errno not in _ENVIRONMENT_ERRNOS:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: cannot write or read {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except duckdb.Error as exc:
+        # A stage's query failed for a reason of its own: report it, no traceback.
+        print(f"error: {_first_line(exc)}", file=sys.stderr)
         return EXIT_FAILED
 
 

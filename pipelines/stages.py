@@ -29,7 +29,14 @@ from pipelines.evaluation import (
     write_jct_cdf_plots,
 )
 from tracelib.contracts import Quarantine
-from tracelib.ingest import LoadedTrace, StoreResult, load_trace, store_trace
+from tracelib.ingest import (
+    LoadedTrace,
+    StoreResult,
+    find_source_of,
+    load_trace,
+    read_trace,
+    store_trace,
+)
 from tracelib.interference import InterferenceConfig, interference_frame, store_samples
 from tracelib.provenance import canonical_json, code_version, sha256_hex
 from tracelib.sim.measured import load_measured_speeds
@@ -54,8 +61,19 @@ def ingest_stage(
     mapping: str | Path | None = None,
     source_id: str | None = None,
 ) -> StoreResult:
-    """Parse, quarantine and load one trace file (raises IngestError before touching the DB)."""
-    loaded = load_trace(path, fmt, mapping=mapping, source_id=source_id)
+    """Parse, quarantine and load one trace file (raises IngestError before writing).
+
+    The file is hashed and matched against the warehouse before it is parsed, so
+    re-ingesting an unchanged file (same bytes, mapping and options) costs a read and a
+    hash, not a parse.
+    """
+    trace = read_trace(path, fmt, mapping)
+    if resolve_path(warehouse).exists():
+        with connect(warehouse) as con:
+            match = find_source_of(con, trace, source_id)
+        if match.unchanged:
+            return StoreResult(match.source_id, "unchanged", 0, 0, match.note)
+    loaded = load_trace(trace, source_id=source_id)
     with connect(warehouse) as con:
         return store_trace(con, loaded)
 

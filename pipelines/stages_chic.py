@@ -32,7 +32,7 @@ import polars as pl
 import torch
 from scipy import stats
 
-from models.checkpoints import load_registered, register_policy
+from models.checkpoints import register_policy, resume_from
 from models.chic import CEMConfig, ChicPolicy, evaluate_policy, policy_from_checkpoint, train_cem
 from models.chic.contracts import ChicEvaluation, ChicLearningCurves
 from models.heuristics.optimus import Optimus
@@ -41,6 +41,7 @@ from pipelines.trained import (
     already_trained,
     input_key,
     public_metrics,
+    resume_note,
     save_checkpoint_file,
 )
 from tracelib.provenance import canonical_json, code_version
@@ -164,7 +165,8 @@ def train_chic_stage(warehouse: str | Path | None, cfg: ChicTrainConfig) -> Trai
             parent = None
         else:
             parent = cfg.init
-        init = policy_from_checkpoint(load_registered(con, parent)) if parent else None
+        resumed = resume_from(con, parent, policy_from_checkpoint)
+        parent, init = resumed.policy_id, resumed.policy
     scenario = cfg.scenario()
     train_seeds = split_seeds("train", cfg.train_sequences, cfg.seed)
     val_seeds = split_seeds("validation", cfg.val_sequences, cfg.seed)
@@ -188,6 +190,7 @@ def train_chic_stage(warehouse: str | Path | None, cfg: ChicTrainConfig) -> Trai
                 "val_seeds": list(val_seeds),
                 "stage_config": asdict(cfg),
                 "input_key": key,
+                **resume_note(resumed),
             },
             parent_policy_id=parent,
             curve=None,
@@ -200,7 +203,9 @@ def train_chic_stage(warehouse: str | Path | None, cfg: ChicTrainConfig) -> Trai
             ),
             ChicLearningCurves,
         )
-    return TrainResult(policy_id, parent, str(path), public_metrics(metrics))
+    return TrainResult(
+        policy_id, parent, str(path), public_metrics({**metrics, **resume_note(resumed)})
+    )
 
 
 def _ci95(values: list[float]) -> float:
@@ -233,10 +238,14 @@ def evaluate_chic_stage(warehouse: str | Path | None, cfg: ChicEvalConfig) -> Ch
     with connect(warehouse) as con:
         for variant in ("chic", "chic-pair"):
             for rate in sorted({*cfg.rates, cfg.reference_rate}):
-                pid = latest_chic_policy(con, variant, rate)
-                if pid is not None:
-                    policies[(variant, rate)] = pid
-                    loaded[pid] = policy_from_checkpoint(load_registered(con, pid))
+                # The newest usable one: a lost checkpoint falls back to its ancestor.
+                resumed = resume_from(
+                    con, latest_chic_policy(con, variant, rate), policy_from_checkpoint
+                )
+                resume_note(resumed)
+                if resumed.policy_id is not None:
+                    policies[(variant, rate)] = resumed.policy_id
+                    loaded[resumed.policy_id] = resumed.policy
     eval_id = (
         "chic-eval-"
         + input_key(

@@ -35,7 +35,7 @@ from typing import Any
 import polars as pl
 import torch
 
-from models.checkpoints import load_registered, register_policy
+from models.checkpoints import register_policy, resume_from
 from models.contracts import DecisionTraces
 from models.dl2 import (
     DL2NetConfig,
@@ -55,6 +55,7 @@ from pipelines.trained import (
     already_trained,
     input_key,
     public_metrics,
+    resume_note,
     save_checkpoint_file,
 )
 from tracelib.provenance import canonical_json
@@ -308,7 +309,8 @@ def finetune_stage(
             parent = None if ft_cfg.offline else warmup_policy_id
         else:
             parent = cfg.init
-        init = policy_from_checkpoint(load_registered(con, parent)) if parent else None
+        resumed = resume_from(con, parent, policy_from_checkpoint)
+        parent, init = resumed.policy_id, resumed.policy
     if init is not None and (
         init.cfg.window != ft_cfg.net.window or tuple(init.cfg.hidden) != tuple(cfg.hidden)
     ):
@@ -328,11 +330,13 @@ def finetune_stage(
             checkpoint_path=path,
             sha256=sha,
             training_workloads=training,
-            metrics={**metrics, **_provenance(cfg, key)},
+            metrics={**metrics, **_provenance(cfg, key), **resume_note(resumed)},
             parent_policy_id=parent,
             curve=curve,
         )
-    return TrainResult(policy_id, parent, str(path), public_metrics(metrics))
+    return TrainResult(
+        policy_id, parent, str(path), public_metrics({**metrics, **resume_note(resumed)})
+    )
 
 
 def _provenance(cfg: DL2StageConfig, key: str) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from typing import Any
 import polars as pl
 import torch
 
-from models.checkpoints import load_registered, register_policy
+from models.checkpoints import load_registered, register_policy, resume_from
 from models.harmony.contracts import HarmonyEvaluation, HarmonyLearningCurves, RewardModelMetrics
 from models.harmony.evaluate import HarmonyEvalConfig, evaluate, observed_samples
 from models.harmony.placement import policy_from_checkpoint
@@ -58,6 +58,7 @@ from pipelines.trained import (
     input_key,
     newest_policy,
     public_metrics,
+    resume_note,
     save_checkpoint_file,
 )
 from tracelib.contracts import InterferenceSamples
@@ -170,7 +171,8 @@ def _fit_and_register(
         if done is not None:
             return done
         parent = newest_policy(con, system) if cfg.init == "latest" else None
-        init = predictor_from_checkpoint(load_registered(con, parent)) if parent else None
+        resumed = resume_from(con, parent, predictor_from_checkpoint)
+        parent, init = resumed.policy_id, resumed.policy
     torch.set_num_threads(1)
     try:
         fit = fit_reward_model(frame, cfg.reward, init=init)
@@ -186,6 +188,7 @@ def _fit_and_register(
         "source": source,
         "stage_config": cfg.to_dict(),
         "input_key": key,
+        **resume_note(resumed),
     }
     with connect(warehouse) as con, transaction(con):
         policy_id = register_policy(
@@ -265,7 +268,8 @@ def train_placement_stage(
                 out[variant] = done
                 continue
             parent = newest_policy(con, variant) if cfg.init == "latest" else None
-            init = policy_from_checkpoint(load_registered(con, parent)) if parent else None
+            resumed = resume_from(con, parent, policy_from_checkpoint)
+            parent, init = resumed.policy_id, resumed.policy
         if init is not None and init.cfg != tcfg.net:
             init, parent = None, None
         torch.set_num_threads(1)
@@ -276,6 +280,7 @@ def train_placement_stage(
             "reward_model_id": rid,
             "stage_config": cfg.to_dict(),
             "input_key": key,
+            **resume_note(resumed),
         }
         with connect(warehouse) as con, transaction(con):
             policy_id = register_policy(
@@ -309,12 +314,15 @@ def evaluate_harmony_stage(
     learned: dict[str, tuple[Any, str | None]] = {}
     with connect(warehouse) as con:
         for variant in cfg.variants:
-            pid = newest_policy(con, variant)
-            if pid is not None:
-                learned[variant] = (
-                    policy_from_checkpoint(load_registered(con, pid), name=variant),
-                    pid,
-                )
+            # The newest usable one: a lost checkpoint falls back to its ancestor.
+            resumed = resume_from(
+                con,
+                newest_policy(con, variant),
+                lambda ckpt, variant=variant: policy_from_checkpoint(ckpt, name=variant),
+            )
+            resume_note(resumed)
+            if resumed.policy_id is not None:
+                learned[variant] = (resumed.policy, resumed.policy_id)
     digest = hashlib.sha256(cfg.eval.to_json().encode())
     for name in sorted(learned):
         digest.update(f"{name}={learned[name][1]}".encode())

@@ -32,7 +32,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from models.checkpoints import load_registered, register_policy
+from models.checkpoints import register_policy, resume_from
 from models.rltaps import (
     BASELINES,
     ReinforceConfig,
@@ -52,6 +52,7 @@ from pipelines.trained import (
     input_key,
     newest_policy,
     public_metrics,
+    resume_note,
     save_checkpoint_file,
 )
 from tracelib.envs.gpu import GpuEnvConfig
@@ -198,7 +199,8 @@ def train_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) -> 
             parent = None
         else:
             parent = cfg.init
-        init = policy_from_checkpoint(load_registered(con, parent)) if parent else None
+        resumed = resume_from(con, parent, policy_from_checkpoint)
+        parent, init = resumed.policy_id, resumed.policy
     if init is not None:
         init.check_env(rl_cfg.env)
         if init.cfg.hidden != rl_cfg.hidden:
@@ -220,7 +222,12 @@ def train_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) -> 
             checkpoint_path=path,
             sha256=sha,
             training_workloads=training,
-            metrics={**metrics, "stage_config": cfg.to_dict(), "input_key": key},
+            metrics={
+                **metrics,
+                "stage_config": cfg.to_dict(),
+                "input_key": key,
+                **resume_note(resumed),
+            },
             parent_policy_id=parent,
         )
         con.execute("DELETE FROM rltaps_learning_curves WHERE policy_id = ?", [policy_id])
@@ -228,7 +235,9 @@ def train_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) -> 
         write_frame(
             con, rows.select(list(RLTapsLearningCurves.to_schema().columns)), RLTapsLearningCurves
         )
-    return RLTapsTrainResult(policy_id, parent, str(path), public_metrics(metrics), system)
+    return RLTapsTrainResult(
+        policy_id, parent, str(path), public_metrics({**metrics, **resume_note(resumed)}), system
+    )
 
 
 def evaluate_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) -> RLTapsEvalResult:
@@ -239,10 +248,12 @@ def evaluate_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) 
     policy_ids: dict[str, str] = {}
     with connect(warehouse) as con:
         for mode in MODES:
-            pid = newest_policy(con, system_of(mode))
-            if pid is not None:
-                learned[f"rl-taps-{mode}"] = policy_from_checkpoint(load_registered(con, pid))
-                policy_ids[f"rl-taps-{mode}"] = pid
+            # The newest usable one: a lost checkpoint falls back to its ancestor.
+            resumed = resume_from(con, newest_policy(con, system_of(mode)), policy_from_checkpoint)
+            resume_note(resumed)
+            if resumed.policy_id is not None:
+                learned[f"rl-taps-{mode}"] = resumed.policy
+                policy_ids[f"rl-taps-{mode}"] = resumed.policy_id
     seeds = cfg.test_seeds()
     env_cfg = cfg.env_config()
     sequence_set = f"rl-taps-bimodal-test:{cfg.n_jobs}x{cfg.test_sequences}:seed{cfg.seed}"

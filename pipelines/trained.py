@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import uuid
 from dataclasses import asdict, dataclass, is_dataclass
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
+from models.checkpoints import Resumed, verify_registered
 from tracelib.provenance import canonical_json
 from warehouse import read_frame, resolve_path
 
@@ -85,18 +87,29 @@ class TrainResult:
 
 def already_trained(con, key: str, system: str) -> TrainResult | None:
     """The policy of `system` trained on exactly the inputs hashed to `key` (its checkpoint
-    file still present), its metrics marked `cached`; None if there is none."""
+    file still there with the registered bytes), its metrics marked `cached`; None if there
+    is none. A lost or altered checkpoint is marked in `checkpoint_problems` and the stage
+    trains again."""
     rows = read_frame(
         con,
         "SELECT * FROM policies WHERE system = ? "
         "AND json_extract_string(metrics, '$.input_key') = ? ORDER BY created_at LIMIT 1",
         [system, key],
     )
-    if rows.height == 0 or not Path(rows["checkpoint_path"][0]).exists():
+    if rows.height == 0 or not verify_registered(con, rows["policy_id"][0]):
         return None
     row = rows.row(0, named=True)
     metrics = public_metrics({**json.loads(row["metrics"]), "cached": True})
     return TrainResult(row["policy_id"], row["parent_policy_id"], row["checkpoint_path"], metrics)
+
+
+def resume_note(resumed: Resumed) -> dict[str, str]:
+    """`{"resume_note": ...}` for a stage's metrics when training could not continue from
+    the policy it meant to (its checkpoint lost or refused), else nothing; also logged."""
+    if not resumed.note:
+        return {}
+    logging.getLogger("schedlab").warning("%s", resumed.note)
+    return {"resume_note": resumed.note}
 
 
 def newest_policy(con, system: str) -> str | None:

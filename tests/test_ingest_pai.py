@@ -181,7 +181,7 @@ def test_invalid_utf8_in_job_table_is_a_record_error(tmp_path):
     assert row["raw_record"] == "j1,i1,u\\xff1,Terminated,100.0,200.0"
 
 
-def test_blank_line_keeps_record_numbers_aligned(tmp_path):
+def test_blank_line_is_skipped_and_record_numbers_stay_line_numbers(tmp_path):
     path = write_tables(
         tmp_path,
         "j1,i1,u1,Terminated,100.0,200.0\n\nj3,i3,u1,Terminated,x,200.0\n",
@@ -191,7 +191,8 @@ def test_blank_line_keeps_record_numbers_aligned(tmp_path):
     loaded = load_trace(path, "pai")
     assert loaded.jobs["job_id"].to_list() == ["j1"]
     rows = {r["record_no"]: r["field"] for r in loaded.quarantine.to_dicts()}
-    assert rows == {2: "job_id", 3: "submit_time"}
+    # Line 2 is blank: not a record, so not quarantined; line 3 keeps its number.
+    assert rows == {3: "submit_time"}
 
 
 def test_missing_task_table_raises_naming_it(tmp_path):

@@ -66,7 +66,7 @@ def _query_while_running(proc: subprocess.Popen, warehouse: Path, capsys) -> lis
         if code == 0:
             assert "(1 rows)" in out
         elif code == 3:
-            assert "is busy" in err and "Retry when that run finishes" in err
+            assert "is busy" in err and "Retry when that process is done" in err
         else:
             assert code == 1 and "does not exist yet" in err, (code, err)
         codes.append(code)

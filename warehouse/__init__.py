@@ -4,25 +4,32 @@ from warehouse.db import (
     DEFAULT_PATH,
     ENV_VAR,
     WarehouseBusy,
+    WarehouseUnusable,
+    classify_error,
     connect,
     resolve_path,
     transaction,
 )
 from warehouse.io import ContractViolation, read_frame, replace_rows, table_counts, write_frame
 from warehouse.migrations import MigrationError, applied_migrations, migrate
+from warehouse.query import QueryRefused, run_user_query
 
 __all__ = [
     "DEFAULT_PATH",
     "ENV_VAR",
     "ContractViolation",
     "MigrationError",
+    "QueryRefused",
     "WarehouseBusy",
+    "WarehouseUnusable",
     "applied_migrations",
+    "classify_error",
     "connect",
     "migrate",
     "read_frame",
     "replace_rows",
     "resolve_path",
+    "run_user_query",
     "table_counts",
     "transaction",
     "write_frame",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -20,10 +21,46 @@ DEFAULT_LOCK_WAIT_S = 60.0
 # duckdb 2.0 would write storage version 69, which the duckdb CLI (1.5.x) cannot open;
 # users query the warehouse from that CLI, so new files are written in the 1.5 format.
 _CONNECT_CONFIG = {"storage_compatibility_version": "v1.5.0"}
+# A connection that runs SQL someone typed (`schedlab sql`) reads the warehouse and nothing
+# else: no file or network access (COPY TO, read_csv, read_text, read_blob, glob, ATTACH),
+# no extension installed or loaded, and the configuration locked so no statement can undo
+# any of it. DuckDB still opens the warehouse file itself (and its WAL).
+QUERY_ONLY_CONFIG = {
+    "enable_external_access": False,
+    "allow_community_extensions": False,
+    "allow_unsigned_extensions": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "lock_configuration": True,
+}
 
 
 class WarehouseBusy(RuntimeError):
     """Another process holds the warehouse file; DuckDB allows one writer per file."""
+
+
+class WarehouseUnusable(RuntimeError):
+    """The warehouse file cannot be opened or written at all (not a DuckDB file, no
+    permission, a read-only or full file system). Retrying does not help; nothing was
+    changed by the operation that raised it."""
+
+
+# DuckDB's words for "another process holds the file lock" (duckdb 1.x and 2.0). Matched
+# on the start of the message, never on a bare "lock": paths such as /data/blocks/ or
+# a permission error must not pass for a busy warehouse.
+_LOCK_CONFLICT = re.compile(r"Could not set lock on file|Conflicting lock is held")
+# File-level failures: the warehouse cannot be used until someone fixes the file or disk.
+_FILE_PROBLEMS = (
+    ("not a valid DuckDB database file", "it is not a DuckDB database file"),
+    ("Is a directory", "it is a directory, not a DuckDB database file"),
+    ("Permission denied", "permission denied"),
+    ("Read-only file system", "the file system is read-only"),
+    ("No space left on device", "the disk is full (no space left on device)"),
+    ("Disk quota exceeded", "the disk quota is exceeded"),
+    ("File too large", "the file size limit was reached (file too large)"),
+    ("Could not write file", "the file could not be written"),
+    ("Could not read from file", "the file could not be read"),
+)
 
 
 def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
@@ -36,21 +73,34 @@ def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
 
 @contextmanager
 def connect(
-    path: str | os.PathLike[str] | None = None, *, read_only: bool = False
+    path: str | os.PathLike[str] | None = None,
+    *,
+    read_only: bool = False,
+    query_only: bool = False,
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """Open the warehouse, bring its schema up to date (read-write only), close on exit.
 
     A connection is held only for the duration of one stage's I/O: DuckDB lets a single
     process hold a file read-write, and that blocks readers in other processes.
+    `query_only` opens it read-only with `QUERY_ONLY_CONFIG`, for SQL from a user.
+    Raises WarehouseBusy (another process holds it) or WarehouseUnusable (not a DuckDB
+    file, no permission, full disk), never a bare DuckDB error about the file.
     """
     from warehouse.migrations import migrate
 
+    read_only = read_only or query_only
+    config = {**_CONNECT_CONFIG, **(QUERY_ONLY_CONFIG if query_only else {})}
     target = resolve_path(path)
     if read_only and not target.exists():
         raise FileNotFoundError(
             f"warehouse {target} does not exist yet; run `schedlab run` or `schedlab ingest` first"
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WarehouseUnusable(
+            f"warehouse {target}: cannot create its folder {target.parent}: {exc.strerror or exc}"
+        ) from None
     # A writer waits out short readers (a `schedlab sql` holds the file for a moment) rather
     # than failing a nightly stage; a reader is told at once, with when to retry.
     wait_s = float(os.environ.get(LOCK_WAIT_ENV, DEFAULT_LOCK_WAIT_S)) if not read_only else 0.0
@@ -58,32 +108,80 @@ def connect(
     pause = 0.05
     while True:
         try:
-            con = duckdb.connect(str(target), read_only=read_only, config=_CONNECT_CONFIG)
+            con = duckdb.connect(str(target), read_only=read_only, config=config)
             break
-        except duckdb.IOException as exc:
-            busy = _busy_or_raise(target, exc)
-            if not isinstance(busy, WarehouseBusy) or time.monotonic() + pause > deadline:
-                raise busy from exc
+        except duckdb.Error as exc:
+            problem = classify_error(target, exc)
+            if problem is None:
+                raise
+            if not isinstance(problem, WarehouseBusy) or time.monotonic() + pause > deadline:
+                raise problem from None
             time.sleep(pause)
             pause = min(pause * 2, 1.0)
     try:
         if not read_only:
             migrate(con)
         yield con
+    except duckdb.Error as exc:
+        # A write that fails on the file itself (disk full, read-only file system) is the
+        # file's problem, not the stage's: say so instead of a traceback. DuckDB rolled the
+        # transaction back, so nothing of it was stored.
+        problem = classify_error(target, exc)
+        if problem is None:
+            raise
+        raise problem from None
     finally:
-        con.close()
+        # Closing checkpoints the WAL; when the disk is full that fails too, and the error
+        # already raised (or the committed WAL, replayed on the next open) is what matters.
+        with contextlib.suppress(duckdb.Error):
+            con.close()
 
 
-def _busy_or_raise(target: Path, exc: duckdb.IOException) -> Exception:
+def classify_error(target: Path, exc: Exception) -> WarehouseBusy | WarehouseUnusable | None:
+    """The warehouse-level meaning of a DuckDB error, or None if it is the query's own.
+
+    A lock conflict is `WarehouseBusy`; a file that is not a database, a permission
+    problem or a full disk is `WarehouseUnusable`, each with a message saying what to do.
+    """
     message = str(exc)
-    if "lock" not in message.lower():
-        return exc
-    pid = re.search(r"PID (\d+)", message)
-    holder = f" by process {pid.group(1)}" if pid else ""
-    return WarehouseBusy(
-        f"warehouse {target} is busy: it is held{holder} (a running stage writes it). "
-        "Retry when that run finishes; nothing was read or changed."
-    )
+    if _LOCK_CONFLICT.search(message):
+        pid = re.search(r"\(PID (\d+)\)", message)
+        holder = f"process {pid.group(1)}" if pid else "another process"
+        what = _describe_process(int(pid.group(1))) if pid else None
+        if what:
+            holder += f" ({what})"
+        return WarehouseBusy(
+            f"warehouse {target} is busy: {holder} has it open (a `schedlab run` stage "
+            "writing it, or another command reading or writing it). Retry when that process "
+            "is done; nothing was read or changed."
+        )
+    if not isinstance(
+        exc, duckdb.IOException | duckdb.TransactionException | duckdb.FatalException
+    ):
+        return None
+    for needle, meaning in _FILE_PROBLEMS:
+        if needle in message:
+            return WarehouseUnusable(
+                f"warehouse {target} cannot be used: {meaning}. Nothing was changed. "
+                f"(DuckDB: {message.strip().splitlines()[0]})"
+            )
+    return None
+
+
+def _describe_process(pid: int) -> str | None:
+    """A short command line of a local process (Linux /proc), for the busy message."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    words = [w.decode(errors="replace") for w in raw.split(b"\0") if w]
+    if not words:
+        return None
+    # `python -m pipelines.cli sql ...` or `.venv/bin/schedlab sql ...`: name the verb.
+    for index, word in enumerate(words):
+        if word.endswith("schedlab") or word == "pipelines.cli":
+            return " ".join(["schedlab", *words[index + 1 : index + 2]])
+    return Path(words[0]).name
 
 
 @contextmanager

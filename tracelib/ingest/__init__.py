@@ -1,16 +1,25 @@
 """Trace ingestion: parse a file in one of the supported formats, quarantine bad records,
 and load the rest into the warehouse in one transaction.
 
+    read_trace(path, "philly")          -> TraceFile (bytes read, identity known, not parsed)
     load_trace(path, "philly")          -> LoadedTrace (pure: no warehouse access)
+    find_source(con, trace)             -> SourceMatch (which source a file is, if unchanged)
     store_trace(con, loaded)            -> StoreResult (one transaction, idempotent)
+
+What a source is: a trace file is identified by its path and its content. Ingesting the
+same path again updates that source (its jobs are replaced when the content, the mapping or
+a format option changed; nothing happens when none did). A file at another path is another
+source, even with the same name: it gets its own source id and never replaces an unrelated
+one. Only a source id the user names explicitly (`--source-id`) replaces whatever holds it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import duckdb
 import polars as pl
@@ -18,7 +27,7 @@ import polars as pl
 from tracelib.contracts import Jobs, Quarantine, TraceSources
 from tracelib.ingest.base import MAX_DURATION_S, IngestError, ParsedTrace, normalize
 from tracelib.ingest.generic import Mapping
-from tracelib.provenance import canonical_json, code_version
+from tracelib.provenance import canonical_json, code_version, sha256_hex
 
 FORMATS = ("philly", "pai", "helios", "generic")
 
@@ -27,12 +36,41 @@ __all__ = [
     "IngestError",
     "LoadedTrace",
     "Mapping",
+    "SourceMatch",
     "StoreResult",
+    "TraceFile",
     "default_source_id",
+    "find_source",
+    "find_source_of",
     "load_trace",
     "parse_trace",
+    "read_trace",
     "store_trace",
 ]
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """A trace file read into memory but not parsed: everything that identifies an ingest."""
+
+    path: Path
+    """The path as given (PAI: the folder or the job table)."""
+    format: str
+    content_hash: str
+    """sha256 of the bytes (PAI: the job table's, then the task table's)."""
+    params: dict[str, Any]
+    """The mapping and format options that decide the jobs (part of the identity)."""
+    data: Any = field(repr=False)
+    """The bytes (PAI: job path, job bytes, task path, task bytes)."""
+    mapping: Mapping | None = None
+
+    @property
+    def resolved_path(self) -> str:
+        return str(self.path.resolve())
+
+    @property
+    def params_json(self) -> str:
+        return canonical_json(self.params)
 
 
 @dataclass
@@ -42,6 +80,10 @@ class LoadedTrace:
     source: pl.DataFrame  # one `trace_sources` row
     jobs: pl.DataFrame
     quarantine: pl.DataFrame
+    named: bool = True
+    """The source id was given by the user (or the code, for synthetic traces): store it
+    under that id whatever holds it. False: the id is `default_source_id`, a proposal that
+    `store_trace` changes rather than replace an unrelated source."""
 
     @property
     def source_id(self) -> str:
@@ -51,6 +93,16 @@ class LoadedTrace:
     def content_hash(self) -> str:
         return self.source.item(0, "content_hash")
 
+    def with_source_id(self, source_id: str) -> LoadedTrace:
+        """The same trace under another source id."""
+        relabel = pl.lit(source_id, dtype=pl.Utf8).alias("source_id")
+        return replace(
+            self,
+            source=self.source.with_columns(relabel),
+            jobs=self.jobs.with_columns(relabel),
+            quarantine=self.quarantine.with_columns(relabel),
+        )
+
 
 @dataclass(frozen=True)
 class StoreResult:
@@ -58,6 +110,19 @@ class StoreResult:
     outcome: Literal["new", "replaced", "unchanged"]
     rows_accepted: int
     rows_quarantined: int
+    note: str = ""
+    """Why the source got this id or outcome, when it is not obvious."""
+
+
+@dataclass(frozen=True)
+class SourceMatch:
+    """Which source a trace file is stored as, decided before it is parsed."""
+
+    source_id: str
+    unchanged: bool
+    """The warehouse already holds exactly this ingest (same bytes, mapping and options)."""
+    exists: bool
+    note: str = ""
 
 
 def default_source_id(path: str | Path, fmt: str) -> str:
@@ -66,58 +131,107 @@ def default_source_id(path: str | Path, fmt: str) -> str:
     return f"{fmt}:{path.stem if path.suffix else path.name}"
 
 
-def parse_trace(
-    path: str | Path, fmt: str, mapping: Mapping | str | Path | None = None
-) -> ParsedTrace:
-    """Run the adapter for `fmt` on `path`."""
+def read_trace(
+    path: str | Path,
+    fmt: str,
+    mapping: Mapping | str | Path | None = None,
+    *,
+    max_duration_s: float = MAX_DURATION_S,
+) -> TraceFile:
+    """Read a trace file's bytes and work out its identity, without parsing it (cheap: an
+    unchanged file is recognized by hashing alone). Raises IngestError for a file or
+    mapping that cannot be read."""
     path = Path(path)
-    if fmt == "philly":
-        from tracelib.ingest.philly import parse_philly
-
-        return parse_philly(path)
     if fmt == "pai":
-        from tracelib.ingest.pai import parse_pai
+        from tracelib.ingest.pai import ingest_params, read_pai_bytes
 
-        return parse_pai(path)
-    if fmt == "helios":
-        from tracelib.ingest.generic import parse_helios
+        tables = read_pai_bytes(path)
+        return TraceFile(
+            path,
+            fmt,
+            sha256_hex(tables[1], tables[3]),
+            {**ingest_params(), "max_duration_s": max_duration_s},
+            tables,
+        )
+    from tracelib.ingest.generic import HELIOS_MAPPING, ingest_params, read_bytes
 
-        return parse_helios(path)
-    if fmt == "generic":
-        from tracelib.ingest.generic import parse_generic
+    if fmt == "philly":
+        from tracelib.ingest.philly import TIME_FORMAT
 
+        params = {"time_format": TIME_FORMAT}
+    elif fmt == "helios":
+        mapping = HELIOS_MAPPING
+        params = ingest_params(mapping)
+    elif fmt == "generic":
         if mapping is None:
             raise IngestError(path, "the generic format needs a mapping file (--mapping)")
         if not isinstance(mapping, Mapping):
             mapping = Mapping.from_toml(mapping)
-        return parse_generic(path, mapping)
-    raise ValueError(f"unknown trace format {fmt!r}; known: {', '.join(FORMATS)}")
+        params = ingest_params(mapping)
+    else:
+        raise ValueError(f"unknown trace format {fmt!r}; known: {', '.join(FORMATS)}")
+    data = read_bytes(path)
+    return TraceFile(
+        path, fmt, sha256_hex(data), {**params, "max_duration_s": max_duration_s}, data, mapping
+    )
+
+
+def parse_trace(
+    path: str | Path | TraceFile,
+    fmt: str | None = None,
+    mapping: Mapping | str | Path | None = None,
+) -> ParsedTrace:
+    """Run the adapter for `fmt` on `path` (or on a TraceFile already read)."""
+    trace = path if isinstance(path, TraceFile) else read_trace(path, fmt, mapping)
+    if trace.format == "philly":
+        from tracelib.ingest.philly import parse_philly
+
+        return parse_philly(trace.path, data=trace.data)
+    if trace.format == "pai":
+        from tracelib.ingest.pai import parse_pai
+
+        return parse_pai(trace.path, tables=trace.data)
+    from tracelib.ingest.generic import parse_generic
+
+    return parse_generic(trace.path, trace.mapping, fmt=trace.format, data=trace.data)
 
 
 def load_trace(
-    path: str | Path,
-    fmt: str,
+    path: str | Path | TraceFile,
+    fmt: str | None = None,
     *,
     mapping: Mapping | str | Path | None = None,
     source_id: str | None = None,
     max_duration_s: float = MAX_DURATION_S,
 ) -> LoadedTrace:
-    """Parse and normalize a trace file. Raises IngestError if the file as a whole is unusable."""
-    parsed = parse_trace(path, fmt, mapping)
-    source_id = source_id or default_source_id(path, fmt)
-    jobs, quarantine = normalize(parsed, source_id, max_duration_s=max_duration_s)
+    """Parse and normalize a trace file. Raises IngestError if the file as a whole is unusable.
+
+    Without `source_id` the trace is proposed under `default_source_id`; `store_trace`
+    decides the final id (see the module docstring).
+    """
+    trace = (
+        path
+        if isinstance(path, TraceFile)
+        else read_trace(path, fmt, mapping, max_duration_s=max_duration_s)
+    )
+    parsed = parse_trace(trace)
+    proposed = source_id or default_source_id(trace.path, trace.format)
+    jobs, quarantine = normalize(
+        parsed, proposed, max_duration_s=trace.params.get("max_duration_s", max_duration_s)
+    )
     return LoadedTrace(
         source=source_row(
-            source_id,
-            fmt,
-            str(Path(path).resolve()),
-            parsed.content_hash,
+            proposed,
+            trace.format,
+            trace.resolved_path,
+            trace.content_hash,
             rows_accepted=jobs.height,
             rows_quarantined=quarantine.height,
-            params={**parsed.params, "max_duration_s": max_duration_s},
+            params=trace.params,
         ),
         jobs=jobs,
         quarantine=quarantine,
+        named=source_id is not None,
     )
 
 
@@ -131,6 +245,7 @@ def source_row(
     rows_quarantined: int,
     params: dict,
 ) -> pl.DataFrame:
+    """One `trace_sources` row."""
     return pl.DataFrame(
         {
             "source_id": [source_id],
@@ -146,27 +261,120 @@ def source_row(
     )
 
 
+def find_source(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    fmt: str,
+    path: str,
+    content_hash: str,
+    params_json: str,
+    source_id: str | None = None,
+    proposed: str | None = None,
+) -> SourceMatch:
+    """The source a trace is stored as (only reads the warehouse).
+
+    `source_id` named by the user: that one. Otherwise the source ingested from the same
+    path; else a source holding exactly this ingest from another path (nothing to do);
+    else a new source, `proposed` if that id is free, else `proposed` plus a hash of the
+    path (two clusters' `cluster_log.csv` never share an id).
+    """
+    from warehouse import read_frame
+
+    def lookup(where: str, params: list) -> pl.DataFrame:
+        return read_frame(
+            con,
+            "SELECT source_id, path, content_hash, params FROM trace_sources "
+            f"WHERE {where} ORDER BY ingested_at DESC, source_id",
+            params,
+        )
+
+    def same(row: dict) -> bool:
+        return row["content_hash"] == content_hash and row["params"] == params_json
+
+    if source_id is not None:
+        rows = lookup("source_id = ?", [source_id])
+        if rows.height == 0:
+            return SourceMatch(source_id, unchanged=False, exists=False)
+        row = rows.row(0, named=True)
+        note = "" if row["path"] == path else f"named explicitly; it held {row['path']}"
+        return SourceMatch(source_id, unchanged=same(row), exists=True, note=note)
+
+    proposed = proposed or default_source_id(path, fmt)
+    by_path = lookup("format = ? AND path = ?", [fmt, path])
+    if by_path.height:
+        rows = by_path.sort(pl.col("source_id") != proposed)  # its default id first
+        row = rows.row(0, named=True)
+        return SourceMatch(row["source_id"], unchanged=same(row), exists=True)
+    by_content = lookup(
+        "format = ? AND content_hash = ? AND params = ?", [fmt, content_hash, params_json]
+    )
+    if by_content.height:
+        row = by_content.row(0, named=True)
+        return SourceMatch(
+            row["source_id"],
+            unchanged=True,
+            exists=True,
+            note=f"the same content was already ingested from {row['path']}",
+        )
+    candidate = proposed
+    if lookup("source_id = ?", [candidate]).height:
+        suffix = hashlib.sha256(path.encode()).hexdigest()
+        for length in (8, 16, 64):
+            candidate = f"{proposed}-{suffix[:length]}"
+            if not lookup("source_id = ?", [candidate]).height:
+                break
+        note = f"{proposed} is another file's source; this one is {candidate}"
+        return SourceMatch(candidate, unchanged=False, exists=False, note=note)
+    return SourceMatch(candidate, unchanged=False, exists=False)
+
+
+def find_source_of(
+    con: duckdb.DuckDBPyConnection, trace: TraceFile, source_id: str | None
+) -> SourceMatch:
+    """`find_source` for a TraceFile read with `read_trace`."""
+    return find_source(
+        con,
+        fmt=trace.format,
+        path=trace.resolved_path,
+        content_hash=trace.content_hash,
+        params_json=trace.params_json,
+        source_id=source_id,
+        proposed=default_source_id(trace.path, trace.format),
+    )
+
+
 def store_trace(con: duckdb.DuckDBPyConnection, loaded: LoadedTrace) -> StoreResult:
     """Write a loaded trace in one transaction.
 
-    The same content under the same source id is a no-op; changed content replaces that
-    source's jobs and quarantine rows (never duplicates them).
+    The identity is settled inside the transaction (see `find_source`), so two ingests
+    running at once cannot both take the same free id. The same ingest again is a no-op;
+    a changed one replaces that source's jobs and quarantine rows (never duplicates them).
     """
     from warehouse import replace_rows, transaction
 
-    previous = con.sql(
-        "SELECT content_hash FROM trace_sources WHERE source_id = ?", params=[loaded.source_id]
-    ).fetchall()
-    if previous and previous[0][0] == loaded.content_hash:
-        return StoreResult(loaded.source_id, "unchanged", 0, 0)
-    where = {"source_id": loaded.source_id}
+    row = loaded.source.row(0, named=True)
     with transaction(con):
+        match = find_source(
+            con,
+            fmt=row["format"],
+            path=row["path"],
+            content_hash=row["content_hash"],
+            params_json=row["params"],
+            source_id=loaded.source_id if loaded.named else None,
+            proposed=loaded.source_id,
+        )
+        if match.unchanged:
+            return StoreResult(match.source_id, "unchanged", 0, 0, match.note)
+        if match.source_id != loaded.source_id:
+            loaded = loaded.with_source_id(match.source_id)
+        where = {"source_id": loaded.source_id}
         replace_rows(con, loaded.jobs, Jobs, where)
         replace_rows(con, loaded.quarantine, Quarantine, where)
         replace_rows(con, loaded.source, TraceSources, where)
     return StoreResult(
         loaded.source_id,
-        "replaced" if previous else "new",
+        "replaced" if match.exists else "new",
         loaded.jobs.height,
         loaded.quarantine.height,
+        match.note,
     )

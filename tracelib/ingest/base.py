@@ -19,8 +19,6 @@ from tracelib.contracts import JOB_COLUMNS
 
 # Longer than any training job we know of; a duration beyond it is a unit or clock error.
 MAX_DURATION_S = 365 * 24 * 3600.0
-# A field separator that cannot occur in a field name.
-_SEP = "\x1f"
 
 _STATUS_WORDS = {
     "completed": "completed",
@@ -93,6 +91,55 @@ def normalize_status(expr: pl.Expr, overrides: dict[str, str] | None = None) -> 
     return first.replace_strict(words, default="unknown", return_dtype=pl.Utf8)
 
 
+@dataclass(frozen=True)
+class Check:
+    """One per-record check: where it fails, the job field it names, and why.
+
+    `reason` is the message, or a function of `values` (evaluated on the failing records
+    only, each cast to text) that returns it.
+    """
+
+    fails: pl.Expr
+    field: str
+    reason: str | Callable[..., str]
+    values: tuple[pl.Expr, ...] = ()
+
+
+def first_problems(
+    frame: pl.DataFrame, checks: Sequence[Check], *, key: str = "record_no"
+) -> pl.DataFrame:
+    """`key`, field, reason of the first failing check of each record (records that pass
+    every check are not listed), sorted by `key`.
+
+    Which check fails is decided column-wise; the messages are built in Python for the
+    failing records alone. Formatting them with polars string expressions inside
+    when/then on a filtered frame panicked in polars ("assertion failed: i < self.len()")
+    on about half of large dirty files (issue 17), and only failing records need a message.
+    """
+    schema = {key: pl.Int64, "field": pl.Utf8, "reason": pl.Utf8}
+    if not checks:
+        return pl.DataFrame(schema=schema)
+    which = pl.coalesce(
+        pl.when(check.fails.fill_null(False)).then(pl.lit(index, dtype=pl.Int32))
+        for index, check in enumerate(checks)
+    )
+    flagged = frame.with_columns(which.alias("_check")).filter(pl.col("_check").is_not_null())
+    out: dict[str, list] = {key: [], "field": [], "reason": []}
+    if flagged.height:
+        for index in flagged.get_column("_check").unique().sort().to_list():
+            check = checks[index]
+            rows = flagged.filter(pl.col("_check") == index).select(
+                key, *[v.cast(pl.Utf8).alias(f"_v{i}") for i, v in enumerate(check.values)]
+            )
+            for row in rows.iter_rows():
+                out[key].append(row[0])
+                out["field"].append(check.field)
+                out["reason"].append(
+                    check.reason if isinstance(check.reason, str) else check.reason(*row[1:])
+                )
+    return pl.DataFrame(out, schema=schema).sort(key)
+
+
 def normalize(
     parsed: ParsedTrace, source_id: str, *, max_duration_s: float = MAX_DURATION_S
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -100,7 +147,8 @@ def normalize(
 
     A record is quarantined with the first problem found, in this order: the adapter's own
     parse error, a missing required field, a negative quantity, times out of order, an
-    absurd duration, a duplicate job id (the first occurrence is kept).
+    absurd duration, a duplicate job id (the first occurrence is kept). Every record of
+    the parsed frame ends up in exactly one of the two.
     """
     frame = parsed.frame
     for name, dtype in JOB_COLUMNS.items():
@@ -116,60 +164,59 @@ def normalize(
         pl.col("status").fill_null("unknown"),
     )
 
-    def flag(condition: pl.Expr, fld: str, reason: pl.Expr | str) -> pl.Expr:
-        reason = pl.lit(reason) if isinstance(reason, str) else reason
-        return pl.when(condition).then(pl.concat_str(pl.lit(fld + _SEP), reason))
-
-    def fmt(template: str, *cols: str) -> pl.Expr:
-        return pl.format(template, *(pl.col(c).cast(pl.Utf8) for c in cols))
-
     checks = [
-        flag(pl.col("job_id").is_null(), "job_id", "missing required field job_id"),
-        flag(pl.col("submit_time").is_null(), "submit_time", "missing required field submit_time"),
-        flag(pl.col("num_gpus").is_null(), "num_gpus", "missing required field num_gpus"),
+        Check(pl.col(f).is_null(), f, f"missing required field {f}")
+        for f in ("job_id", "submit_time", "num_gpus")
     ]
     for col in ("num_gpus", "num_cpus", "mem_gb", "num_workers", "num_ps"):
-        checks.append(flag(pl.col(col) < 0, col, fmt(f"negative {col} {{}}", col)))
+        checks.append(
+            Check(pl.col(col) < 0, col, lambda v, col=col: f"negative {col} {v}", (pl.col(col),))
+        )
     checks += [
-        flag(pl.col("epochs") <= 0, "epochs", fmt("non-positive epochs {}", "epochs")),
-        flag(
+        Check(
+            pl.col("epochs") <= 0,
+            "epochs",
+            lambda v: f"non-positive epochs {v}",
+            (pl.col("epochs"),),
+        ),
+        Check(
             pl.col("start_time") < pl.col("submit_time"),
             "start_time",
-            fmt("start_time {} is before submit_time {}", "start_time", "submit_time"),
+            lambda a, b: f"start_time {a} is before submit_time {b}",
+            (pl.col("start_time"), pl.col("submit_time")),
         ),
-        flag(
+        Check(
             pl.col("end_time") < pl.col("start_time"),
             "end_time",
-            fmt("end_time {} is before start_time {}", "end_time", "start_time"),
+            lambda a, b: f"end_time {a} is before start_time {b}",
+            (pl.col("end_time"), pl.col("start_time")),
         ),
-        flag(
+        Check(
             pl.col("duration_s") < 0,
             "duration_s",
-            fmt("negative duration {} s", "duration_s"),
+            lambda v: f"negative duration {v} s",
+            (pl.col("duration_s"),),
         ),
-        flag(
+        Check(
             pl.col("duration_s") > max_duration_s,
             "duration_s",
-            fmt(f"absurd duration {{}} s (more than {max_duration_s:.0f} s)", "duration_s"),
+            lambda v: f"absurd duration {v} s (more than {max_duration_s:.0f} s)",
+            (pl.col("duration_s"),),
         ),
     ]
-    frame = frame.with_columns(pl.coalesce(checks).alias("_problem"))
-
+    problems = first_problems(frame, checks)
     if parsed.errors.height:
-        adapter_errors = parsed.errors.sort("record_no", maintain_order=True).unique(
+        # The adapter's own error comes first: it explains why the later checks fail.
+        adapter = parsed.errors.sort("record_no", maintain_order=True).unique(
             "record_no", keep="first", maintain_order=True
         )
-        frame = frame.join(
-            adapter_errors.select(
-                "record_no", pl.concat_str("field", pl.lit(_SEP), "reason").alias("_parse")
-            ),
-            on="record_no",
-            how="left",
-        ).with_columns(pl.coalesce("_parse", "_problem").alias("_problem"))
+        problems = pl.concat(
+            [adapter, problems.filter(~pl.col("record_no").is_in(adapter["record_no"].implode()))]
+        )
 
     # Duplicates are judged among otherwise-clean records: a broken first copy must not
     # push a good second copy into quarantine.
-    clean = frame.filter(pl.col("_problem").is_null())
+    clean = frame.filter(~pl.col("record_no").is_in(problems["record_no"].implode()))
     is_first = clean.get_column("job_id").is_first_distinct()
     accepted = clean.filter(is_first)
     repeats = clean.filter(~is_first).select("record_no", "job_id")
@@ -177,25 +224,25 @@ def normalize(
         repeats = repeats.join(
             accepted.select("job_id", pl.col("record_no").alias("_first")), on="job_id"
         )
-    duplicates = repeats.select(
-        "record_no",
-        pl.format(
-            f"job_id{_SEP}duplicate job_id {{}} (first at record {{}})",
-            pl.col("job_id"),
-            pl.col("_first") if repeats.height else pl.lit(None, pl.Int64),
-        ).alias("_problem"),
-    )
-
-    problems = pl.concat(
-        [frame.filter(pl.col("_problem").is_not_null()).select("record_no", "_problem"), duplicates]
-    ).sort("record_no")
-    parts = problems.get_column("_problem").str.split_exact(_SEP, 1)
+        duplicates = pl.DataFrame(
+            {
+                "record_no": repeats.get_column("record_no"),
+                "field": ["job_id"] * repeats.height,
+                "reason": [
+                    f"duplicate job_id {job} (first at record {first})"
+                    for job, first in repeats.select("job_id", "_first").iter_rows()
+                ],
+            },
+            schema=problems.schema,
+        )
+        problems = pl.concat([problems, duplicates])
+    problems = problems.sort("record_no")
     quarantine = pl.DataFrame(
         {
             "source_id": pl.Series([source_id] * problems.height, dtype=pl.Utf8),
             "record_no": problems.get_column("record_no"),
-            "field": parts.struct.field("field_0"),
-            "reason": parts.struct.field("field_1"),
+            "field": problems.get_column("field"),
+            "reason": problems.get_column("reason"),
             "raw_record": pl.Series(
                 parsed.raw(problems.get_column("record_no").to_list()), dtype=pl.Utf8
             ),

@@ -36,6 +36,7 @@ Mapping file (every key optional except the two required columns):
 from __future__ import annotations
 
 import io
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,14 @@ from typing import Any
 import polars as pl
 
 from tracelib.contracts import JOB_COLUMNS, STATUSES
-from tracelib.ingest.base import IngestError, ParsedTrace, line_lookup, normalize_status
+from tracelib.ingest.base import (
+    Check,
+    IngestError,
+    ParsedTrace,
+    first_problems,
+    normalize_status,
+)
+from tracelib.ingest.csvrecords import read_csv_records
 from tracelib.provenance import sha256_hex
 
 FIELDS = (
@@ -70,12 +78,37 @@ _INT_FIELDS = ("num_workers", "num_ps")
 _TEXT_FIELDS = ("job_id", "user_name", "vc", "model")
 _DURATION_UNITS = {"s": 1.0, "ms": 1e-3, "min": 60.0, "h": 3600.0}
 _EPOCH_UNITS = ("s", "ms", "us")
-_SEP = "\x1f"
+
+
+_DEFAULTABLE = (
+    "num_gpus",
+    "num_cpus",
+    "mem_gb",
+    "num_workers",
+    "num_ps",
+    "epochs",
+    "duration",
+    "status",
+    "user_name",
+    "vc",
+    "model",
+)
+_SECTIONS = {
+    "columns": 'field = "column name" pairs',
+    "time": 'format = "%Y-%m-%d %H:%M:%S" or epoch_unit = "s"',
+    "duration": 'unit = "s"',
+    "defaults": "field = value pairs",
+    "status": '"raw status" = "completed" pairs',
+}
 
 
 @dataclass(frozen=True)
 class Mapping:
-    """How the columns of one job-log layout map onto `jobs` fields."""
+    """How the columns of one job-log layout map onto `jobs` fields.
+
+    Everything in it comes from a user's file, so every value is checked for its type and
+    range here; a bad one raises ValueError naming the section and key.
+    """
 
     columns: dict[str, str]
     time_format: str | None = None
@@ -85,38 +118,85 @@ class Mapping:
     status_map: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        _require(
+            isinstance(self.columns, dict), "[columns] must be a table of " + _SECTIONS["columns"]
+        )
         unknown = sorted(set(self.columns) - set(FIELDS))
         if unknown:
             raise ValueError(f"unknown field(s) {unknown} in [columns]; known: {list(FIELDS)}")
+        for fld, col in self.columns.items():
+            _require(
+                isinstance(col, str) and col != "",
+                f"[columns] {fld} must be a column name (a non-empty string), got {_kind(col)}",
+            )
         for required in ("job_id", "submit_time"):
             if required not in self.columns:
                 raise ValueError(f"[columns] must map the required field {required!r}")
+        _require(isinstance(self.defaults, dict), "[defaults] must be a table of field = value")
+        unknown = sorted(set(self.defaults) - set(_DEFAULTABLE))
+        if unknown:
+            raise ValueError(
+                f"[defaults] cannot give {unknown}; fields with a default: {list(_DEFAULTABLE)}"
+            )
+        for fld, value in self.defaults.items():
+            _check_default(fld, value)
         if "num_gpus" not in self.columns and "num_gpus" not in self.defaults:
             raise ValueError("map num_gpus in [columns] or give it a value in [defaults]")
+        for key, value in (("format", self.time_format), ("epoch_unit", self.epoch_unit)):
+            _require(
+                value is None or isinstance(value, str),
+                f"[time] {key} must be a string, got {_kind(value)}",
+            )
         if (self.time_format is None) == (self.epoch_unit is None):
             raise ValueError("[time] needs exactly one of format or epoch_unit")
         if self.epoch_unit is not None and self.epoch_unit not in _EPOCH_UNITS:
             raise ValueError(f"[time] epoch_unit must be one of {_EPOCH_UNITS}")
-        if self.duration_unit not in _DURATION_UNITS:
-            raise ValueError(f"[duration] unit must be one of {sorted(_DURATION_UNITS)}")
+        if self.time_format is not None:
+            _check_time_format(self.time_format)
+        _require(
+            isinstance(self.duration_unit, str) and self.duration_unit in _DURATION_UNITS,
+            f"[duration] unit must be one of {sorted(_DURATION_UNITS)}",
+        )
+        _require(
+            isinstance(self.status_map, dict), "[status] must be a table of " + _SECTIONS["status"]
+        )
         bad = {k: v for k, v in self.status_map.items() if v not in STATUSES}
         if bad:
             raise ValueError(f"[status] values must be among {STATUSES}: {bad}")
 
     @classmethod
     def from_toml(cls, path: str | Path) -> Mapping:
+        """Read and check a mapping file; IngestError naming the file and what is wrong."""
         path = Path(path)
         try:
             doc = tomllib.loads(path.read_text())
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise IngestError(path, f"cannot read mapping file: {exc}") from None
-        time = doc.get("time", {})
         try:
+            unknown = sorted(set(doc) - set(_SECTIONS))
+            if unknown:
+                raise ValueError(
+                    f"unknown key(s) {unknown} at the top level; the sections are "
+                    f"{', '.join(f'[{k}]' for k in _SECTIONS)}"
+                )
+            for section, what in _SECTIONS.items():
+                if section in doc and not isinstance(doc[section], dict):
+                    raise ValueError(
+                        f"[{section}] must be a table of {what}, got {_kind(doc[section])}"
+                    )
+            time = doc.get("time", {})
+            unknown = sorted(set(time) - {"format", "epoch_unit"})
+            if unknown:
+                raise ValueError(f"unknown key(s) {unknown} in [time]; known: format, epoch_unit")
+            duration = doc.get("duration", {})
+            unknown = sorted(set(duration) - {"unit"})
+            if unknown:
+                raise ValueError(f"unknown key(s) {unknown} in [duration]; known: unit")
             return cls(
                 columns=dict(doc.get("columns", {})),
                 time_format=time.get("format"),
                 epoch_unit=time.get("epoch_unit"),
-                duration_unit=doc.get("duration", {}).get("unit", "s"),
+                duration_unit=duration.get("unit", "s"),
                 defaults=dict(doc.get("defaults", {})),
                 status_map=dict(doc.get("status", {})),
             )
@@ -124,7 +204,58 @@ class Mapping:
             raise IngestError(path, f"invalid mapping: {exc}") from None
 
 
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+def _kind(value: Any) -> str:
+    """A TOML value's kind and (short) value, for messages."""
+    kinds = {bool: "a boolean", int: "an integer", float: "a float", str: "a string"}
+    for kind, name in kinds.items():
+        if type(value) is kind:
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            return f"{name} {shown}"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    if value is None:
+        return "nothing"
+    return f"a {type(value).__name__}"
+
+
+def _check_default(fld: str, value: Any) -> None:
+    """A [defaults] value must have its field's type and be in range."""
+    if fld in ("status", *_TEXT_FIELDS):
+        _require(isinstance(value, str), f"[defaults] {fld} must be a string, got {_kind(value)}")
+        return
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    _require(is_number, f"[defaults] {fld} must be a number, got {_kind(value)}")
+    _require(math.isfinite(value), f"[defaults] {fld} must be finite, got {value!r}")
+    _require(value >= 0, f"[defaults] {fld} must not be negative, got {value!r}")
+    if fld in _INT_FIELDS:
+        _require(
+            float(value).is_integer() and value < 2**31,
+            f"[defaults] {fld} must be a whole number, got {value!r}",
+        )
+
+
+def _check_time_format(fmt: str) -> None:
+    """Refuse a strptime format polars cannot use (it would fail on every value)."""
+    if "%" not in fmt:
+        raise ValueError(f"[time] format {fmt!r} has no % directive; e.g. '%Y-%m-%d %H:%M:%S'")
+    try:
+        pl.Series(["2020-01-02 03:04:05"]).str.strptime(pl.Datetime("us"), fmt, strict=False)
+    except Exception as exc:  # polars raises several error types for a bad format
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(
+            f"[time] format {fmt!r} is not a usable strptime format: {first}"
+        ) from None
+
+
 def read_bytes(path: Path) -> bytes:
+    """The file's bytes; IngestError if it cannot be read or holds nothing but blanks."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -134,24 +265,25 @@ def read_bytes(path: Path) -> bytes:
     return data
 
 
-def read_table(path: Path, data: bytes, *, has_header: bool = True, columns=None) -> pl.DataFrame:
-    """CSV (every column as text) or Parquet, by extension; errors name the file."""
+def is_parquet(path: Path) -> bool:
+    """Parquet by extension; everything else is read as CSV."""
+    return path.suffix.lower() in (".parquet", ".pq")
+
+
+def read_parquet(path: Path, data: bytes) -> pl.DataFrame:
+    """A Parquet file as a frame with `record_no` (1-based row number) first."""
     try:
-        if path.suffix.lower() in (".parquet", ".pq"):
-            frame = pl.read_parquet(io.BytesIO(data))
-        else:
-            frame = pl.read_csv(
-                io.BytesIO(data),
-                has_header=has_header,
-                new_columns=columns,
-                infer_schema=False,
-                encoding="utf8-lossy",
-            )
+        frame = pl.read_parquet(io.BytesIO(data))
     except Exception as exc:  # polars raises several error types for unreadable input
-        raise IngestError(path, f"cannot parse as a table: {exc}") from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise IngestError(path, f"cannot parse as a Parquet table: {first}") from None
     if frame.height == 0:
         raise IngestError(path, "file has no data rows")
-    return frame
+    if "record_no" in frame.columns:
+        frame = frame.rename({"record_no": "record_no_"})
+    return frame.with_row_index("record_no", offset=1).with_columns(
+        pl.col("record_no").cast(pl.Int64)
+    )
 
 
 def parse_mapped(
@@ -161,24 +293,37 @@ def parse_mapped(
     mapping: Mapping,
     *,
     fmt: str,
-    first_record: int,
-    raw=None,
+    raw,
+    record_problems: pl.DataFrame | None = None,
+    params: dict[str, Any] | None = None,
 ) -> ParsedTrace:
-    """Apply a mapping to an already-read table: typed job fields plus per-record parse errors."""
+    """Apply a mapping to a table that has `record_no` first: typed job fields plus one
+    parse error per bad record.
+
+    `record_problems` (record_no, column, reason) are records that could not even be split
+    into fields (ragged CSV rows); they are reported under the job field of their column.
+    Raises IngestError when a mapped column is missing or has a type no field can hold, or
+    when no value at all of a time column matches the mapping's time format.
+    """
+    field_of = {col: fld for fld, col in mapping.columns.items()}
     missing = [col for col in mapping.columns.values() if col not in table.columns]
     if missing:
-        field_of = {v: k for k, v in mapping.columns.items()}
         col = missing[0]
         raise IngestError(
             path, f"missing required column {col!r} (mapped to field {field_of[col]!r})", col
         )
-    table = table.with_row_index("record_no", offset=first_record).with_columns(
-        pl.col("record_no").cast(pl.Int64)
-    )
+    for fld, col in mapping.columns.items():
+        dtype = table.schema[col]
+        if dtype.is_nested() or dtype in (pl.Binary, pl.Object):
+            raise IngestError(
+                path,
+                f"column {col!r} (field {fld!r}) holds {dtype} values, not text or numbers",
+                col,
+            )
     # Checking for replacement characters only matters if the bytes were not valid UTF-8.
     check_encoding = not _is_utf8(data)
-    # Three cheap passes: trim the raw text once, parse it once, then flag records whose
-    # non-empty text did not parse. Messages are formatted only for flagged records.
+    targets = {fld: "duration_s" if fld == "duration" else fld for fld in mapping.columns}
+    # Trim the raw text once, parse it once, then check column-wise which records failed.
     trimmed = table.select(
         "record_no",
         *[
@@ -186,55 +331,63 @@ def parse_mapped(
             for fld, col in mapping.columns.items()
         ],
     )
-    targets = {fld: "duration_s" if fld == "duration" else fld for fld in mapping.columns}
     kinds = {}
     conversions = []
     for fld, col in mapping.columns.items():
-        parsed, what = _convert(fld, pl.col(f"_raw_{fld}"), table.schema[col], mapping)
-        conversions.append(parsed.alias(targets[fld]))
+        converted, what = _convert(fld, pl.col(f"_raw_{fld}"), table.schema[col], mapping)
+        conversions.append(converted.alias(targets[fld]))
         kinds[fld] = what
     parsed_frame = trimmed.with_columns(conversions)
-    problems: list[tuple[pl.Expr, pl.Expr]] = []
+    broken = (
+        record_problems.get_column("record_no")
+        if record_problems is not None and record_problems.height
+        else pl.Series("record_no", [], dtype=pl.Int64)
+    )
+    _refuse_unmatched_times(path, parsed_frame, mapping, kinds, broken)
+
+    checks: list[Check] = []
     for fld, col in mapping.columns.items():
         target, raw_col = targets[fld], pl.col(f"_raw_{fld}")
-        where = f"{target}{_SEP}field {target!r} (column {col!r})"
+        where = f"field {target!r} (column {col!r})"
         if check_encoding and table.schema[col] == pl.Utf8:
-            problems.append(
-                (
+            checks.append(
+                Check(
                     raw_col.str.contains("\ufffd", literal=True),
-                    pl.lit(f"{where}: invalid UTF-8 bytes"),
+                    target,
+                    f"{where}: invalid UTF-8 bytes",
                 )
             )
         if kinds[fld] is not None:
-            problems.append(
-                (
+            checks.append(
+                Check(
                     raw_col.is_not_null() & pl.col(target).is_null(),
-                    pl.format(
-                        f"{where}: cannot parse '{{}}' as {kinds[fld]}", raw_col.cast(pl.Utf8)
+                    target,
+                    lambda value, where=where, what=kinds[fld]: (
+                        f"{where}: cannot parse {value!r} as {what}"
                     ),
+                    (raw_col,),
                 )
             )
-    typed = parsed_frame.select("record_no", *targets.values())
-    bad = pl.DataFrame(schema={"record_no": pl.Int64, "_problem": pl.Utf8})
-    if problems:
-        mask = parsed_frame.select(pl.any_horizontal(f.fill_null(False) for f, _ in problems))
-        mask = mask.to_series()
-        if mask.any():
-            bad = parsed_frame.filter(mask).select(
-                "record_no",
-                pl.coalesce(pl.when(flag).then(message) for flag, message in problems).alias(
-                    "_problem"
-                ),
+    errors = first_problems(parsed_frame, checks)
+    if broken.len():
+        # A record that could not be split into fields is reported as such, first.
+        split = record_problems.select(
+            "record_no",
+            pl.col("column")
+            .replace_strict(
+                {col: targets[fld] for fld, col in mapping.columns.items()},
+                default=pl.col("column"),
+                return_dtype=pl.Utf8,
             )
-    parts = bad.get_column("_problem").str.split_exact(_SEP, 1)
-    errors = pl.DataFrame(
-        {
-            "record_no": bad.get_column("record_no"),
-            "field": parts.struct.field("field_0"),
-            "reason": parts.struct.field("field_1"),
-        }
-    )
-    frame = typed
+            .fill_null("record")
+            .alias("field"),
+            "reason",
+        )
+        errors = pl.concat(
+            [split, errors.filter(~pl.col("record_no").is_in(broken.implode()))]
+        ).sort("record_no")
+
+    frame = parsed_frame.select("record_no", *targets.values())
     defaults = {("duration_s" if k == "duration" else k): v for k, v in mapping.defaults.items()}
     for fld, value in defaults.items():
         dtype = JOB_COLUMNS[fld]
@@ -252,8 +405,31 @@ def parse_mapped(
         content_hash=sha256_hex(data),
         frame=frame,
         errors=errors,
-        raw=raw or line_lookup(data, first_line=1),
+        raw=raw,
+        params=params or {},
     )
+
+
+def _refuse_unmatched_times(
+    path: Path, parsed: pl.DataFrame, mapping: Mapping, kinds: dict, broken: pl.Series
+) -> None:
+    """A time column none of whose values parse is a wrong mapping, not bad records:
+    fail naming the column and an example value instead of quarantining every record."""
+    usable = parsed.filter(~pl.col("record_no").is_in(broken.implode()))
+    for fld in _TIME_FIELDS:
+        if fld not in mapping.columns or kinds[fld] is None:
+            continue
+        given = usable.get_column(f"_raw_{fld}").drop_nulls()
+        if given.len() and usable.get_column(fld).drop_nulls().len() == 0:
+            col = mapping.columns[fld]
+            example = str(given[0])
+            example = example if len(example) <= 40 else example[:37] + "..."
+            raise IngestError(
+                path,
+                f"no value of column {col!r} (field {fld!r}) parses as {kinds[fld]}, e.g. "
+                f"{example!r}: check [time] in the mapping",
+                col,
+            )
 
 
 def _trimmed(col: str, dtype: pl.DataType) -> pl.Expr:
@@ -287,8 +463,11 @@ def _convert(fld: str, col: pl.Expr, dtype: pl.DataType, mapping: Mapping):
             )
         number = col.cast(pl.Float64, strict=False)
         scale = {"s": 1_000_000, "ms": 1_000, "us": 1}[mapping.epoch_unit]
+        # Beyond +-2**62 us (year 146,000) the integer cast would overflow: not a time.
+        micros = number * scale
+        micros = pl.when(micros.abs() < 2.0**62).then(micros)
         return (
-            (number * scale).cast(pl.Int64, strict=False).cast(pl.Datetime("us")),
+            micros.cast(pl.Int64, strict=False).cast(pl.Datetime("us")),
             f"epoch {mapping.epoch_unit}",
         )
     if fld in _NUMBER_FIELDS:
@@ -299,7 +478,9 @@ def _convert(fld: str, col: pl.Expr, dtype: pl.DataType, mapping: Mapping):
         return number, "a number"
     if fld in _INT_FIELDS:
         number = col.cast(pl.Float64, strict=False)
-        whole = pl.when(number.is_finite() & (number == number.round(0))).then(number)
+        whole = pl.when(
+            number.is_finite() & (number == number.round(0)) & (number.abs() < 2.0**31)
+        ).then(number)
         return whole.cast(pl.Int32, strict=False), "a whole number"
     if fld == "status":
         return normalize_status(col, mapping.status_map), None
@@ -308,24 +489,44 @@ def _convert(fld: str, col: pl.Expr, dtype: pl.DataType, mapping: Mapping):
     raise AssertionError(fld)
 
 
-def parse_generic(path: str | Path, mapping: Mapping, *, fmt: str = "generic") -> ParsedTrace:
-    """Parse a CSV or Parquet job log with a mapping."""
+def ingest_params(mapping: Mapping) -> dict[str, Any]:
+    """What, besides the bytes, decides the jobs a mapped file yields: part of the identity
+    of an ingest, so a corrected mapping re-ingests an unchanged file."""
+    return {"mapping": _mapping_params(mapping)}
+
+
+def parse_generic(
+    path: str | Path, mapping: Mapping, *, fmt: str = "generic", data: bytes | None = None
+) -> ParsedTrace:
+    """Parse a CSV or Parquet job log with a mapping (`data`: its bytes, if already read)."""
     path = Path(path)
-    data = read_bytes(path)
-    table = read_table(path, data)
-    is_csv = path.suffix.lower() not in (".parquet", ".pq")
-    raw = None if is_csv else _row_lookup(table)
-    # CSV record numbers are file line numbers (line 1 is the header).
-    parsed = parse_mapped(
-        path, data, table, mapping, fmt=fmt, first_record=2 if is_csv else 1, raw=raw
+    data = read_bytes(path) if data is None else data
+    if is_parquet(path):
+        table = read_parquet(path, data)
+        raw, problems = _row_lookup(table), None
+    else:
+        records = read_csv_records(path, data)
+        table, raw, problems = records.table, records.raw, records.problems
+    return parse_mapped(
+        path,
+        data,
+        table,
+        mapping,
+        fmt=fmt,
+        raw=raw,
+        record_problems=problems,
+        params=ingest_params(mapping),
     )
-    parsed.params = {"mapping": _mapping_params(mapping)}
-    return parsed
 
 
 def _row_lookup(table: pl.DataFrame):
+    """Parquet record number -> the row as text (the file has no lines to quote)."""
+
     def lookup(record_nos):
-        return [str(table.row(no - 1, named=True)) for no in record_nos]
+        return [
+            str({k: v for k, v in table.row(no - 1, named=True).items() if k != "record_no"})
+            for no in record_nos
+        ]
 
     return lookup
 
@@ -360,6 +561,6 @@ HELIOS_MAPPING = Mapping(
 )
 
 
-def parse_helios(path: str | Path) -> ParsedTrace:
+def parse_helios(path: str | Path, *, data: bytes | None = None) -> ParsedTrace:
     """Parse a Helios cluster_log.csv."""
-    return parse_generic(path, HELIOS_MAPPING, fmt="helios")
+    return parse_generic(path, HELIOS_MAPPING, fmt="helios", data=data)

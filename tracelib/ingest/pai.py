@@ -20,8 +20,9 @@ from pathlib import Path
 
 import polars as pl
 
-from tracelib.ingest.base import IngestError, ParsedTrace, line_lookup, normalize_status
-from tracelib.ingest.generic import read_bytes, read_table
+from tracelib.ingest.base import Check, IngestError, ParsedTrace, first_problems, normalize_status
+from tracelib.ingest.csvrecords import read_csv_records
+from tracelib.ingest.generic import read_bytes
 from tracelib.provenance import sha256_hex
 
 JOB_TABLE = "pai_job_table.csv"
@@ -53,6 +54,7 @@ WORKER_TASKS = frozenset(
     {"worker", "tensorflow", "pytorchworker", "tvtworker", "xcomputeworker", "chief"}
 )
 PS_TASKS = frozenset({"ps"})
+MAX_INSTANCES = 1_000_000
 
 # Task-table column -> the job field it feeds, so a task error names the field at stake.
 # Task end_time, status and gpu_type do not feed any job field and are not checked.
@@ -65,38 +67,69 @@ _TASK_NUMBERS = {
 }
 
 
-def parse_pai(path: str | Path) -> ParsedTrace:
+# Job-table column -> the job field it feeds, so a ragged line names the field at stake.
+_JOB_FIELDS = {
+    "job_name": "job_id",
+    "inst_id": "record",
+    "user": "user_name",
+    "status": "status",
+    "start_time": "submit_time",
+    "end_time": "end_time",
+}
+
+
+def ingest_params() -> dict:
+    """What, besides the two tables' bytes, decides the jobs a PAI trace yields."""
+    return {
+        "task_table": TASK_TABLE,
+        "worker_tasks": sorted(WORKER_TASKS),
+        "ps_tasks": sorted(PS_TASKS),
+    }
+
+
+def read_pai_bytes(path: str | Path) -> tuple[Path, bytes, Path, bytes]:
+    """(job table path, its bytes, task table path, its bytes); IngestError naming the file
+    when either is missing, unreadable or empty."""
+    job_path, task_path = _locate(Path(path))
+    return job_path, read_bytes(job_path), task_path, read_bytes(task_path)
+
+
+def parse_pai(
+    path: str | Path, *, tables: tuple[Path, bytes, Path, bytes] | None = None
+) -> ParsedTrace:
     """Parse the PAI job and task tables into one row of typed job fields per job.
 
     `path` is the directory holding both tables, or the job table (the task table must be
-    beside it). Raises IngestError naming the file when either table is missing, empty or
-    not a table of the expected width.
+    beside it); `tables` are `read_pai_bytes(path)` if already read. Raises IngestError
+    naming the file when either table is missing, empty or has no line of the expected
+    width; a single line of the wrong width is a record error.
     """
-    job_path, task_path = _locate(Path(path))
-    job_bytes = read_bytes(job_path)
-    task_bytes = read_bytes(task_path)
-    jobs = _read(job_path, job_bytes, JOB_TABLE_COLUMNS)
-    tasks = _read(task_path, task_bytes, TASK_TABLE_COLUMNS)
+    job_path, job_bytes, task_path, task_bytes = tables or read_pai_bytes(path)
+    jobs, job_ragged = _read(job_path, job_bytes, JOB_TABLE_COLUMNS)
+    tasks, task_ragged = _read(task_path, task_bytes, TASK_TABLE_COLUMNS)
 
-    per_job = _aggregate_tasks(_parse_tasks(tasks))
-    jobs = _parse_jobs(jobs).join(per_job, on="job_name", how="left")
+    per_job = _aggregate_tasks(tasks, _task_problems(tasks, task_ragged))
+    typed = _parse_jobs(jobs).join(per_job, on="job_name", how="left")
+    job_problems = _job_problems(jobs, job_ragged)
 
-    has_name = pl.col("job_name").is_not_null()
-    no_tasks = has_name & pl.col("_tasks").is_null()
     # One problem per record: job-table fields first, then its tasks, then no tasks at all.
-    problem_field = pl.coalesce(
-        pl.col("_job_field"),
-        pl.col("_task_field"),
-        pl.when(no_tasks).then(pl.lit("num_gpus")),
-    )
-    problem_reason = pl.coalesce(
-        pl.col("_job_reason"),
-        pl.col("_task_reason"),
-        pl.when(no_tasks).then(pl.lit(f"num_gpus: job has no tasks in {TASK_TABLE}")),
-    )
-    jobs = jobs.with_columns(problem_field.alias("field"), problem_reason.alias("reason"))
-    errors = jobs.filter(pl.col("field").is_not_null()).select("record_no", "field", "reason")
-    frame = jobs.select(
+    no_tasks = typed.filter(pl.col("job_name").is_not_null() & pl.col("_tasks").is_null())
+    errors = pl.concat(
+        [
+            job_problems,
+            typed.filter(pl.col("_task_field").is_not_null()).select(
+                "record_no",
+                pl.col("_task_field").alias("field"),
+                pl.col("_task_reason").alias("reason"),
+            ),
+            no_tasks.select(
+                "record_no",
+                pl.lit("num_gpus").alias("field"),
+                pl.lit(f"num_gpus: job has no tasks in {TASK_TABLE}").alias("reason"),
+            ),
+        ]
+    ).unique("record_no", keep="first", maintain_order=True)
+    frame = typed.select(
         "record_no",
         pl.col("job_name").alias("job_id"),
         "submit_time",
@@ -115,13 +148,9 @@ def parse_pai(path: str | Path) -> ParsedTrace:
         format="pai",
         content_hash=sha256_hex(job_bytes, task_bytes),
         frame=frame,
-        errors=errors,
-        raw=line_lookup(job_bytes, first_line=1),
-        params={
-            "task_table": task_path.name,
-            "worker_tasks": sorted(WORKER_TASKS),
-            "ps_tasks": sorted(PS_TASKS),
-        },
+        errors=errors.sort("record_no"),
+        raw=_raw_lines(job_path, job_bytes),
+        params=ingest_params(),
     )
 
 
@@ -139,28 +168,27 @@ def _locate(path: Path) -> tuple[Path, Path]:
     return job_path, task_path
 
 
-def _read(path: Path, data: bytes, columns: tuple[str, ...]) -> pl.DataFrame:
-    """The table as text columns plus `line` (1-based line number in the file)."""
-    table = read_table(path, data, has_header=False, columns=list(columns))
-    if table.width != len(columns):
-        raise IngestError(path, f"expected {len(columns)} columns, found {table.width}")
-    # Blank lines come back as all-null rows, so row index + 1 is the line number.
-    return table.with_row_index("line", offset=1).with_columns(
-        pl.col("line").cast(pl.Int64),
-        *(_blank_to_null(pl.col(c)).alias(c) for c in columns),
+def _read(path: Path, data: bytes, columns: tuple[str, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the table as text columns plus `line`, its line number; lines of the wrong width)."""
+    records = read_csv_records(path, data, has_header=False, columns=columns)
+    if not (records.n_fields == len(columns)).any():
+        widths = records.n_fields.value_counts(sort=True).get_column("n_fields")
+        raise IngestError(
+            path, f"expected {len(columns)} columns, found {widths[0]} (not a PAI {path.stem})"
+        )
+    table = records.table.rename({"record_no": "line"}).with_columns(
+        *(_blank_to_null(pl.col(c)).alias(c) for c in columns)
     )
+    return table, records.problems
+
+
+def _raw_lines(path: Path, data: bytes):
+    """Job-table line numbers -> the lines, as the record reader keeps them."""
+    return read_csv_records(path, data, has_header=False, columns=JOB_TABLE_COLUMNS).raw
 
 
 def _parse_jobs(jobs: pl.DataFrame) -> pl.DataFrame:
-    """Typed job-table fields plus the first problem of each line (_job_field, _job_reason)."""
-    checks = [
-        (_invalid_utf8(col), fld, pl.lit(f"{col}: invalid UTF-8 bytes"))
-        for col, fld in (("job_name", "job_id"), ("user", "user_name"), ("status", "status"))
-    ]
-    checks += [
-        (_unparsed(col), fld, _cannot_parse(pl.lit(col), col, "unix seconds"))
-        for col, fld in (("start_time", "submit_time"), ("end_time", "end_time"))
-    ]
+    """Typed job-table fields, one row per line."""
     return jobs.select(
         pl.col("line").alias("record_no"),
         "job_name",
@@ -168,43 +196,112 @@ def _parse_jobs(jobs: pl.DataFrame) -> pl.DataFrame:
         normalize_status(pl.col("status"), PAI_STATUS).alias("status"),
         _seconds(pl.col("start_time")).alias("submit_time"),
         _seconds(pl.col("end_time")).alias("end_time"),
-        pl.coalesce(pl.when(bad).then(pl.lit(fld)) for bad, fld, _ in checks).alias("_job_field"),
-        pl.coalesce(pl.when(bad).then(reason) for bad, _, reason in checks).alias("_job_reason"),
     )
 
 
-def _parse_tasks(tasks: pl.DataFrame) -> pl.DataFrame:
-    """Typed task rows with per-row problems; rows without a job name cannot be attributed."""
-    tasks = tasks.filter(pl.col("job_name").is_not_null())
-    where = pl.format("task table line {}", pl.col("line"))
+def _job_problems(jobs: pl.DataFrame, ragged: pl.DataFrame) -> pl.DataFrame:
+    """The first problem of each job-table line: its width, then each field."""
+    checks = [
+        Check(_invalid_utf8(col), fld, f"{col}: invalid UTF-8 bytes")
+        for col, fld in (("job_name", "job_id"), ("user", "user_name"), ("status", "status"))
+    ]
+    checks += [
+        Check(
+            _unparsed(col),
+            fld,
+            lambda value, col=col: f"{col}: cannot parse {value!r} as unix seconds",
+            (pl.col(col),),
+        )
+        for col, fld in (("start_time", "submit_time"), ("end_time", "end_time"))
+    ]
+    found = first_problems(jobs.rename({"line": "record_no"}), checks)
+    split = ragged.select(
+        "record_no",
+        pl.col("column")
+        .replace_strict(_JOB_FIELDS, default="record", return_dtype=pl.Utf8)
+        .fill_null("record")
+        .alias("field"),
+        "reason",
+    )
+    return pl.concat([split, found]).unique("record_no", keep="first", maintain_order=True)
+
+
+def _task_problems(tasks: pl.DataFrame, ragged: pl.DataFrame) -> pl.DataFrame:
+    """line, field, reason: the first problem of each task line (width, then fields)."""
+    where = "task table line {}"
     inst = _number(pl.col("inst_num"))
     # Without a usable instance count no demand of the job can be computed.
     checks = [
-        (pl.col("inst_num").is_null(), "num_gpus", pl.format("inst_num: {}: missing", where)),
-        (
+        Check(
+            pl.col("inst_num").is_null(),
+            "num_gpus",
+            lambda line: f"inst_num: {where.format(line)}: missing",
+            (pl.col("line"),),
+        ),
+        Check(
             inst.is_not_null() & (inst != inst.round(0)),
             "num_gpus",
-            pl.format("inst_num: {}: '{}' is not a whole number", where, pl.col("inst_num")),
+            lambda line, value: f"inst_num: {where.format(line)}: {value!r} is not a whole number",
+            (pl.col("line"), pl.col("inst_num")),
+        ),
+        # No task runs a million instances; beyond that it is a corrupt value (and would
+        # overflow the instance counts).
+        Check(
+            (inst < 0) | (inst > MAX_INSTANCES),
+            "num_gpus",
+            lambda line, value: (
+                f"inst_num: {where.format(line)}: {value} is out of range (0 to {MAX_INSTANCES:,})"
+            ),
+            (pl.col("line"), pl.col("inst_num")),
         ),
     ]
     for col, fld in _TASK_NUMBERS.items():
         checks.append(
-            (_unparsed(col), fld, _cannot_parse(pl.format(f"{col}: {{}}", where), col, "a number"))
+            Check(
+                _unparsed(col),
+                fld,
+                lambda line, value, col=col: (
+                    f"{col}: {where.format(line)}: cannot parse {value!r} as a number"
+                ),
+                (pl.col("line"), pl.col(col)),
+            )
         )
         if col != "start_time":
             # A negative plan would be netted against the job's other tasks, unseen.
             checks.append(
-                (
+                Check(
                     _number(pl.col(col)) < 0,
                     fld,
-                    pl.format(f"{col}: {{}}: negative value {{}}", where, pl.col(col)),
+                    lambda line, value, col=col: (
+                        f"{col}: {where.format(line)}: negative value {value}"
+                    ),
+                    (pl.col("line"), pl.col(col)),
                 )
             )
+    found = first_problems(tasks, checks, key="line")
+    split = ragged.select(
+        pl.col("record_no").alias("line"),
+        pl.lit("num_gpus").alias("field"),
+        pl.format("task table line {}: {}", pl.col("record_no"), pl.col("reason")).alias("reason")
+        if ragged.height
+        else pl.lit(None, dtype=pl.Utf8).alias("reason"),
+    )
+    return pl.concat([split, found]).unique("line", keep="first", maintain_order=True)
+
+
+def _aggregate_tasks(tasks: pl.DataFrame, problems: pl.DataFrame) -> pl.DataFrame:
+    """Per job: demand summed over tasks, earliest task start, first task problem by line.
+
+    Task rows without a job name cannot be attributed to a job and are left out.
+    """
+    tasks = tasks.filter(pl.col("job_name").is_not_null()).join(
+        problems.rename({"field": "_task_field", "reason": "_task_reason"}), on="line", how="left"
+    )
     role = pl.col("task_name").str.to_lowercase()
-    return tasks.select(
+    tasks = tasks.select(
         "job_name",
         "line",
-        inst.alias("inst_num"),
+        _number(pl.col("inst_num")).alias("inst_num"),
         role.is_in(list(WORKER_TASKS)).fill_null(False).alias("_is_worker"),
         role.is_in(list(PS_TASKS)).fill_null(False).alias("_is_ps"),
         _seconds(pl.col("start_time")).alias("start_time"),
@@ -212,31 +309,31 @@ def _parse_tasks(tasks: pl.DataFrame) -> pl.DataFrame:
         _number(pl.col("plan_mem")).alias("plan_mem"),
         # PAI leaves plan_gpu empty for tasks that ask for no GPU (parameter servers, CPU jobs).
         _number(pl.col("plan_gpu")).fill_null(0.0).alias("plan_gpu"),
-        pl.coalesce(pl.when(bad).then(pl.lit(fld)) for bad, fld, _ in checks).alias("_task_field"),
-        pl.coalesce(pl.when(bad).then(reason) for bad, _, reason in checks).alias("_task_reason"),
+        "_task_field",
+        "_task_reason",
     )
-
-
-def _aggregate_tasks(tasks: pl.DataFrame) -> pl.DataFrame:
-    """Per job: demand summed over tasks, earliest task start, first task problem by line."""
 
     def total(plan: str) -> pl.Expr:
         # Unknown for the job if any task's plan is unknown, rather than a silent undercount.
         product = pl.col("inst_num") * pl.col(plan)
         return pl.when(product.is_null().any()).then(None).otherwise(product.sum())
 
-    inst = pl.col("inst_num").fill_null(0).round(0).cast(pl.Int64)
-    # group_by keeps file order within a job, so first() is the earliest task line.
-    return tasks.group_by("job_name").agg(
-        pl.len().alias("_tasks"),
-        pl.col("start_time").min(),
-        (total("plan_gpu") / 100).alias("num_gpus"),
-        (total("plan_cpu") / 100).alias("num_cpus"),
-        total("plan_mem").alias("mem_gb"),
-        inst.filter(pl.col("_is_worker")).sum().cast(pl.Int32).alias("num_workers"),
-        inst.filter(pl.col("_is_ps")).sum().cast(pl.Int32).alias("num_ps"),
-        pl.col("_task_field").drop_nulls().first(),
-        pl.col("_task_reason").drop_nulls().first(),
+    inst = pl.col("inst_num").fill_null(0).round(0).cast(pl.Int64, strict=False)
+    # Sorted by line, so first() is the earliest task line of each job.
+    return (
+        tasks.sort("line")
+        .group_by("job_name", maintain_order=True)
+        .agg(
+            pl.len().alias("_tasks"),
+            pl.col("start_time").min(),
+            (total("plan_gpu") / 100).alias("num_gpus"),
+            (total("plan_cpu") / 100).alias("num_cpus"),
+            total("plan_mem").alias("mem_gb"),
+            inst.filter(pl.col("_is_worker")).sum().cast(pl.Int32).alias("num_workers"),
+            inst.filter(pl.col("_is_ps")).sum().cast(pl.Int32).alias("num_ps"),
+            pl.col("_task_field").drop_nulls().first(),
+            pl.col("_task_reason").drop_nulls().first(),
+        )
     )
 
 
@@ -261,10 +358,6 @@ def _unparsed(col: str) -> pl.Expr:
     return pl.col(col).is_not_null() & _number(pl.col(col)).is_null()
 
 
-def _cannot_parse(where: pl.Expr, col: str, what: str) -> pl.Expr:
-    return pl.format(f"{{}}: cannot parse '{{}}' as {what}", where, pl.col(col))
-
-
 def _invalid_utf8(col: str) -> pl.Expr:
-    # read_table decodes lossily, so an invalid byte arrives as U+FFFD.
+    # The record reader decodes lossily, so an invalid byte arrives as U+FFFD.
     return pl.col(col).str.contains("\ufffd", literal=True).fill_null(False)

@@ -25,7 +25,14 @@ from typing import Any
 
 import polars as pl
 
-from tracelib.ingest.base import IngestError, ParsedTrace, empty_errors, normalize_status
+from tracelib.ingest.base import (
+    Check,
+    IngestError,
+    ParsedTrace,
+    empty_errors,
+    first_problems,
+    normalize_status,
+)
 from tracelib.ingest.generic import read_bytes
 from tracelib.provenance import sha256_hex
 
@@ -57,20 +64,27 @@ _ESCAPED_REPLACEMENT = re.compile(r"\\u[fF]{3}[dD]")
 _MISSING = object()
 
 
-def parse_philly(path: str | Path) -> ParsedTrace:
+def parse_philly(path: str | Path, *, data: bytes | None = None) -> ParsedTrace:
     """Parse a Philly `cluster_job_log` (JSON array of jobs) into typed job fields.
 
-    Raises IngestError when the file is empty, is not JSON, is not an array or has no jobs.
+    Raises IngestError when the file is empty, is not JSON (or nested too deeply to read),
+    is not an array or has no jobs. `data`: the file's bytes, if already read.
     Every other problem is confined to its record and reported in the errors frame.
     """
     path = Path(path)
-    data = read_bytes(path)
+    data = read_bytes(path) if data is None else data
     # Invalid UTF-8 is confined to the records that contain it, never fatal for the file.
     text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise IngestError(path, f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise IngestError(
+            path, "not usable JSON: nested too deeply (arrays or objects within each other)"
+        ) from None
+    except ValueError as exc:  # e.g. an integer literal of more than 4300 digits
+        raise IngestError(path, f"not usable JSON: {exc}") from None
     if not isinstance(doc, list):
         raise IngestError(path, f"expected a JSON array of jobs, found a JSON {_kind(doc)}")
     if not doc:
@@ -79,7 +93,11 @@ def parse_philly(path: str | Path) -> ParsedTrace:
     check_utf8 = "\ufffd" in text or _ESCAPED_REPLACEMENT.search(text) is not None
     jobs = _JobColumns()
     for record_no, element in enumerate(doc, start=1):
-        jobs.add(record_no, element, check_utf8=check_utf8)
+        try:
+            jobs.add(record_no, element, check_utf8=check_utf8)
+        except RecursionError:
+            # Only a record nested nearly as deep as the JSON parser allows gets here.
+            jobs.reject(record_no, "record is nested too deeply to read")
 
     frame, errors = jobs.to_frames()
     return ParsedTrace(
@@ -88,7 +106,7 @@ def parse_philly(path: str | Path) -> ParsedTrace:
         content_hash=sha256_hex(data),
         frame=frame,
         errors=errors,
-        raw=lambda record_nos: [json.dumps(doc[no - 1], ensure_ascii=False) for no in record_nos],
+        raw=lambda record_nos: [_raw_json(doc[no - 1]) for no in record_nos],
         params={"time_format": TIME_FORMAT},
     )
 
@@ -143,6 +161,19 @@ class _JobColumns:
             self.error["record_no"].append(record_no)
             self.error["field"].append(fld)
             self.error["reason"].append(reason)
+
+    def reject(self, record_no: int, reason: str) -> None:
+        """Drop whatever `add` had half-collected for `record_no` and keep it as a record
+        with nothing but the error (so it is quarantined, not lost)."""
+        for columns in (self.job, self.attempt, self.error):
+            keep = [i for i, no in enumerate(columns["record_no"]) if no != record_no]
+            for key in columns:
+                columns[key] = [columns[key][i] for i in keep]
+        for key in self.job:
+            self.job[key].append(record_no if key == "record_no" else None)
+        self.error["record_no"].append(record_no)
+        self.error["field"].append("job_id")
+        self.error["reason"].append(reason)
 
     def _add_attempt(
         self, record_no: int, index: int, attempt: Any, problems: list[tuple[str, str]]
@@ -211,36 +242,52 @@ class _JobColumns:
 
         # Errors the column-wise parsing finds rank after the structural ones found above,
         # and within a record the first failing attempt wins.
-        where = pl.format("attempts[{}]", pl.col("attempt"))
-        bad_times = [
-            jobs.filter(_unparsed("submitted_time", "submit_time")).select(
-                "record_no",
-                pl.lit("submit_time").alias("field"),
-                _cannot_parse(pl.lit("submitted_time"), "submitted_time"),
+        submit_problems = first_problems(
+            jobs,
+            [
+                Check(
+                    _unparsed("submitted_time", "submit_time"),
+                    "submit_time",
+                    lambda value: _cannot_parse("submitted_time", value),
+                    (pl.col("submitted_time"),),
+                )
+            ],
+        )
+        attempts = attempts.with_row_index("_row")
+        attempt_checks = [
+            Check(
+                _unparsed("start", "start_time"),
+                "start_time",
+                lambda i, value: _cannot_parse(f"attempts[{i}].start_time", value),
+                (pl.col("attempt"), pl.col("start")),
             ),
-            attempts.filter(_unparsed("start", "start_time") | _unparsed("end", "end_time")).select(
-                "record_no",
-                pl.when(_unparsed("start", "start_time"))
-                .then(pl.lit("start_time"))
-                .otherwise(pl.lit("end_time"))
-                .alias("field"),
-                pl.when(_unparsed("start", "start_time"))
-                .then(_cannot_parse(pl.format("{}.start_time", where), "start"))
-                .otherwise(_cannot_parse(pl.format("{}.end_time", where), "end")),
+            Check(
+                _unparsed("end", "end_time"),
+                "end_time",
+                lambda i, value: _cannot_parse(f"attempts[{i}].end_time", value),
+                (pl.col("attempt"), pl.col("end")),
             ),
             # A job-level end >= start can hide one attempt that ran backwards.
-            attempts.filter(pl.col("end_time") < pl.col("start_time")).select(
-                "record_no",
-                pl.lit("duration_s").alias("field"),
-                pl.format("{}: end_time {} is before start_time {}", where, "end", "start").alias(
-                    "reason"
-                ),
+            Check(
+                pl.col("end_time") < pl.col("start_time"),
+                "duration_s",
+                lambda i, end, start: f"attempts[{i}]: end_time {end} is before start_time {start}",
+                (pl.col("attempt"), pl.col("end"), pl.col("start")),
             ),
         ]
+        attempt_problems = (
+            first_problems(
+                attempts.with_columns(pl.col("_row").cast(pl.Int64)), attempt_checks, key="_row"
+            )
+            .join(attempts.select(pl.col("_row").cast(pl.Int64), "record_no"), on="_row")
+            .sort("_row")
+            .select("record_no", "field", "reason")
+        )
         errors = pl.concat(
             [
                 pl.DataFrame(self.error, schema=empty_errors().schema),
-                *(frame.sort("record_no", maintain_order=True) for frame in bad_times),
+                submit_problems,
+                attempt_problems,
             ]
         ).unique("record_no", keep="first", maintain_order=True)
 
@@ -307,10 +354,8 @@ def _unparsed(raw: str, parsed: str) -> pl.Expr:
     return pl.col(raw).is_not_null() & pl.col(parsed).is_null()
 
 
-def _cannot_parse(where: pl.Expr, raw: str) -> pl.Expr:
-    return pl.format(
-        "{}: cannot parse '{}' as a time ({})", where, pl.col(raw), pl.lit(TIME_FORMAT)
-    ).alias("reason")
+def _cannot_parse(where: str, value: str | None) -> str:
+    return f"{where}: cannot parse {value!r} as a time ({TIME_FORMAT})"
 
 
 def _invalid_utf8(job: dict) -> list[tuple[str, str]]:
@@ -344,6 +389,14 @@ def _find_replacement(value: Any, where: str) -> str | None:
             if found is not None:
                 return found
     return None
+
+
+def _raw_json(element: Any) -> str:
+    """A record as JSON text for the quarantine (a placeholder if it is too deep to print)."""
+    try:
+        return json.dumps(element, ensure_ascii=False)
+    except (RecursionError, ValueError):
+        return f"<a JSON {_kind(element)} nested too deeply to show>"
 
 
 def _kind(value: Any) -> str:

@@ -1,0 +1,110 @@
+"""A checkpoint lost or refused under policies/ never breaks a later run (issue 17, defect 4):
+it is marked in `checkpoint_problems` (shown by `policy_lineage`), and training falls back
+to the newest usable ancestor, or from scratch, saying so."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from pipelines.cli import _resume_notes
+from pipelines.stages_chic import ChicEvalConfig, evaluate_chic_stage, train_chic_stage
+from pipelines.stages_rltaps import RLTapsStageConfig, evaluate_rltaps_stage, train_rltaps_stage
+from tests.test_chic_pipeline import TINY as CHIC
+from warehouse import connect, read_frame
+
+RLTAPS = RLTapsStageConfig(
+    n_jobs=6,
+    max_steps=50,
+    train_sequences=2,
+    val_sequences=2,
+    episodes=2,
+    batch_sequences=2,
+    epochs=2,
+    refresh_every=1,
+    test_sequences=3,
+    hidden=32,
+)
+
+
+def _problems(path) -> dict[str, str]:
+    with connect(path) as con:
+        rows = read_frame(con, "SELECT policy_id, problem FROM checkpoint_problems")
+    return dict(rows.iter_rows())
+
+
+def _lineage(path, policy_id) -> dict:
+    with connect(path) as con:
+        rows = read_frame(con, "SELECT * FROM policy_lineage WHERE policy_id = ?", [policy_id])
+    return rows.row(0, named=True)
+
+
+def test_training_falls_back_to_the_newest_usable_ancestor_then_to_scratch(tmp_path):
+    path = tmp_path / "wh.duckdb"
+    first = train_rltaps_stage(path, RLTAPS)
+    second = train_rltaps_stage(path, replace(RLTAPS, seed=1))
+    assert second.parent_policy_id == first.policy_id
+
+    # The newest checkpoint is deleted: the next training continues from its parent.
+    Path(second.checkpoint).unlink()
+    third = train_rltaps_stage(path, replace(RLTAPS, seed=2))
+    assert third.parent_policy_id == first.policy_id
+    note = third.metrics["resume_note"]
+    assert f"resumed from ancestor {first.policy_id}" in note
+    assert second.policy_id in note and "missing" in note
+    assert _problems(path) == {second.policy_id: "missing"}
+    assert "missing: checkpoint" in _lineage(path, second.policy_id)["checkpoint_problem"]
+    assert _lineage(path, first.policy_id)["checkpoint_problem"] is None
+    with connect(path) as con:
+        stored = read_frame(
+            con, "SELECT metrics FROM policies WHERE policy_id = ?", [third.policy_id]
+        ).item()
+    assert json.loads(stored)["resume_note"] == note  # the registry says so too
+    assert list(_resume_notes({"rltaps": {"train": {"m": {"metrics": third.metrics}}}})) == [note]
+
+    # Every remaining ancestor refused (bytes changed) or lost: from scratch.
+    Path(third.checkpoint).write_bytes(b"not a checkpoint")
+    Path(first.checkpoint).unlink()
+    fourth = train_rltaps_stage(path, replace(RLTAPS, seed=3))
+    assert fourth.parent_policy_id is None
+    assert "trained from scratch" in fourth.metrics["resume_note"]
+    assert _problems(path) == {
+        second.policy_id: "missing",
+        third.policy_id: "refused",
+        first.policy_id: "missing",
+    }
+    # And the next run is clean again: it continues from the new policy, nothing to say.
+    fifth = train_rltaps_stage(path, replace(RLTAPS, seed=4))
+    assert fifth.parent_policy_id == fourth.policy_id and "resume_note" not in fifth.metrics
+
+
+def test_unchanged_inputs_with_a_lost_checkpoint_train_again(tmp_path):
+    path = tmp_path / "wh.duckdb"
+    first = train_rltaps_stage(path, RLTAPS)
+    assert train_rltaps_stage(path, RLTAPS).metrics.get("cached")
+    Path(first.checkpoint).write_bytes(Path(first.checkpoint).read_bytes() + b"tampered")
+    again = train_rltaps_stage(path, RLTAPS)
+    assert not again.metrics.get("cached")
+    # The same inputs and seed give the same weights: the file is restored, same id, and
+    # the mark is lifted.
+    assert again.policy_id == first.policy_id
+    assert _problems(path) == {}
+    assert evaluate_rltaps_stage(path, RLTAPS).policy_ids == {
+        "rl-taps-nonstreaming": first.policy_id
+    }
+
+
+def test_evaluation_skips_to_a_usable_policy(tmp_path):
+    path = tmp_path / "wh.duckdb"
+    first = train_chic_stage(path, CHIC)
+    second = train_chic_stage(path, replace(CHIC, seed=1))
+    assert second.parent_policy_id == first.policy_id
+    Path(second.checkpoint).unlink()
+    evaluate_chic_stage(path, ChicEvalConfig(rates=(1.8,), test_sequences=2, jobs_per_sequence=6))
+    with connect(path) as con:
+        used = read_frame(
+            con, "SELECT DISTINCT policy_id FROM chic_evaluation WHERE system = 'chic'"
+        )["policy_id"].to_list()
+    assert used == [first.policy_id]
+    assert _problems(path) == {second.policy_id: "missing"}
