@@ -27,6 +27,7 @@ from pipelines.evaluation import (
     store_evaluation,
     write_jct_cdf_plots,
 )
+from pipelines.progress import QUIET, Reporter
 from tracelib.contracts import Quarantine
 from tracelib.ingest import LoadedTrace, StoreResult, load_trace, store_trace
 from tracelib.interference import InterferenceConfig, interference_frame, store_samples
@@ -51,11 +52,17 @@ def ingest_stage(
     *,
     mapping: str | Path | None = None,
     source_id: str | None = None,
+    progress: Reporter = QUIET,
 ) -> StoreResult:
-    """Parse, quarantine and load one trace file (raises IngestError before touching the DB)."""
-    loaded = load_trace(path, fmt, mapping=mapping, source_id=source_id)
-    with connect(warehouse) as con:
-        return store_trace(con, loaded)
+    """Parse, quarantine and load one trace file (raises IngestError before touching the DB).
+    The bar counts its two steps: parse and check, then the one-transaction load."""
+    with progress.bar(f"ingest {Path(path).name}: parse+check, load", 2) as advance:
+        loaded = load_trace(path, fmt, mapping=mapping, source_id=source_id)
+        advance(1, 2)
+        with connect(warehouse) as con:
+            result = store_trace(con, loaded)
+        advance(2, 2)
+    return result
 
 
 def synthetic_stage(warehouse: str | Path | None, kind: str, cfg: DiurnalConfig) -> StoreResult:
@@ -98,10 +105,13 @@ class InterferenceResult:
     mean_slowdown: float
 
 
-def interference_stage(warehouse: str | Path | None, cfg: InterferenceConfig) -> InterferenceResult:
+def interference_stage(
+    warehouse: str | Path | None, cfg: InterferenceConfig, progress: Reporter = QUIET
+) -> InterferenceResult:
     """Collect interference samples and replace those of the same (source, seed)."""
     # Collected with the warehouse closed; only the write holds it (one transaction).
-    frame = interference_frame(cfg)
+    with progress.bar("interference samples", cfg.n_samples) as advance:
+        frame = interference_frame(cfg, advance)
     with connect(warehouse) as con:
         store_samples(con, frame)
     return InterferenceResult(
@@ -133,7 +143,10 @@ def evaluation_dir(warehouse: str | Path | None) -> Path:
 
 
 def evaluate_stage(
-    warehouse: str | Path | None, cfg: EvalConfig, out_dir: str | Path | None = None
+    warehouse: str | Path | None,
+    cfg: EvalConfig,
+    out_dir: str | Path | None = None,
+    progress: Reporter = QUIET,
 ) -> EvaluateResult:
     """Run the evaluation on the warehouse's workloads, replace its rows in eval_runs,
     eval_jobs and eval_summary (one transaction), and draw its JCT CDFs under
@@ -162,7 +175,8 @@ def evaluate_stage(
     cached = tables is not None
     if tables is None:
         # The simulations run with the warehouse closed, so other processes can read meanwhile.
-        tables = evaluate(jobs, workloads, cfg)
+        with progress.bar(f"evaluation runs {', '.join(cfg.workload_sets)}") as advance:
+            tables = evaluate(jobs, workloads, cfg, progress=advance)
         with connect(warehouse) as con, transaction(con):
             store_evaluation(con, tables)
     base = Path(out_dir) if out_dir is not None else evaluation_dir(warehouse)

@@ -52,6 +52,7 @@ from models.harmony.reward import (
 )
 from models.harmony.train import PlacementTrainConfig, train_placement
 from models.harmony.workloads import ArrivalConfig, sequences
+from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     TrainResult,
     already_trained,
@@ -159,7 +160,12 @@ def _samples(con, sources: tuple[str, ...]) -> pl.DataFrame:
 
 
 def _fit_and_register(
-    warehouse, frame: pl.DataFrame, cfg: HarmonyStageConfig, system: str, lif: bool
+    warehouse,
+    frame: pl.DataFrame,
+    cfg: HarmonyStageConfig,
+    system: str,
+    lif: bool,
+    progress: Reporter = QUIET,
 ) -> TrainResult:
     """Fit (or skip, if done) one reward predictor on `frame`; register it with its
     comparison rows and curve."""
@@ -172,13 +178,14 @@ def _fit_and_register(
         parent = newest_policy(con, system) if cfg.init == "latest" else None
         init = predictor_from_checkpoint(load_registered(con, parent)) if parent else None
     torch.set_num_threads(1)
-    try:
-        fit = fit_reward_model(frame, cfg.reward, init=init)
-    except ValueError:
-        # The previous network cannot read these samples (new job types or a larger
-        # cluster): train a new one (no parent).
-        parent = None
-        fit = fit_reward_model(frame, cfg.reward)
+    with progress.bar(f"{system} epochs", cfg.reward.epochs) as advance:
+        try:
+            fit = fit_reward_model(frame, cfg.reward, init=init, progress=advance)
+        except ValueError:
+            # The previous network cannot read these samples (new job types or a larger
+            # cluster): train a new one (no parent).
+            parent = None
+            fit = fit_reward_model(frame, cfg.reward, progress=advance)
     comparison = compare_estimators(frame, fit, seed=cfg.reward.seed, lif=lif)
     path, sha = save_checkpoint_file(fit.predictor, warehouse, system)
     metrics = {
@@ -210,7 +217,9 @@ def _fit_and_register(
     return TrainResult(policy_id, parent, str(path), public_metrics(metrics))
 
 
-def fit_reward_model_stage(warehouse: str | Path | None, cfg: HarmonyStageConfig) -> RewardResult:
+def fit_reward_model_stage(
+    warehouse: str | Path | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET
+) -> RewardResult:
     """Fit the reward predictor on `cfg.sample_sources` (and on Gavel's measurements if
     `cfg.gavel_path` is set), each compared with LIF and gradient boosting on its split."""
     with connect(warehouse) as con:
@@ -220,7 +229,7 @@ def fit_reward_model_stage(warehouse: str | Path | None, cfg: HarmonyStageConfig
             f"no interference samples of sources {list(cfg.sample_sources)}; run the "
             "interference stage first"
         )
-    main = _fit_and_register(warehouse, frame, cfg, REWARD_SYSTEM, lif=True)
+    main = _fit_and_register(warehouse, frame, cfg, REWARD_SYSTEM, lif=True, progress=progress)
     gavel: dict[str, TrainResult] = {}
     if cfg.gavel_path:
         samples = validate(
@@ -246,7 +255,10 @@ def _reward_model(con, reward_model_id: str | None):
 
 
 def train_placement_stage(
-    warehouse: str | Path | None, cfg: HarmonyStageConfig, reward_model_id: str | None = None
+    warehouse: str | Path | None,
+    cfg: HarmonyStageConfig,
+    reward_model_id: str | None = None,
+    progress: Reporter = QUIET,
 ) -> dict[str, TrainResult]:
     """Train every `cfg.variants` system on rollouts scored by the reward model
     (`reward_model_id`, default the newest), each from its newest registered policy."""
@@ -269,7 +281,10 @@ def train_placement_stage(
         if init is not None and init.cfg != tcfg.net:
             init, parent = None, None
         torch.set_num_threads(1)
-        policy, curve, metrics = train_placement(train_seqs, val_seqs, predictor, tcfg, init)
+        with progress.bar(f"{variant} updates", tcfg.updates) as advance:
+            policy, curve, metrics = train_placement(
+                train_seqs, val_seqs, predictor, tcfg, init, progress=advance
+            )
         path, sha = save_checkpoint_file(policy, warehouse, variant)
         metrics = {
             **metrics,
@@ -301,7 +316,7 @@ def train_placement_stage(
 
 
 def evaluate_harmony_stage(
-    warehouse: str | Path | None, cfg: HarmonyStageConfig
+    warehouse: str | Path | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET
 ) -> HarmonyEvalResult:
     """Evaluate the newest policy of every `cfg.variants` system and the baselines in the
     true simulator (`harmony_evaluation`), and append the speeds Harmony observed to
@@ -320,7 +335,8 @@ def evaluate_harmony_stage(
         digest.update(f"{name}={learned[name][1]}".encode())
     eval_id = f"harmony-{digest.hexdigest()[:16]}"
     torch.set_num_threads(1)
-    summary, _, results = evaluate(learned, cfg.eval)
+    with progress.bar("Harmony evaluation runs") as advance:
+        summary, _, results = evaluate(learned, cfg.eval, progress=advance)
     rows = summary.with_columns(
         pl.lit(eval_id).alias("eval_id"),
         pl.lit(cfg.eval.to_json()).alias("eval_config"),
@@ -348,16 +364,18 @@ def evaluate_harmony_stage(
 
 
 def online_update_stage(
-    warehouse: str | Path | None, cfg: HarmonyStageConfig
+    warehouse: str | Path | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET
 ) -> tuple[RewardResult, dict[str, TrainResult]]:
     """Harmony's online model update: re-fit the reward predictor with the observed speeds
     appended (`harmony-online` samples), then the placement policies on it, each from its
     last checkpoint."""
     sources = tuple(dict.fromkeys((*cfg.sample_sources, ONLINE_SOURCE)))
     reward = fit_reward_model_stage(
-        warehouse, replace(cfg, init="latest", gavel_path=None, sample_sources=sources)
+        warehouse,
+        replace(cfg, init="latest", gavel_path=None, sample_sources=sources),
+        progress,
     )
     placed = train_placement_stage(
-        warehouse, replace(cfg, init="latest"), reward.reward_model.policy_id
+        warehouse, replace(cfg, init="latest"), reward.reward_model.policy_id, progress
     )
     return reward, placed
