@@ -268,6 +268,82 @@ def ablation_section(con: duckdb.DuckDBPyConnection) -> Section:
     return section
 
 
+def traces_section(con: duckdb.DuckDBPyConnection) -> Section:
+    """What each ingested trace is (`schedlab describe SOURCE_ID` prints the same)."""
+    from pipelines.describe import describe_from, source_ids, trace_figure
+    from tracelib.describe import human_duration
+
+    section = Section(
+        "Traces",
+        "Each ingested trace at a glance: size and span, arrivals per hour, durations, GPU "
+        "demand, how jobs ended, who submitted them, the peak GPU demand running at once, "
+        "what was quarantined and why, and how many jobs workload derivation can use. "
+        "`schedlab describe SOURCE_ID` prints the same.",
+        empty="No trace has been ingested yet.",
+    )
+    for source_id in source_ids(con):
+        d = describe_from(con, source_id)
+        q = d.duration_quantiles
+        facts = [
+            ["jobs", f"{d.n_jobs:,}"],
+            [
+                "submitted",
+                f"{d.first_submit:%Y-%m-%d %H:%M} .. {d.last_submit:%Y-%m-%d %H:%M} "
+                f"({human_duration(d.span.total_seconds())})"
+                if d.span is not None
+                else "",
+            ],
+            [
+                "arrivals per hour",
+                f"mean {d.arrivals_per_hour['jobs'].mean():.1f}, "
+                f"max {d.arrivals_per_hour['jobs'].max()}"
+                if d.arrivals_per_hour.height
+                else "",
+            ],
+            [
+                "duration",
+                f"median {human_duration(q['p50'])}, p90 {human_duration(q['p90'])}, "
+                f"max {human_duration(q['max'])}"
+                if q
+                else "none recorded",
+            ],
+            ["GPU-hours", f"{d.total_gpu_hours:,.0f}"],
+            [
+                "peak concurrent GPUs",
+                f"{d.peak_gpus:,.0f}"
+                + (f" at {d.peak_at:%Y-%m-%d %H:%M}" if d.peak_at is not None else ""),
+            ],
+            [
+                "status",
+                ", ".join(f"{s} {n:,} ({f:.0%})" for s, n, f in d.status_mix.iter_rows()),
+            ],
+            ["users", f"{d.n_users:,}"],
+            ["virtual clusters", f"{d.n_vcs:,}"],
+            ["quarantined records", f"{d.n_quarantined:,}"],
+            [
+                "usable for workloads",
+                f"{d.derivable_jobs:,} ({d.derivable_jobs / max(d.n_jobs, 1):.0%}): a final "
+                "status and a duration of at least 1 s",
+            ],
+        ]
+        section.tables.append(Table(source_id, ["", source_id], facts))
+        section.figures.append(Figure(f"{source_id}", _png(trace_figure(d))))
+        if d.top_users.height or d.top_vcs.height:
+            who = [
+                [kind, name, f"{jobs:,}", f"{gpu_h:,.0f}"]
+                for kind, frame in (("user", d.top_users), ("vc", d.top_vcs))
+                for name, jobs, gpu_h in frame.head(5).iter_rows()
+            ]
+            section.tables.append(
+                Table(f"{source_id}: most jobs", ["who", "name", "jobs", "GPU-hours"], who)
+            )
+        if d.quarantine_reasons.height:
+            section.tables.append(
+                _table(f"{source_id}: quarantined, by reason", d.quarantine_reasons)
+            )
+    return section
+
+
 def lineage_section(con: duckdb.DuckDBPyConnection) -> Section:
     section = Section(
         "Policies",
@@ -286,6 +362,7 @@ def lineage_section(con: duckdb.DuckDBPyConnection) -> Section:
 
 
 SECTIONS = (
+    traces_section,
     leaderboard_section,
     cdf_section,
     learning_section,
