@@ -86,17 +86,12 @@ def trace_figure(d: TraceDescription):
     held = d.concurrent_gpus
     if held.height:
         ax.step(held["time"].to_numpy(), held["gpus"].to_numpy(), where="post", color="#4878a8")
-        if d.peak_at is not None:
-            ax.axhline(d.peak_gpus, color="#c44e52", lw=0.8, ls="--")
-            ax.annotate(
-                f"peak {d.peak_gpus:,.0f}",
-                (np.datetime64(d.peak_at), d.peak_gpus),
-                xytext=(4, -12),
-                textcoords="offset points",
-                fontsize="small",
-                color="#c44e52",
-            )
-    ax.set_title("GPUs held by running jobs")
+        ax.axhline(d.peak_gpus, color="#c44e52", lw=0.8, ls="--", label="peak")
+    # The peak goes in the title: an annotation on the curve hides under it.
+    peak = f"peak {d.peak_gpus:,.0f}" + (
+        f" at {d.peak_at:%Y-%m-%d %H:%M}" if d.peak_at is not None else ""
+    )
+    ax.set_title(f"GPUs held by running jobs ({peak})")
     ax.set_ylabel("GPUs")
     ax.tick_params(axis="x", labelrotation=20, labelsize="small")
     ax.grid(True, alpha=0.3)

@@ -268,8 +268,9 @@ def ablation_section(con: duckdb.DuckDBPyConnection) -> Section:
     return section
 
 
-def traces_section(con: duckdb.DuckDBPyConnection) -> Section:
-    """What each ingested trace is (`schedlab describe SOURCE_ID` prints the same)."""
+def traces_section(con: duckdb.DuckDBPyConnection) -> list[Section]:
+    """What each ingested trace is (`schedlab describe SOURCE_ID` prints the same): an
+    overview row per source, then one section per source with its tables and plots."""
     from pipelines.describe import describe_from, source_ids, trace_figure
     from tracelib.describe import human_duration
 
@@ -281,9 +282,23 @@ def traces_section(con: duckdb.DuckDBPyConnection) -> Section:
         "`schedlab describe SOURCE_ID` prints the same.",
         empty="No trace has been ingested yet.",
     )
+    sections = [section]
+    overview = []
     for source_id in source_ids(con):
         d = describe_from(con, source_id)
         q = d.duration_quantiles
+        overview.append(
+            [
+                source_id,
+                f"{d.n_jobs:,}",
+                human_duration(d.span.total_seconds()) if d.span is not None else "",
+                f"{d.peak_gpus:,.0f}",
+                f"{d.n_quarantined:,}",
+                f"{d.derivable_jobs / max(d.n_jobs, 1):.0%}",
+            ]
+        )
+        one = Section(f"Trace {source_id}")
+        sections.append(one)
         facts = [
             ["jobs", f"{d.n_jobs:,}"],
             [
@@ -326,22 +341,21 @@ def traces_section(con: duckdb.DuckDBPyConnection) -> Section:
                 "status and a duration of at least 1 s",
             ],
         ]
-        section.tables.append(Table(source_id, ["", source_id], facts))
-        section.figures.append(Figure(f"{source_id}", _png(trace_figure(d))))
+        one.tables.append(Table("summary", ["", "value"], facts))
+        one.figures.append(Figure(f"{source_id}", _png(trace_figure(d))))
         if d.top_users.height or d.top_vcs.height:
             who = [
                 [kind, name, f"{jobs:,}", f"{gpu_h:,.0f}"]
                 for kind, frame in (("user", d.top_users), ("vc", d.top_vcs))
                 for name, jobs, gpu_h in frame.head(5).iter_rows()
             ]
-            section.tables.append(
-                Table(f"{source_id}: most jobs", ["who", "name", "jobs", "GPU-hours"], who)
-            )
+            one.tables.append(Table("most jobs", ["who", "name", "jobs", "GPU-hours"], who))
         if d.quarantine_reasons.height:
-            section.tables.append(
-                _table(f"{source_id}: quarantined, by reason", d.quarantine_reasons)
-            )
-    return section
+            one.tables.append(_table("quarantined, by reason", d.quarantine_reasons))
+    if overview:
+        columns = ["source", "jobs", "span", "peak GPUs", "quarantined", "usable"]
+        section.tables.append(Table("every source", columns, overview))
+    return sections
 
 
 def lineage_section(con: duckdb.DuckDBPyConnection) -> Section:
@@ -379,7 +393,8 @@ _TEMPLATE = jinja2.Environment(autoescape=True).from_string(
 <html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title>
 <style>
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em;
+        display: block; max-width: 100%; overflow-x: auto; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; }
 figure { margin: 1em 0; } img { max-width: 100%; }
@@ -413,7 +428,10 @@ figure { margin: 1em 0; } img { max-width: 100%; }
 
 def render_report(con: duckdb.DuckDBPyConnection, meta: dict[str, Any] | None = None) -> str:
     """The report's HTML from the warehouse behind `con`."""
-    sections = [build(con) for build in SECTIONS]
+    sections = []
+    for build in SECTIONS:
+        built = build(con)
+        sections.extend(built if isinstance(built, list) else [built])
     pairs = [(k, _fmt(v)) for k, v in (meta or {}).items()]
     return _TEMPLATE.render(title="schedlab report", meta=pairs, sections=sections)
 
