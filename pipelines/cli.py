@@ -54,10 +54,18 @@ def _display(args):
 
 def cmd_run(args) -> int:
     _prefect_env()
+    from pipelines.runners import available_cores, default_runner
+
+    args.task_runner = args.task_runner or default_runner()
     with _display(args) as display:
+        workers = (
+            f" ({args.workers or available_cores()} workers)"
+            if args.task_runner == "processes"
+            else ""
+        )
         display.reporter.line(
-            f"schedlab run: task runner {args.task_runner}; starting Prefect (its temporary "
-            "local API takes 10-20 s)"
+            f"schedlab run: task runner {args.task_runner}{workers}; starting Prefect (its "
+            "temporary local API takes 10-20 s)"
         )
         summary = _run_flow(args, display.reporter)
     _print_run_summary(args, summary)
@@ -448,9 +456,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--task-runner",
         choices=["sequential", "processes", "ray"],
-        default="sequential",
-        help="run independent tasks one at a time (default), in local worker processes, or "
-        "on Ray; the tables are the same whichever runs them",
+        default=None,
+        help="run independent tasks in local worker processes (default with more than one "
+        "core: one per core), one at a time, or on Ray; the tables are the same whichever "
+        "runs them",
     )
     run.add_argument(
         "--workers", type=int, default=None, help="worker processes (--task-runner processes)"

@@ -116,22 +116,22 @@ def dl2_record_task(warehouse: str | None, cfg: DL2StageConfig, progress: Report
 
 @task(name="dl2-warmup", **_io_retries)
 def dl2_warmup_task(
-    warehouse: str | None, cfg: DL2StageConfig, record_run_id: str, progress: Reporter = QUIET
+    warehouse: str | None, cfg: DL2StageConfig, recorded: dict, progress: Reporter = QUIET
 ) -> dict:
     with progress.stage("DL2 supervised warm-up"):
-        return asdict(warmup_stage(warehouse, cfg, record_run_id, progress))
+        return asdict(warmup_stage(warehouse, cfg, recorded["run_id"], progress))
 
 
 @task(name="dl2-finetune", **_io_retries)
 def dl2_finetune_task(
     warehouse: str | None,
     cfg: DL2StageConfig,
-    warmup_policy_id: str,
+    warm: dict,
     variant: str = "dl2",
     progress: Reporter = QUIET,
 ) -> dict:
     with progress.stage(f"DL2 fine-tuning {variant}"):
-        return asdict(finetune_stage(warehouse, cfg, warmup_policy_id, variant, progress))
+        return asdict(finetune_stage(warehouse, cfg, warm["policy_id"], variant, progress))
 
 
 @task(name="report", **_io_retries)
@@ -382,26 +382,28 @@ def nightly_flow(
         for source_id in production:
             named = replace(cfg.derive, name=source_id.replace(":", "-"))
             summary["derived"].append(derive_task(warehouse, [source_id], named, progress))
-        summary["interference"] = interference_task(warehouse, cfg.interference, progress)
-
-        # Every learned system's training is submitted before any result is awaited, in
-        # dependency order, so a parallel task runner overlaps the systems (and DL2's and
-        # Harmony's variants) while the sequential one runs them in this order.
+        # Every task from here on is submitted before any result is awaited, in dependency
+        # order (futures as arguments), so a parallel task runner overlaps the systems, DL2's
+        # and Harmony's variants and the interference sampling, while the sequential one
+        # runs them in this order.
+        interference = interference_task.submit(warehouse, cfg.interference, progress)
         pending: dict = {}
         if cfg.dl2 is not None:
             # Fine-tuning also learns from every production trace's workloads: a new trace
             # changes its inputs, so each variant retrains from its latest policy.
             sets = tuple(d["derivation"] for d in summary["derived"][1:])
             dl2 = replace(cfg.dl2, finetune_sets=sets)
-            recorded = dl2_record_task(warehouse, dl2, progress)
-            warm = dl2_warmup_task(warehouse, dl2, recorded["run_id"], progress)
-            summary["dl2"] = {"record": recorded, "warmup": warm}
+            recorded = dl2_record_task.submit(warehouse, dl2, progress)
+            warm = dl2_warmup_task.submit(warehouse, dl2, recorded, progress)
+            pending["dl2-chain"] = (recorded, warm)
             pending["dl2"] = {
-                name: dl2_finetune_task.submit(warehouse, dl2, warm["policy_id"], name, progress)
+                name: dl2_finetune_task.submit(warehouse, dl2, warm, name, progress)
                 for name in ("dl2", *dl2.variants)
             }
         if cfg.harmony is not None:
-            reward = harmony_reward_task.submit(warehouse, cfg.harmony, progress)
+            reward = harmony_reward_task.submit(
+                warehouse, cfg.harmony, progress, wait_for=[interference]
+            )
             pending["harmony-reward"] = reward
             pending["harmony"] = {
                 v: harmony_train_task.submit(warehouse, cfg.harmony, v, reward, progress)
@@ -431,8 +433,19 @@ def nightly_flow(
                 warehouse, cfg.rltaps.stage, progress, wait_for=list(pending["rltaps"].values())
             )
 
+        submitted = ", ".join(
+            f"{name} ({len(pending[name])})"
+            for name in ("dl2", "harmony", "chic", "rltaps")
+            if name in pending
+        )
+        progress.line(
+            f"training submitted: {submitted or 'nothing'}; each stage prints a line as it "
+            "starts and ends (worker processes take a few seconds to start)"
+        )
         learned = {}
         if cfg.dl2 is not None:
+            recorded, warm = (f.result() for f in pending["dl2-chain"])
+            summary["dl2"] = {"record": recorded, "warmup": warm}
             trained = {name: f.result() for name, f in pending["dl2"].items()}
             summary["dl2"]["finetune"] = trained.pop("dl2")
             summary["dl2"]["variants"] = trained
@@ -450,6 +463,7 @@ def nightly_flow(
             one_set = replace(evaluation, workload_sets=(derived["derivation"],), learned=refs)
             evaluations.append(evaluate_task.submit(warehouse, one_set, progress=progress))
         summary["evaluated"] = [future.result() for future in evaluations]
+        summary["interference"] = interference.result()
 
         if cfg.harmony is not None:
             summary["harmony"] = {
