@@ -56,7 +56,7 @@ def cmd_run(args) -> int:
     _prefect_env()
     from pipelines.runners import available_cores, default_runner
 
-    args.task_runner = args.task_runner or default_runner()
+    args.task_runner = args.task_runner or default_runner(args.budget)
     with _display(args) as display:
         workers = (
             f" ({args.workers or available_cores()} workers)"
@@ -458,8 +458,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["sequential", "processes", "ray"],
         default=None,
         help="run independent tasks in local worker processes (default with more than one "
-        "core: one per core), one at a time, or on Ray; the tables are the same whichever "
-        "runs them",
+        "core, except for the smoke budget: one per core), one at a time, or on Ray; the "
+        "tables are the same whichever runs them",
     )
     run.add_argument(
         "--workers", type=int, default=None, help="worker processes (--task-runner processes)"

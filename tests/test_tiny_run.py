@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from pipelines.runners import RunnerConfig, available_cores, task_runner
+from pipelines.runners import RunnerConfig, available_cores, default_runner, task_runner
 from tests.tables import comparable_tables
 from tests.tiny_run import TINY, finish, start_cli_run
 from warehouse import connect, read_frame
@@ -30,10 +30,8 @@ def _assert_same(warehouse, reference) -> None:
 
 @pytest.mark.flow
 def test_local_processes_give_the_same_tables(cli_run, reference_run):
-    # `schedlab run` uses local worker processes by default (with more than one core); the
-    # reference ran sequentially.
-    if available_cores() > 1:
-        assert "task runner processes (" in cli_run.output
+    # The reference ran in-process, one task at a time.
+    assert "task runner processes (" in cli_run.output
     _assert_same(cli_run.warehouse, reference_run)
 
 
@@ -65,6 +63,14 @@ def test_a_local_ray_instance_gives_the_same_tables(reference_run, tmp_path):
     _assert_same(tmp_path / "wh.duckdb", reference_run)
 
 
+def test_the_default_runner_uses_every_core_beyond_the_smoke_budget():
+    many = available_cores() > 1
+    assert default_runner("default") == ("processes" if many else "sequential")
+    assert default_runner("large") == default_runner("default")
+    assert default_runner("smoke") == "sequential"
+    assert task_runner(RunnerConfig("processes"))._max_workers == available_cores()
+
+
 def test_runner_config_is_checked():
     with pytest.raises(ValueError, match="unknown task runner"):
         RunnerConfig("threads")
@@ -73,7 +79,7 @@ def test_runner_config_is_checked():
 
 
 @pytest.mark.flow
-def test_killed_run_restarted_ends_with_the_same_tables(tmp_path, reference_run):
+def test_killed_run_restarted_ends_with_the_same_tables(tmp_path, reference_run, prefect_harness):
     crashed = tmp_path / "a" / "wh.duckdb"
     # One task at a time, so the kill lands in a known stage.
     proc = start_cli_run(crashed, tmp_path / "prefect-a", "--task-runner", "sequential")

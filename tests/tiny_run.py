@@ -3,8 +3,9 @@ jobs), made once per test session and compared by several tests: the task runner
 kill-and-restart each check that their way of running gives exactly these tables.
 
     reference  the flow in-process with the sequential runner (the flow's default)
-    cli        `schedlab run` as a user starts it (default task runner: local processes),
-               with `schedlab sql` querying the warehouse all along
+    cli        `schedlab run` as a user starts it, with local worker processes (the default
+               runner beyond the smoke budget), `schedlab sql` querying the warehouse all
+               along
 
 tests/test_tiny_run.py uses them; its tests run on one pytest-xdist worker, so each
 fixture is built once.
@@ -52,12 +53,17 @@ TINY_ARGS = [
 
 def start_cli_run(warehouse: Path, prefect_home: Path, *extra: str) -> subprocess.Popen:
     """`schedlab run` of the tiny run in its own process group (stdout a pipe: stage lines,
-    no bars)."""
+    no bars). Inside the session's Prefect test harness it uses the harness's API server
+    instead of starting a temporary one of its own (10-20 s each)."""
+    from prefect.settings import PREFECT_API_URL
+
     env = {
         **os.environ,
         "PREFECT_HOME": str(prefect_home),
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
     }
+    if PREFECT_API_URL.value():
+        env["PREFECT_API_URL"] = PREFECT_API_URL.value()
     return subprocess.Popen(
         [
             sys.executable,
@@ -138,11 +144,11 @@ def reference_run(tmp_path_factory, prefect_harness) -> Path:
 
 
 @pytest.fixture(scope="session")
-def cli_run(tmp_path_factory) -> CliRun:
-    """The tiny run through the command line with its default task runner, a reader
+def cli_run(tmp_path_factory, prefect_harness) -> CliRun:
+    """The tiny run through the command line with local worker processes, a reader
     querying the warehouse all along."""
     folder = tmp_path_factory.mktemp("cli")
     warehouse = folder / "wh.duckdb"
-    proc = start_cli_run(warehouse, folder / "prefect")
+    proc = start_cli_run(warehouse, folder / "prefect", "--task-runner", "processes")
     codes, bad = query_while_running(proc, warehouse)
     return CliRun(warehouse, finish(proc), codes, bad)
