@@ -382,10 +382,10 @@ def nightly_flow(
         for source_id in production:
             named = replace(cfg.derive, name=source_id.replace(":", "-"))
             summary["derived"].append(derive_task(warehouse, [source_id], named, progress))
-        # Every task from here on is submitted before any result is awaited, in dependency
-        # order (futures as arguments), so a parallel task runner overlaps the systems, DL2's
-        # and Harmony's variants and the interference sampling, while the sequential one
-        # runs them in this order.
+        # Every task from here on is submitted as a future, in dependency order (futures as
+        # arguments), so a parallel task runner overlaps the systems, DL2's and Harmony's
+        # variants and the interference sampling, while the sequential one runs them in
+        # this order.
         interference = interference_task.submit(warehouse, cfg.interference, progress)
         pending: dict = {}
         if cfg.dl2 is not None:
@@ -394,21 +394,20 @@ def nightly_flow(
             sets = tuple(d["derivation"] for d in summary["derived"][1:])
             dl2 = replace(cfg.dl2, finetune_sets=sets)
             recorded = dl2_record_task.submit(warehouse, dl2, progress)
-            warm = dl2_warmup_task.submit(warehouse, dl2, recorded, progress)
-            pending["dl2-chain"] = (recorded, warm)
-            pending["dl2"] = {
-                name: dl2_finetune_task.submit(warehouse, dl2, warm, name, progress)
-                for name in ("dl2", *dl2.variants)
-            }
         if cfg.harmony is not None:
             reward = harmony_reward_task.submit(
                 warehouse, cfg.harmony, progress, wait_for=[interference]
             )
             pending["harmony-reward"] = reward
-            pending["harmony"] = {
-                v: harmony_train_task.submit(warehouse, cfg.harmony, v, reward, progress)
-                for v in cfg.harmony.variants
-            }
+        if cfg.dl2 is not None:
+            # DL2's chain (recording, warm-up, five fine-tunings) is the longest: its warm-up
+            # is submitted as soon as the recording ends, ahead of the other systems' work.
+            # (Prefect's process runner dispatches in submission order once a task's inputs
+            # are ready, from as many resolver threads as workers: submitting it at the
+            # start would park a thread on it while a worker idles.)
+            recorded.wait()
+            warm = dl2_warmup_task.submit(warehouse, dl2, recorded, progress)
+            pending["dl2-chain"] = (recorded, warm)
         if cfg.chic is not None:
             pending["chic"] = {
                 f"{t.variant}@{t.rate_per_hour:g}": chic_train_task.submit(warehouse, t, progress)
@@ -418,6 +417,16 @@ def nightly_flow(
             pending["rltaps"] = {
                 t.mode: rltaps_train_task.submit(warehouse, t, progress)
                 for t in cfg.rltaps.train_configs()
+            }
+        if cfg.dl2 is not None:
+            pending["dl2"] = {
+                name: dl2_finetune_task.submit(warehouse, dl2, warm, name, progress)
+                for name in ("dl2", *dl2.variants)
+            }
+        if cfg.harmony is not None:
+            pending["harmony"] = {
+                v: harmony_train_task.submit(warehouse, cfg.harmony, v, reward, progress)
+                for v in cfg.harmony.variants
             }
         # Each system's own evaluation waits for its training only.
         if cfg.harmony is not None:

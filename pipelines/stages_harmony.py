@@ -119,6 +119,10 @@ class RewardResult:
     """GPU type -> predictor fitted on Gavel's measurements."""
 
 
+_EVALUATION_ONLY = ("eval_id", "eval_config", "seed", "evaluated_at", "code_version")
+"""harmony_evaluation columns that are not part of an evaluation's summary frame."""
+
+
 @dataclass(frozen=True)
 class HarmonyEvalResult:
     eval_id: str
@@ -334,6 +338,20 @@ def evaluate_harmony_stage(
     for name in sorted(learned):
         digest.update(f"{name}={learned[name][1]}".encode())
     eval_id = f"harmony-{digest.hexdigest()[:16]}"
+    online_seed = int(digest.hexdigest()[:12], 16)
+    # The id hashes the evaluation config and the evaluated policies: rows stored under it
+    # are exactly what simulating again would give, so an unchanged run simulates nothing.
+    with connect(warehouse) as con:
+        stored = read_frame(
+            con, "SELECT * FROM harmony_evaluation WHERE eval_id = ? ORDER BY ALL", [eval_id]
+        )
+        [(online_rows,)] = con.sql(
+            "SELECT count(*) FROM interference_samples WHERE source = ? AND seed = ?",
+            params=[ONLINE_SOURCE, online_seed],
+        ).fetchall()
+    if stored.height:
+        columns = [c for c in stored.columns if c not in _EVALUATION_ONLY]
+        return HarmonyEvalResult(eval_id, stored.select(columns), online_rows)
     torch.set_num_threads(1)
     with progress.bar("Harmony evaluation runs") as advance:
         summary, _, results = evaluate(learned, cfg.eval, progress=advance)
@@ -346,7 +364,7 @@ def evaluate_harmony_stage(
     ).select(list(HarmonyEvaluation.to_schema().columns))
     online = pl.DataFrame()
     if "harmony" in results:
-        seed = int(digest.hexdigest()[:12], 16)
+        seed = online_seed
         online = validate(
             observed_samples(results["harmony"], ONLINE_SOURCE, seed, cfg.online_max_sets),
             InterferenceSamples,

@@ -83,8 +83,8 @@ def test_killed_run_restarted_ends_with_the_same_tables(tmp_path, reference_run,
     crashed = tmp_path / "a" / "wh.duckdb"
     # One task at a time, so the kill lands in a known stage.
     proc = start_cli_run(crashed, tmp_path / "prefect-a", "--task-runner", "sequential")
-    # Kill in the middle of DL2: the first checkpoint file exists, its registration may or
-    # may not have committed, evaluation has not started.
+    # Kill in the middle of training: the first checkpoint file exists, its registration
+    # may or may not have committed, evaluation has not started.
     checkpoints = crashed.parent / "policies"
     deadline = time.monotonic() + 600
     while not list(checkpoints.glob("*.pt")):
