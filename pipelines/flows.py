@@ -449,7 +449,7 @@ def nightly_flow(
         )
         progress.line(
             f"training submitted: {submitted or 'nothing'}; each stage prints a line as it "
-            "starts and ends (worker processes take a few seconds to start)"
+            "starts and ends"
         )
         learned = {}
         if cfg.dl2 is not None:
