@@ -87,11 +87,9 @@ def trace_figure(d: TraceDescription):
     if held.height:
         ax.step(held["time"].to_numpy(), held["gpus"].to_numpy(), where="post", color="#4878a8")
         ax.axhline(d.peak_gpus, color="#c44e52", lw=0.8, ls="--", label="peak")
-    # The peak goes in the title: an annotation on the curve hides under it.
-    peak = f"peak {d.peak_gpus:,.0f}" + (
-        f" at {d.peak_at:%Y-%m-%d %H:%M}" if d.peak_at is not None else ""
-    )
-    ax.set_title(f"GPUs held by running jobs ({peak})")
+    # The peak goes in the title (an annotation on the curve hides under it), short enough
+    # for the panel; its time is in the summary table.
+    ax.set_title(f"GPUs held by running jobs (peak {d.peak_gpus:,.0f})")
     ax.set_ylabel("GPUs")
     ax.tick_params(axis="x", labelrotation=20, labelsize="small")
     ax.grid(True, alpha=0.3)

@@ -160,3 +160,34 @@ def test_report_has_a_trace_section_with_plots(ingested, warehouse_path, tmp_pat
     for source_id in ingested.values():
         assert f'alt="{source_id}"' in html  # one figure per source
     assert "peak concurrent GPUs" in html and "usable for workloads" in html
+
+
+def test_concurrency_keeps_the_peak_and_the_sparse_tail_when_thinned():
+    # 20,000 half-hour one-GPU jobs, one a minute, then ten two-GPU jobs that start with
+    # the last one and end a day apart: 40,020 events thinned to at most 2,000 points.
+    t0 = datetime(2024, 1, 1)
+    n, last = 20_000, t0 + timedelta(minutes=19_999)
+    starts = [t0 + timedelta(minutes=i) for i in range(n)] + [last] * 10
+    ends = [s + timedelta(minutes=30) for s in starts[:n]] + [
+        last + timedelta(days=k) for k in range(1, 11)
+    ]
+    jobs = pl.DataFrame(
+        {
+            "submit_time": starts,
+            "start_time": starts,
+            "end_time": ends,
+            "duration_s": [(e - s).total_seconds() for s, e in zip(starts, ends, strict=True)],
+            "num_gpus": [1.0] * n + [2.0] * 10,
+            "status": ["completed"] * (n + 10),
+            "user_name": ["a"] * (n + 10),
+            "vc": ["v"] * (n + 10),
+        }
+    )
+    d = describe_trace(jobs, pl.DataFrame(schema={"record_no": pl.Int64}), "thin")
+    held = d.concurrent_gpus
+    assert held.height <= 2000
+    assert held["gpus"].max() == d.peak_gpus == 30.0 + 20.0  # the peak survives thinning
+    # Every day of the tail shows: one long job fewer each day (thinning by row count kept
+    # one flat step at the last busy value, then a drop to zero).
+    tail = held.filter(pl.col("time") > last + timedelta(hours=1))
+    assert tail["gpus"].to_list() == [2.0 * k for k in range(9, -1, -1)]

@@ -58,7 +58,8 @@ class TraceDescription:
     trace has no start time)."""
     peak_at: datetime | None
     concurrent_gpus: pl.DataFrame
-    """time, gpus: GPUs held after each start or end (at most 2,000 points)."""
+    """time, gpus: GPUs held after each start or end; past 2,000 events, the most held
+    within each of 2,000 equal time buckets."""
     n_quarantined: int
     quarantine_reasons: pl.DataFrame
     """field, reason, records, first_record (top 10 by records)."""
@@ -149,9 +150,20 @@ def _concurrency(
     peak = float(held["gpus"][peak_row]) if peak_row is not None else 0.0
     at = held["time"][peak_row] if peak_row is not None else None
     if held.height > points:
-        idx = np.unique(np.linspace(0, held.height - 1, points).round().astype(int))
-        keep = np.union1d(idx, [peak_row])
-        held = held[keep.tolist()]
+        # The most held within each of `points` equal time buckets: every peak stays, and
+        # a sparse stretch (the tail after the last submission) keeps its every event
+        # (thinning by row count drew it as one long flat step).
+        t = held["time"].to_numpy().astype("datetime64[us]").astype(np.int64)
+        g = held["gpus"].to_numpy()
+        edges = np.linspace(t[0], t[-1], points + 1)
+        bucket = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, points - 1)
+        first = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+        held = pl.DataFrame(
+            {
+                "time": pl.Series(t[first].astype("datetime64[us]")),
+                "gpus": np.maximum.reduceat(g, first).astype(float),
+            }
+        )
     return peak, at, held
 
 
