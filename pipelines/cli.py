@@ -68,6 +68,14 @@ def _flat(frame):
     return pl.DataFrame(flat)
 
 
+def _display(args):
+    """The command's progress display: bars on a terminal, stage lines otherwise, nothing
+    with --quiet (pipelines/progress.py)."""
+    from pipelines.progress import ProgressDisplay, choose_mode
+
+    return ProgressDisplay(choose_mode(args.quiet))
+
+
 def cmd_run(args) -> int:
     _prefect_env()
     from pipelines.lifeline import start_lifeline
@@ -75,18 +83,37 @@ def cmd_run(args) -> int:
     # Before Prefect starts its temporary API server: the server (and any worker) must end
     # with this process even if it is killed with SIGKILL (pipelines/lifeline.py).
     start_lifeline()
+    from pipelines.runners import available_cores, default_runner
+
+    args.task_runner = args.task_runner or default_runner(args.budget)
+    with _display(args) as display:
+        workers = (
+            f" ({args.workers or available_cores()} workers)"
+            if args.task_runner == "processes"
+            else ""
+        )
+        display.reporter.line(
+            f"schedlab run: task runner {args.task_runner}{workers}; starting Prefect (its "
+            "temporary local API takes 10-20 s)"
+        )
+        summary = _run_flow(args, display.reporter)
+    _print_run_summary(args, summary)
+    return 0
+
+
+def _run_flow(args, progress) -> dict:
     from pipelines.flows import nightly_flow
     from pipelines.runners import RunnerConfig, task_runner
 
     runner = task_runner(RunnerConfig(args.task_runner, args.workers, args.ray_address))
-    summary = nightly_flow.with_options(task_runner=runner)(
+    return nightly_flow.with_options(task_runner=runner)(
         warehouse=args.warehouse,
         seed=args.seed,
         n_jobs=args.jobs,
         jobs_per_sequence=args.jobs_per_sequence,
         incoming=args.incoming,
         eval_seeds=args.eval_seeds,
-        eval_sequences=args.eval_sequences or None,
+        eval_sequences=args.eval_sequences,
         budget=args.budget,
         systems=args.systems.split(",") if args.systems else None,
         dl2_updates=args.dl2_updates,
@@ -99,7 +126,12 @@ def cmd_run(args) -> int:
         chic_iterations=args.chic_iterations,
         chic_deviations=args.chic_deviations,
         rltaps_epochs=args.rltaps_epochs,
+        progress=progress,
     )
+
+
+def _print_run_summary(args, summary: dict) -> None:
+    """The end summary of `schedlab run` (always printed, --quiet too)."""
     print(f"run {summary['run_id']} completed")
     for item in summary["ingested"]:
         print(
@@ -116,6 +148,10 @@ def cmd_run(args) -> int:
             f"  interference samples ({item['source']}, seed {item['seed']}): {item['samples']} "
             f"in {item['sample_sets']} saturated sets, mean slowdown {item['mean_slowdown']:.1%}"
         )
+    if item := summary.get("fidelity"):
+        failed = ", ".join(item["failed"]) or "none"
+        how = "stored" if item["cached"] else "run"
+        print(f"  simulator fidelity checks: {item['checks']} ({how}), failed: {failed}")
     if item := summary.get("dl2"):
         rec, warm, tuned = item["record"], item["warmup"], item["finetune"]
         print(
@@ -135,7 +171,6 @@ def cmd_run(args) -> int:
 
     print(f"report: {summary['report']}")
     print(f"warehouse: {resolve_path(args.warehouse)}")
-    return 0
 
 
 def _resume_notes(value):
@@ -237,7 +272,8 @@ def cmd_evaluate(args) -> int:
     )
     run_id = start_run(args.warehouse, "schedlab-evaluate", cfg.seed, {"evaluation": cfg.to_dict()})
     try:
-        result = evaluate_stage(args.warehouse, cfg, args.out_dir)
+        with _display(args) as display, display.reporter.stage("evaluate schedulers"):
+            result = evaluate_stage(args.warehouse, cfg, args.out_dir, display.reporter)
     except BaseException:
         finish_run(args.warehouse, run_id, "failed", {"run_id": run_id})
         raise
@@ -258,9 +294,15 @@ def _policy_args(values: list[str]) -> dict[str, str]:
 def cmd_ingest(args) -> int:
     from pipelines.stages import ingest_stage
 
-    result = ingest_stage(
-        args.warehouse, args.path, args.format, mapping=args.mapping, source_id=args.source_id
-    )
+    with _display(args) as display, display.reporter.stage(f"ingest {args.path}"):
+        result = ingest_stage(
+            args.warehouse,
+            args.path,
+            args.format,
+            mapping=args.mapping,
+            source_id=args.source_id,
+            progress=display.reporter,
+        )
     print(
         f"{result.source_id}: {result.outcome}; {result.rows_accepted} jobs accepted, "
         f"{result.rows_quarantined} quarantined"
@@ -298,7 +340,8 @@ def cmd_derive(args) -> int:
         time_scale=args.time_scale,
         arrival_scale=args.arrival_scale,
     )
-    result = derive_stage(args.warehouse, args.sources, cfg)
+    with _display(args) as display, display.reporter.stage(f"derive workloads {cfg.name}"):
+        result = derive_stage(args.warehouse, args.sources, cfg)
     print(f"{result.derivation}: {result.workloads} workloads {result.splits}, {result.jobs} jobs")
     return 0
 
@@ -342,6 +385,14 @@ def cmd_tables(args) -> int:
     return 0
 
 
+def cmd_describe(args) -> int:
+    from pipelines.describe import describe_source
+    from tracelib.describe import describe_text
+
+    print(describe_text(describe_source(args.warehouse, args.source_id)))
+    return 0
+
+
 def cmd_report(args) -> int:
     from pipelines.report import write_report
 
@@ -381,6 +432,11 @@ def cmd_serve(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress lines or bars (the end summary is still printed)",
+    )
+    common.add_argument(
         "--warehouse",
         default=None,
         help="DuckDB file (default: $SCHEDLAB_WAREHOUSE, else ./var/schedlab.duckdb)",
@@ -398,13 +454,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs-per-sequence", type=int, default=60, help="jobs per workload")
     run.add_argument("--incoming", default=None, help="folder of production traces to ingest")
     run.add_argument(
-        "--eval-seeds", type=int, default=3, help="evaluation seeds per test workload (0: skip)"
+        "--eval-seeds",
+        type=int,
+        default=None,
+        help="evaluation seeds per test workload (0: skip; default: the budget's, 3, smoke 1)",
     )
     run.add_argument(
         "--eval-sequences",
         type=int,
-        default=4,
-        help="at most this many test sequences per workload set are evaluated (0: all)",
+        default=None,
+        help="at most this many test sequences per workload set are evaluated (0: all; "
+        "default: the budget's, 4, smoke 1, large 16)",
     )
     run.add_argument(
         "--budget",
@@ -478,9 +538,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--task-runner",
         choices=["sequential", "processes", "ray"],
-        default="sequential",
-        help="run independent tasks one at a time (default), in local worker processes, or "
-        "on Ray; the tables are the same whichever runs them",
+        default=None,
+        help="run independent tasks in local worker processes (default with more than one "
+        "core, except for the smoke budget: one per core), one at a time, or on Ray; the "
+        "tables are the same whichever runs them",
     )
     run.add_argument(
         "--workers", type=int, default=None, help="worker processes (--task-runner processes)"
@@ -555,6 +616,15 @@ def build_parser() -> argparse.ArgumentParser:
     tables = sub.add_parser("tables", parents=[common], help="tables and row counts")
     tables.add_argument("--format", choices=["table", "csv"], default="table")
     tables.set_defaults(func=cmd_tables)
+
+    describe = sub.add_parser(
+        "describe",
+        parents=[common],
+        help="what an ingested trace is: jobs, span, arrivals, durations, GPU demand, status, "
+        "users, peak concurrent GPUs, quarantine",
+    )
+    describe.add_argument("source_id", help="an ingested source (see `schedlab tables`)")
+    describe.set_defaults(func=cmd_describe)
 
     report = sub.add_parser("report", parents=[common], help="write the HTML report")
     report.add_argument(

@@ -85,6 +85,11 @@ class RunConfig:
     """Chic and Chic-Pair: cross-entropy-method training, evaluation against Optimus."""
     rltaps: RLTapsRunConfig | None = field(default_factory=RLTapsRunConfig)
     """RL-TAPS: REINFORCE in both training modes, evaluation against the job pickers."""
+    eval_seeds: int = 3
+    """DL2-setting evaluation: simulator seeds per test sequence (0 skips it)."""
+    eval_sequences: int | None = 4
+    """DL2-setting evaluation: at most this many test sequences per workload set (None:
+    all), so a large trace's many sequences do not multiply the evaluation."""
 
     def seeded(self) -> RunConfig:
         """The stage configs with the run seed pushed down (the single place seeds are set)."""
@@ -147,7 +152,12 @@ def budgeted(cfg: RunConfig, budget: str) -> RunConfig:
     if budget == "default":
         return cfg
     small = budget == "smoke"
-    out = replace(cfg, fidelity=replace(cfg.fidelity, large=not small))
+    out = replace(
+        cfg,
+        eval_seeds=1 if small else 3,
+        eval_sequences=1 if small else 16,
+        fidelity=replace(cfg.fidelity, large=not small),
+    )
     if cfg.dl2 is not None:
         out = replace(
             out,
@@ -156,6 +166,8 @@ def budgeted(cfg: RunConfig, budget: str) -> RunConfig:
                 updates=20 if small else 20_000,
                 warmup_epochs=2 if small else 100,
                 val_every=10 if small else 1000,
+                train_sequences_per_set=2 if small else 64,
+                val_sequences_per_set=1 if small else 16,
             ),
         )
     if cfg.harmony is not None:
@@ -235,10 +247,13 @@ def run_config(
     chic_iterations: int | None = None,
     chic_deviations: bool = False,
     rltaps_epochs: int | None = None,
+    eval_seeds: int | None = None,
+    eval_sequences: int | None = None,
 ) -> RunConfig:
     """The run's config from the nightly flow's parameters: the budget first, then the
-    per-system overrides (0 updates, epochs or iterations skips that system), then the
-    seed pushed down to every stage."""
+    per-system overrides (0 updates, epochs or iterations skips that system; None keeps
+    the budget's; `eval_sequences=0` evaluates every test sequence), then the seed pushed
+    down to every stage."""
     chosen = tuple(systems) if systems is not None else SYSTEMS
     unknown = sorted(set(chosen) - set(SYSTEMS))
     if unknown:
@@ -288,6 +303,10 @@ def run_config(
         )
     if rltaps_epochs is not None:
         rltaps = replace(rltaps, stage=replace(rltaps.stage, epochs=rltaps_epochs))
+    if eval_seeds is not None:
+        cfg = replace(cfg, eval_seeds=eval_seeds)
+    if eval_sequences is not None:
+        cfg = replace(cfg, eval_sequences=eval_sequences or None)
     return replace(
         cfg,
         dl2=dl2 if "dl2" in chosen and dl2.updates > 0 else None,

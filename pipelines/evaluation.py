@@ -87,6 +87,7 @@ import polars as pl
 from models.heuristics import registry
 from pipelines.contracts import EvalJobs, EvalRuns, EvalSummary
 from tracelib.catalogue import DL2_CATALOGUE, JobType, by_name
+from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
 from tracelib.sim import (
     ClusterConfig,
@@ -498,11 +499,17 @@ def run_metrics(jobs: pl.DataFrame, total_gpus: float) -> dict[str, float]:
     }
 
 
-def evaluate(workload_jobs: pl.DataFrame, workloads: pl.DataFrame, cfg: EvalConfig) -> EvalTables:
+def evaluate(
+    workload_jobs: pl.DataFrame,
+    workloads: pl.DataFrame,
+    cfg: EvalConfig,
+    progress: ProgressFn = no_progress,
+) -> EvalTables:
     """Run every scheduler of `cfg` on every selected workload with every seed.
 
     `workloads` and `workload_jobs` have the columns of the tables of those names (only
     the selected workloads' jobs are used). Deterministic: same inputs, same tables.
+    `progress(runs done, total runs)` is called after every simulation.
     """
     chosen = select_workloads(workloads, cfg)
     eval_id = evaluation_id(cfg, chosen, workload_jobs)
@@ -512,6 +519,7 @@ def evaluate(workload_jobs: pl.DataFrame, workloads: pl.DataFrame, cfg: EvalConf
     total_gpus = cfg.cluster.gpus * cfg.cluster.n_servers
     run_rows: list[dict] = []
     job_frames: list[pl.DataFrame] = []
+    total_runs = chosen.height * len(cfg.names) * len(seeds)
     for wl in chosen.iter_rows(named=True):
         frame = workload_jobs.filter(pl.col("workload_id") == wl["workload_id"]).sort("job_index")
         if frame.height == 0:
@@ -559,6 +567,7 @@ def evaluate(workload_jobs: pl.DataFrame, workloads: pl.DataFrame, cfg: EvalConf
                         pl.lit(seed, dtype=pl.Int64).alias("seed"),
                     )
                 )
+                progress(len(run_rows), total_runs)
     runs = _cast_to(pl.DataFrame(run_rows), EvalRuns)
     jobs = _cast_to(pl.concat(job_frames), EvalJobs)
     summary = summarize(runs, cfg, version)

@@ -7,6 +7,7 @@ warehouse I/O is retried: a busy warehouse file is worth another try, bad input 
 from __future__ import annotations
 
 from dataclasses import asdict, replace
+from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -14,6 +15,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from models.fidelity import FidelityConfig
 from pipelines.config import TraceInput, run_config
 from pipelines.evaluation import EvalConfig, eval_config
+from pipelines.progress import QUIET, Reporter
 from pipelines.report import write_report
 from pipelines.stages import (
     derive_stage,
@@ -62,77 +64,122 @@ _io_retries = {"retries": 3, "retry_delay_seconds": 5, "retry_condition_fn": _re
 
 
 @task(name="ingest-trace", **_io_retries)
-def ingest_task(warehouse: str | None, trace: TraceInput) -> dict:
-    result = ingest_stage(
-        warehouse, trace.path, trace.format, mapping=trace.mapping, source_id=trace.source_id
-    )
+def ingest_task(warehouse: str | None, trace: TraceInput, progress: Reporter = QUIET) -> dict:
+    with progress.stage(f"ingest {trace.format} trace {Path(trace.path).name}"):
+        result = ingest_stage(
+            warehouse,
+            trace.path,
+            trace.format,
+            mapping=trace.mapping,
+            source_id=trace.source_id,
+            progress=progress,
+        )
     return asdict(result)
 
 
 @task(name="synthetic-trace", **_io_retries)
-def synthetic_task(warehouse: str | None, cfg: DiurnalConfig) -> dict:
-    return asdict(synthetic_stage(warehouse, "dl2-diurnal", cfg))
+def synthetic_task(warehouse: str | None, cfg: DiurnalConfig, progress: Reporter = QUIET) -> dict:
+    with progress.stage(f"synthetic trace ({cfg.n_jobs} jobs)"):
+        return asdict(synthetic_stage(warehouse, "dl2-diurnal", cfg))
 
 
 @task(name="derive-workloads", **_io_retries)
-def derive_task(warehouse: str | None, source_ids: list[str], cfg: DeriveConfig) -> dict:
-    return asdict(derive_stage(warehouse, source_ids, cfg))
+def derive_task(
+    warehouse: str | None, source_ids: list[str], cfg: DeriveConfig, progress: Reporter = QUIET
+) -> dict:
+    with progress.stage(f"derive workloads {cfg.name}"):
+        return asdict(derive_stage(warehouse, source_ids, cfg))
 
 
 @task(name="interference-samples", **_io_retries)
-def interference_task(warehouse: str | None, cfg: InterferenceConfig) -> dict:
-    return asdict(interference_stage(warehouse, cfg))
+def interference_task(
+    warehouse: str | None, cfg: InterferenceConfig, progress: Reporter = QUIET
+) -> dict:
+    with progress.stage(f"interference samples ({cfg.n_samples:,})"):
+        return asdict(interference_stage(warehouse, cfg, progress))
 
 
 @task(name="fidelity-checks", **_io_retries)
-def fidelity_task(warehouse: str | None, cfg: FidelityConfig, run_id: str) -> dict:
-    return asdict(fidelity_stage(warehouse, cfg, run_id))
+def fidelity_task(
+    warehouse: str | None, cfg: FidelityConfig, run_id: str, progress: Reporter = QUIET
+) -> dict:
+    with progress.stage("simulator fidelity checks"):
+        return asdict(fidelity_stage(warehouse, cfg, run_id))
 
 
 @task(name="evaluate-schedulers", **_io_retries)
-def evaluate_task(warehouse: str | None, cfg: EvalConfig, out_dir: str | None = None) -> dict:
-    return asdict(evaluate_stage(warehouse, cfg, out_dir))
+def evaluate_task(
+    warehouse: str | None,
+    cfg: EvalConfig,
+    out_dir: str | None = None,
+    progress: Reporter = QUIET,
+) -> dict:
+    with progress.stage(f"evaluate schedulers on {', '.join(cfg.workload_sets) or 'every set'}"):
+        return asdict(evaluate_stage(warehouse, cfg, out_dir, progress))
 
 
 @task(name="dl2-record-decisions", **_io_retries)
-def dl2_record_task(warehouse: str | None, cfg: DL2StageConfig) -> dict:
-    return asdict(record_stage(warehouse, cfg))
+def dl2_record_task(warehouse: str | None, cfg: DL2StageConfig, progress: Reporter = QUIET) -> dict:
+    with progress.stage(f"DL2 record {cfg.teacher} decisions"):
+        return asdict(record_stage(warehouse, cfg, progress))
 
 
 @task(name="dl2-warmup", **_io_retries)
-def dl2_warmup_task(warehouse: str | None, cfg: DL2StageConfig, record_run_id: str) -> dict:
-    return asdict(warmup_stage(warehouse, cfg, record_run_id))
+def dl2_warmup_task(
+    warehouse: str | None, cfg: DL2StageConfig, recorded: dict, progress: Reporter = QUIET
+) -> dict:
+    with progress.stage("DL2 supervised warm-up"):
+        return asdict(warmup_stage(warehouse, cfg, recorded["run_id"], progress))
 
 
 @task(name="dl2-finetune", **_io_retries)
 def dl2_finetune_task(
-    warehouse: str | None, cfg: DL2StageConfig, warmup_policy_id: str, variant: str = "dl2"
+    warehouse: str | None,
+    cfg: DL2StageConfig,
+    warm: dict,
+    variant: str = "dl2",
+    progress: Reporter = QUIET,
 ) -> dict:
-    return asdict(finetune_stage(warehouse, cfg, warmup_policy_id, variant))
+    with progress.stage(f"DL2 fine-tuning {variant}"):
+        return asdict(finetune_stage(warehouse, cfg, warm["policy_id"], variant, progress))
 
 
 @task(name="report", **_io_retries)
-def report_task(warehouse: str | None, run_id: str) -> str:
-    return str(write_report(warehouse, run_id))
+def report_task(warehouse: str | None, run_id: str, progress: Reporter = QUIET) -> str:
+    with progress.stage("HTML report"):
+        return str(write_report(warehouse, run_id))
 
 
 @task(name="harmony-fit-reward-model", **_io_retries)
-def harmony_reward_task(warehouse: str | None, cfg: HarmonyStageConfig) -> dict:
-    return asdict(fit_reward_model_stage(warehouse, cfg))
+def harmony_reward_task(
+    warehouse: str | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET
+) -> dict:
+    with progress.stage("Harmony reward predictor"):
+        return asdict(fit_reward_model_stage(warehouse, cfg, progress))
 
 
 @task(name="harmony-train-placement", **_io_retries)
 def harmony_train_task(
-    warehouse: str | None, cfg: HarmonyStageConfig, variant: str, reward: dict
+    warehouse: str | None,
+    cfg: HarmonyStageConfig,
+    variant: str,
+    reward: dict,
+    progress: Reporter = QUIET,
 ) -> dict:
     one = replace(cfg, variants=(variant,))
-    trained = train_placement_stage(warehouse, one, reward["reward_model"]["policy_id"])
+    with progress.stage(f"Harmony placement {variant}"):
+        trained = train_placement_stage(
+            warehouse, one, reward["reward_model"]["policy_id"], progress
+        )
     return asdict(trained[variant])
 
 
 @task(name="harmony-evaluate", **_io_retries)
-def harmony_evaluate_task(warehouse: str | None, cfg: HarmonyStageConfig) -> dict:
-    result = evaluate_harmony_stage(warehouse, cfg)
+def harmony_evaluate_task(
+    warehouse: str | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET
+) -> dict:
+    with progress.stage("Harmony evaluation"):
+        result = evaluate_harmony_stage(warehouse, cfg, progress)
     return {
         "eval_id": result.eval_id,
         "online_samples": result.online_samples,
@@ -141,29 +188,44 @@ def harmony_evaluate_task(warehouse: str | None, cfg: HarmonyStageConfig) -> dic
 
 
 @task(name="harmony-online-update", **_io_retries)
-def harmony_online_task(warehouse: str | None, cfg: HarmonyStageConfig) -> dict:
-    reward, placed = online_update_stage(warehouse, cfg)
+def harmony_online_task(
+    warehouse: str | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET
+) -> dict:
+    with progress.stage("Harmony online update"):
+        reward, placed = online_update_stage(warehouse, cfg, progress)
     return {"reward": asdict(reward), "placement": {k: asdict(v) for k, v in placed.items()}}
 
 
 @task(name="chic-train", **_io_retries)
-def chic_train_task(warehouse: str | None, cfg: ChicTrainConfig) -> dict:
-    return asdict(train_chic_stage(warehouse, cfg))
+def chic_train_task(
+    warehouse: str | None, cfg: ChicTrainConfig, progress: Reporter = QUIET
+) -> dict:
+    with progress.stage(f"{cfg.variant} CEM training at {cfg.rate_per_hour:g}/h"):
+        return asdict(train_chic_stage(warehouse, cfg, progress))
 
 
 @task(name="chic-evaluate", **_io_retries)
-def chic_evaluate_task(warehouse: str | None, cfg: ChicEvalConfig) -> dict:
-    return asdict(evaluate_chic_stage(warehouse, cfg))
+def chic_evaluate_task(
+    warehouse: str | None, cfg: ChicEvalConfig, progress: Reporter = QUIET
+) -> dict:
+    with progress.stage("Chic evaluation"):
+        return asdict(evaluate_chic_stage(warehouse, cfg, progress))
 
 
 @task(name="rltaps-train", **_io_retries)
-def rltaps_train_task(warehouse: str | None, cfg: RLTapsStageConfig) -> dict:
-    return asdict(train_rltaps_stage(warehouse, cfg))
+def rltaps_train_task(
+    warehouse: str | None, cfg: RLTapsStageConfig, progress: Reporter = QUIET
+) -> dict:
+    with progress.stage(f"RL-TAPS training {cfg.mode}"):
+        return asdict(train_rltaps_stage(warehouse, cfg, progress))
 
 
 @task(name="rltaps-evaluate", **_io_retries)
-def rltaps_evaluate_task(warehouse: str | None, cfg: RLTapsStageConfig) -> dict:
-    return asdict(evaluate_rltaps_stage(warehouse, cfg))
+def rltaps_evaluate_task(
+    warehouse: str | None, cfg: RLTapsStageConfig, progress: Reporter = QUIET
+) -> dict:
+    with progress.stage("RL-TAPS evaluation"):
+        return asdict(evaluate_rltaps_stage(warehouse, cfg, progress))
 
 
 @flow(name="schedlab-ingest")
@@ -224,8 +286,8 @@ def nightly_flow(
     n_jobs: int = 600,
     jobs_per_sequence: int = 60,
     incoming: str | None = None,
-    eval_seeds: int = 3,
-    eval_sequences: int | None = 4,
+    eval_seeds: int | None = None,
+    eval_sequences: int | None = None,
     budget: str = "default",
     systems: list[str] | None = None,
     dl2_updates: int | None = None,
@@ -238,6 +300,7 @@ def nightly_flow(
     chic_iterations: int | None = None,
     chic_deviations: bool = False,
     rltaps_epochs: int | None = None,
+    progress: Reporter | None = None,
 ) -> dict:
     """The nightly job: ingest new traces, generate the synthetic trace, derive workloads,
     collect interference samples, train every learned system (DL2: decision logs, warm-up,
@@ -256,10 +319,13 @@ def nightly_flow(
     `harmony_online_update` re-fits Harmony on the speeds its evaluation observed;
     `chic_deviations` trains Chic with the four measured departures from its paper. The
     DL2-setting evaluation (one per derived set with test workloads) runs `eval_seeds`
-    seeds on at most `eval_sequences` test sequences per set (None: all; `eval_seeds=0`
-    skips it).
+    seeds on at most `eval_sequences` test sequences per set (None: the budget's, 3 seeds
+    and 4 sequences by default, 1 and 1 with smoke; `eval_sequences=0`: all;
+    `eval_seeds=0` skips it). `progress` (made by the command line) prints a line per
+    stage and draws progress bars; None prints nothing.
     """
     logger = get_run_logger()
+    progress = progress or QUIET
     cfg = run_config(
         seed=seed,
         n_jobs=n_jobs,
@@ -276,10 +342,12 @@ def nightly_flow(
         chic_iterations=chic_iterations,
         chic_deviations=chic_deviations,
         rltaps_epochs=rltaps_epochs,
+        eval_seeds=eval_seeds,
+        eval_sequences=eval_sequences,
     )
     evaluation = (
-        eval_config(n_seeds=eval_seeds, seed=cfg.seed, max_sequences=eval_sequences)
-        if eval_seeds > 0
+        eval_config(n_seeds=cfg.eval_seeds, seed=cfg.seed, max_sequences=cfg.eval_sequences)
+        if cfg.eval_seeds > 0
         else None
     )
     config = {
@@ -288,6 +356,10 @@ def nightly_flow(
         "evaluation": evaluation.to_dict() if evaluation else None,
     }
     run_id = start_run(warehouse, "schedlab-nightly", cfg.seed, config)
+    progress.line(
+        f"run {run_id} started: budget {budget}, {len(cfg.traces)} production trace(s), "
+        f"systems {', '.join(s for s in ('dl2', 'harmony', 'chic', 'rltaps') if getattr(cfg, s))}"
+    )
     summary: dict = {
         "run_id": run_id,
         "ingested": [],
@@ -306,72 +378,95 @@ def nightly_flow(
         production = []
         for trace in cfg.traces:
             try:
-                result = ingest_task(warehouse, trace)
+                result = ingest_task(warehouse, trace, progress)
             except IngestError as exc:
                 logger.error("trace rejected: %s", exc)
                 summary["rejected"].append({"path": trace.path, "error": str(exc)})
                 continue
             summary["ingested"].append(result)
             production.append(result["source_id"])
-        synthetic = synthetic_task(warehouse, cfg.synthetic)
+        synthetic = synthetic_task(warehouse, cfg.synthetic, progress)
         summary["ingested"].append(synthetic)
-        summary["derived"].append(derive_task(warehouse, [synthetic["source_id"]], cfg.derive))
+        summary["derived"].append(
+            derive_task(warehouse, [synthetic["source_id"]], cfg.derive, progress)
+        )
         for source_id in production:
             named = replace(cfg.derive, name=source_id.replace(":", "-"))
-            summary["derived"].append(derive_task(warehouse, [source_id], named))
-        summary["interference"] = interference_task(warehouse, cfg.interference)
-        summary["fidelity"] = fidelity_task(warehouse, cfg.fidelity, run_id)
-        if summary["fidelity"]["failed"]:
-            logger.warning("fidelity checks failed: %s", ", ".join(summary["fidelity"]["failed"]))
-
-        # Every learned system's training is submitted before any result is awaited, in
-        # dependency order, so a parallel task runner overlaps the systems (and DL2's and
-        # Harmony's variants) while the sequential one runs them in this order.
+            summary["derived"].append(derive_task(warehouse, [source_id], named, progress))
+        # Every task from here on is submitted as a future, in dependency order (futures as
+        # arguments), so a parallel task runner overlaps the systems, DL2's and Harmony's
+        # variants and the interference sampling, while the sequential one runs them in
+        # this order.
+        interference = interference_task.submit(warehouse, cfg.interference, progress)
+        fidelity = fidelity_task.submit(warehouse, cfg.fidelity, run_id, progress)
         pending: dict = {}
         if cfg.dl2 is not None:
             # Fine-tuning also learns from every production trace's workloads: a new trace
             # changes its inputs, so each variant retrains from its latest policy.
             sets = tuple(d["derivation"] for d in summary["derived"][1:])
             dl2 = replace(cfg.dl2, finetune_sets=sets)
-            recorded = dl2_record_task(warehouse, dl2)
-            warm = dl2_warmup_task(warehouse, dl2, recorded["run_id"])
-            summary["dl2"] = {"record": recorded, "warmup": warm}
-            pending["dl2"] = {
-                name: dl2_finetune_task.submit(warehouse, dl2, warm["policy_id"], name)
-                for name in ("dl2", *dl2.variants)
-            }
+            recorded = dl2_record_task.submit(warehouse, dl2, progress)
         if cfg.harmony is not None:
-            reward = harmony_reward_task.submit(warehouse, cfg.harmony)
+            reward = harmony_reward_task.submit(
+                warehouse, cfg.harmony, progress, wait_for=[interference]
+            )
             pending["harmony-reward"] = reward
-            pending["harmony"] = {
-                v: harmony_train_task.submit(warehouse, cfg.harmony, v, reward)
-                for v in cfg.harmony.variants
-            }
+        if cfg.dl2 is not None:
+            # DL2's chain (recording, warm-up, five fine-tunings) is the longest: its warm-up
+            # is submitted as soon as the recording ends, ahead of the other systems' work.
+            # (Prefect's process runner dispatches in submission order once a task's inputs
+            # are ready, from as many resolver threads as workers: submitting it at the
+            # start would park a thread on it while a worker idles.)
+            recorded.wait()
+            warm = dl2_warmup_task.submit(warehouse, dl2, recorded, progress)
+            pending["dl2-chain"] = (recorded, warm)
         if cfg.chic is not None:
             pending["chic"] = {
-                f"{t.variant}@{t.rate_per_hour:g}": chic_train_task.submit(warehouse, t)
+                f"{t.variant}@{t.rate_per_hour:g}": chic_train_task.submit(warehouse, t, progress)
                 for t in cfg.chic.train_configs()
             }
         if cfg.rltaps is not None:
             pending["rltaps"] = {
-                t.mode: rltaps_train_task.submit(warehouse, t) for t in cfg.rltaps.train_configs()
+                t.mode: rltaps_train_task.submit(warehouse, t, progress)
+                for t in cfg.rltaps.train_configs()
+            }
+        if cfg.dl2 is not None:
+            pending["dl2"] = {
+                name: dl2_finetune_task.submit(warehouse, dl2, warm, name, progress)
+                for name in ("dl2", *dl2.variants)
+            }
+        if cfg.harmony is not None:
+            pending["harmony"] = {
+                v: harmony_train_task.submit(warehouse, cfg.harmony, v, reward, progress)
+                for v in cfg.harmony.variants
             }
         # Each system's own evaluation waits for its training only.
         if cfg.harmony is not None:
             pending["harmony-eval"] = harmony_evaluate_task.submit(
-                warehouse, cfg.harmony, wait_for=list(pending["harmony"].values())
+                warehouse, cfg.harmony, progress, wait_for=list(pending["harmony"].values())
             )
         if cfg.chic is not None:
             pending["chic-eval"] = chic_evaluate_task.submit(
-                warehouse, cfg.chic.eval, wait_for=list(pending["chic"].values())
+                warehouse, cfg.chic.eval, progress, wait_for=list(pending["chic"].values())
             )
         if cfg.rltaps is not None:
             pending["rltaps-eval"] = rltaps_evaluate_task.submit(
-                warehouse, cfg.rltaps.stage, wait_for=list(pending["rltaps"].values())
+                warehouse, cfg.rltaps.stage, progress, wait_for=list(pending["rltaps"].values())
             )
 
+        submitted = ", ".join(
+            f"{name} ({len(pending[name])})"
+            for name in ("dl2", "harmony", "chic", "rltaps")
+            if name in pending
+        )
+        progress.line(
+            f"training submitted: {submitted or 'nothing'}; each stage prints a line as it "
+            "starts and ends"
+        )
         learned = {}
         if cfg.dl2 is not None:
+            recorded, warm = (f.result() for f in pending["dl2-chain"])
+            summary["dl2"] = {"record": recorded, "warmup": warm}
             trained = {name: f.result() for name, f in pending["dl2"].items()}
             summary["dl2"]["finetune"] = trained.pop("dl2")
             summary["dl2"]["variants"] = trained
@@ -387,8 +482,12 @@ def nightly_flow(
                 )
                 continue
             one_set = replace(evaluation, workload_sets=(derived["derivation"],), learned=refs)
-            evaluations.append(evaluate_task.submit(warehouse, one_set))
+            evaluations.append(evaluate_task.submit(warehouse, one_set, progress=progress))
         summary["evaluated"] = [future.result() for future in evaluations]
+        summary["interference"] = interference.result()
+        summary["fidelity"] = fidelity.result()
+        if summary["fidelity"]["failed"]:
+            logger.warning("fidelity checks failed: %s", ", ".join(summary["fidelity"]["failed"]))
 
         if cfg.harmony is not None:
             summary["harmony"] = {
@@ -397,7 +496,9 @@ def nightly_flow(
                 "evaluation": pending["harmony-eval"].result(),
             }
             if harmony_online_update:
-                summary["harmony"]["online_update"] = harmony_online_task(warehouse, cfg.harmony)
+                summary["harmony"]["online_update"] = harmony_online_task(
+                    warehouse, cfg.harmony, progress
+                )
         if cfg.chic is not None:
             summary["chic"] = {
                 "train": {k: f.result() for k, f in pending["chic"].items()},
@@ -408,7 +509,7 @@ def nightly_flow(
                 "train": {k: f.result() for k, f in pending["rltaps"].items()},
                 "evaluation": pending["rltaps-eval"].result(),
             }
-        summary["report"] = report_task(warehouse, run_id)
+        summary["report"] = report_task(warehouse, run_id, progress)
     except BaseException:
         finish_run(warehouse, run_id, "failed", summary)
         raise

@@ -291,6 +291,96 @@ def ablation_section(con: duckdb.DuckDBPyConnection) -> Section:
     return section
 
 
+def traces_section(con: duckdb.DuckDBPyConnection) -> list[Section]:
+    """What each ingested trace is (`schedlab describe SOURCE_ID` prints the same): an
+    overview row per source, then one section per source with its tables and plots."""
+    from pipelines.describe import describe_from, source_ids, trace_figure
+    from tracelib.describe import human_duration
+
+    section = Section(
+        "Traces",
+        "Each ingested trace at a glance: size and span, arrivals per hour, durations, GPU "
+        "demand, how jobs ended, who submitted them, the peak GPU demand running at once, "
+        "what was quarantined and why, and how many jobs workload derivation can use. "
+        "`schedlab describe SOURCE_ID` prints the same.",
+        empty="No trace has been ingested yet.",
+    )
+    sections = [section]
+    overview = []
+    for source_id in source_ids(con):
+        d = describe_from(con, source_id)
+        q = d.duration_quantiles
+        overview.append(
+            [
+                source_id,
+                f"{d.n_jobs:,}",
+                human_duration(d.span.total_seconds()) if d.span is not None else "",
+                f"{d.peak_gpus:,.0f}",
+                f"{d.n_quarantined:,}",
+                f"{d.derivable_jobs / max(d.n_jobs, 1):.0%}",
+            ]
+        )
+        one = Section(f"Trace {source_id}")
+        sections.append(one)
+        facts = [
+            ["jobs", f"{d.n_jobs:,}"],
+            [
+                "submitted",
+                f"{d.first_submit:%Y-%m-%d %H:%M} .. {d.last_submit:%Y-%m-%d %H:%M} "
+                f"({human_duration(d.span.total_seconds())})"
+                if d.span is not None
+                else "",
+            ],
+            [
+                "arrivals per hour",
+                f"mean {d.arrivals_per_hour['jobs'].mean():.1f}, "
+                f"max {d.arrivals_per_hour['jobs'].max()}"
+                if d.arrivals_per_hour.height
+                else "",
+            ],
+            [
+                "duration",
+                f"median {human_duration(q['p50'])}, p90 {human_duration(q['p90'])}, "
+                f"max {human_duration(q['max'])}"
+                if q
+                else "none recorded",
+            ],
+            ["GPU-hours", f"{d.total_gpu_hours:,.0f}"],
+            [
+                "peak concurrent GPUs",
+                f"{d.peak_gpus:,.0f}"
+                + (f" at {d.peak_at:%Y-%m-%d %H:%M}" if d.peak_at is not None else ""),
+            ],
+            [
+                "status",
+                ", ".join(f"{s} {n:,} ({f:.0%})" for s, n, f in d.status_mix.iter_rows()),
+            ],
+            ["users", f"{d.n_users:,}"],
+            ["virtual clusters", f"{d.n_vcs:,}"],
+            ["quarantined records", f"{d.n_quarantined:,}"],
+            [
+                "usable for workloads",
+                f"{d.derivable_jobs:,} ({d.derivable_jobs / max(d.n_jobs, 1):.0%}): a final "
+                "status and a duration of at least 1 s",
+            ],
+        ]
+        one.tables.append(Table("summary", ["", "value"], facts))
+        one.figures.append(Figure(f"{source_id}", _png(trace_figure(d))))
+        if d.top_users.height or d.top_vcs.height:
+            who = [
+                [kind, name, f"{jobs:,}", f"{gpu_h:,.0f}"]
+                for kind, frame in (("user", d.top_users), ("vc", d.top_vcs))
+                for name, jobs, gpu_h in frame.head(5).iter_rows()
+            ]
+            one.tables.append(Table("most jobs", ["who", "name", "jobs", "GPU-hours"], who))
+        if d.quarantine_reasons.height:
+            one.tables.append(_table("quarantined, by reason", d.quarantine_reasons))
+    if overview:
+        columns = ["source", "jobs", "span", "peak GPUs", "quarantined", "usable"]
+        section.tables.append(Table("every source", columns, overview))
+    return sections
+
+
 def lineage_section(con: duckdb.DuckDBPyConnection) -> Section:
     section = Section(
         "Policies",
@@ -310,6 +400,7 @@ def lineage_section(con: duckdb.DuckDBPyConnection) -> Section:
 
 SECTIONS = (
     fidelity_section,
+    traces_section,
     leaderboard_section,
     cdf_section,
     learning_section,
@@ -326,7 +417,8 @@ _TEMPLATE = jinja2.Environment(autoescape=True).from_string(
 <html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title>
 <style>
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em;
+        display: block; max-width: 100%; overflow-x: auto; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; }
 figure { margin: 1em 0; } img { max-width: 100%; }
@@ -360,7 +452,10 @@ figure { margin: 1em 0; } img { max-width: 100%; }
 
 def render_report(con: duckdb.DuckDBPyConnection, meta: dict[str, Any] | None = None) -> str:
     """The report's HTML from the warehouse behind `con`."""
-    sections = [build(con) for build in SECTIONS]
+    sections = []
+    for build in SECTIONS:
+        built = build(con)
+        sections.extend(built if isinstance(built, list) else [built])
     pairs = [(k, _fmt(v)) for k, v in (meta or {}).items()]
     return _TEMPLATE.render(title="schedlab report", meta=pairs, sections=sections)
 

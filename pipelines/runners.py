@@ -13,9 +13,27 @@ process would interleave both.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 RUNNERS = ("sequential", "processes", "ray")
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_runner(budget: str = "default") -> str:
+    """`schedlab run`'s default: local worker processes, one per available core, when there
+    is more than one and the budget is worth it (the independent trainings and evaluations
+    then overlap; measured in the README); one task at a time on a single core, and for the
+    smoke budget, whose whole run is shorter than starting the worker processes (each
+    imports torch, Prefect and the pipeline: 10-60 s on a loaded 2-core machine)."""
+    return "processes" if available_cores() > 1 and budget != "smoke" else "sequential"
 
 
 @dataclass(frozen=True)
@@ -26,7 +44,7 @@ class RunnerConfig:
     """sequential (one task at a time, in this process), processes (local worker
     processes), or ray (a Ray cluster: `address`, else a local one started for the run)."""
     workers: int | None = None
-    """Worker processes for `processes` (default: the machine's cores)."""
+    """Worker processes for `processes` (default: the cores available to this process)."""
     address: str | None = None
     """Ray cluster address for `ray`, e.g. "ray://head:10001" or "auto"; None starts a
     local Ray instance for the run."""
@@ -47,7 +65,7 @@ def task_runner(cfg: RunnerConfig):
     if cfg.kind == "processes":
         from prefect.task_runners import ProcessPoolTaskRunner
 
-        return ProcessPoolTaskRunner(max_workers=cfg.workers)
+        return ProcessPoolTaskRunner(max_workers=cfg.workers or available_cores())
     try:
         from prefect_ray import RayTaskRunner
     except ImportError as exc:  # an optional extra: keep the error actionable

@@ -28,6 +28,7 @@ from pipelines.evaluation import (
     store_evaluation,
     write_jct_cdf_plots,
 )
+from pipelines.progress import QUIET, Reporter
 from tracelib.contracts import Quarantine
 from tracelib.ingest import (
     LoadedTrace,
@@ -60,12 +61,14 @@ def ingest_stage(
     *,
     mapping: str | Path | None = None,
     source_id: str | None = None,
+    progress: Reporter = QUIET,
 ) -> StoreResult:
     """Parse, quarantine and load one trace file (raises IngestError before writing).
 
     The file is hashed and matched against the warehouse before it is parsed, so
     re-ingesting an unchanged file (same bytes, mapping and options) costs a read and a
-    hash, not a parse.
+    hash, not a parse. The bar counts its two steps: parse and check, then the
+    one-transaction load.
     """
     trace = read_trace(path, fmt, mapping)
     if resolve_path(warehouse).exists():
@@ -73,9 +76,13 @@ def ingest_stage(
             match = find_source_of(con, trace, source_id)
         if match.unchanged:
             return StoreResult(match.source_id, "unchanged", 0, 0, match.note)
-    loaded = load_trace(trace, source_id=source_id)
-    with connect(warehouse) as con:
-        return store_trace(con, loaded)
+    with progress.bar(f"ingest {Path(path).name}: parse+check, load", 2) as advance:
+        loaded = load_trace(trace, source_id=source_id)
+        advance(1, 2)
+        with connect(warehouse) as con:
+            result = store_trace(con, loaded)
+        advance(2, 2)
+    return result
 
 
 def synthetic_stage(warehouse: str | Path | None, kind: str, cfg: DiurnalConfig) -> StoreResult:
@@ -118,10 +125,13 @@ class InterferenceResult:
     mean_slowdown: float
 
 
-def interference_stage(warehouse: str | Path | None, cfg: InterferenceConfig) -> InterferenceResult:
+def interference_stage(
+    warehouse: str | Path | None, cfg: InterferenceConfig, progress: Reporter = QUIET
+) -> InterferenceResult:
     """Collect interference samples and replace those of the same (source, seed)."""
     # Collected with the warehouse closed; only the write holds it (one transaction).
-    frame = interference_frame(cfg)
+    with progress.bar("interference samples", cfg.n_samples) as advance:
+        frame = interference_frame(cfg, advance)
     with connect(warehouse) as con:
         store_samples(con, frame)
     return InterferenceResult(
@@ -203,7 +213,10 @@ def evaluation_dir(warehouse: str | Path | None) -> Path:
 
 
 def evaluate_stage(
-    warehouse: str | Path | None, cfg: EvalConfig, out_dir: str | Path | None = None
+    warehouse: str | Path | None,
+    cfg: EvalConfig,
+    out_dir: str | Path | None = None,
+    progress: Reporter = QUIET,
 ) -> EvaluateResult:
     """Run the evaluation on the warehouse's workloads, replace its rows in eval_runs,
     eval_jobs and eval_summary (one transaction), and draw its JCT CDFs under
@@ -232,7 +245,8 @@ def evaluate_stage(
     cached = tables is not None
     if tables is None:
         # The simulations run with the warehouse closed, so other processes can read meanwhile.
-        tables = evaluate(jobs, workloads, cfg)
+        with progress.bar(f"evaluation runs {', '.join(cfg.workload_sets)}") as advance:
+            tables = evaluate(jobs, workloads, cfg, progress=advance)
         with connect(warehouse) as con, transaction(con):
             store_evaluation(con, tables)
     base = Path(out_dir) if out_dir is not None else evaluation_dir(warehouse)

@@ -36,6 +36,7 @@ from models.checkpoints import register_policy, resume_from
 from models.chic import CEMConfig, ChicPolicy, evaluate_policy, policy_from_checkpoint, train_cem
 from models.chic.contracts import ChicEvaluation, ChicLearningCurves
 from models.heuristics.optimus import Optimus
+from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     TrainResult,
     already_trained,
@@ -150,7 +151,9 @@ def latest_chic_policy(con, variant: str, rate: float) -> str | None:
     return rows[0][0] if rows else None
 
 
-def train_chic_stage(warehouse: str | Path | None, cfg: ChicTrainConfig) -> TrainResult:
+def train_chic_stage(
+    warehouse: str | Path | None, cfg: ChicTrainConfig, progress: Reporter = QUIET
+) -> TrainResult:
     """Train one variant at one rate with the modified CEM; register the best validated
     policy (child of the policy it started from) and its learning curve."""
     cem = cfg.cem_config()
@@ -171,9 +174,14 @@ def train_chic_stage(warehouse: str | Path | None, cfg: ChicTrainConfig) -> Trai
     train_seeds = split_seeds("train", cfg.train_sequences, cfg.seed)
     val_seeds = split_seeds("validation", cfg.val_sequences, cfg.seed)
     torch.set_num_threads(1)
-    policy, curve, metrics = train_cem(
-        scenario.sequences(train_seeds), scenario.sequences(val_seeds), cem, init=init
-    )
+    with progress.bar(f"{cfg.variant} CEM iterations", cem.iterations) as advance:
+        policy, curve, metrics = train_cem(
+            scenario.sequences(train_seeds),
+            scenario.sequences(val_seeds),
+            cem,
+            init=init,
+            progress=advance,
+        )
     path, sha = save_checkpoint_file(policy, warehouse, cfg.variant)
     workloads = [f"chic:train:{s}@{cfg.rate_per_hour:g}" for s in train_seeds]
     with connect(warehouse) as con, transaction(con):
@@ -230,7 +238,9 @@ def optimus_acts(scenario: ChicScenario, seeds: tuple[int, ...], interval_s: flo
     return out
 
 
-def evaluate_chic_stage(warehouse: str | Path | None, cfg: ChicEvalConfig) -> ChicEvalResult:
+def evaluate_chic_stage(
+    warehouse: str | Path | None, cfg: ChicEvalConfig, progress: Reporter = QUIET
+) -> ChicEvalResult:
     """Evaluate the newest Chic / Chic-Pair policies and Optimus at every rate; one
     `chic_evaluation` row per system and rate."""
     policies: dict[tuple[str, float], str] = {}
@@ -259,51 +269,67 @@ def evaluate_chic_stage(warehouse: str | Path | None, cfg: ChicEvalConfig) -> Ch
 
     rows: list[dict[str, Any]] = []
     evaluated_at = datetime.now(UTC).replace(tzinfo=None)
-    for rate in cfg.rates:
-        scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
-        seeds = split_seeds("test", cfg.test_sequences, cfg.seed)
-        runs: dict[str, tuple[list[float], str | None]] = {}
-        for interval in cfg.optimus_intervals:
-            runs[f"optimus-{interval:g}"] = (optimus_acts(scenario, seeds, interval), None)
-        sequences = scenario.sequences(seeds)
-        for variant in ("chic", "chic-pair"):
-            targets = [(variant, policies.get((variant, rate)))]
-            targets.append(
-                (
-                    f"{variant}-trained-at-{cfg.reference_rate:g}",
-                    policies.get((variant, cfg.reference_rate)),
-                )
-            )
-            for system, pid in targets:
-                if pid is not None:
-                    acts = evaluate_policy(loaded[pid], sequences, scenario, seed=cfg.seed)
-                    runs[system] = (acts, pid)
-        base_key = "optimus-600"
-        base = float(np.mean(runs[base_key][0])) if base_key in runs else math.nan
-        for system, (acts, pid) in runs.items():
-            avg = float(np.mean(acts))
-            rows.append(
-                {
-                    "eval_id": eval_id,
-                    "system": system,
-                    "rate_per_hour": float(rate),
-                    "avg_jct_s": avg,
-                    "ci95_s": _ci95(acts),
-                    "n_sequences": len(acts),
-                    "policy_id": pid,
-                    "improvement_vs_optimus_600": 1.0 - avg / base if base > 0 else 0.0,
-                    "sequence_seeds": json.dumps(list(seeds)),
-                    "config": canonical_json({**asdict(cfg), "scenario": asdict(scenario)}),
-                    "seed": cfg.seed,
-                    "code_version": code_version(),
-                    "evaluated_at": evaluated_at,
-                }
-            )
+    with progress.bar("Chic evaluation: arrival rates", len(cfg.rates)) as advance:
+        for done, rate in enumerate(cfg.rates, 1):
+            rows += _evaluate_rate(cfg, rate, policies, loaded, eval_id, evaluated_at)
+            advance(done, len(cfg.rates))
     frame = pl.DataFrame(rows, schema_overrides={"policy_id": pl.Utf8})
     with connect(warehouse) as con, transaction(con):
         con.execute("DELETE FROM chic_evaluation WHERE eval_id = ?", [eval_id])
         write_frame(con, frame, ChicEvaluation)
     return _summary(eval_id, frame)
+
+
+def _evaluate_rate(
+    cfg: ChicEvalConfig,
+    rate: float,
+    policies: dict[tuple[str, float], str],
+    loaded: dict[str, ChicPolicy],
+    eval_id: str,
+    evaluated_at: datetime,
+) -> list[dict[str, Any]]:
+    """`chic_evaluation` rows of one arrival rate: Optimus and every policy."""
+    rows: list[dict[str, Any]] = []
+    scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
+    seeds = split_seeds("test", cfg.test_sequences, cfg.seed)
+    runs: dict[str, tuple[list[float], str | None]] = {}
+    for interval in cfg.optimus_intervals:
+        runs[f"optimus-{interval:g}"] = (optimus_acts(scenario, seeds, interval), None)
+    sequences = scenario.sequences(seeds)
+    for variant in ("chic", "chic-pair"):
+        targets = [(variant, policies.get((variant, rate)))]
+        targets.append(
+            (
+                f"{variant}-trained-at-{cfg.reference_rate:g}",
+                policies.get((variant, cfg.reference_rate)),
+            )
+        )
+        for system, pid in targets:
+            if pid is not None:
+                acts = evaluate_policy(loaded[pid], sequences, scenario, seed=cfg.seed)
+                runs[system] = (acts, pid)
+    base_key = "optimus-600"
+    base = float(np.mean(runs[base_key][0])) if base_key in runs else math.nan
+    for system, (acts, pid) in runs.items():
+        avg = float(np.mean(acts))
+        rows.append(
+            {
+                "eval_id": eval_id,
+                "system": system,
+                "rate_per_hour": float(rate),
+                "avg_jct_s": avg,
+                "ci95_s": _ci95(acts),
+                "n_sequences": len(acts),
+                "policy_id": pid,
+                "improvement_vs_optimus_600": 1.0 - avg / base if base > 0 else 0.0,
+                "sequence_seeds": json.dumps(list(seeds)),
+                "config": canonical_json({**asdict(cfg), "scenario": asdict(scenario)}),
+                "seed": cfg.seed,
+                "code_version": code_version(),
+                "evaluated_at": evaluated_at,
+            }
+        )
+    return rows
 
 
 def _summary(eval_id: str, frame: pl.DataFrame) -> ChicEvalResult:

@@ -50,6 +50,7 @@ from models.dl2 import (
 from models.dl2.config import SYSTEM
 from models.dl2.recorder import as_workloads
 from pipelines.evaluation import EvalConfig
+from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     TrainResult,
     already_trained,
@@ -106,6 +107,13 @@ class DL2StageConfig:
     """Further derived sets whose train and validation workloads fine-tuning also uses (the
     nightly flow passes each production trace's set, so a new trace retrains every variant
     from its latest policy); sets without such a split are skipped."""
+    train_sequences_per_set: int | None = 16
+    """At most this many training sequences of each set are recorded and trained on (the
+    lowest sequence numbers; None: all), so a large production trace does not make every
+    stage larger: the budget sizes the work, not the trace."""
+    val_sequences_per_set: int | None = 4
+    """At most this many validation sequences of each set are used (every validation
+    point of fine-tuning simulates each of them)."""
     init: str = "latest"
     """Fine-tuning starts from: "latest" (the newest registered fine-tuned DL2 policy, else
     this run's warm-up), "warmup" (this run's warm-up), or a policy id."""
@@ -151,13 +159,15 @@ class RecordResult:
     steps: int
 
 
-def _workloads(con, workload_set: str, split: str) -> pl.DataFrame:
-    """workload_jobs rows of one split of a set, in workload order."""
+def _workloads(con, workload_set: str, split: str, limit: int | None = None) -> pl.DataFrame:
+    """workload_jobs rows of one split of a set, in workload order (at most `limit`
+    sequences: the lowest sequence numbers)."""
     jobs = read_frame(
         con,
         "SELECT j.* FROM workload_jobs j JOIN workloads w USING (workload_id) "
-        "WHERE w.derivation = ? AND w.split = ? ORDER BY j.workload_id, j.job_index",
-        [workload_set, split],
+        "WHERE w.derivation = ? AND w.split = ? AND w.sequence_no < ? "
+        "ORDER BY j.workload_id, j.job_index",
+        [workload_set, split, limit if limit is not None else 2**31 - 1],
     )
     if jobs.height == 0:
         raise ValueError(
@@ -170,16 +180,22 @@ def _workloads(con, workload_set: str, split: str) -> pl.DataFrame:
 
 def _set_workloads(con, cfg: DL2StageConfig, split: str) -> pl.DataFrame:
     """workload_jobs rows of one split of the main set (required) and of the further
-    fine-tuning sets (where they have that split)."""
-    frames = [_workloads(con, cfg.workload_set, split)]
+    fine-tuning sets (where they have that split), each capped by the budget."""
+    limit = _limit(cfg, split)
+    frames = [_workloads(con, cfg.workload_set, split, limit)]
     for extra in cfg.finetune_sets:
         if extra == cfg.workload_set:
             continue
         try:
-            frames.append(_workloads(con, extra, split))
+            frames.append(_workloads(con, extra, split, limit))
         except ValueError:
             continue
     return pl.concat(frames)
+
+
+def _limit(cfg: DL2StageConfig, split: str) -> int | None:
+    """How many sequences of a set's `split` the stages use."""
+    return cfg.val_sequences_per_set if split == "validation" else cfg.train_sequences_per_set
 
 
 def _record_run_id(cfg: DL2StageConfig, jobs: pl.DataFrame) -> str:
@@ -191,11 +207,13 @@ def _record_run_id(cfg: DL2StageConfig, jobs: pl.DataFrame) -> str:
     return f"{cfg.workload_set}:{cfg.teacher}:{digest.hexdigest()[:12]}"
 
 
-def record_stage(warehouse: str | Path | None, cfg: DL2StageConfig) -> RecordResult:
+def record_stage(
+    warehouse: str | Path | None, cfg: DL2StageConfig, progress: Reporter = QUIET
+) -> RecordResult:
     """Record the teacher's decisions on the set's training workloads into
     `decision_traces` (replacing an earlier recording of the same inputs)."""
     with connect(warehouse) as con:
-        jobs = _workloads(con, cfg.workload_set, "train")
+        jobs = _workloads(con, cfg.workload_set, "train", _limit(cfg, "train"))
     run_id = _record_run_id(cfg, jobs)
     with connect(warehouse) as con:
         ((done,),) = con.sql(
@@ -203,7 +221,10 @@ def record_stage(warehouse: str | Path | None, cfg: DL2StageConfig) -> RecordRes
         ).fetchall()
     if done:
         return RecordResult(run_id, cfg.teacher, jobs["workload_id"].n_unique(), done)
-    traces = record_decisions(jobs, cfg.teacher, cfg.recorder(), run_id=run_id, trace_version="")
+    with progress.bar(f"{cfg.teacher} decisions: workloads recorded") as advance:
+        traces = record_decisions(
+            jobs, cfg.teacher, cfg.recorder(), run_id=run_id, trace_version="", progress=advance
+        )
     with connect(warehouse) as con, transaction(con):
         con.execute("DELETE FROM decision_traces WHERE run_id = ?", [run_id])
         write_frame(con, traces, DecisionTraces)
@@ -216,7 +237,10 @@ def record_stage(warehouse: str | Path | None, cfg: DL2StageConfig) -> RecordRes
 
 
 def warmup_stage(
-    warehouse: str | Path | None, cfg: DL2StageConfig, record_run_id: str
+    warehouse: str | Path | None,
+    cfg: DL2StageConfig,
+    record_run_id: str,
+    progress: Reporter = QUIET,
 ) -> TrainResult:
     """Supervised warm-up on the decisions of `record_run_id`; registers the warm policy
     (system "dl2", no parent) with its learning curve."""
@@ -227,7 +251,7 @@ def warmup_stage(
             "ORDER BY workload_id, seed, decision, step",
             [record_run_id],
         )
-        val_jobs = _workloads(con, cfg.workload_set, "validation")
+        val_jobs = _workloads(con, cfg.workload_set, "validation", _limit(cfg, "validation"))
     if traces.height == 0:
         raise ValueError(f"no decision traces of recording {record_run_id!r}; run record first")
     key = input_key(record_run_id, cfg.warmup_config(), val_jobs)
@@ -236,13 +260,15 @@ def warmup_stage(
     if done is not None:
         return done
     torch.set_num_threads(1)
-    policy, metrics, curve = warmup(
-        traces,
-        cfg.warmup_config(),
-        val_workloads=[jobs for _, jobs in as_workloads(val_jobs)],
-        sim=cfg.sim,
-        eval_seed=cfg.seed,
-    )
+    with progress.bar("DL2 warm-up epochs", cfg.warmup_epochs) as advance:
+        policy, metrics, curve = warmup(
+            traces,
+            cfg.warmup_config(),
+            val_workloads=[jobs for _, jobs in as_workloads(val_jobs)],
+            sim=cfg.sim,
+            eval_seed=cfg.seed,
+            progress=advance,
+        )
     path, sha = save_checkpoint_file(policy, warehouse, SYSTEM)
     training = sorted(traces["workload_id"].unique().to_list())
     with connect(warehouse) as con, transaction(con):
@@ -286,6 +312,7 @@ def finetune_stage(
     cfg: DL2StageConfig,
     warmup_policy_id: str,
     variant: str = "dl2",
+    progress: Reporter = QUIET,
 ) -> TrainResult:
     """Actor-critic fine-tuning of `variant` (a VARIANTS key) from its newest registered
     policy (cfg.init = "latest") or else the warm-up (OfflineRL: from scratch); registers
@@ -319,7 +346,10 @@ def finetune_stage(
             f"stage trains window {ft_cfg.net.window}, hidden {cfg.hidden}: set init='warmup'"
         )
     torch.set_num_threads(1)
-    policy, curve, metrics = finetune(train_jobs, val_jobs, ft_cfg, init=init, eval_seed=cfg.seed)
+    with progress.bar(f"{variant} RL updates", ft_cfg.max_updates) as advance:
+        policy, curve, metrics = finetune(
+            train_jobs, val_jobs, ft_cfg, init=init, eval_seed=cfg.seed, progress=advance
+        )
     path, sha = save_checkpoint_file(policy, warehouse, system)
     training = sorted(train_jobs["workload_id"].unique().to_list())
     with connect(warehouse) as con, transaction(con):

@@ -52,6 +52,7 @@ from models.harmony.reward import (
 )
 from models.harmony.train import PlacementTrainConfig, train_placement
 from models.harmony.workloads import ArrivalConfig, sequences
+from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     TrainResult,
     already_trained,
@@ -119,6 +120,10 @@ class RewardResult:
     """GPU type -> predictor fitted on Gavel's measurements."""
 
 
+_EVALUATION_ONLY = ("eval_id", "eval_config", "seed", "evaluated_at", "code_version")
+"""harmony_evaluation columns that are not part of an evaluation's summary frame."""
+
+
 @dataclass(frozen=True)
 class HarmonyEvalResult:
     eval_id: str
@@ -160,7 +165,12 @@ def _samples(con, sources: tuple[str, ...]) -> pl.DataFrame:
 
 
 def _fit_and_register(
-    warehouse, frame: pl.DataFrame, cfg: HarmonyStageConfig, system: str, lif: bool
+    warehouse,
+    frame: pl.DataFrame,
+    cfg: HarmonyStageConfig,
+    system: str,
+    lif: bool,
+    progress: Reporter = QUIET,
 ) -> TrainResult:
     """Fit (or skip, if done) one reward predictor on `frame`; register it with its
     comparison rows and curve."""
@@ -174,13 +184,14 @@ def _fit_and_register(
         resumed = resume_from(con, parent, predictor_from_checkpoint)
         parent, init = resumed.policy_id, resumed.policy
     torch.set_num_threads(1)
-    try:
-        fit = fit_reward_model(frame, cfg.reward, init=init)
-    except ValueError:
-        # The previous network cannot read these samples (new job types or a larger
-        # cluster): train a new one (no parent).
-        parent = None
-        fit = fit_reward_model(frame, cfg.reward)
+    with progress.bar(f"{system} epochs", cfg.reward.epochs) as advance:
+        try:
+            fit = fit_reward_model(frame, cfg.reward, init=init, progress=advance)
+        except ValueError:
+            # The previous network cannot read these samples (new job types or a larger
+            # cluster): train a new one (no parent).
+            parent = None
+            fit = fit_reward_model(frame, cfg.reward, progress=advance)
     comparison = compare_estimators(frame, fit, seed=cfg.reward.seed, lif=lif)
     path, sha = save_checkpoint_file(fit.predictor, warehouse, system)
     metrics = {
@@ -213,7 +224,9 @@ def _fit_and_register(
     return TrainResult(policy_id, parent, str(path), public_metrics(metrics))
 
 
-def fit_reward_model_stage(warehouse: str | Path | None, cfg: HarmonyStageConfig) -> RewardResult:
+def fit_reward_model_stage(
+    warehouse: str | Path | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET
+) -> RewardResult:
     """Fit the reward predictor on `cfg.sample_sources` (and on Gavel's measurements if
     `cfg.gavel_path` is set), each compared with LIF and gradient boosting on its split."""
     with connect(warehouse) as con:
@@ -223,7 +236,7 @@ def fit_reward_model_stage(warehouse: str | Path | None, cfg: HarmonyStageConfig
             f"no interference samples of sources {list(cfg.sample_sources)}; run the "
             "interference stage first"
         )
-    main = _fit_and_register(warehouse, frame, cfg, REWARD_SYSTEM, lif=True)
+    main = _fit_and_register(warehouse, frame, cfg, REWARD_SYSTEM, lif=True, progress=progress)
     gavel: dict[str, TrainResult] = {}
     if cfg.gavel_path:
         samples = validate(
@@ -249,7 +262,10 @@ def _reward_model(con, reward_model_id: str | None):
 
 
 def train_placement_stage(
-    warehouse: str | Path | None, cfg: HarmonyStageConfig, reward_model_id: str | None = None
+    warehouse: str | Path | None,
+    cfg: HarmonyStageConfig,
+    reward_model_id: str | None = None,
+    progress: Reporter = QUIET,
 ) -> dict[str, TrainResult]:
     """Train every `cfg.variants` system on rollouts scored by the reward model
     (`reward_model_id`, default the newest), each from its newest registered policy."""
@@ -273,7 +289,10 @@ def train_placement_stage(
         if init is not None and init.cfg != tcfg.net:
             init, parent = None, None
         torch.set_num_threads(1)
-        policy, curve, metrics = train_placement(train_seqs, val_seqs, predictor, tcfg, init)
+        with progress.bar(f"{variant} updates", tcfg.updates) as advance:
+            policy, curve, metrics = train_placement(
+                train_seqs, val_seqs, predictor, tcfg, init, progress=advance
+            )
         path, sha = save_checkpoint_file(policy, warehouse, variant)
         metrics = {
             **metrics,
@@ -306,7 +325,7 @@ def train_placement_stage(
 
 
 def evaluate_harmony_stage(
-    warehouse: str | Path | None, cfg: HarmonyStageConfig
+    warehouse: str | Path | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET
 ) -> HarmonyEvalResult:
     """Evaluate the newest policy of every `cfg.variants` system and the baselines in the
     true simulator (`harmony_evaluation`), and append the speeds Harmony observed to
@@ -327,8 +346,23 @@ def evaluate_harmony_stage(
     for name in sorted(learned):
         digest.update(f"{name}={learned[name][1]}".encode())
     eval_id = f"harmony-{digest.hexdigest()[:16]}"
+    online_seed = int(digest.hexdigest()[:12], 16)
+    # The id hashes the evaluation config and the evaluated policies: rows stored under it
+    # are exactly what simulating again would give, so an unchanged run simulates nothing.
+    with connect(warehouse) as con:
+        stored = read_frame(
+            con, "SELECT * FROM harmony_evaluation WHERE eval_id = ? ORDER BY ALL", [eval_id]
+        )
+        [(online_rows,)] = con.sql(
+            "SELECT count(*) FROM interference_samples WHERE source = ? AND seed = ?",
+            params=[ONLINE_SOURCE, online_seed],
+        ).fetchall()
+    if stored.height:
+        columns = [c for c in stored.columns if c not in _EVALUATION_ONLY]
+        return HarmonyEvalResult(eval_id, stored.select(columns), online_rows)
     torch.set_num_threads(1)
-    summary, _, results = evaluate(learned, cfg.eval)
+    with progress.bar("Harmony evaluation runs") as advance:
+        summary, _, results = evaluate(learned, cfg.eval, progress=advance)
     rows = summary.with_columns(
         pl.lit(eval_id).alias("eval_id"),
         pl.lit(cfg.eval.to_json()).alias("eval_config"),
@@ -338,7 +372,7 @@ def evaluate_harmony_stage(
     ).select(list(HarmonyEvaluation.to_schema().columns))
     online = pl.DataFrame()
     if "harmony" in results:
-        seed = int(digest.hexdigest()[:12], 16)
+        seed = online_seed
         online = validate(
             observed_samples(results["harmony"], ONLINE_SOURCE, seed, cfg.online_max_sets),
             InterferenceSamples,
@@ -356,16 +390,18 @@ def evaluate_harmony_stage(
 
 
 def online_update_stage(
-    warehouse: str | Path | None, cfg: HarmonyStageConfig
+    warehouse: str | Path | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET
 ) -> tuple[RewardResult, dict[str, TrainResult]]:
     """Harmony's online model update: re-fit the reward predictor with the observed speeds
     appended (`harmony-online` samples), then the placement policies on it, each from its
     last checkpoint."""
     sources = tuple(dict.fromkeys((*cfg.sample_sources, ONLINE_SOURCE)))
     reward = fit_reward_model_stage(
-        warehouse, replace(cfg, init="latest", gavel_path=None, sample_sources=sources)
+        warehouse,
+        replace(cfg, init="latest", gavel_path=None, sample_sources=sources),
+        progress,
     )
     placed = train_placement_stage(
-        warehouse, replace(cfg, init="latest"), reward.reward_model.policy_id
+        warehouse, replace(cfg, init="latest"), reward.reward_model.policy_id, progress
     )
     return reward, placed

@@ -46,6 +46,7 @@ from models.rltaps import (
 from models.rltaps.config import MODES
 from models.rltaps.contracts import RLTapsEvaluation, RLTapsLearningCurves
 from models.rltaps.policy import ci95, sequence_seeds
+from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     TrainResult,
     already_trained,
@@ -182,7 +183,9 @@ class RLTapsEvalResult:
     seeds: list[int]
 
 
-def train_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) -> RLTapsTrainResult:
+def train_rltaps_stage(
+    warehouse: str | Path | None, cfg: RLTapsStageConfig, progress: Reporter = QUIET
+) -> RLTapsTrainResult:
     """Train RL-TAPS in `cfg.mode` (REINFORCE, models/rltaps/reinforce.py) from the newest
     registered policy of that mode's system (cfg.init = "latest") or from scratch; register
     it (parent: the policy it started from) and write its learning curve."""
@@ -209,7 +212,8 @@ def train_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) -> 
                 f"{rl_cfg.hidden}: set init='scratch'"
             )
     torch.set_num_threads(1)
-    policy, curve, metrics = train(rl_cfg, init=init)
+    with progress.bar(f"RL-TAPS {cfg.mode} REINFORCE") as advance:
+        policy, curve, metrics = train(rl_cfg, init=init, progress=advance)
     path, sha = save_checkpoint_file(policy, warehouse, system)
     training = sorted(
         {f"rl-taps-bimodal:{cfg.n_jobs}:{s}" for seeds in metrics["train_seeds"] for s in seeds}
@@ -240,7 +244,9 @@ def train_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) -> 
     )
 
 
-def evaluate_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) -> RLTapsEvalResult:
+def evaluate_rltaps_stage(
+    warehouse: str | Path | None, cfg: RLTapsStageConfig, progress: Reporter = QUIET
+) -> RLTapsEvalResult:
     """Evaluate the newest registered policy of each RL-TAPS system (those registered) and
     the Random, SJF and Tetris pickers (first-fit GPUs) on `cfg.test_sequences` held-out job
     sequences; one `rltaps_evaluation` row per scheduler (re-running replaces its rows)."""
@@ -265,9 +271,15 @@ def evaluate_rltaps_stage(warehouse: str | Path | None, cfg: RLTapsStageConfig) 
     run_id = "rltaps-eval:" + input_key(eval_config, policy_ids)[:16]
     torch.set_num_threads(1)
     schedulers: dict[str, RLTapsPolicy | None] = {**learned, **dict.fromkeys(BASELINES)}
-    results = evaluate_schedulers(
-        schedulers, job_sequences(seeds, cfg.n_jobs), env_cfg, gamma=cfg.gamma, seed=cfg.seed
-    )
+    with progress.bar("RL-TAPS evaluation episodes") as advance:
+        results = evaluate_schedulers(
+            schedulers,
+            job_sequences(seeds, cfg.n_jobs),
+            env_cfg,
+            gamma=cfg.gamma,
+            seed=cfg.seed,
+            progress=advance,
+        )
     rows = []
     for name, values in results.items():
         rewards = [r for r, _ in values]

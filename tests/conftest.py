@@ -14,6 +14,8 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 import pytest
 
+pytest_plugins = ["tests.tiny_run"]
+
 DATA = Path(__file__).parent / "data"
 TRACES = DATA / "traces"
 

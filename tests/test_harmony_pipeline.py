@@ -116,6 +116,23 @@ def test_rerun_on_unchanged_inputs_trains_nothing(run):
     }
 
 
+def test_an_unchanged_evaluation_is_read_back_not_simulated(run, monkeypatch):
+    path, _, _, evaluated = run
+    import pipelines.stages_harmony as stages
+
+    def no_simulation(*args, **kwargs):
+        raise AssertionError("an unchanged Harmony evaluation was simulated again")
+
+    monkeypatch.setattr(stages, "evaluate", no_simulation)
+    before = _counts(path)
+    again = stages.evaluate_harmony_stage(path, CFG)
+    assert again.eval_id == evaluated.eval_id
+    assert again.online_samples == evaluated.online_samples
+    key = ["pattern", "scheduler"]
+    assert again.summary.sort(key).equals(evaluated.summary.sort(key))
+    assert _counts(path) == before
+
+
 def test_online_update_retrains_from_the_last_checkpoints(run):
     path, reward, placed, _ = run
     new_reward, new_placed = online_update_stage(path, CFG)

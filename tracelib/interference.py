@@ -43,6 +43,7 @@ import polars as pl
 
 from tracelib.catalogue import DL2_CATALOGUE, JobType, by_name
 from tracelib.contracts import InterferenceSamples
+from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
 from tracelib.sim.config import ClusterConfig, SpeedConfig
 from tracelib.sim.snapshot import JobPlacement
@@ -221,11 +222,19 @@ def _shift(pl_: JobPlacement, offset: int) -> JobPlacement:
     return JobPlacement(tuple(s + offset for s in pl_.workers), tuple(s + offset for s in pl_.ps))
 
 
-def collect_samples(cfg: InterferenceConfig | None = None) -> pl.DataFrame:
-    """Interference samples (`interference_samples` rows, not yet contract-checked)."""
+def collect_samples(
+    cfg: InterferenceConfig | None = None, progress: ProgressFn = no_progress
+) -> pl.DataFrame:
+    """Interference samples (`interference_samples` rows, not yet contract-checked);
+    `progress(samples drawn, n_samples)` as sets are drawn."""
     cfg = cfg or InterferenceConfig()
     n_srv = cfg.cluster.n_servers
-    sets = list(sample_sets(cfg))
+    sets = []
+    drawn = 0
+    for ss in sample_sets(cfg):
+        sets.append(ss)
+        drawn += len(ss.types)
+        progress(min(drawn, cfg.n_samples), cfg.n_samples)
     types: list[int] = []
     workers: list[int] = []
     ps: list[int] = []
@@ -291,12 +300,14 @@ def collect_samples(cfg: InterferenceConfig | None = None) -> pl.DataFrame:
     )
 
 
-def interference_frame(cfg: InterferenceConfig | None = None) -> pl.DataFrame:
+def interference_frame(
+    cfg: InterferenceConfig | None = None, progress: ProgressFn = no_progress
+) -> pl.DataFrame:
     """Stage-ready samples: `collect_samples` checked against the table's contract (raises
     `warehouse.ContractViolation` naming table, column and rows)."""
     from warehouse.io import validate
 
-    return validate(collect_samples(cfg), InterferenceSamples)
+    return validate(collect_samples(cfg, progress), InterferenceSamples)
 
 
 def store_samples(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> int:

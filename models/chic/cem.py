@@ -32,6 +32,7 @@ from models.chic.config import CEMConfig
 from models.chic.networks import ChicPolicyNet, NumpyPolicy
 from models.chic.policy import ChicPolicy, evaluate_policy, run_episode
 from tracelib.envs.chic import ChicEnv
+from tracelib.progress import ProgressFn, no_progress
 from tracelib.sim.jobs import JobSpec
 
 CURVE_SCHEMA = {
@@ -93,9 +94,11 @@ def train_cem(
     validation: Sequence[Sequence[JobSpec]],
     cfg: CEMConfig,
     init: ChicPolicy | None = None,
+    progress: ProgressFn = no_progress,
 ) -> tuple[ChicPolicy, pl.DataFrame, dict[str, Any]]:
     """Train a Chic (or Chic-Pair) policy; returns (best validated policy, learning curve,
-    metrics). `init` starts from a trained policy (same network shape) instead of random."""
+    metrics). `init` starts from a trained policy (same network shape) instead of random.
+    `progress(iteration, iterations)` is called after every iteration."""
     if not train or not validation:
         raise ValueError("need training and validation sequences")
     root = np.random.SeedSequence(cfg.seed)
@@ -108,10 +111,10 @@ def train_cem(
     # and restore it afterwards, so training is a function of cfg.seed alone.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(torch_seed.generate_state(2)[1]))
-        return _train(train, validation, cfg, init, gen, episode_rng, action_rng)
+        return _train(train, validation, cfg, init, gen, episode_rng, action_rng, progress)
 
 
-def _train(train, validation, cfg, init, gen, episode_rng, action_rng):
+def _train(train, validation, cfg, init, gen, episode_rng, action_rng, progress):
     net = ChicPolicyNet(cfg.net_config)
     if init is not None:
         if init.net.cfg != cfg.net_config:
@@ -183,6 +186,7 @@ def _train(train, validation, cfg, init, gen, episode_rng, action_rng):
                 "wall_s": time.perf_counter() - started,
             }
         )
+        progress(k, cfg.iterations)
     net.load_state_dict(best_state)
     net.eval()
     wall = time.perf_counter() - started

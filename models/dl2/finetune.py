@@ -58,6 +58,7 @@ from models.dl2.networks import (
 from models.dl2.policy import DL2Policy, average_jct, clone_net
 from models.dl2.recorder import Workloads, as_workloads
 from tracelib.envs import AllocationEnv, AllocationEnvConfig
+from tracelib.progress import ProgressFn, no_progress
 from tracelib.sim.builder import AllocationBuilder
 from tracelib.sim.engine import SimulationStalled
 from tracelib.sim.jobs import JobSpec
@@ -167,9 +168,11 @@ def finetune(
     init: DL2Policy | None = None,
     *,
     eval_seed: int = 0,
+    progress: ProgressFn = no_progress,
 ) -> tuple[DL2Policy, pl.DataFrame, dict[str, Any]]:
     """Train a DL2 policy by actor-critic RL from `init` (a warm-up policy) or from scratch;
-    returns (best validated policy, learning curve, metrics)."""
+    returns (best validated policy, learning curve, metrics). `progress(updates, total)` is
+    called after every update."""
     cfg = cfg or FinetuneConfig()
     start = time.perf_counter()
     train_jobs = _jobs(train_workloads)
@@ -341,6 +344,7 @@ def finetune(
                     )
                 else:
                     bar.update(task, completed=updates)
+                progress(updates, cfg.max_updates)
             slot_obs, slot_mask, slot_action, slot_step_next = [], [], [], []
             stop_k = int(act_rng.integers(1, 16))
             if terminated or truncated:

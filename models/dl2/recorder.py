@@ -31,6 +31,7 @@ from models.dl2.policy import workload_seeds
 from models.heuristics.common import nominal_remaining_s
 from models.heuristics.registry import ALLOCATIONS, PLACEMENTS
 from tracelib.envs.observation import encode_allocation, refresh_allocation_row
+from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import code_version
 from tracelib.sim.builder import Action, AllocationBuilder
 from tracelib.sim.engine import SimResult, Simulator
@@ -64,9 +65,13 @@ def record_decisions(
     *,
     run_id: str = "adhoc",
     trace_version: str = "",
+    progress: ProgressFn = no_progress,
 ) -> pl.DataFrame:
-    """`decision_traces` rows of `teacher` (default `cfg.teacher`) run over every workload."""
-    frame, _ = record_runs(workloads, teacher, cfg, run_id=run_id, trace_version=trace_version)
+    """`decision_traces` rows of `teacher` (default `cfg.teacher`) run over every workload
+    (`progress(workloads done, total)` after each)."""
+    frame, _ = record_runs(
+        workloads, teacher, cfg, run_id=run_id, trace_version=trace_version, progress=progress
+    )
     return frame
 
 
@@ -77,6 +82,7 @@ def record_runs(
     *,
     run_id: str = "adhoc",
     trace_version: str = "",
+    progress: ProgressFn = no_progress,
 ) -> tuple[pl.DataFrame, dict[str, SimResult]]:
     """`record_decisions` plus each workload's simulation result (the teacher's run)."""
     cfg = cfg or RecorderConfig()
@@ -131,6 +137,7 @@ def record_runs(
                 columns["code_version"].append(code_version())
             session.submit(alloc, placement.place(snap, alloc, session.rng))
         results[workload_id] = session.result()
+        progress(len(results), len(items))
     frame = pl.DataFrame(
         columns,
         schema={

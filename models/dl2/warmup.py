@@ -29,6 +29,7 @@ from models.dl2.config import DL2NetConfig, WarmupConfig, dl2_sim, to_dict
 from models.dl2.networks import PolicyNet
 from models.dl2.policy import DL2Policy, average_jct
 from models.heuristics.registry import ALLOCATIONS
+from tracelib.progress import ProgressFn, no_progress
 from tracelib.sim.config import SimConfig
 from tracelib.sim.jobs import JobSpec
 
@@ -120,8 +121,10 @@ def warmup(
     val_workloads: Sequence[Sequence[JobSpec]] | None = None,
     sim: SimConfig | None = None,
     eval_seed: int = 0,
+    progress: ProgressFn = no_progress,
 ) -> tuple[DL2Policy, dict[str, Any], pl.DataFrame]:
     """Train a DL2 policy to imitate `traces`; returns (policy, metrics, curve).
+    `progress(epoch, max_epochs)` is called after every epoch.
 
     Validation loss/accuracy use `val_traces`, else `cfg.val_fraction` of the recorded
     workloads. With `val_workloads`, the warm policy and the teacher (the traces' `teacher`)
@@ -194,6 +197,7 @@ def warmup(
                 }
             )
             bar.update(task, advance=1, description=f"DL2 warm-up loss {val_loss:.4f}")
+            progress(epoch, cfg.max_epochs)
             if val_loss < best_loss - cfg.min_delta:
                 best_loss, best_epoch, stale = val_loss, epoch, 0
                 best_state = {k: v.clone() for k, v in net.state_dict().items()}

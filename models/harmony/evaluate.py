@@ -24,6 +24,7 @@ from models.harmony.placement import BASELINES, RulePlacement
 from models.harmony.train import harmony_sim
 from models.harmony.workloads import PATTERNS, ArrivalConfig, sequences
 from tracelib.catalogue import DL2_CATALOGUE
+from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
 from tracelib.sim import SimConfig, SimResult, Simulator
 from tracelib.sim.snapshot import JobPlacement
@@ -57,13 +58,15 @@ def _ci(values: np.ndarray) -> tuple[float | None, float | None]:
 
 
 def evaluate(
-    learned: Mapping[str, tuple[Any, str | None]], cfg: HarmonyEvalConfig
+    learned: Mapping[str, tuple[Any, str | None]],
+    cfg: HarmonyEvalConfig,
+    progress: ProgressFn = no_progress,
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, list[SimResult]]]:
     """Run the baselines and `learned` (name -> (decision policy, policy id)) on every
     pattern; returns (summary rows, per-run rows, results by scheduler for the learned).
     `paired_ratio`: mean over sequences of the scheduler's average JCT / the best baseline's
     on the same sequence, with its own t-interval (much tighter than the JCT's, as the
-    sequences' load cancels out)."""
+    sequences' load cancels out). `progress(runs done, total)` after every simulation."""
     schedulers: dict[str, tuple[Any, str | None]] = {
         b: (RulePlacement(b), None) for b in cfg.baselines
     }
@@ -87,6 +90,7 @@ def evaluate(
                 )
                 if name in results:
                     results[name].append(res)
+                progress(len(runs), len(cfg.patterns) * cfg.n_sequences * len(schedulers))
     run_frame = pl.DataFrame(runs)
     rows = []
     for pattern in cfg.patterns:

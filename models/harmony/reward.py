@@ -60,6 +60,7 @@ from torch import nn
 
 from models.checkpoints import Checkpoint, CheckpointError, save_checkpoint
 from tracelib.interference import placement_counts
+from tracelib.progress import ProgressFn, no_progress
 from tracelib.sim.snapshot import JobPlacement
 
 SYSTEM = "harmony-reward-model"
@@ -519,11 +520,14 @@ class RewardFit:
 
 
 def fit_reward_model(
-    frame: pl.DataFrame, cfg: RewardTrainConfig, init: RewardPredictor | None = None
+    frame: pl.DataFrame,
+    cfg: RewardTrainConfig,
+    init: RewardPredictor | None = None,
+    progress: ProgressFn = no_progress,
 ) -> RewardFit:
     """Train the reward network on the training sets of `frame` (90/10 split by set);
     `init` (a predictor with the same input shape) continues from its weights, keeping
-    its output scales, as the online update does."""
+    its output scales, as the online update does. `progress(epoch, epochs)` after each."""
     torch.manual_seed(int(np.random.SeedSequence(cfg.seed).spawn(3)[1].generate_state(1)[0]))
     test_mask = split_sets(frame, cfg.test_fraction, cfg.seed)
     train, test = frame.filter(~pl.Series(test_mask)), frame.filter(pl.Series(test_mask))
@@ -618,6 +622,7 @@ def fit_reward_model(
                 "test_rel_error": _mean_error(predictor, te),
             }
         )
+        progress(epoch + 1, cfg.epochs)
     net.eval()
     curve = pl.DataFrame(
         rows,

@@ -74,6 +74,7 @@ from models.harmony.placement import (
 )
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
 from tracelib.envs.observation import decode_placement_action
+from tracelib.progress import ProgressFn, no_progress
 from tracelib.sim import ClusterConfig, SimConfig, Simulator, SpeedConfig
 from tracelib.sim.jobs import JobSpec
 
@@ -292,9 +293,11 @@ def train_placement(
     predictor,
     cfg: PlacementTrainConfig,
     init: HarmonyPolicy | None = None,
+    progress: ProgressFn = no_progress,
 ) -> tuple[HarmonyPolicy, pl.DataFrame, dict[str, Any]]:
     """Train (or continue training `init`) a placement policy on rollouts scored by
-    `predictor`; returns the best validated policy, its curve and metrics."""
+    `predictor`; returns the best validated policy, its curve and metrics.
+    `progress(updates, total)` is called after every update."""
     seqs = np.random.SeedSequence(cfg.seed).spawn(len(STREAMS))
     rngs = {n: np.random.default_rng(s) for n, s in zip(STREAMS, seqs, strict=True)}
     torch.manual_seed(int(rngs["init"].integers(2**31 - 1)))
@@ -388,6 +391,7 @@ def train_placement(
         opt_pi.step()
         if cfg.value_net:
             opt_v.step()
+        progress(update + 1, cfg.updates)
         last = update == cfg.updates - 1
         if (cfg.val_every and (update + 1) % cfg.val_every == 0) or last:
             jct = validate(current, val_workloads, cfg.sim, predictor) if val_workloads else None

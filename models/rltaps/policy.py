@@ -29,6 +29,7 @@ from models.heuristics.pickers import SJF, FirstFit, Random, TetrisPicker
 from models.rltaps.config import SYSTEM, RLTapsNetConfig
 from models.rltaps.networks import FastPolicy, PolicyNet
 from tracelib.envs.gpu import GpuAssignmentEnv, GpuEnvConfig
+from tracelib.progress import ProgressFn, no_progress
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.policy import AllocationPolicy, Scheduler
 from tracelib.sim.snapshot import Allocation, Snapshot
@@ -262,9 +263,10 @@ def evaluate_schedulers(
     *,
     gamma: float = 1.0,
     seed: int = 0,
+    progress: ProgressFn = no_progress,
 ) -> dict[str, list[tuple[float, float]]]:
     """(G_1, mean slowdown) per sequence of every scheduler: a name in BASELINES (value
-    None) or a learned policy (greedy)."""
+    None) or a learned policy (greedy). `progress(episodes done, total)` after each."""
     env = GpuAssignmentEnv(sequences, env_cfg)
     out: dict[str, list[tuple[float, float]]] = {}
     # Single-state inferences are tiny matrix products: BLAS threads only contend.
@@ -277,6 +279,7 @@ def evaluate_schedulers(
             for k in range(len(sequences)):
                 ep = run_episode(env, k, policy=policy, scheduler=scheduler)
                 rows.append((ep.first_return(gamma), ep.slowdown))
+                progress(len(out) * len(sequences) + k + 1, len(schedulers) * len(sequences))
             out[name] = rows
     return out
 

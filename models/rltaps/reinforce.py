@@ -42,6 +42,7 @@ from models.rltaps.policy import (
     sequence_seeds,
 )
 from tracelib.envs.gpu import GpuAssignmentEnv
+from tracelib.progress import ProgressFn, no_progress
 
 CURVE_SCHEMA = {
     "iteration": pl.Int32,
@@ -104,18 +105,21 @@ def _validate(policy: RLTapsPolicy, env: GpuAssignmentEnv, gamma: float) -> tupl
 
 
 def train(
-    cfg: ReinforceConfig, init: RLTapsPolicy | None = None
+    cfg: ReinforceConfig,
+    init: RLTapsPolicy | None = None,
+    progress: ProgressFn = no_progress,
 ) -> tuple[RLTapsPolicy, pl.DataFrame, dict[str, Any]]:
     """Train an RL-TAPS policy (from `init`, or fresh); returns the policy, its curve frame
-    (CURVE_SCHEMA) and metrics (validation figures, budget used, sequence seeds)."""
+    (CURVE_SCHEMA) and metrics (validation figures, budget used, sequence seeds).
+    `progress(sequences done, total)` is called after every training sequence."""
     torch.set_num_threads(1)
     # Single-state inferences are tiny matrix products: BLAS threads only contend.
     with threadpool_limits(limits=1):
-        return _train(cfg, init)
+        return _train(cfg, init, progress)
 
 
 def _train(
-    cfg: ReinforceConfig, init: RLTapsPolicy | None
+    cfg: ReinforceConfig, init: RLTapsPolicy | None, progress: ProgressFn
 ) -> tuple[RLTapsPolicy, pl.DataFrame, dict[str, Any]]:
     start = time.perf_counter()
     s_init, s_train, s_val, s_shuffle, s_act = np.random.SeedSequence(cfg.seed).spawn(5)
@@ -208,6 +212,7 @@ def _train(
                 policy.refresh()
                 updates += 1
                 pending = 0
+            progress((epoch - 1) * len(order) + position + 1, cfg.epochs * len(train_env.workloads))
             if out_of_time:
                 stopped = True
                 break

@@ -1,0 +1,154 @@
+"""One small but complete nightly run (every stage, every learned system, on 60 synthetic
+jobs), made once per test session and compared by several tests: the task runners and
+kill-and-restart each check that their way of running gives exactly these tables.
+
+    reference  the flow in-process with the sequential runner (the flow's default)
+    cli        `schedlab run` as a user starts it, with local worker processes (the default
+               runner beyond the smoke budget), `schedlab sql` querying the warehouse all
+               along
+
+tests/test_tiny_run.py uses them; its tests run on one pytest-xdist worker, so each
+fixture is built once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+TINY = {
+    "seed": 4,
+    "n_jobs": 60,
+    "jobs_per_sequence": 10,
+    "budget": "smoke",
+    "eval_seeds": 1,
+    "eval_sequences": 1,
+}
+"""The run: nightly_flow's parameters."""
+
+TINY_ARGS = [
+    "--seed",
+    "4",
+    "--jobs",
+    "60",
+    "--jobs-per-sequence",
+    "10",
+    "--budget",
+    "smoke",
+    "--eval-seeds",
+    "1",
+    "--eval-sequences",
+    "1",
+]
+"""The same run as `schedlab run` arguments."""
+
+
+def start_cli_run(warehouse: Path, prefect_home: Path, *extra: str) -> subprocess.Popen:
+    """`schedlab run` of the tiny run in its own process group (stdout a pipe: stage lines,
+    no bars). Inside the session's Prefect test harness it uses the harness's API server
+    instead of starting a temporary one of its own (10-20 s each)."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(prefect_home),
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    }
+    if PREFECT_API_URL.value():
+        env["PREFECT_API_URL"] = PREFECT_API_URL.value()
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipelines.cli",
+            "run",
+            "--warehouse",
+            str(warehouse),
+            *TINY_ARGS,
+            *extra,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: a kill reaches every child
+    )
+
+
+def finish(proc: subprocess.Popen) -> str:
+    """Wait for a CLI run; its output (it must have succeeded)."""
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out
+    return out
+
+
+@dataclass(frozen=True)
+class CliRun:
+    warehouse: Path
+    output: str
+    """What `schedlab run` printed (stdout and stderr)."""
+    reader_codes: list[int]
+    """Exit status of every `schedlab sql` made while it ran."""
+    reader_errors: list[str]
+    """Their unexpected answers (none, or the test fails and shows them)."""
+
+
+def query_while_running(proc: subprocess.Popen, warehouse: Path) -> tuple[list[int], list[str]]:
+    """`schedlab sql` over and over while `proc` runs; each answer must be a result, a clear
+    busy (exit 3) or a not-yet-created message. Returns the exit codes and bad answers."""
+    from pipelines.cli import main
+
+    codes, bad = [], []
+    query = "SELECT count(*) AS n FROM jobs"
+    while proc.poll() is None:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["sql", "--warehouse", str(warehouse), query])
+        ok = (
+            (code == 0 and "(1 rows)" in out.getvalue())
+            or (
+                code == 3
+                and "is busy" in err.getvalue()
+                and "Retry when that process is done" in err.getvalue()
+            )
+            or (code == 1 and "does not exist yet" in err.getvalue())
+        )
+        if not ok:
+            bad.append(f"exit {code}: {out.getvalue()} {err.getvalue()}")
+        codes.append(code)
+        time.sleep(0.2)
+    return codes, bad
+
+
+@pytest.fixture(scope="session")
+def reference_run(tmp_path_factory, prefect_harness) -> Path:
+    """The tiny run's warehouse, run in-process one task at a time."""
+    from pipelines.flows import nightly_flow
+
+    path = tmp_path_factory.mktemp("reference") / "wh.duckdb"
+    summary = nightly_flow(warehouse=str(path), **TINY)
+    # Five DL2 fine-tunings, four Harmony placement trainings, two Chic and two RL-TAPS
+    # trainings and three system evaluations: a parallel runner has work to spread.
+    assert len(summary["dl2"]["variants"]) == 4
+    assert len(summary["harmony"]["placement"]) == 4
+    assert len(summary["chic"]["train"]) == len(summary["rltaps"]["train"]) == 2
+    return path
+
+
+@pytest.fixture(scope="session")
+def cli_run(tmp_path_factory, prefect_harness) -> CliRun:
+    """The tiny run through the command line with local worker processes, a reader
+    querying the warehouse all along."""
+    folder = tmp_path_factory.mktemp("cli")
+    warehouse = folder / "wh.duckdb"
+    proc = start_cli_run(warehouse, folder / "prefect", "--task-runner", "processes")
+    codes, bad = query_while_running(proc, warehouse)
+    return CliRun(warehouse, finish(proc), codes, bad)
