@@ -323,8 +323,8 @@ def test_bad_records_are_quarantined_and_nothing_is_lost(name, tmp_path, warehou
 
 
 def _counts(out: str) -> tuple[str, str]:
-    # "<source>: new; 3 jobs accepted, 1 quarantined"
-    first = out.splitlines()[0]
+    # "<source>: new; 3 jobs accepted, 1 quarantined" (after the command's progress lines)
+    first = next(line for line in out.splitlines() if " jobs accepted, " in line)
     accepted = first.split("; ")[1].split(" jobs accepted")[0]
     quarantined = first.split("accepted, ")[1].split(" quarantined")[0]
     return accepted, quarantined
