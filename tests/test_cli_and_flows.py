@@ -228,3 +228,23 @@ def _helios_trace(path: Path, n_jobs: int, seed: int) -> None:
             f"{duration},{int((begin - submit).total_seconds())}"
         )
     path.write_text("\n".join(lines) + "\n")
+
+
+def test_sql_into_a_closed_pipe_ends_quietly(warehouse_path, tmp_path):
+    # `schedlab sql ... | head -1`: the reader leaves early; no traceback, exit 0.
+    import subprocess
+    import sys
+
+    assert main(["ingest", str(TRACES / "helios_sample.csv"), "--format", "helios"]) == 0
+    query = "SELECT * FROM range(200000)"
+    cmd = [sys.executable, "-m", "pipelines.cli", "sql", "--warehouse", str(warehouse_path), query]
+    proc = subprocess.run(
+        f"{subprocess.list2cmdline(cmd)} | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+    assert proc.stdout.count("\n") == 1
