@@ -3,7 +3,7 @@
     python -m benchmarks chic                       # small budget (about 2 minutes here)
     python -m benchmarks.bench_chic ITERATIONS [RATES] [--out DIR] [--fit-epochs E]
         [--smoothing A] [--mask-absent] [--shared-sequence] [--work-conserving]
-        [--train-rates RATES]
+        [--train-rates RATES] [--seeds 0,1,2]
 
 On a temporary warehouse: `train_chic_stage` trains Chic and Chic-Pair at every rate of
 RATES (comma-separated, per hour; default 0.9,1.8,2.7; --train-rates restricts which rates
@@ -32,6 +32,7 @@ from pipelines.stages_chic import (
     evaluate_chic_stage,
     train_chic_stage,
 )
+from tracelib.stats import paired_ratio
 from warehouse import connect, read_frame
 
 TARGETS = {"chic": 0.1265, "chic-pair": 0.1008}
@@ -49,6 +50,7 @@ def _parse(argv: list[str]) -> dict:
         "mask_absent": False,
         "shared_sequence": False,
         "work_conserving": False,
+        "seeds": (0,),
     }
     positional = []
     it = iter(argv)
@@ -61,6 +63,8 @@ def _parse(argv: list[str]) -> dict:
             opts["smoothing"] = float(next(it))
         elif arg == "--train-rates":
             opts["train_rates"] = tuple(float(r) for r in next(it).split(","))
+        elif arg == "--seeds":
+            opts["seeds"] = tuple(int(x) for x in next(it).split(","))
         elif arg == "--mask-absent":
             opts["mask_absent"] = True
         elif arg == "--shared-sequence":
@@ -79,10 +83,39 @@ def _parse(argv: list[str]) -> dict:
 
 
 def run(argv: list[str]) -> None:
-    """Train, evaluate and print (see the module doc)."""
+    """Train, evaluate and print once per training seed (see the module doc); with several
+    seeds, then the paired ACT ratios over (seed, test sequence) pairs."""
     opts = _parse(argv)
     started = time.perf_counter()
     folder = Path(tempfile.mkdtemp(prefix="bench-chic-"))
+    per_seed = []
+    for seed in opts["seeds"]:
+        out = (
+            opts["out"] / f"seed-{seed}" if opts["out"] and len(opts["seeds"]) > 1 else opts["out"]
+        )
+        per_seed.append(run_seed({**opts, "out": out}, seed, folder / f"seed-{seed}"))
+    if len(per_seed) > 1:
+        _paired(per_seed, opts["rates"])
+    print(f"total wall time {time.perf_counter() - started:.0f} s")
+
+
+def _paired(per_seed: list[dict[str, dict[float, list[float]]]], rates) -> None:
+    """Each Chic variant's ACT over Optimus' (600 s, 300 s), paired by seed and sequence."""
+    print(f"\npaired ACT ratios over {len(per_seed)} training seeds x test sequences:")
+    for rate in rates:
+        for variant in ("chic", "chic-pair"):
+            for base in ("optimus-600", "optimus-300"):
+                if variant not in per_seed[0] or base not in per_seed[0]:
+                    continue
+                mine = [x for acts in per_seed for x in acts[variant][rate]]
+                ref = [x for acts in per_seed for x in acts[base][rate]]
+                print(f"  {rate:g}/h {variant} / {base}: {paired_ratio(mine, ref)}")
+
+
+def run_seed(opts: dict, seed: int, folder: Path) -> dict[str, dict[float, list[float]]]:
+    """One training seed: train every policy on a fresh warehouse, evaluate, print; returns
+    system -> rate -> completion time per test sequence (the same sequences every seed)."""
+    folder.mkdir(parents=True, exist_ok=True)
     warehouse = str(folder / "wh.duckdb")
     train_rates = opts["train_rates"] or opts["rates"]
     train_rates = tuple(sorted({*train_rates, REFERENCE_RATE}))
@@ -98,6 +131,7 @@ def run(argv: list[str]) -> None:
                 mask_absent=opts["mask_absent"],
                 shared_sequence=opts["shared_sequence"],
                 work_conserving=opts["work_conserving"],
+                seed=seed,
             )
             result = train_chic_stage(warehouse, cfg)
             per_iteration[variant].append(result.metrics["s_per_iteration"])
@@ -146,7 +180,7 @@ def run(argv: list[str]) -> None:
         print(f"{variant}: {mean:.2f} s per training iteration here (paper: 28.15 s, Chic)")
     if opts["out"] is not None:
         _figures(rows, curves, opts["out"])
-    print(f"total wall time {time.perf_counter() - started:.0f} s")
+    return evaluation.sequence_acts
 
 
 def _figures(rows: pl.DataFrame, curves: pl.DataFrame, out: Path) -> None:

@@ -7,16 +7,18 @@ sequences, all in the same topology-aware environment. Prints the learning curve
 (validation mean slowdown and reward per epoch) and the evaluation table, and writes the
 figures (PNG) and tables (CSV) to a folder.
 
-Target (issue 6): RL-TAPS' mean slowdown below Random's, SJF's and Tetris' in both modes.
+Target (issue 6): RL-TAPS' mean slowdown below Random's, SJF's and Tetris' in both modes;
+SEEDS (comma-separated, default 0) trains once per seed and reports paired ratios.
 
     python -m benchmarks.bench_rltaps                    # the stage's default budget
-    python -m benchmarks.bench_rltaps medium [out_dir] [seed]   # 8 x 8 episodes, 15 epochs
-    python -m benchmarks.bench_rltaps large [out_dir] [seed]    # 16 x 8 episodes, 20 epochs
+    python -m benchmarks.bench_rltaps medium [out_dir] [seeds]   # 8 x 8 episodes, 15 epochs
+    python -m benchmarks.bench_rltaps large [out_dir] [seeds]    # 16 x 8 episodes, 20 epochs
     python -m benchmarks.bench_rltaps paper [out_dir]    # RL-TAPS 5.1's sizes (hours)
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 import time
@@ -27,8 +29,8 @@ import numpy as np
 import polars as pl
 
 from models.rltaps.config import MODES
-from models.rltaps.policy import ci95
 from pipelines.stages_rltaps import RLTapsStageConfig, evaluate_rltaps_stage, train_rltaps_stage
+from tracelib.stats import ci_half_width, paired_ratio
 from warehouse import connect, read_frame
 
 RESUME_COST_S = 30.0
@@ -94,10 +96,10 @@ def _figures(curves: pl.DataFrame, evaluation: pl.DataFrame, folder: Path) -> li
     return out
 
 
-def run(budget: str = "default", out: str | None = None, seed: str | int = 0) -> pl.DataFrame:
-    """Train both modes and evaluate; returns the evaluation table."""
-    cfg = replace(BUDGETS[budget], seed=int(seed))
-    folder = Path(out or tempfile.mkdtemp(prefix="bench-rltaps-"))
+def run_seed(budget: str, folder: Path, seed: int) -> dict[str, list[float]]:
+    """Train both modes with training seed `seed` and evaluate on the held-out sequences
+    (the same for every seed); returns each scheduler's slowdown per test sequence."""
+    cfg = replace(BUDGETS[budget], seed=seed)
     folder.mkdir(parents=True, exist_ok=True)
     warehouse = folder / "wh.duckdb"
     start = time.perf_counter()
@@ -106,13 +108,14 @@ def run(budget: str = "default", out: str | None = None, seed: str | int = 0) ->
         result = train_rltaps_stage(warehouse, replace(cfg, mode=mode))
         m = result.metrics
         print(
-            f"{mode}: {result.policy_id}, {m['epochs']} epochs, {m['updates']} updates, "
-            f"{m['episodes']} episodes, {time.perf_counter() - t:.0f} s; validation slowdown "
-            f"{m['initial_val_slowdown']:.2f} untrained -> {m['val_slowdown']:.2f} "
+            f"seed {seed}, {mode}: {result.policy_id}, {m['epochs']} epochs, {m['updates']} "
+            f"updates, {m['episodes']} episodes, {time.perf_counter() - t:.0f} s; validation "
+            f"slowdown {m['initial_val_slowdown']:.2f} untrained -> {m['val_slowdown']:.2f} "
             f"(kept epoch {m['kept_iteration']})"
         )
     t = time.perf_counter()
-    ev = evaluate_rltaps_stage(warehouse, cfg)
+    # Held-out sequences do not depend on the training seed: every seed meets the same ones.
+    ev = evaluate_rltaps_stage(warehouse, replace(cfg, seed=0))
     print(f"evaluation on {ev.sequence_set}: {time.perf_counter() - t:.0f} s")
     with connect(warehouse) as con:
         curves = read_frame(con, "SELECT * FROM rltaps_learning_curves ORDER BY mode, iteration")
@@ -142,31 +145,41 @@ def run(budget: str = "default", out: str | None = None, seed: str | int = 0) ->
     table.write_csv(folder / "rltaps_evaluation.csv")
     for path in _figures(curves, table, folder):
         print(f"figure: {path}")
-    slowdown = dict(table.select("scheduler", "mean_slowdown").rows())
-    best_baseline = min(slowdown[b] for b in ("random", "sjf", "tetris"))
-    for mode in MODES:
-        ours = slowdown[f"rl-taps-{mode}"]
-        verdict = "reached" if ours < best_baseline else "NOT reached"
-        print(
-            f"target ({mode}): slowdown {ours:.2f} < best baseline {best_baseline:.2f}: {verdict}"
-        )
-        # Paired by test sequence: RL-TAPS minus each baseline (negative: RL-TAPS better).
-        mine = np.array(ev.slowdowns[f"rl-taps-{mode}"])
-        for base in ("random", "sjf", "tetris"):
-            diff = mine - np.array(ev.slowdowns[base])
-            print(
-                f"  vs {base}: paired difference {diff.mean():+.2f} +- {ci95(diff):.2f} "
-                f"(95% CI), RL-TAPS lower on {(diff < 0).sum()}/{len(diff)} sequences"
-            )
     # Sensitivity: the same policies and sequences when pausing costs what DL2 measured for
     # a checkpoint-and-restart (30 s); RL-TAPS models no such cost and trained without it.
-    costly = evaluate_rltaps_stage(warehouse, replace(cfg, resume_cost_s=RESUME_COST_S))
+    costly = evaluate_rltaps_stage(warehouse, replace(cfg, seed=0, resume_cost_s=RESUME_COST_S))
     print(
         f"with a {RESUME_COST_S:.0f} s resumption cost: "
         + ", ".join(f"{k} {v:.2f}" for k, v in sorted(costly.mean_slowdown.items()))
     )
+    slowdowns = {k: list(v) for k, v in ev.slowdowns.items()}
+    (folder / "slowdowns.json").write_text(json.dumps(slowdowns, indent=1))
+    print(f"seed {seed}: {time.perf_counter() - start:.0f} s; outputs in {folder}")
+    return slowdowns
+
+
+def run(budget: str = "default", out: str | None = None, seeds: str | int = "0") -> None:
+    """Train and evaluate once per training seed (comma-separated), then print each RL-TAPS
+    mode's paired slowdown ratio to every baseline over (seed, test sequence) pairs."""
+    folder = Path(out or tempfile.mkdtemp(prefix="bench-rltaps-"))
+    seed_list = [int(s) for s in str(seeds).split(",")]
+    start = time.perf_counter()
+    per_seed = [run_seed(budget, folder / f"seed-{s}", s) for s in seed_list]
+    pooled = {k: [x for run in per_seed for x in run[k]] for k in per_seed[0]}
+    means = {k: float(np.mean(v)) for k, v in pooled.items()}
+    print(f"\nmean slowdown over {len(seed_list)} training seeds x held-out sequences:")
+    for name, value in sorted(means.items(), key=lambda kv: kv[1]):
+        print(f"  {name:22} {value:6.2f} +- {ci_half_width(pooled[name]):.2f}")
+    best = min(("random", "sjf", "tetris"), key=means.__getitem__)
+    for mode in MODES:
+        name = f"rl-taps-{mode}"
+        for base in ("random", "sjf", "tetris"):
+            r = paired_ratio(pooled[name], pooled[base])
+            print(f"  {name} / {base}: paired slowdown ratio {r}")
+        r = paired_ratio(pooled[name], pooled[best])
+        verdict = "reached" if r.high is not None and r.high < 1 else "NOT reached"
+        print(f"target ({mode}): ratio to the best baseline ({best}) below 1: {verdict}")
     print(f"total wall time {time.perf_counter() - start:.0f} s; outputs in {folder}")
-    return table
 
 
 def main() -> None:

@@ -73,7 +73,6 @@ the registry when the config is made.
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -100,6 +99,7 @@ from tracelib.sim import (
     SpeedModel,
     jobs_from_frame,
 )
+from tracelib.stats import mean_ci
 from warehouse.io import replace_rows
 
 SETTING = "dl2"
@@ -596,18 +596,6 @@ SUMMARY_METRICS = (
     ("utilization", "utilization"),
 )
 """(eval_runs column, eval_summary stem): summary has `<column>`, `<stem>_ci_low/_high`."""
-
-
-def mean_ci(values, confidence: float = 0.95) -> tuple[float, float | None, float | None]:
-    """Mean and Student-t confidence interval (None, None with fewer than two values)."""
-    from scipy import stats
-
-    x = np.asarray(values, dtype=float)
-    mean = float(x.mean())
-    if x.size < 2:
-        return mean, None, None
-    half = float(stats.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    return mean, mean - half, mean + half
 
 
 def summarize(runs: pl.DataFrame, cfg: EvalConfig, version: str) -> pl.DataFrame:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 import torch
-from scipy import stats
 
 from models.checkpoints import register_policy, resume_from
 from models.chic import CEMConfig, ChicPolicy, evaluate_policy, policy_from_checkpoint, train_cem
@@ -48,6 +47,7 @@ from pipelines.trained import (
 from tracelib.provenance import canonical_json, code_version
 from tracelib.sim import LoadBalancing, Scheduler, Simulator
 from tracelib.sim.chic import ChicScenario, split_seeds
+from tracelib.stats import ci_half_width
 from warehouse import connect, read_frame, transaction
 from warehouse.io import write_frame
 
@@ -138,6 +138,9 @@ class ChicEvalResult:
     """system -> rate -> average completion time (s)."""
     improvement: dict[str, dict[float, float]]
     """system -> rate -> ACT reduction against Optimus-600."""
+    sequence_acts: dict[str, dict[float, list[float]]] | None = None
+    """system -> rate -> completion time per test sequence, in the order of the sequence
+    seeds (for paired comparisons); None when the evaluation was read back, not run."""
 
 
 def latest_chic_policy(con, variant: str, rate: float) -> str | None:
@@ -216,14 +219,6 @@ def train_chic_stage(
     )
 
 
-def _ci95(values: list[float]) -> float:
-    """Half-width of the 95% t confidence interval of the mean (0 for one value)."""
-    if len(values) < 2:
-        return 0.0
-    sd = float(np.std(values, ddof=1))
-    return float(stats.t.ppf(0.975, len(values) - 1) * sd / math.sqrt(len(values)))
-
-
 def optimus_acts(scenario: ChicScenario, seeds: tuple[int, ...], interval_s: float) -> list[float]:
     """Optimus' ACT on each sequence, deciding every `interval_s` seconds."""
     out = []
@@ -268,16 +263,20 @@ def evaluate_chic_stage(
         return _summary(eval_id, existing)
 
     rows: list[dict[str, Any]] = []
+    acts: dict[str, dict[float, list[float]]] = {}
     evaluated_at = datetime.now(UTC).replace(tzinfo=None)
     with progress.bar("Chic evaluation: arrival rates", len(cfg.rates)) as advance:
         for done, rate in enumerate(cfg.rates, 1):
-            rows += _evaluate_rate(cfg, rate, policies, loaded, eval_id, evaluated_at)
+            rate_rows, runs = _evaluate_rate(cfg, rate, policies, loaded, eval_id, evaluated_at)
+            rows += rate_rows
+            for system, (values, _) in runs.items():
+                acts.setdefault(system, {})[float(rate)] = values
             advance(done, len(cfg.rates))
     frame = pl.DataFrame(rows, schema_overrides={"policy_id": pl.Utf8})
     with connect(warehouse) as con, transaction(con):
         con.execute("DELETE FROM chic_evaluation WHERE eval_id = ?", [eval_id])
         write_frame(con, frame, ChicEvaluation)
-    return _summary(eval_id, frame)
+    return replace(_summary(eval_id, frame), sequence_acts=acts)
 
 
 def _evaluate_rate(
@@ -287,8 +286,9 @@ def _evaluate_rate(
     loaded: dict[str, ChicPolicy],
     eval_id: str,
     evaluated_at: datetime,
-) -> list[dict[str, Any]]:
-    """`chic_evaluation` rows of one arrival rate: Optimus and every policy."""
+) -> tuple[list[dict[str, Any]], dict[str, tuple[list[float], str | None]]]:
+    """`chic_evaluation` rows of one arrival rate (Optimus and every policy) and each
+    system's (per-sequence completion times, policy id)."""
     rows: list[dict[str, Any]] = []
     scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
     seeds = split_seeds("test", cfg.test_sequences, cfg.seed)
@@ -318,7 +318,7 @@ def _evaluate_rate(
                 "system": system,
                 "rate_per_hour": float(rate),
                 "avg_jct_s": avg,
-                "ci95_s": _ci95(acts),
+                "ci95_s": ci_half_width(acts),
                 "n_sequences": len(acts),
                 "policy_id": pid,
                 "improvement_vs_optimus_600": 1.0 - avg / base if base > 0 else 0.0,
@@ -329,7 +329,7 @@ def _evaluate_rate(
                 "evaluated_at": evaluated_at,
             }
         )
-    return rows
+    return rows, runs
 
 
 def _summary(eval_id: str, frame: pl.DataFrame) -> ChicEvalResult:

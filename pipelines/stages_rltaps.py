@@ -45,7 +45,7 @@ from models.rltaps import (
 )
 from models.rltaps.config import MODES
 from models.rltaps.contracts import RLTapsEvaluation, RLTapsLearningCurves
-from models.rltaps.policy import ci95, sequence_seeds
+from models.rltaps.policy import sequence_seeds
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     TrainResult,
@@ -58,6 +58,7 @@ from pipelines.trained import (
 )
 from tracelib.envs.gpu import GpuEnvConfig
 from tracelib.provenance import canonical_json, code_version
+from tracelib.stats import ci_half_width
 from warehouse import connect, transaction
 from warehouse.io import write_frame
 
@@ -292,9 +293,9 @@ def evaluate_rltaps_stage(
                 "n_sequences": len(values),
                 "n_jobs": cfg.n_jobs,
                 "mean_reward": float(np.mean(rewards)),
-                "reward_ci95": ci95(rewards),
+                "reward_ci95": ci_half_width(rewards),
                 "mean_slowdown": float(np.mean(slowdowns)),
-                "slowdown_ci95": ci95(slowdowns),
+                "slowdown_ci95": ci_half_width(slowdowns),
                 "policy_id": policy_ids.get(name),
                 "seeds": canonical_json(seeds),
                 "config": canonical_json(eval_config),

@@ -16,13 +16,13 @@ from pipelines.evaluation import (
     NotApplicable,
     default_schedulers,
     evaluate,
-    mean_ci,
     plot_name,
     resolve_scheduler,
     store_evaluation,
     write_jct_cdf_plots,
 )
 from tracelib.catalogue import by_name
+from tracelib.stats import mean_ci
 from tracelib.contracts import WorkloadJobs, Workloads
 from tracelib.sim import ClusterConfig, Scheduler, SpeedConfig, dl2_like_frame
 from warehouse import ContractViolation, connect, read_frame, transaction, write_frame

@@ -11,14 +11,12 @@ scheduler). Per (pattern, scheduler): mean over sequences of the average JCT, a 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from models.harmony.placement import BASELINES, RulePlacement
 from models.harmony.train import harmony_sim
@@ -29,6 +27,7 @@ from tracelib.provenance import canonical_json, code_version
 from tracelib.sim import SimConfig, SimResult, Simulator
 from tracelib.sim.snapshot import JobPlacement
 from tracelib.sim.speed import SpeedModel
+from tracelib.stats import mean_ci
 
 
 @dataclass(frozen=True)
@@ -48,13 +47,6 @@ class HarmonyEvalConfig:
 
     def to_json(self) -> str:
         return canonical_json(asdict(self))
-
-
-def _ci(values: np.ndarray) -> tuple[float | None, float | None]:
-    if len(values) < 2:
-        return None, None
-    half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
-    return float(values.mean() - half), float(values.mean() + half)
 
 
 def evaluate(
@@ -107,10 +99,10 @@ def evaluate(
         for name, (_, policy_id) in schedulers.items():
             mine = part.filter(pl.col("scheduler") == name).sort("sequence")
             vals = mine["avg_jct_s"].to_numpy()
-            lo, hi = _ci(vals)
+            _, lo, hi = mean_ci(vals)
             # Paired by sequence (same jobs, same seed): the sequence's load cancels out.
             ratio = vals / ref if ref is not None else None
-            r_lo, r_hi = _ci(ratio) if ratio is not None else (None, None)
+            r_lo, r_hi = mean_ci(ratio)[1:] if ratio is not None else (None, None)
             rows.append(
                 {
                     "pattern": pattern,

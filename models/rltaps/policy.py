@@ -282,11 +282,3 @@ def evaluate_schedulers(
                 progress(len(out) * len(sequences) + k + 1, len(schedulers) * len(sequences))
             out[name] = rows
     return out
-
-
-def ci95(values: Sequence[float]) -> float:
-    """Half-width of the normal 95% confidence interval of the mean (0 for one value)."""
-    v = np.asarray(values, dtype=float)
-    if len(v) < 2:
-        return 0.0
-    return float(1.96 * v.std(ddof=1) / np.sqrt(len(v)))
