@@ -49,6 +49,9 @@ class Jobs(pa.DataFrameModel):
     user_name: pl.Utf8 = pa.Field(nullable=True)
     vc: pl.Utf8 = pa.Field(nullable=True)
     model: pl.Utf8 = pa.Field(nullable=True)
+    gpu_type: pl.Utf8 = pa.Field(nullable=True)
+    """GPU type the job needs, as the trace names it ("V100"; "V100M16|V100M32": any of
+    them); null when the trace names none (migration 0017)."""
 
     class Config:
         name = "jobs"
@@ -149,6 +152,8 @@ class WorkloadJobs(pa.DataFrameModel):
     arrival_s: pl.Float64 = pa.Field(ge=0)
     arrival_slot: pl.Int32 = pa.Field(ge=0)
     duration_s: pl.Float64 = pa.Field(gt=0)
+    gpu_type: pl.Utf8 = pa.Field(nullable=True)
+    """The job's GPU type from the trace; the replay places it on servers of that type."""
 
     class Config:
         name = "workload_jobs"

@@ -291,6 +291,8 @@ def _base_frame(
         pl.lit(None, dtype=pl.Datetime("us")).alias("start_time"),
         pl.lit(None, dtype=pl.Datetime("us")).alias("end_time"),
         pl.lit(None, dtype=pl.Float64).alias("epochs"),
+        # Synthetic clusters are homogeneous: no job asks for a GPU type.
+        pl.lit(None, dtype=pl.Utf8).alias("gpu_type"),
     )
 
 

@@ -133,7 +133,7 @@ def derive_workloads(
         epochs = np.minimum(epochs, cfg.max_epochs)
 
     seq = np.minimum(np.arange(n) // cfg.jobs_per_sequence, max(n // cfg.jobs_per_sequence, 1) - 1)
-    detail = kept.select("source_id", "job_id", "submit_time").with_columns(
+    detail = kept.select("source_id", "job_id", "submit_time", "gpu_type").with_columns(
         pl.Series("model", [jt.model for jt in types], dtype=pl.Utf8),
         pl.Series("epochs", epochs, dtype=pl.Float64),
         pl.Series("num_workers", workers, dtype=pl.Int32),

@@ -42,9 +42,11 @@ __all__ = [
     "default_source_id",
     "find_source",
     "find_source_of",
+    "ingest_notes",
     "load_trace",
     "parse_trace",
     "read_trace",
+    "resolve_mapping",
     "store_trace",
 ]
 
@@ -84,6 +86,8 @@ class LoadedTrace:
     """The source id was given by the user (or the code, for synthetic traces): store it
     under that id whatever holds it. False: the id is `default_source_id`, a proposal that
     `store_trace` changes rather than replace an unrelated source."""
+    notes: tuple[str, ...] = ()
+    """What the ingest should tell the user (`ingest_notes`)."""
 
     @property
     def source_id(self) -> str:
@@ -166,7 +170,7 @@ def read_trace(
         if mapping is None:
             raise IngestError(path, "the generic format needs a mapping file (--mapping)")
         if not isinstance(mapping, Mapping):
-            mapping = Mapping.from_toml(mapping)
+            mapping = resolve_mapping(mapping)
         params = ingest_params(mapping)
     else:
         raise ValueError(f"unknown trace format {fmt!r}; known: {', '.join(FORMATS)}")
@@ -174,6 +178,16 @@ def read_trace(
     return TraceFile(
         path, fmt, sha256_hex(data), {**params, "max_duration_s": max_duration_s}, data, mapping
     )
+
+
+def resolve_mapping(mapping: str | Path) -> Mapping:
+    """A mapping file, or the name of a shipped mapping (`SHIPPED_MAPPINGS`) when no file of
+    that name exists."""
+    from tracelib.ingest.generic import SHIPPED_MAPPINGS, shipped_mapping
+
+    if str(mapping) in SHIPPED_MAPPINGS and not Path(mapping).exists():
+        return shipped_mapping(str(mapping))
+    return Mapping.from_toml(mapping)
 
 
 def parse_trace(
@@ -219,6 +233,7 @@ def load_trace(
     jobs, quarantine = normalize(
         parsed, proposed, max_duration_s=trace.params.get("max_duration_s", max_duration_s)
     )
+    notes = (*parsed.notes, *ingest_notes(jobs))
     return LoadedTrace(
         source=source_row(
             proposed,
@@ -232,7 +247,36 @@ def load_trace(
         jobs=jobs,
         quarantine=quarantine,
         named=source_id is not None,
+        notes=notes,
     )
+
+
+def ingest_notes(jobs: pl.DataFrame) -> list[str]:
+    """What derive will do with these jobs that a user would not guess: the jobs it leaves
+    out for their status, and the wide jobs it replays narrower (never silently)."""
+    from tracelib.catalogue import DL2_CATALOGUE
+    from tracelib.workloads import DeriveConfig
+
+    notes = []
+    kept = DeriveConfig().statuses
+    left = (
+        jobs.filter(~pl.col("status").is_in(list(kept)))
+        .group_by("status")
+        .len()
+        .sort("len", "status", descending=[True, False])
+    )
+    if left.height:
+        counts = ", ".join(f"{n} {status}" for status, n in left.iter_rows())
+        notes.append(f"derive keeps {', '.join(kept)} jobs by default; left out: {counts}")
+    cap = max(jt.max_workers * max(jt.worker_gpu, 1.0) for jt in DL2_CATALOGUE)
+    wide = jobs.filter(pl.col("num_gpus") > cap)
+    if wide.height:
+        notes.append(
+            f"{wide.height} job(s) ask for more than {cap:g} GPUs (up to "
+            f"{wide.get_column('num_gpus').max():g}): derive replays each with at most "
+            f"{cap:g} workers, the catalogue's max_workers"
+        )
+    return notes
 
 
 def source_row(
@@ -376,5 +420,5 @@ def store_trace(con: duckdb.DuckDBPyConnection, loaded: LoadedTrace) -> StoreRes
         "replaced" if match.exists else "new",
         loaded.jobs.height,
         loaded.quarantine.height,
-        match.note,
+        "; ".join(n for n in (match.note, *loaded.notes) if n),
     )

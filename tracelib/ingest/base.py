@@ -74,6 +74,8 @@ class ParsedTrace:
     # record numbers -> the raw records as they appear in the file.
     raw: Callable[[Sequence[int]], list[str]]
     params: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    """What the user should know about how the file was read (a defaulted field, ...)."""
 
 
 def empty_errors() -> pl.DataFrame:

@@ -1,14 +1,20 @@
 """Any CSV or Parquet job log, read through a user-written mapping file (TOML).
 
-Mapping file (every key optional except the two required columns):
+Mapping file (every key optional except submit_time, and num_gpus unless defaulted):
+
+    extends = "alibaba-gpu-2023"   # start from a shipped mapping (SHIPPED_MAPPINGS), then
+                                   # override it key by key with the sections below
 
     [columns]                  # job field = column in the file
-    job_id = "JobID"           # required
+    job_id = "JobID"           # else "<file name>:<record number>" (stable per file)
     submit_time = "Submit"     # required
     start_time = "Start"
     end_time = "End"
     duration = "Elapsed"       # run time; else end_time - start_time
     num_gpus = "GPUs"          # required unless given in [defaults]
+    gpu_share = "GPUMilli"     # share of each GPU a job uses; num_gpus becomes
+                               # num_gpus x share (0.5 = half of one GPU)
+    gpu_type = "GPUModel"      # GPU type the job needs ("V100", or "V100|T4": any of them)
     num_cpus = "CPUs"
     mem_gb = "MemGB"
     num_workers = "Workers"
@@ -21,24 +27,39 @@ Mapping file (every key optional except the two required columns):
 
     [time]
     format = "%Y-%m-%d %H:%M:%S"   # strptime format of the time columns, or
-    epoch_unit = "s"               # they are numbers since 1970: s, ms or us
+    epoch_unit = "s"               # they are numbers: s, ms or us since 1970, or since
+    base = 2023-01-01 00:00:00     # this date-time (offset timestamps; TOML date-time or
+                                   # "YYYY-MM-DD HH:MM:SS")
 
     [duration]
     unit = "s"                     # s, ms, min or h
+
+    [units]                        # how resource columns are written
+    num_gpus = "whole"             # whole (as is), percent (100 = 1) or milli (1000 = 1)
+    gpu_share = "milli"            # the same three
+    num_cpus = "milli"             # the same three (milli-cores, PAI's percent of a core)
+    mem_gb = "MiB"                 # bytes, KB, MB, GB, TB, KiB, MiB, GiB, TiB (jobs hold GB)
 
     [defaults]                     # value for a field the file lacks or leaves empty
     num_gpus = 1
 
     [status]                       # extra raw status -> completed|failed|killed|running|pending
     "EXIT_OK" = "completed"
+
+Without a status column or a status default, every job with a run time is taken as
+completed and the others as unknown (derive keeps completed, failed and killed jobs), and
+the ingest says so (`ingest_notes`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import tomllib
 from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +83,8 @@ FIELDS = (
     "end_time",
     "duration",
     "num_gpus",
+    "gpu_share",
+    "gpu_type",
     "num_cpus",
     "mem_gb",
     "num_workers",
@@ -73,15 +96,39 @@ FIELDS = (
     "model",
 )
 _TIME_FIELDS = ("submit_time", "start_time", "end_time")
-_NUMBER_FIELDS = ("num_gpus", "num_cpus", "mem_gb", "epochs", "duration")
+_NUMBER_FIELDS = ("num_gpus", "gpu_share", "num_cpus", "mem_gb", "epochs", "duration")
 _INT_FIELDS = ("num_workers", "num_ps")
-_TEXT_FIELDS = ("job_id", "user_name", "vc", "model")
+_TEXT_FIELDS = ("job_id", "user_name", "vc", "model", "gpu_type")
 _DURATION_UNITS = {"s": 1.0, "ms": 1e-3, "min": 60.0, "h": 3600.0}
 _EPOCH_UNITS = ("s", "ms", "us")
+# Resource units: counts (GPUs, GPU shares, cores) and sizes (memory, held in GB = 1e9 B).
+_COUNT_UNITS = {"whole": 1.0, "percent": 1e-2, "milli": 1e-3}
+_MEM_UNITS = {
+    "bytes": 1e-9,
+    "KB": 1e-6,
+    "MB": 1e-3,
+    "GB": 1.0,
+    "TB": 1e3,
+    "KiB": 2**10 / 1e9,
+    "MiB": 2**20 / 1e9,
+    "GiB": 2**30 / 1e9,
+    "TiB": 2**40 / 1e9,
+}
+_UNIT_FIELDS = {
+    "num_gpus": _COUNT_UNITS,
+    "gpu_share": _COUNT_UNITS,
+    "num_cpus": _COUNT_UNITS,
+    "mem_gb": _MEM_UNITS,
+}
+# Words that exports (pandas above all) write for "no GPU type": not a type to match.
+_NO_GPU_TYPE = ("nan", "none", "null", "na", "n/a", "-")
+_MICROSECOND = timedelta(microseconds=1)
 
 
 _DEFAULTABLE = (
     "num_gpus",
+    "gpu_share",
+    "gpu_type",
     "num_cpus",
     "mem_gb",
     "num_workers",
@@ -95,8 +142,9 @@ _DEFAULTABLE = (
 )
 _SECTIONS = {
     "columns": 'field = "column name" pairs',
-    "time": 'format = "%Y-%m-%d %H:%M:%S" or epoch_unit = "s"',
+    "time": 'format = "%Y-%m-%d %H:%M:%S" or epoch_unit = "s" (and base = a date-time)',
     "duration": 'unit = "s"',
+    "units": 'field = "unit" pairs, e.g. num_cpus = "milli"',
     "defaults": "field = value pairs",
     "status": '"raw status" = "completed" pairs',
 }
@@ -116,6 +164,10 @@ class Mapping:
     duration_unit: str = "s"
     defaults: dict[str, Any] = field(default_factory=dict)
     status_map: dict[str, str] = field(default_factory=dict)
+    time_base: datetime | None = None
+    """Epoch-unit times count from this date-time instead of 1970 (offset timestamps)."""
+    units: dict[str, str] = field(default_factory=dict)
+    """Resource field -> unit its column is written in (`_UNIT_FIELDS`)."""
 
     def __post_init__(self) -> None:
         _require(
@@ -129,9 +181,8 @@ class Mapping:
                 isinstance(col, str) and col != "",
                 f"[columns] {fld} must be a column name (a non-empty string), got {_kind(col)}",
             )
-        for required in ("job_id", "submit_time"):
-            if required not in self.columns:
-                raise ValueError(f"[columns] must map the required field {required!r}")
+        if "submit_time" not in self.columns:
+            raise ValueError("[columns] must map the required field 'submit_time'")
         _require(isinstance(self.defaults, dict), "[defaults] must be a table of field = value")
         unknown = sorted(set(self.defaults) - set(_DEFAULTABLE))
         if unknown:
@@ -153,6 +204,18 @@ class Mapping:
             raise ValueError(f"[time] epoch_unit must be one of {_EPOCH_UNITS}")
         if self.time_format is not None:
             _check_time_format(self.time_format)
+        if self.time_base is not None and self.epoch_unit is None:
+            raise ValueError("[time] base needs epoch_unit (offsets from the base), not format")
+        _require(isinstance(self.units, dict), "[units] must be a table of " + _SECTIONS["units"])
+        for fld, unit in self.units.items():
+            if fld not in _UNIT_FIELDS:
+                raise ValueError(
+                    f"[units] cannot convert {fld!r}; fields with units: {list(_UNIT_FIELDS)}"
+                )
+            _require(
+                isinstance(unit, str) and unit in _UNIT_FIELDS[fld],
+                f"[units] {fld} must be one of {list(_UNIT_FIELDS[fld])}, got {_kind(unit)}",
+            )
         _require(
             isinstance(self.duration_unit, str) and self.duration_unit in _DURATION_UNITS,
             f"[duration] unit must be one of {sorted(_DURATION_UNITS)}",
@@ -173,35 +236,96 @@ class Mapping:
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise IngestError(path, f"cannot read mapping file: {exc}") from None
         try:
-            unknown = sorted(set(doc) - set(_SECTIONS))
-            if unknown:
-                raise ValueError(
-                    f"unknown key(s) {unknown} at the top level; the sections are "
-                    f"{', '.join(f'[{k}]' for k in _SECTIONS)}"
-                )
-            for section, what in _SECTIONS.items():
-                if section in doc and not isinstance(doc[section], dict):
-                    raise ValueError(
-                        f"[{section}] must be a table of {what}, got {_kind(doc[section])}"
-                    )
-            time = doc.get("time", {})
-            unknown = sorted(set(time) - {"format", "epoch_unit"})
-            if unknown:
-                raise ValueError(f"unknown key(s) {unknown} in [time]; known: format, epoch_unit")
-            duration = doc.get("duration", {})
-            unknown = sorted(set(duration) - {"unit"})
-            if unknown:
-                raise ValueError(f"unknown key(s) {unknown} in [duration]; known: unit")
-            return cls(
-                columns=dict(doc.get("columns", {})),
-                time_format=time.get("format"),
-                epoch_unit=time.get("epoch_unit"),
-                duration_unit=duration.get("unit", "s"),
-                defaults=dict(doc.get("defaults", {})),
-                status_map=dict(doc.get("status", {})),
-            )
+            return cls.from_dict(doc)
         except ValueError as exc:
             raise IngestError(path, f"invalid mapping: {exc}") from None
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Mapping:
+        """A mapping from a parsed TOML document; ValueError naming the section and key."""
+        extends = doc.get("extends")
+        if extends is not None:
+            if not isinstance(extends, str) or extends not in SHIPPED_MAPPINGS:
+                raise ValueError(
+                    f"extends must name a shipped mapping ({', '.join(SHIPPED_MAPPINGS)}), "
+                    f"got {_kind(extends)}"
+                )
+            doc = _merged(_shipped_doc(extends), {k: v for k, v in doc.items() if k != "extends"})
+        unknown = sorted(set(doc) - set(_SECTIONS) - {"extends"})
+        if unknown:
+            raise ValueError(
+                f"unknown key(s) {unknown} at the top level; the sections are "
+                f"{', '.join(f'[{k}]' for k in _SECTIONS)}"
+            )
+        for section, what in _SECTIONS.items():
+            if section in doc and not isinstance(doc[section], dict):
+                raise ValueError(
+                    f"[{section}] must be a table of {what}, got {_kind(doc[section])}"
+                )
+        time = doc.get("time", {})
+        unknown = sorted(set(time) - {"format", "epoch_unit", "base"})
+        if unknown:
+            raise ValueError(f"unknown key(s) {unknown} in [time]; known: format, epoch_unit, base")
+        duration = doc.get("duration", {})
+        unknown = sorted(set(duration) - {"unit"})
+        if unknown:
+            raise ValueError(f"unknown key(s) {unknown} in [duration]; known: unit")
+        return cls(
+            columns=dict(doc.get("columns", {})),
+            time_format=time.get("format"),
+            epoch_unit=time.get("epoch_unit"),
+            duration_unit=duration.get("unit", "s"),
+            defaults=dict(doc.get("defaults", {})),
+            status_map=dict(doc.get("status", {})),
+            time_base=_time_base(time.get("base")),
+            units=dict(doc.get("units", {})),
+        )
+
+
+SHIPPED_MAPPINGS = ("helios", "alibaba-gpu-2023")
+"""Mappings shipped in tracelib/ingest/mappings/<name>.toml: pass the name as the mapping
+(`--mapping alibaba-gpu-2023`) or start a mapping file from one (`extends = "..."`)."""
+
+
+def _shipped_doc(name: str) -> dict[str, Any]:
+    text = resources.files("tracelib.ingest").joinpath("mappings", f"{name}.toml").read_text()
+    return tomllib.loads(text)
+
+
+def shipped_mapping(name: str) -> Mapping:
+    """One of `SHIPPED_MAPPINGS` by name."""
+    if name not in SHIPPED_MAPPINGS:
+        raise ValueError(f"no shipped mapping {name!r}; shipped: {', '.join(SHIPPED_MAPPINGS)}")
+    return Mapping.from_dict(_shipped_doc(name))
+
+
+def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `override`'s sections merged key by key (a table replaces nothing else)."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key].update(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _time_base(value: Any) -> datetime | None:
+    """[time] base as a naive datetime: a TOML date-time or date, or ISO text."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):  # not ISO: refused below with the value shown
+            value = datetime.fromisoformat(value.strip())
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            raise ValueError("[time] base must be a local date-time (no time zone)")
+        return value
+    if isinstance(value, date):
+        return datetime.combine(value, time())
+    raise ValueError(
+        f"[time] base must be a date-time such as 2023-01-01 00:00:00, got {_kind(value)}"
+    )
 
 
 def _require(condition: bool, message: str) -> None:
@@ -388,9 +512,14 @@ def parse_mapped(
         ).sort("record_no")
 
     frame = parsed_frame.select("record_no", *targets.values())
+    if "job_id" not in mapping.columns:
+        # No id column: the file and the record number name a job, stably across ingests.
+        frame = frame.with_columns(
+            (pl.lit(f"{path.name}:") + pl.col("record_no").cast(pl.Utf8)).alias("job_id")
+        )
     defaults = {("duration_s" if k == "duration" else k): v for k, v in mapping.defaults.items()}
     for fld, value in defaults.items():
-        dtype = JOB_COLUMNS[fld]
+        dtype = pl.Float64 if fld == "gpu_share" else JOB_COLUMNS[fld]
         if fld == "status":
             value = normalize_status(pl.lit(str(value)), mapping.status_map)
         else:
@@ -399,6 +528,23 @@ def parse_mapped(
             frame = frame.with_columns(pl.col(fld).fill_null(value))
         else:
             frame = frame.with_columns(value.alias(fld))
+    if "gpu_share" in frame.columns:
+        frame, errors = _apply_gpu_share(frame, errors, mapping)
+    notes = []
+    if "status" not in frame.columns:
+        # No status at all: a job that ran (it has a run time) is replayable, which is what
+        # derive needs; one without a run time stays unknown. Said, so it is no surprise.
+        ran = pl.lit(False)
+        for col in ("duration_s", "end_time"):
+            if col in frame.columns:
+                ran = ran | pl.col(col).is_not_null()
+        frame = frame.with_columns(
+            pl.when(ran).then(pl.lit("completed")).otherwise(pl.lit("unknown")).alias("status")
+        )
+        notes.append(
+            "no status column: jobs with a run time are taken as completed, the others as "
+            "unknown (map a status column or set [defaults] status to change this)"
+        )
     return ParsedTrace(
         path=path,
         format=fmt,
@@ -407,6 +553,40 @@ def parse_mapped(
         errors=errors,
         raw=raw,
         params=params or {},
+        notes=notes,
+    )
+
+
+def _apply_gpu_share(
+    frame: pl.DataFrame, errors: pl.DataFrame, mapping: Mapping
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """num_gpus times the share of each GPU (Alibaba's gpu_milli): 1 GPU at 0.46 is 0.46 of
+    one GPU. A share outside [0, 1] is not a share: that record is quarantined."""
+    where = "field 'gpu_share'" + (
+        f" (column {mapping.columns['gpu_share']!r})" if "gpu_share" in mapping.columns else ""
+    )
+    bad = first_problems(
+        frame.filter(~pl.col("record_no").is_in(errors.get_column("record_no").implode())),
+        [
+            Check(
+                (pl.col("gpu_share") < 0) | (pl.col("gpu_share") > 1 + 1e-9),
+                "gpu_share",
+                lambda v: f"{where}: share {v} of a GPU is not in [0, 1]",
+                (pl.col("gpu_share"),),
+            )
+        ],
+    )
+    if bad.height:
+        errors = pl.concat([errors, bad]).sort("record_no")
+    share = pl.col("gpu_share").clip(0.0, 1.0)
+    return (
+        frame.with_columns(
+            pl.when(share.is_not_null() & pl.col("num_gpus").is_not_null())
+            .then(pl.col("num_gpus") * share)
+            .otherwise(pl.col("num_gpus"))
+            .alias("num_gpus")
+        ).drop("gpu_share"),
+        errors,
     )
 
 
@@ -465,6 +645,10 @@ def _convert(fld: str, col: pl.Expr, dtype: pl.DataType, mapping: Mapping):
         scale = {"s": 1_000_000, "ms": 1_000, "us": 1}[mapping.epoch_unit]
         # Beyond +-2**62 us (year 146,000) the integer cast would overflow: not a time.
         micros = number * scale
+        if mapping.time_base is not None:
+            # Offset timestamps (Alibaba's are seconds from the trace's start) from the base.
+            base = mapping.time_base - datetime(1970, 1, 1)
+            micros = micros + float(base // _MICROSECOND)
         micros = pl.when(micros.abs() < 2.0**62).then(micros)
         return (
             micros.cast(pl.Int64, strict=False).cast(pl.Datetime("us")),
@@ -475,6 +659,8 @@ def _convert(fld: str, col: pl.Expr, dtype: pl.DataType, mapping: Mapping):
         number = pl.when(number.is_finite()).then(number)
         if fld == "duration":
             number = number * _DURATION_UNITS[mapping.duration_unit]
+        elif fld in mapping.units:
+            number = number * _UNIT_FIELDS[fld][mapping.units[fld]]
         return number, "a number"
     if fld in _INT_FIELDS:
         number = col.cast(pl.Float64, strict=False)
@@ -484,6 +670,11 @@ def _convert(fld: str, col: pl.Expr, dtype: pl.DataType, mapping: Mapping):
         return whole.cast(pl.Int32, strict=False), "a whole number"
     if fld == "status":
         return normalize_status(col, mapping.status_map), None
+    if fld == "gpu_type":
+        text = col.cast(pl.Utf8)
+        return pl.when(text.str.to_lowercase().is_in(list(_NO_GPU_TYPE))).then(None).otherwise(
+            text
+        ), None
     if fld in _TEXT_FIELDS:
         return col.cast(pl.Utf8), None
     raise AssertionError(fld)
@@ -532,7 +723,7 @@ def _row_lookup(table: pl.DataFrame):
 
 
 def _mapping_params(mapping: Mapping) -> dict[str, Any]:
-    return {
+    params: dict[str, Any] = {
         "columns": mapping.columns,
         "time_format": mapping.time_format,
         "epoch_unit": mapping.epoch_unit,
@@ -540,25 +731,17 @@ def _mapping_params(mapping: Mapping) -> dict[str, Any]:
         "defaults": mapping.defaults,
         "status": mapping.status_map,
     }
+    # Keys added later appear only when used, so a mapping without them keeps the identity
+    # it had (an unchanged file is not re-ingested after an upgrade).
+    if mapping.time_base is not None:
+        params["time_base"] = mapping.time_base.isoformat(sep=" ")
+    if mapping.units:
+        params["units"] = mapping.units
+    return params
 
 
-# SenseTime Helios (cluster_log.csv of each cluster): a header row; times as local
-# date-times; duration in seconds; Slurm job states.
-HELIOS_MAPPING = Mapping(
-    columns={
-        "job_id": "job_id",
-        "user_name": "user",
-        "vc": "vc",
-        "num_gpus": "gpu_num",
-        "num_cpus": "cpu_num",
-        "status": "state",
-        "submit_time": "submit_time",
-        "start_time": "start_time",
-        "end_time": "end_time",
-        "duration": "duration",
-    },
-    time_format="%Y-%m-%d %H:%M:%S",
-)
+# SenseTime Helios (cluster_log.csv of each cluster): shipped as mappings/helios.toml.
+HELIOS_MAPPING = shipped_mapping("helios")
 
 
 def parse_helios(path: str | Path, *, data: bytes | None = None) -> ParsedTrace:

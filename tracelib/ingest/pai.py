@@ -7,7 +7,9 @@
 Times are seconds (floats, shifted by a constant for anonymity); a job's start_time is its
 submission, the gap to its earliest task start_time is its queueing delay. plan_cpu and
 plan_gpu are percent of one core / one GPU (600 = 6 cores, 50 = half a GPU), per instance;
-plan_mem is GB per instance; inst_num is the number of instances of the task.
+plan_mem is GB per instance; inst_num is the number of instances of the task; gpu_type is
+the GPU model a task ran on (V100, V100M32, P100, T4, MISC), kept per job as the type(s) of
+its GPU tasks.
 
 A job's demand is the sum over its tasks of inst_num times the per-instance plan. Record
 numbers are line numbers of pai_job_table.csv (first line = 1); the raw record is that line.
@@ -142,6 +144,7 @@ def parse_pai(
         "num_ps",
         "status",
         "user_name",
+        pl.when(pl.col("gpu_type") != "").then(pl.col("gpu_type")).alias("gpu_type"),
     )
     return ParsedTrace(
         path=job_path,
@@ -309,6 +312,7 @@ def _aggregate_tasks(tasks: pl.DataFrame, problems: pl.DataFrame) -> pl.DataFram
         _number(pl.col("plan_mem")).alias("plan_mem"),
         # PAI leaves plan_gpu empty for tasks that ask for no GPU (parameter servers, CPU jobs).
         _number(pl.col("plan_gpu")).fill_null(0.0).alias("plan_gpu"),
+        _blank_to_null(pl.col("gpu_type")).alias("gpu_type"),
         "_task_field",
         "_task_reason",
     )
@@ -331,6 +335,15 @@ def _aggregate_tasks(tasks: pl.DataFrame, problems: pl.DataFrame) -> pl.DataFram
             total("plan_mem").alias("mem_gb"),
             inst.filter(pl.col("_is_worker")).sum().cast(pl.Int32).alias("num_workers"),
             inst.filter(pl.col("_is_ps")).sum().cast(pl.Int32).alias("num_ps"),
+            # The GPU type(s) of the tasks that use GPUs: "V100", or "P100|V100" for a job
+            # whose GPU tasks ran on both (the replay then takes either).
+            pl.col("gpu_type")
+            .filter(pl.col("plan_gpu") > 0)
+            .drop_nulls()
+            .unique()
+            .sort()
+            .str.join("|")
+            .alias("gpu_type"),
             pl.col("_task_field").drop_nulls().first(),
             pl.col("_task_reason").drop_nulls().first(),
         )
