@@ -54,7 +54,7 @@ import polars as pl
 
 from tracelib.catalogue import DL2_CATALOGUE, DL2_SIM_FACTS, sim_facts_by_name
 from tracelib.interference import InterferenceConfig, collect_samples, placement_counts
-from tracelib.sim.cluster import FreePool, Vec
+from tracelib.sim.cluster import Vec, is_share
 from tracelib.sim.placement import Task, _gpu_first, _shrink
 from tracelib.sim.snapshot import Allocation, JobPlacement, JobView, Placement, Snapshot
 
@@ -252,7 +252,8 @@ class LIFPlacement:
             for servers, demand in ((kept_w, job.worker_demand), (kept_p, job.ps_demand)):
                 np.add.at(counts[:, column[job.job_id]], servers, 1)
                 np.add.at(used, servers, np.asarray(demand))
-        capacity, available = snap.cluster.capacity, snap.cluster.available
+        available = snap.cluster.available
+        out_kept = out
         kept = (counts, out)
         attempts = [
             (available - used, kept, _job_by_job(missing)),
@@ -263,10 +264,17 @@ class LIFPlacement:
                 _gpu_first(snap, jobs),
             ),
         ]
+        kept_shares: dict[int, list[float]] = {}
+        for job, _, _ in jobs:
+            if is_share(job.worker_demand[0]):
+                for server in out_kept[job.job_id][0]:
+                    kept_shares.setdefault(server, []).append(job.worker_demand[0])
+        allowed = {job.job_id: job.gpu_types for job, _, _ in jobs}
         for free, (start_counts, start_out), tasks in attempts:
             counts = start_counts.copy()
             out = {jid: (list(w), list(p)) for jid, (w, p) in start_out.items()}
-            if self._place_tasks(FreePool(capacity, free), counts, types, column, tasks, out):
+            pool = snap.cluster.pool(free, kept_shares if start_out is out_kept else None)
+            if self._place_tasks(pool, counts, types, column, tasks, out, allowed):
                 break
         return Placement.of({jid: JobPlacement.of(w, p) for jid, (w, p) in out.items()})
 
@@ -295,12 +303,15 @@ class LIFPlacement:
         after = np.maximum(others, added).sum(axis=1)  # (S,)
         return after - best.sum()
 
-    def _place_tasks(self, pool, counts, types, column, tasks, out) -> bool:
+    def _place_tasks(self, pool, counts, types, column, tasks, out, allowed) -> bool:
         ok = True
         for job_id, role, demand in tasks:
             j = column[job_id]
-            free = pool.free_array()
-            fits = (free + _EPS >= np.asarray(demand)).all(axis=1)
+            if pool.plain and allowed[job_id] is None and not is_share(demand[0]):
+                free = pool.free_array()
+                fits = (free + _EPS >= np.asarray(demand)).all(axis=1)
+            else:  # GPU types or shared GPUs: the pool knows which servers fit
+                fits = pool.fitting_mask(_vec(demand), allowed[job_id])
             if not fits.any():
                 ok = False
                 continue
@@ -310,7 +321,7 @@ class LIFPlacement:
                 (candidates, -counts[candidates, j], np.round(delta[candidates], 12))
             )
             server = int(candidates[order[0]])
-            pool.take(server, _vec(demand))
+            pool.take(server, _vec(demand), allowed[job_id])
             counts[server, j] += 1
             out[job_id][0 if role == "w" else 1].append(server)
         return ok

@@ -69,7 +69,7 @@ class _Grants:
     `FreePool` over the whole cluster: every job's allocation is re-decided each time)."""
 
     def __init__(self, snap: Snapshot) -> None:
-        self.pool = FreePool(snap.cluster.capacity)
+        self.pool: FreePool = snap.cluster.pool(snap.cluster.capacity, reserved=False)
         self.free = [float(x) for x in snap.cluster.total]
         """Free resources summed over servers (a cheap necessary condition for a fit)."""
 
@@ -85,7 +85,7 @@ class _Grants:
             return None
         taken = []
         for demand in [job.worker_demand] * w + [job.ps_demand] * p:
-            server = self.pool.feasible_fit(demand)
+            server = self.pool.feasible_fit(demand, job.gpu_types)
             if server < 0:
                 for s, d in taken:
                     self.pool.give(s, d)
@@ -226,7 +226,7 @@ class FirstFit:
 
     def place(self, snap: Snapshot, alloc: Allocation, rng: np.random.Generator) -> Placement:
         """Place `alloc`, jobs in its listing order, workers then PSs."""
-        pool = FreePool(snap.cluster.capacity)
+        pool = snap.cluster.pool(snap.cluster.capacity, reserved=False)
         out: dict[int, tuple[list[int], list[int]]] = {}
         views = snap.by_id
         # Kept tasks first (lowest-index servers of each kind kept when a job shrinks): they
@@ -244,7 +244,7 @@ class FirstFit:
             workers, ps = out[job_id]
             for demand, tasks, want in ((job.worker_demand, workers, w), (job.ps_demand, ps, p)):
                 while len(tasks) < want:
-                    server = pool.first_fit(demand)
+                    server = pool.first_fit(demand, job.gpu_types)
                     if server < 0:
                         break
                     pool.take_unchecked(server, demand)

@@ -45,8 +45,10 @@ class Tetris:
             for i in pending:
                 j = jobs[i]
                 bundle = tuple(w + p for w, p in zip(j.worker_demand, j.ps_demand, strict=True))
-                a = builder.pool.best_alignment(bundle)
-                align[i] = a if a >= 0 else builder.pool.best_alignment(j.worker_demand)
+                a = builder.pool.best_alignment(bundle, j.gpu_types)
+                align[i] = (
+                    a if a >= 0 else builder.pool.best_alignment(j.worker_demand, j.gpu_types)
+                )
             fitting = [i for i in pending if align[i] >= 0]
             if not fitting:
                 break

@@ -12,7 +12,7 @@ model), engine (the event loop), calibration (targets and checks of the coeffici
 """
 
 from tracelib.sim.builder import Action, AllocationBuilder
-from tracelib.sim.config import ClusterConfig, SimConfig, SpeedConfig
+from tracelib.sim.config import ClusterConfig, ServerGroup, SimConfig, SpeedConfig
 from tracelib.sim.engine import (
     EventRecord,
     InvalidDecision,
@@ -64,6 +64,7 @@ __all__ = [
     "RandomPlacement",
     "RequestedAllocation",
     "Scheduler",
+    "ServerGroup",
     "SimConfig",
     "SimResult",
     "SimulationStalled",

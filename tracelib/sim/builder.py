@@ -39,7 +39,9 @@ class AllocationBuilder:
         n = len(self.jobs)
         self.workers = [0] * n
         self.ps = [0] * n
-        self.pool = FreePool(snap.cluster.capacity, snap.cluster.available)
+        self.pool: FreePool = snap.cluster.pool()
+        # GPU types each job's workers may use (None: any server).
+        self._allowed = [j.gpu_types for j in self.jobs]
         # Shares of the cluster one worker / one PS holds, for DRF and for Optimus' "per unit
         # of dominant resource"; resources the cluster lacks entirely are ignored. Plain
         # floats: these are read on every step, where numpy's call overhead dominates.
@@ -54,8 +56,9 @@ class AllocationBuilder:
         pairs: dict[tuple[int, int], int] = {}
         w_sid, p_sid, pair_id, pair_rep = [], [], [], []
         for i, (wd, pd) in enumerate(zip(self._w_dem, self._p_dem, strict=True)):
-            w_sid.append(shapes.setdefault(wd, len(shapes)))
-            p_sid.append(shapes.setdefault(pd, len(shapes)))
+            allowed = self._allowed[i]
+            w_sid.append(shapes.setdefault((wd, allowed), len(shapes)))
+            p_sid.append(shapes.setdefault((pd, allowed), len(shapes)))
             key = (w_sid[-1], p_sid[-1])
             if key not in pairs:
                 pairs[key] = len(pairs)
@@ -67,7 +70,10 @@ class AllocationBuilder:
         self._pair_id = np.array(pair_id, dtype=np.intp)
         self._pair_rep = tuple(pair_rep)
         self._pair_shape = tuple(
-            tuple(a + b for a, b in zip(self._w_dem[i], self._p_dem[i], strict=True))
+            (
+                tuple(a + b for a, b in zip(self._w_dem[i], self._p_dem[i], strict=True)),
+                self._allowed[i],
+            )
             for i in pair_rep
         )
         self._cap = np.array([j.max_workers for j in self.jobs], dtype=np.int64)
@@ -101,7 +107,8 @@ class AllocationBuilder:
         if not self.under_cap(i, workers, ps):
             return False
         if workers + ps == 1:  # the common single-task case: no tentative placement needed
-            return self.pool.any_fit(self._w_dem[i] if workers else self._p_dem[i])
+            demand = self._w_dem[i] if workers else self._p_dem[i]
+            return self.pool.any_fit(demand, self._allowed[i])
         taken = self._take(i, workers, ps)
         if taken is None:
             return False
@@ -112,13 +119,13 @@ class AllocationBuilder:
     def mask(self) -> np.ndarray:
         """Valid actions as a (n_jobs, 3) bool array over (WORKER, PS, BOTH)."""
         pool = self.pool
-        fits = np.array([pool.any_fit(shape) for shape in self._shapes], dtype=bool)
+        fits = np.array([pool.any_fit(*shape) for shape in self._shapes], dtype=bool)
         # A worker+PS pair may fail where each alone fits (the same last free slot): check
         # each pair of shapes once, on a job that has that pair.
         pair = np.array(
             [
                 bool(fits[self._w_sid[i]] and fits[self._p_sid[i]])
-                and (pool.any_fit(both) or self._pair_fits(i))
+                and (pool.any_fit(*both) or self._pair_fits(i))
                 for i, both in zip(self._pair_rep, self._pair_shape, strict=True)
             ],
             dtype=bool,
@@ -142,10 +149,10 @@ class AllocationBuilder:
     # -- actions ---------------------------------------------------------------------
 
     def _take(self, i: int, workers: int, ps: int):
-        pool = self.pool
+        pool, allowed = self.pool, self._allowed[i]
         taken = []
         for demand in [self._w_dem[i]] * workers + [self._p_dem[i]] * ps:
-            server = pool.feasible_fit(demand)
+            server = pool.feasible_fit(demand, allowed)
             if server < 0:
                 for s, d in taken:
                     pool.give(s, d)
@@ -162,12 +169,12 @@ class AllocationBuilder:
             return False
         if workers == 1 and ps == 1:
             # The common step (a worker+PS pair), written out: it runs ~10^5 times a run.
-            pool, wd, pd = self.pool, self._w_dem[i], self._p_dem[i]
-            s_w = pool.feasible_fit(wd)
+            pool, wd, pd, allowed = self.pool, self._w_dem[i], self._p_dem[i], self._allowed[i]
+            s_w = pool.feasible_fit(wd, allowed)
             if s_w < 0:
                 return False
             pool.take_unchecked(s_w, wd)
-            s_p = pool.feasible_fit(pd)
+            s_p = pool.feasible_fit(pd, allowed)
             if s_p < 0:
                 pool.give(s_w, wd)
                 return False

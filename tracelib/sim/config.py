@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 TRIGGERS = ("interval", "events")
 """Decision triggers (`SimConfig.trigger`)."""
 
@@ -19,11 +21,38 @@ RESOURCES = ("gpu", "cpu", "mem_gb")
 
 
 @dataclass(frozen=True)
+class ServerGroup:
+    """Servers of one kind in a heterogeneous cluster (`ClusterConfig.heterogeneous`)."""
+
+    n_servers: int
+    """How many servers of this kind."""
+    gpus: float = 2.0
+    """GPUs per server."""
+    cpus: float = 16.0
+    """CPU cores per server."""
+    mem_gb: float = 48.0
+    """Memory per server, GB."""
+    gpu_type: str | None = None
+    """GPU type of these servers ("V100M32"); None: untyped."""
+
+    def __post_init__(self) -> None:
+        if self.n_servers < 1:
+            raise ValueError("a server group needs at least 1 server")
+        if min(self.gpus, self.cpus, self.mem_gb) < 0:
+            raise ValueError("server capacities must be non-negative")
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
-    """Homogeneous servers. Default: the DL2/Harmony testbed server (two GTX 1080Ti, one
-    8-core/16-thread E5-1660, 48 GB): with the catalogue's demands (worker 1 GPU + 4 cores +
-    10 GB, PS 4 cores + 10 GB) it holds 2 GPU workers and 4 tasks in all, the same as the DL2
-    authors' simulator (8 slots per resource; a worker takes 4 GPU and 2 CPU slots, a PS 2)."""
+    """Homogeneous servers, or groups of servers (`groups`). Default: the DL2/Harmony
+    testbed server (two GTX 1080Ti, one 8-core/16-thread E5-1660, 48 GB): with the
+    catalogue's demands (worker 1 GPU + 4 cores + 10 GB, PS 4 cores + 10 GB) it holds 2 GPU
+    workers and 4 tasks in all, the same as the DL2 authors' simulator (8 slots per
+    resource; a worker takes 4 GPU and 2 CPU slots, a PS 2).
+
+    Servers may carry a GPU type. When any does, a job whose trace names GPU types
+    (`JobSpec.gpu_type`) runs its workers only on servers of those types; a cluster without
+    types ignores the jobs' types (the default homogeneous cluster replays any trace)."""
 
     n_servers: int = 96
     """Number of servers (DL2 simulator: 96 small setting, 500 large)."""
@@ -33,12 +62,55 @@ class ClusterConfig:
     """CPU cores (hardware threads) per server."""
     mem_gb: float = 48.0
     """Memory per server, GB."""
+    gpu_type: str | None = None
+    """GPU type of every server of a homogeneous cluster (None: untyped)."""
+    groups: tuple[ServerGroup, ...] = ()
+    """A heterogeneous cluster: these groups of servers, in order (server indices follow
+    it). Then n_servers is their total and gpus/cpus/mem_gb the largest server's (what
+    per-server normalizations read); build it with `heterogeneous`."""
 
     def __post_init__(self) -> None:
         if self.n_servers < 1:
             raise ValueError("n_servers must be at least 1")
         if min(self.gpus, self.cpus, self.mem_gb) < 0:
             raise ValueError("server capacities must be non-negative")
+        if self.groups:
+            if self.gpu_type is not None:
+                raise ValueError("a cluster of groups takes its GPU types from the groups")
+            total = sum(g.n_servers for g in self.groups)
+            if total != self.n_servers:
+                raise ValueError(
+                    f"n_servers {self.n_servers} differs from the groups' {total} servers; "
+                    "use ClusterConfig.heterogeneous"
+                )
+
+    @classmethod
+    def heterogeneous(cls, *groups: ServerGroup) -> ClusterConfig:
+        """A cluster of the given server groups."""
+        if not groups:
+            raise ValueError("a heterogeneous cluster needs at least one server group")
+        return cls(
+            n_servers=sum(g.n_servers for g in groups),
+            gpus=max(g.gpus for g in groups),
+            cpus=max(g.cpus for g in groups),
+            mem_gb=max(g.mem_gb for g in groups),
+            groups=tuple(groups),
+        )
+
+    def server_capacity(self) -> np.ndarray:
+        """(GPU, CPU, memory GB) of every server, (n_servers, 3)."""
+        if not self.groups:
+            return np.tile([self.gpus, self.cpus, self.mem_gb], (self.n_servers, 1)).astype(float)
+        return np.concatenate(
+            [np.tile([g.gpus, g.cpus, g.mem_gb], (g.n_servers, 1)) for g in self.groups]
+        ).astype(float)
+
+    def server_gpu_types(self) -> tuple[str | None, ...] | None:
+        """Every server's GPU type, or None when no server has one."""
+        if not self.groups:
+            return None if self.gpu_type is None else (self.gpu_type,) * self.n_servers
+        types = tuple(t for g in self.groups for t in (g.gpu_type,) * g.n_servers)
+        return None if all(t is None for t in types) else types
 
     @classmethod
     def dl2_small(cls) -> ClusterConfig:

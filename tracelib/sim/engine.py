@@ -42,6 +42,7 @@ import numpy as np
 import polars as pl
 
 from tracelib.catalogue import DL2_CATALOGUE, DL2_SIM_FACTS, JobType, SimFacts, by_name
+from tracelib.sim.cluster import is_share
 from tracelib.sim.config import SimConfig
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.policy import DecisionPolicy
@@ -131,6 +132,10 @@ class _Job:
     arrival_s: float
     real_epochs: float
     speed_mult: float
+    worker_demand: tuple[float, float, float]
+    """The catalogue's, with the trace's GPU share in place of a whole GPU."""
+    gpu_types: frozenset[str] | None = None
+    """GPU types its workers may use on this cluster (None: any server)."""
     done: float = 0.0
     workers: int = 0
     ps: int = 0
@@ -144,6 +149,24 @@ class _Job:
     finish_s: float | None = None
     started_s: float | None = None
     history: list[SpeedSample] = field(default_factory=list)
+
+
+def _worker_demand(jt: JobType, spec: JobSpec) -> tuple[float, float, float]:
+    """A worker's (GPU, CPU, memory): the catalogue's, or a share of one GPU from the trace."""
+    demand = jt.worker_demand
+    if spec.gpu_share is None or demand[0] <= 0:
+        return demand
+    return (spec.gpu_share, demand[1], demand[2])
+
+
+def _shares(jobs) -> dict[int, tuple[float, ...]]:
+    """GPU shares (workers below one GPU) the jobs hold, per server."""
+    out: dict[int, list[float]] = {}
+    for job in jobs:
+        if is_share(job.worker_demand[0]):
+            for server in job.placement.workers:
+                out.setdefault(server, []).append(job.worker_demand[0])
+    return {server: tuple(values) for server, values in out.items()}
 
 
 class PlacedSpeedModel(Protocol):
@@ -254,8 +277,17 @@ class Simulator:
         self._types = names
         self.model = speed_model or SpeedModel(self.cfg.speed, catalogue, facts)
         c = self.cfg.cluster
-        capacity = np.tile([c.gpus, c.cpus, c.mem_gb], (c.n_servers, 1)).astype(float)
-        self._capacity = read_only(capacity)
+        self._capacity = read_only(c.server_capacity())
+        self._server_types = c.server_gpu_types()
+        if self._server_types is not None:
+            # A job naming only types the cluster lacks could never run: say so now.
+            have = set(self._server_types)
+            for j in self.specs:
+                if j.gpu_types is not None and not j.gpu_types & have:
+                    raise ValueError(
+                        f"job {j.job_id} ({j.name or 'unnamed'}) needs GPU type {j.gpu_type!r}, "
+                        f"which no server has (types: {sorted(t for t in have if t)})"
+                    )
         interval = scheduler.interval_s
         self.interval_s = float(interval) if interval else self.cfg.slot_s
         if self.interval_s <= 0:
@@ -275,6 +307,7 @@ class Simulator:
         jitter = rng["arrivals"].uniform(0.0, 1.0, n) * self.cfg.arrival_jitter_s
         mult = 1.0 + sp.speed_variation * rng["speed"].uniform(-1.0, 1.0, n)
         err = 1.0 + sp.epoch_error * rng["epochs"].uniform(-1.0, 1.0, n)
+        typed = self._server_types is not None
         return {
             s.job_id: _Job(
                 spec=s,
@@ -282,6 +315,8 @@ class Simulator:
                 arrival_s=s.arrival_s + float(jitter[i]),
                 real_epochs=s.epochs * float(err[i]),
                 speed_mult=float(mult[i]),
+                worker_demand=_worker_demand(self._types[s.model], s),
+                gpu_types=s.gpu_types if typed else None,
             )
             for i, s in enumerate(self.specs)
         }
@@ -434,7 +469,7 @@ class Simulator:
         demands: list[tuple[float, float, float]] = []
         for job in jobs:
             servers.extend(job.placement.workers)
-            demands.extend([job.jt.worker_demand] * len(job.placement.workers))
+            demands.extend([job.worker_demand] * len(job.placement.workers))
             servers.extend(job.placement.ps)
             demands.extend([job.jt.ps_demand] * len(job.placement.ps))
         used = np.zeros_like(self._capacity)
@@ -458,6 +493,8 @@ class Simulator:
                 self._capacity,
                 read_only(self._used(active + fixed)),
                 read_only(self._used(fixed)) if self.cfg.fixed_placement else None,
+                gpu_types=self._server_types,
+                reserved_shares=_shares(fixed) if self.cfg.fixed_placement else None,
             ),
             jobs=self._views(visible),
             catalogue=self.catalogue,
@@ -479,11 +516,12 @@ class Simulator:
                 requested_workers=j.spec.num_workers,
                 requested_ps=j.spec.num_ps,
                 max_workers=j.jt.max_workers,
-                worker_demand=j.jt.worker_demand,
+                worker_demand=j.worker_demand,
                 ps_demand=j.jt.ps_demand,
                 placement=j.placement,
                 history=tuple(j.history),
                 started_s=j.started_s,
+                gpu_types=j.gpu_types,
             )
             for j in jobs
         )
@@ -515,6 +553,15 @@ class Simulator:
         bad = [s for s in servers if not 0 <= s < n]
         if bad:
             raise InvalidDecision(f"placement names servers that do not exist: {sorted(set(bad))}")
+        for job_id, pl_ in placement.jobs.items():
+            view = snap.by_id[job_id]
+            if view.gpu_types is not None and view.worker_demand[0] > 0:
+                wrong = [s for s in pl_.workers if self._server_types[s] not in view.gpu_types]
+                if wrong:
+                    raise InvalidDecision(
+                        f"job {job_id} needs GPU type {sorted(view.gpu_types)}; servers "
+                        f"{sorted(set(wrong))} have another"
+                    )
         used = np.zeros_like(self._capacity)
         if snap.cluster.reserved is not None:
             used += snap.cluster.reserved

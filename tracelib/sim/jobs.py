@@ -37,6 +37,19 @@ class JobSpec:
     """PSs the user requested (0 in a trace means unknown; policies read at least 1)."""
     name: str = ""
     """The trace's job id, for reports."""
+    gpu_share: float | None = None
+    """A share of one GPU per worker (0 < x < 1) instead of the model's whole GPU: the trace's
+    fractional GPU demand (Alibaba's GPU-sharing pods). None: the catalogue's demand."""
+    gpu_type: str | None = None
+    """GPU types the workers may use, as the trace names them ("T4", "V100M16|V100M32");
+    honoured on a cluster whose servers have types."""
+
+    @property
+    def gpu_types(self) -> frozenset[str] | None:
+        """`gpu_type` as the set of allowed types (None: any)."""
+        if not self.gpu_type:
+            return None
+        return frozenset(t.strip() for t in self.gpu_type.split("|") if t.strip()) or None
 
     def __post_init__(self) -> None:
         if not (self.epochs > 0 and math.isfinite(self.epochs)):
@@ -45,6 +58,10 @@ class JobSpec:
             raise ValueError(f"job {self.job_id}: arrival_s must be >= 0, got {self.arrival_s}")
         if self.num_workers < 1 or self.num_ps < 0:
             raise ValueError(f"job {self.job_id}: needs num_workers >= 1 and num_ps >= 0")
+        if self.gpu_share is not None and not 0.0 < self.gpu_share < 1.0:
+            raise ValueError(
+                f"job {self.job_id}: gpu_share must be in (0, 1), got {self.gpu_share}"
+            )
 
 
 def jobs_from_frame(
@@ -53,7 +70,9 @@ def jobs_from_frame(
     """Jobs of one workload from a frame with the `workload_jobs` columns, by arrival.
 
     Needs model, epochs, num_workers, num_ps and arrival_s; job_index (else the row number)
-    becomes `job_id` and job_id (a string) becomes `name`. Other columns are ignored.
+    becomes `job_id` and job_id (a string) becomes `name`; gpu_type is kept, and a job of
+    one worker whose num_gpus is below one GPU asks for that share of a GPU (`gpu_share`).
+    Other columns are ignored.
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
@@ -70,6 +89,9 @@ def jobs_from_frame(
     if len(set(ids)) != len(ids):
         raise ValueError("job_index values must be unique within a workload")
     names = df["job_id"].cast(pl.Utf8).to_list() if "job_id" in df.columns else [""] * df.height
+    none = [None] * df.height
+    gpus = df["num_gpus"].to_list() if "num_gpus" in df.columns else none
+    types = df["gpu_type"].cast(pl.Utf8).to_list() if "gpu_type" in df.columns else none
     jobs = [
         JobSpec(
             job_id=int(i),
@@ -79,8 +101,13 @@ def jobs_from_frame(
             num_workers=int(w),
             num_ps=int(p),
             name=str(n or ""),
+            # A fractional GPU stays a share of one GPU (only for a GPU model's one worker).
+            gpu_share=float(g)
+            if g is not None and 0.0 < g < 1.0 and int(w) == 1 and known[str(m)].worker_gpu > 0
+            else None,
+            gpu_type=t or None,
         )
-        for i, m, e, a, w, p, n in zip(
+        for i, m, e, a, w, p, n, g, t in zip(
             ids,
             df["model"].to_list(),
             df["epochs"].to_list(),
@@ -88,6 +115,8 @@ def jobs_from_frame(
             df["num_workers"].to_list(),
             df["num_ps"].to_list(),
             names,
+            gpus,
+            types,
             strict=True,
         )
     ]
@@ -142,6 +171,7 @@ def dl2_like_frame(
             "arrival_s": slots.astype(np.float64) * slot_s,
             "arrival_slot": slots.astype(np.int32),
             "duration_s": minutes * 60.0,
+            "gpu_type": pl.Series([None] * n_jobs, dtype=pl.Utf8),
         }
     )
 
@@ -209,5 +239,6 @@ def dl2_authors_frame(
             "arrival_s": slots.astype(np.float64) * slot_s,
             "arrival_slot": slots.astype(np.int32),
             "duration_s": np.array(seconds),
+            "gpu_type": pl.Series([None] * n_jobs, dtype=pl.Utf8),
         }
     )

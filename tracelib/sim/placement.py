@@ -13,7 +13,8 @@ up to the smaller of the old and new counts) stay on their servers, shrinking jo
 tasks from the servers where they have the most; new tasks are placed by the rule. If some
 new task fits nowhere (fragmentation), everything is placed again from scratch by the
 rule; tasks that still do not fit are left out, and the job runs with fewer (the engine
-logs it).
+logs it). A job whose trace names GPU types has its workers placed only on servers of those
+types; a worker asking for a share of a GPU shares one with others (`FreePool`).
 
 These live in tracelib (not models/) because they are the cluster's own mechanics, shared by
 every system: the simulator's default, Harmony's baselines and its exploration.
@@ -27,10 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracelib.sim.cluster import FreePool, Vec
+from tracelib.sim.cluster import FreePool, Vec, is_share
 from tracelib.sim.snapshot import Allocation, JobPlacement, JobView, Placement, Snapshot
 
-Rule = Callable[[FreePool, Vec, np.random.Generator], int]
+Rule = Callable[[FreePool, Vec, np.random.Generator, frozenset[str] | None], int]
 Task = tuple[int, str, Vec]  # (job_id, "w" | "p", demand)
 
 
@@ -54,10 +55,10 @@ def _tasks(job: JobView, workers: int, ps: int) -> list[Task]:
     ] * ps
 
 
-def _place_tasks(pool: FreePool, tasks: list[Task], rule: Rule, rng, out) -> bool:
+def _place_tasks(pool: FreePool, tasks: list[Task], rule: Rule, rng, out, allowed) -> bool:
     ok = True
     for job_id, role, demand in tasks:
-        server = rule(pool, demand, rng)
+        server = rule(pool, demand, rng, allowed[job_id])
         if server < 0:
             ok = False
             continue
@@ -78,6 +79,8 @@ def _place(
     missing: list[tuple[JobView, int, int]] = []
     servers: list[int] = []
     demands: list[Vec] = []
+    shares: dict[int, list[float]] = {}
+    allowed = {job.job_id: job.gpu_types for job, _, _ in jobs}
     for job, w, p in jobs:
         kept_w = _shrink(job.placement.workers, min(w, len(job.placement.workers)))
         kept_p = _shrink(job.placement.ps, min(p, len(job.placement.ps)))
@@ -87,17 +90,20 @@ def _place(
         demands.extend([job.worker_demand] * len(kept_w))
         servers.extend(kept_p)
         demands.extend([job.ps_demand] * len(kept_p))
+        if is_share(job.worker_demand[0]):
+            for server in kept_w:
+                shares.setdefault(server, []).append(job.worker_demand[0])
     # Kept tasks are a subset of a placement that fitted, so they fit: one vectorized sum.
-    capacity, available = snap.cluster.capacity, snap.cluster.available
-    used = np.zeros_like(capacity)
+    available = snap.cluster.available
+    used = np.zeros_like(snap.cluster.capacity)
     if servers:
         np.add.at(used, np.array(servers), np.array(demands))
-    pool = FreePool(capacity, available - used)
-    if not _place_tasks(pool, order(snap, missing), rule, rng, out):
+    pool = snap.cluster.pool(available - used, shares)
+    if not _place_tasks(pool, order(snap, missing), rule, rng, out, allowed):
         # Fragmentation: start again from an empty cluster, every task by the rule.
-        pool = FreePool(capacity, available)
+        pool = snap.cluster.pool()
         out = {j.job_id: ([], []) for j, _, _ in jobs}
-        _place_tasks(pool, order(snap, jobs), rule, rng, out)
+        _place_tasks(pool, order(snap, jobs), rule, rng, out, allowed)
     return Placement.of({jid: JobPlacement.of(w, p) for jid, (w, p) in out.items()})
 
 
@@ -130,7 +136,9 @@ class LoadBalancing:
 
     def place(self, snap: Snapshot, alloc: Allocation, rng: np.random.Generator) -> Placement:
         """Place `alloc`, GPU tasks first, each on the least-loaded server it fits."""
-        return _place(snap, alloc, rng, lambda pool, d, r: pool.least_loaded(d, r), _gpu_first)
+        return _place(
+            snap, alloc, rng, lambda pool, d, r, a: pool.least_loaded(d, r, a), _gpu_first
+        )
 
 
 @dataclass(frozen=True)
@@ -141,7 +149,9 @@ class BinPacking:
 
     def place(self, snap: Snapshot, alloc: Allocation, rng: np.random.Generator) -> Placement:
         """Place `alloc` first-fit, jobs by decreasing dominant share."""
-        return _place(snap, alloc, rng, lambda pool, d, r: pool.first_fit(d), _decreasing_dominant)
+        return _place(
+            snap, alloc, rng, lambda pool, d, r, a: pool.first_fit(d, a), _decreasing_dominant
+        )
 
 
 @dataclass(frozen=True)
@@ -152,4 +162,4 @@ class RandomPlacement:
 
     def place(self, snap: Snapshot, alloc: Allocation, rng: np.random.Generator) -> Placement:
         """Place `alloc`, GPU tasks first, each on a uniformly drawn fitting server."""
-        return _place(snap, alloc, rng, lambda pool, d, r: pool.uniform(d, r), _gpu_first)
+        return _place(snap, alloc, rng, lambda pool, d, r, a: pool.uniform(d, r, a), _gpu_first)

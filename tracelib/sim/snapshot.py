@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from tracelib.catalogue import JobType
+from tracelib.sim.cluster import FreePool
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
@@ -81,6 +82,8 @@ class JobView:
     """Observed speeds, oldest first (Optimus fits its model on these)."""
     started_s: float | None = None
     """When the job first trained, None if it has not yet."""
+    gpu_types: frozenset[str] | None = None
+    """GPU types its workers may use (the trace's), None for any server."""
 
     @property
     def remaining_epochs_est(self) -> float:
@@ -98,6 +101,30 @@ class ClusterView:
     reserved: np.ndarray | None = None
     """What jobs outside this decision hold (Harmony's fixed mode: the running jobs); None
     when every job is re-decided."""
+    gpu_types: tuple[str | None, ...] | None = None
+    """Each server's GPU type; None for a cluster without types."""
+    reserved_shares: Mapping[int, tuple[float, ...]] | None = None
+    """GPU shares (tasks below one GPU) within `reserved`, per server."""
+
+    def pool(
+        self,
+        free: np.ndarray | None = None,
+        shares: Mapping[int, list[float]] | None = None,
+        *,
+        reserved: bool = True,
+    ) -> FreePool:
+        """A `FreePool` over these servers, with their GPU types, starting from `free`
+        (default `available`). `shares`: per server, GPU shares of tasks already counted in
+        `free`; the reserved tasks' shares are added when `free` excludes them (`reserved`)."""
+        held: dict[int, list[float]] = {}
+        if free is None:
+            free = self.available
+        if reserved:
+            for server, values in (self.reserved_shares or {}).items():
+                held.setdefault(server, []).extend(values)
+        for server, values in (shares or {}).items():
+            held.setdefault(server, []).extend(values)
+        return FreePool(self.capacity, free, gpu_types=self.gpu_types, shares=held)
 
     @cached_property
     def available(self) -> np.ndarray:
