@@ -557,7 +557,12 @@ def build_parser() -> argparse.ArgumentParser:
     ingest = sub.add_parser("ingest", parents=[common], help="ingest one trace file")
     ingest.add_argument("path", help="trace file (PAI: folder or pai_job_table.csv)")
     ingest.add_argument("--format", required=True, choices=["philly", "pai", "helios", "generic"])
-    ingest.add_argument("--mapping", default=None, help="mapping file (TOML) for --format generic")
+    ingest.add_argument(
+        "--mapping",
+        default=None,
+        help="mapping file (TOML) for --format generic, or a shipped mapping: "
+        "helios, alibaba-gpu-2023",
+    )
     ingest.add_argument("--source-id", default=None, help="source id (default format:file-stem)")
     ingest.set_defaults(func=cmd_ingest)
 

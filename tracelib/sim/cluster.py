@@ -259,10 +259,11 @@ class FreePool:
         GPU tasks go where most GPUs are free, other tasks where fewest GPUs are free (so
         they do not strand GPUs), then most CPU free; lowest index last. -1 if none. (A GPU
         share goes where fewest GPUs are free instead, so it fills partly used GPUs.)"""
-        sign = -1.0 if demand[0] > _EPS else 1.0
+        g = demand[0]
+        sign = -1.0 if g > _EPS else 1.0
         best_key = None
         best = -1
-        if not (self._plain and allowed is None and not is_share(demand[0])):
+        if not (self._plain and allowed is None and (g <= _EPS or g >= 1.0 - _EPS)):
             if is_share(demand[0]):
                 sign = 1.0
             for (_, free, shared, gtype), servers in self._buckets.items():
