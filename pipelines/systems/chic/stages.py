@@ -1,0 +1,341 @@
+"""Chic's pipeline stages: CEM training per variant and arrival rate, and the evaluation
+against Optimus (Chic section 6).
+
+    train_chic_stage     trains Chic or Chic-Pair at one arrival rate (from the newest
+                         registered policy of that variant and rate, if any); registers it
+                         in `policies` (system "chic" / "chic-pair") with its
+                         `chic_learning_curves` rows
+    evaluate_chic_stage  at every rate, the newest policies trained at that rate, the ones
+                         trained at the reference rate (1.8 per hour), Optimus at 600 s and
+                         300 s intervals, on the same unseen sequences -> `chic_evaluation`
+
+Workloads are generated in-stage from the scenario's seeded generator (the paper's
+sequences are synthetic): train, validation and test sequences have disjoint seeds
+(`tracelib.sim.chic.split_seeds`), recorded in the rows. Stages follow the DL2 pattern:
+read what they need, train with the warehouse closed, write in one transaction;
+content-addressed checkpoints `policies/<system>-<sha16>.pt`; `metrics.input_key` so a
+re-run on unchanged inputs trains nothing; an evaluation's id hashes its config and the
+policies it evaluates, so re-running it replaces nothing and writes nothing new.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import torch
+
+from models.checkpoints import register_policy, resume_from
+from models.chic import CEMConfig, ChicPolicy, evaluate_policy, policy_from_checkpoint, train_cem
+from models.chic.contracts import ChicEvaluation, ChicLearningCurves
+from models.heuristics.optimus import Optimus
+from pipelines.progress import QUIET, Reporter
+from pipelines.trained import (
+    TrainResult,
+    already_trained,
+    input_key,
+    public_metrics,
+    resume_note,
+    save_checkpoint_file,
+)
+from tracelib.provenance import canonical_json, code_version
+from tracelib.sim import LoadBalancing, Scheduler, Simulator
+from tracelib.sim.chic import ChicScenario, split_seeds
+from tracelib.stats import ci_half_width
+from warehouse import connect, read_frame, transaction
+from warehouse.io import write_frame
+
+REFERENCE_RATE = 1.8
+"""Chic Fig. 4(c): policies trained once at 1.8 jobs per hour, evaluated at every rate."""
+
+
+@dataclass(frozen=True)
+class ChicTrainConfig:
+    """One Chic / Chic-Pair training run in `schedlab run`. The default budget is small
+    (tens of seconds here); `iterations` (paper: until converged, 19+ to beat Optimus) and
+    the sequence counts make it larger. Counted in iterations, so a seed gives one policy."""
+
+    variant: str = "chic"
+    """"chic" (2I + 1 actions) or "chic-pair" (I + 1)."""
+    rate_per_hour: float = REFERENCE_RATE
+    """Poisson arrival rate of the training and validation sequences."""
+    iterations: int = 6
+    """CEM iterations (each: 35 + 1 episodes of 30 jobs)."""
+    n_trajectories: int = 35
+    """N: trajectories from the policy per iteration (paper: 35)."""
+    train_sequences: int = 100
+    """Training sequences episodes draw from."""
+    val_sequences: int = 30
+    """Validation sequences (paper: 30), every two iterations."""
+    jobs_per_sequence: int = 30
+    """W: jobs per sequence (paper: 30)."""
+    fit_epochs: int = 40
+    """Adam passes over the elite pairs per iteration (ours)."""
+    smoothing: float = 0.7
+    """alpha of the smoothed update (ours; 1 = no smoothing)."""
+    mask_absent: bool = False
+    """Deviation: mask actions on absent jobs in training instead of charging p1."""
+    shared_sequence: bool = False
+    """Deviation: one sequence per iteration for all N + 1 trajectories."""
+    work_conserving: bool = False
+    """Deviation: void masked while an idle job's worker/PS fits (training and deployment)."""
+    seed: int = 0
+    """Root seed of the sequences' seeds, initialization and sampling."""
+    init: str = "latest"
+    """Start from "latest" (the newest registered policy of this variant and rate, else
+    random), "scratch", or a policy id."""
+
+    def scenario(self) -> ChicScenario:
+        return ChicScenario(
+            rate_per_hour=self.rate_per_hour, jobs_per_sequence=self.jobs_per_sequence
+        )
+
+    def cem_config(self) -> CEMConfig:
+        return CEMConfig(
+            variant=self.variant,
+            scenario=self.scenario(),
+            iterations=self.iterations,
+            n_trajectories=self.n_trajectories,
+            fit_epochs=self.fit_epochs,
+            smoothing=self.smoothing,
+            mask_absent=self.mask_absent,
+            shared_sequence=self.shared_sequence,
+            work_conserving=self.work_conserving,
+            seed=self.seed,
+        )
+
+
+@dataclass(frozen=True)
+class ChicEvalConfig:
+    """Chic section 6.2.1: every rate, 30 unseen sequences, Optimus at 600 s and 300 s."""
+
+    rates: tuple[float, ...] = (0.9, 1.8, 2.7)
+    """Arrival rates (per hour) evaluated: the paper's ends and middle (`CHIC_RATES` has
+    five points across the range)."""
+    test_sequences: int = 30
+    """Unseen sequences per rate (paper: 30)."""
+    reference_rate: float = REFERENCE_RATE
+    """Policies trained at this rate are also evaluated at every rate."""
+    optimus_intervals: tuple[float, ...] = (600.0, 300.0)
+    """Optimus' scheduling intervals (paper: 600 s default, 300 s its best)."""
+    jobs_per_sequence: int = 30
+    """W: jobs per test sequence (paper: 30)."""
+    seed: int = 0
+    """Root of the test sequences' seeds and of the policies' action sampling."""
+
+
+@dataclass(frozen=True)
+class ChicEvalResult:
+    eval_id: str
+    rows: int
+    act: dict[str, dict[float, float]]
+    """system -> rate -> average completion time (s)."""
+    improvement: dict[str, dict[float, float]]
+    """system -> rate -> ACT reduction against Optimus-600."""
+    sequence_acts: dict[str, dict[float, list[float]]] | None = None
+    """system -> rate -> completion time per test sequence, in the order of the sequence
+    seeds (for paired comparisons); None when the evaluation was read back, not run."""
+
+
+def latest_chic_policy(con, variant: str, rate: float) -> str | None:
+    """Id of the newest registered `variant` policy trained at `rate` (None if none)."""
+    rows = con.sql(
+        "SELECT policy_id FROM policies WHERE system = ? "
+        "AND CAST(json_extract(config, '$.train.scenario.rate_per_hour') AS DOUBLE) = ? "
+        "ORDER BY created_at DESC, policy_id LIMIT 1",
+        params=[variant, float(rate)],
+    ).fetchall()
+    return rows[0][0] if rows else None
+
+
+def train_chic_stage(
+    warehouse: str | Path | None, cfg: ChicTrainConfig, progress: Reporter = QUIET
+) -> TrainResult:
+    """Train one variant at one rate with the modified CEM; register the best validated
+    policy (child of the policy it started from) and its learning curve."""
+    cem = cfg.cem_config()
+    key = input_key(cfg.init, cem, f"train:{cfg.train_sequences}:val:{cfg.val_sequences}")
+    with connect(warehouse) as con:
+        done = already_trained(con, key, cfg.variant)
+        if done is not None:
+            return done
+        if cfg.init == "latest":
+            parent = latest_chic_policy(con, cfg.variant, cfg.rate_per_hour)
+        elif cfg.init == "scratch":
+            parent = None
+        else:
+            parent = cfg.init
+        resumed = resume_from(con, parent, policy_from_checkpoint)
+        parent, init = resumed.policy_id, resumed.policy
+    scenario = cfg.scenario()
+    train_seeds = split_seeds("train", cfg.train_sequences, cfg.seed)
+    val_seeds = split_seeds("validation", cfg.val_sequences, cfg.seed)
+    torch.set_num_threads(1)
+    with progress.bar(f"{cfg.variant} CEM iterations", cem.iterations) as advance:
+        policy, curve, metrics = train_cem(
+            scenario.sequences(train_seeds),
+            scenario.sequences(val_seeds),
+            cem,
+            init=init,
+            progress=advance,
+        )
+    path, sha = save_checkpoint_file(policy, warehouse, cfg.variant)
+    workloads = [f"chic:train:{s}@{cfg.rate_per_hour:g}" for s in train_seeds]
+    with connect(warehouse) as con, transaction(con):
+        policy_id = register_policy(
+            con,
+            system=cfg.variant,
+            config=policy.checkpoint_config(),
+            checkpoint_path=path,
+            sha256=sha,
+            training_workloads=workloads,
+            metrics={
+                **metrics,
+                "rate_per_hour": cfg.rate_per_hour,
+                "val_seeds": list(val_seeds),
+                "stage_config": asdict(cfg),
+                "input_key": key,
+                **resume_note(resumed),
+            },
+            parent_policy_id=parent,
+            curve=None,
+        )
+        con.execute("DELETE FROM chic_learning_curves WHERE policy_id = ?", [policy_id])
+        write_frame(
+            con,
+            curve.with_columns(pl.lit(policy_id).alias("policy_id")).select(
+                list(ChicLearningCurves.to_schema().columns)
+            ),
+            ChicLearningCurves,
+        )
+    return TrainResult(
+        policy_id, parent, str(path), public_metrics({**metrics, **resume_note(resumed)})
+    )
+
+
+def optimus_acts(scenario: ChicScenario, seeds: tuple[int, ...], interval_s: float) -> list[float]:
+    """Optimus' ACT on each sequence, deciding every `interval_s` seconds."""
+    out = []
+    for seed in seeds:
+        sim = Simulator(
+            scenario.sequence(seed),
+            Scheduler(Optimus(interval_s=interval_s), LoadBalancing()),
+            scenario.sim_config("interval", seed),
+            scenario.catalogue,
+        )
+        out.append(sim.run().avg_jct_s)
+    return out
+
+
+def evaluate_chic_stage(
+    warehouse: str | Path | None, cfg: ChicEvalConfig, progress: Reporter = QUIET
+) -> ChicEvalResult:
+    """Evaluate the newest Chic / Chic-Pair policies and Optimus at every rate; one
+    `chic_evaluation` row per system and rate."""
+    policies: dict[tuple[str, float], str] = {}
+    loaded: dict[str, ChicPolicy] = {}
+    with connect(warehouse) as con:
+        for variant in ("chic", "chic-pair"):
+            for rate in sorted({*cfg.rates, cfg.reference_rate}):
+                # The newest usable one: a lost checkpoint falls back to its ancestor.
+                resumed = resume_from(
+                    con, latest_chic_policy(con, variant, rate), policy_from_checkpoint
+                )
+                resume_note(resumed)
+                if resumed.policy_id is not None:
+                    policies[(variant, rate)] = resumed.policy_id
+                    loaded[resumed.policy_id] = resumed.policy
+    eval_id = (
+        "chic-eval-"
+        + input_key(
+            canonical_json(asdict(cfg)), canonical_json(sorted(map(list, policies.items())))
+        )[:16]
+    )
+    with connect(warehouse) as con:
+        existing = read_frame(con, "SELECT * FROM chic_evaluation WHERE eval_id = ?", [eval_id])
+    if existing.height:
+        return _summary(eval_id, existing)
+
+    rows: list[dict[str, Any]] = []
+    acts: dict[str, dict[float, list[float]]] = {}
+    evaluated_at = datetime.now(UTC).replace(tzinfo=None)
+    with progress.bar("Chic evaluation: arrival rates", len(cfg.rates)) as advance:
+        for done, rate in enumerate(cfg.rates, 1):
+            rate_rows, runs = _evaluate_rate(cfg, rate, policies, loaded, eval_id, evaluated_at)
+            rows += rate_rows
+            for system, (values, _) in runs.items():
+                acts.setdefault(system, {})[float(rate)] = values
+            advance(done, len(cfg.rates))
+    frame = pl.DataFrame(rows, schema_overrides={"policy_id": pl.Utf8})
+    with connect(warehouse) as con, transaction(con):
+        con.execute("DELETE FROM chic_evaluation WHERE eval_id = ?", [eval_id])
+        write_frame(con, frame, ChicEvaluation)
+    return replace(_summary(eval_id, frame), sequence_acts=acts)
+
+
+def _evaluate_rate(
+    cfg: ChicEvalConfig,
+    rate: float,
+    policies: dict[tuple[str, float], str],
+    loaded: dict[str, ChicPolicy],
+    eval_id: str,
+    evaluated_at: datetime,
+) -> tuple[list[dict[str, Any]], dict[str, tuple[list[float], str | None]]]:
+    """`chic_evaluation` rows of one arrival rate (Optimus and every policy) and each
+    system's (per-sequence completion times, policy id)."""
+    rows: list[dict[str, Any]] = []
+    scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
+    seeds = split_seeds("test", cfg.test_sequences, cfg.seed)
+    runs: dict[str, tuple[list[float], str | None]] = {}
+    for interval in cfg.optimus_intervals:
+        runs[f"optimus-{interval:g}"] = (optimus_acts(scenario, seeds, interval), None)
+    sequences = scenario.sequences(seeds)
+    for variant in ("chic", "chic-pair"):
+        targets = [(variant, policies.get((variant, rate)))]
+        targets.append(
+            (
+                f"{variant}-trained-at-{cfg.reference_rate:g}",
+                policies.get((variant, cfg.reference_rate)),
+            )
+        )
+        for system, pid in targets:
+            if pid is not None:
+                acts = evaluate_policy(loaded[pid], sequences, scenario, seed=cfg.seed)
+                runs[system] = (acts, pid)
+    base_key = "optimus-600"
+    base = float(np.mean(runs[base_key][0])) if base_key in runs else math.nan
+    for system, (acts, pid) in runs.items():
+        avg = float(np.mean(acts))
+        rows.append(
+            {
+                "eval_id": eval_id,
+                "system": system,
+                "rate_per_hour": float(rate),
+                "avg_jct_s": avg,
+                "ci95_s": ci_half_width(acts),
+                "n_sequences": len(acts),
+                "policy_id": pid,
+                "improvement_vs_optimus_600": 1.0 - avg / base if base > 0 else 0.0,
+                "sequence_seeds": json.dumps(list(seeds)),
+                "config": canonical_json({**asdict(cfg), "scenario": asdict(scenario)}),
+                "seed": cfg.seed,
+                "code_version": code_version(),
+                "evaluated_at": evaluated_at,
+            }
+        )
+    return rows, runs
+
+
+def _summary(eval_id: str, frame: pl.DataFrame) -> ChicEvalResult:
+    act: dict[str, dict[float, float]] = {}
+    imp: dict[str, dict[float, float]] = {}
+    for row in frame.iter_rows(named=True):
+        act.setdefault(row["system"], {})[row["rate_per_hour"]] = row["avg_jct_s"]
+        imp.setdefault(row["system"], {})[row["rate_per_hour"]] = row["improvement_vs_optimus_600"]
+    return ChicEvalResult(eval_id, frame.height, act, imp)

@@ -1,0 +1,375 @@
+"""DL2's pipeline stages: decision logs, supervised warm-up, RL fine-tuning.
+
+    record_stage    a heuristic (DRF by default) runs over a workload set's training
+                    sequences; every inference step goes to `decision_traces`
+    warmup_stage    imitation of those decisions; the warm policy is registered
+    finetune_stage  actor-critic in the simulator, from the latest registered fine-tuned
+                    policy (retraining as new traces arrive) or else the warm-up
+
+Each stage reads what it needs, trains with the warehouse closed (other processes can read
+meanwhile), then writes its rows in one transaction: a failed stage leaves the warehouse as
+it was, and re-running one replaces its own rows. Checkpoints are content-addressed files
+(`policies/<system>-<sha256 prefix>.pt` beside the warehouse), so the same seed and inputs
+give the same policy id; a checkpoint is written before the transaction that registers it,
+and an unregistered file left by a failed stage is harmless (it is overwritten with the
+same bytes on the next run).
+
+Re-running on unchanged inputs trains nothing: each trained policy records the hash of its
+inputs (`metrics.input_key`: stage config, training and validation workloads' content, and
+for the warm-up the recording), and a stage whose inputs were already trained on returns
+that policy. Fine-tuning therefore happens again only when new workloads arrive, and then
+starts from the newest fine-tuned policy, whose lineage `policies.parent_policy_id` keeps.
+
+Training runs in the setting the evaluation simulates (`pipelines.evaluation.EvalConfig`:
+DL2's small cluster, 20-minute slots, window 20, speed variation), so the registered policy
+is evaluated where it was trained.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import torch
+
+from models.checkpoints import register_policy, resume_from
+from models.contracts import DecisionTraces
+from models.dl2 import (
+    DL2NetConfig,
+    FinetuneConfig,
+    RecorderConfig,
+    WarmupConfig,
+    finetune,
+    policy_from_checkpoint,
+    record_decisions,
+    warmup,
+)
+from models.dl2.config import SYSTEM
+from models.dl2.recorder import as_workloads
+from pipelines.evaluation import EvalConfig
+from pipelines.progress import QUIET, Reporter
+from pipelines.trained import (
+    TrainResult,
+    already_trained,
+    input_key,
+    public_metrics,
+    resume_note,
+    save_checkpoint_file,
+)
+from tracelib.provenance import canonical_json
+from tracelib.sim import SimConfig
+from warehouse import connect, read_frame, transaction
+from warehouse.io import write_frame
+
+
+def _eval_setting() -> SimConfig:
+    """The simulator the evaluation runs (its cluster, slot, window and speed realism)."""
+    return EvalConfig().sim_config(0)
+
+
+@dataclass(frozen=True)
+class DL2StageConfig:
+    """DL2 in `schedlab run`: which workloads, which teacher, and the training budgets.
+
+    The default budget is small (a few minutes here); `--dl2-updates` and
+    `--dl2-warmup-epochs` make it larger. Budgets are counted in epochs and updates, not
+    seconds, so the same seed gives the same policy."""
+
+    workload_set: str = "dl2-synthetic"
+    """Derivation whose train split is recorded and trained on and whose val split
+    validates."""
+    teacher: str = "drf"
+    """Heuristic whose decisions the warm-up imitates (drf, fifo or srtf)."""
+    sim: SimConfig = field(default_factory=_eval_setting)
+    """Simulator of recording, training and validation (default: the evaluation's)."""
+    hidden: tuple[int, ...] = (256, 256)
+    """Hidden layers of the policy and value networks (DL2: two of 256)."""
+    warmup_epochs: int = 40
+    """Supervised epochs at most (early stopping on the validation loss)."""
+    updates: int = 3000
+    """RL updates (one per time slot) of fine-tuning."""
+    val_every: int = 150
+    """Validate every so many updates; the best validated weights are kept."""
+    seed: int = 0
+    """Root seed of recording, initialization, exploration and replay."""
+    variants: tuple[str, ...] = (
+        "offline-rl",
+        "dl2-without-critic",
+        "dl2-without-exploration",
+        "dl2-without-replay",
+    )
+    """Also trained, with the same budget, and evaluated beside DL2: the OfflineRL baseline
+    and the paper's Table 2 ablations (VARIANTS)."""
+    finetune_sets: tuple[str, ...] = ()
+    """Further derived sets whose train and validation workloads fine-tuning also uses (the
+    nightly flow passes each production trace's set, so a new trace retrains every variant
+    from its latest policy); sets without such a split are skipped."""
+    train_sequences_per_set: int | None = 16
+    """At most this many training sequences of each set are recorded and trained on (the
+    lowest sequence numbers; None: all), so a large production trace does not make every
+    stage larger: the budget sizes the work, not the trace."""
+    val_sequences_per_set: int | None = 4
+    """At most this many validation sequences of each set are used (every validation
+    point of fine-tuning simulates each of them)."""
+    init: str = "latest"
+    """Fine-tuning starts from: "latest" (the newest registered fine-tuned DL2 policy, else
+    this run's warm-up), "warmup" (this run's warm-up), or a policy id."""
+
+    @property
+    def window(self) -> int:
+        return self.sim.window or 20
+
+    def recorder(self) -> RecorderConfig:
+        # DRF's decisions give every job a worker+PS pair first; FIFO's and SRTF's fill one
+        # job at a time, which the bundle-first rule would reject (DL2NetConfig).
+        net = DL2NetConfig(
+            window=self.window, hidden=self.hidden, bundle_first=self.teacher == "drf"
+        )
+        return RecorderConfig(teacher=self.teacher, net=net, sim=self.sim, seed=self.seed)
+
+    def warmup_config(self) -> WarmupConfig:
+        return WarmupConfig(
+            hidden=self.hidden, max_epochs=self.warmup_epochs, patience=6, seed=self.seed
+        )
+
+    def finetune_config(self) -> FinetuneConfig:
+        net = DL2NetConfig(window=self.window, hidden=self.hidden)
+        return FinetuneConfig(
+            net=net,
+            sim=self.sim,
+            max_updates=self.updates,
+            val_every=min(self.val_every, self.updates),
+            critic_warmup=min(200, self.updates // 3),
+            seed=self.seed,
+            progress=False,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    run_id: str
+    teacher: str
+    workloads: int
+    steps: int
+
+
+def _workloads(con, workload_set: str, split: str, limit: int | None = None) -> pl.DataFrame:
+    """workload_jobs rows of one split of a set, in workload order (at most `limit`
+    sequences: the lowest sequence numbers)."""
+    jobs = read_frame(
+        con,
+        "SELECT j.* FROM workload_jobs j JOIN workloads w USING (workload_id) "
+        "WHERE w.derivation = ? AND w.split = ? AND w.sequence_no < ? "
+        "ORDER BY j.workload_id, j.job_index",
+        [workload_set, split, limit if limit is not None else 2**31 - 1],
+    )
+    if jobs.height == 0:
+        raise ValueError(
+            f"no {split!r} workloads in set {workload_set!r}; derive it first "
+            '(`schedlab derive`) or see `schedlab sql "SELECT derivation, split, count(*) '
+            'FROM workloads GROUP BY ALL"`'
+        )
+    return jobs
+
+
+def _set_workloads(con, cfg: DL2StageConfig, split: str) -> pl.DataFrame:
+    """workload_jobs rows of one split of the main set (required) and of the further
+    fine-tuning sets (where they have that split), each capped by the budget."""
+    limit = _limit(cfg, split)
+    frames = [_workloads(con, cfg.workload_set, split, limit)]
+    for extra in cfg.finetune_sets:
+        if extra == cfg.workload_set:
+            continue
+        try:
+            frames.append(_workloads(con, extra, split, limit))
+        except ValueError:
+            continue
+    return pl.concat(frames)
+
+
+def _limit(cfg: DL2StageConfig, split: str) -> int | None:
+    """How many sequences of a set's `split` the stages use."""
+    return cfg.val_sequences_per_set if split == "validation" else cfg.train_sequences_per_set
+
+
+def _record_run_id(cfg: DL2StageConfig, jobs: pl.DataFrame) -> str:
+    """Deterministic id of one recording: set, teacher, seed, encoder and the jobs' content,
+    so re-recording the same inputs replaces its rows and new workloads get new ones."""
+    digest = hashlib.sha256()
+    digest.update(canonical_json(asdict(cfg.recorder())).encode())
+    digest.update(jobs.write_csv().encode())
+    return f"{cfg.workload_set}:{cfg.teacher}:{digest.hexdigest()[:12]}"
+
+
+def record_stage(
+    warehouse: str | Path | None, cfg: DL2StageConfig, progress: Reporter = QUIET
+) -> RecordResult:
+    """Record the teacher's decisions on the set's training workloads into
+    `decision_traces` (replacing an earlier recording of the same inputs)."""
+    with connect(warehouse) as con:
+        jobs = _workloads(con, cfg.workload_set, "train", _limit(cfg, "train"))
+    run_id = _record_run_id(cfg, jobs)
+    with connect(warehouse) as con:
+        ((done,),) = con.sql(
+            "SELECT count(*) FROM decision_traces WHERE run_id = ?", params=[run_id]
+        ).fetchall()
+    if done:
+        return RecordResult(run_id, cfg.teacher, jobs["workload_id"].n_unique(), done)
+    with progress.bar(f"{cfg.teacher} decisions: workloads recorded") as advance:
+        traces = record_decisions(
+            jobs, cfg.teacher, cfg.recorder(), run_id=run_id, trace_version="", progress=advance
+        )
+    with connect(warehouse) as con, transaction(con):
+        con.execute("DELETE FROM decision_traces WHERE run_id = ?", [run_id])
+        write_frame(con, traces, DecisionTraces)
+    return RecordResult(
+        run_id=run_id,
+        teacher=cfg.teacher,
+        workloads=traces["workload_id"].n_unique(),
+        steps=traces.height,
+    )
+
+
+def warmup_stage(
+    warehouse: str | Path | None,
+    cfg: DL2StageConfig,
+    record_run_id: str,
+    progress: Reporter = QUIET,
+) -> TrainResult:
+    """Supervised warm-up on the decisions of `record_run_id`; registers the warm policy
+    (system "dl2", no parent) with its learning curve."""
+    with connect(warehouse) as con:
+        traces = read_frame(
+            con,
+            "SELECT * FROM decision_traces WHERE run_id = ? "
+            "ORDER BY workload_id, seed, decision, step",
+            [record_run_id],
+        )
+        val_jobs = _workloads(con, cfg.workload_set, "validation", _limit(cfg, "validation"))
+    if traces.height == 0:
+        raise ValueError(f"no decision traces of recording {record_run_id!r}; run record first")
+    key = input_key(record_run_id, cfg.warmup_config(), val_jobs)
+    with connect(warehouse) as con:
+        done = already_trained(con, key, SYSTEM)
+    if done is not None:
+        return done
+    torch.set_num_threads(1)
+    with progress.bar("DL2 warm-up epochs", cfg.warmup_epochs) as advance:
+        policy, metrics, curve = warmup(
+            traces,
+            cfg.warmup_config(),
+            val_workloads=[jobs for _, jobs in as_workloads(val_jobs)],
+            sim=cfg.sim,
+            eval_seed=cfg.seed,
+            progress=advance,
+        )
+    path, sha = save_checkpoint_file(policy, warehouse, SYSTEM)
+    training = sorted(traces["workload_id"].unique().to_list())
+    with connect(warehouse) as con, transaction(con):
+        policy_id = register_policy(
+            con,
+            system=SYSTEM,
+            config=policy.checkpoint_config(),
+            checkpoint_path=path,
+            sha256=sha,
+            training_workloads=training,
+            metrics={**metrics, "record_run_id": record_run_id, **_provenance(cfg, key)},
+            curve=curve,
+        )
+    return TrainResult(policy_id, None, str(path), public_metrics(metrics))
+
+
+def latest_policy(con, system: str, stage: str = "finetune") -> str | None:
+    """Id of the newest registered policy of `system` trained by `stage` (None if none)."""
+    rows = con.sql(
+        "SELECT policy_id FROM policies WHERE system = ? "
+        "AND json_extract_string(config, '$.train.stage') = ? "
+        "ORDER BY created_at DESC, policy_id LIMIT 1",
+        params=[system, stage],
+    ).fetchall()
+    return rows[0][0] if rows else None
+
+
+VARIANTS: dict[str, dict[str, bool]] = {
+    "dl2": {},
+    "offline-rl": {"offline": True},
+    "dl2-without-critic": {"value_net": False},
+    "dl2-without-exploration": {"exploration": False},
+    "dl2-without-replay": {"replay": False},
+}
+"""What `finetune_stage` trains: DL2, the OfflineRL baseline (from scratch, in the
+analytical simulator) and the paper's Table 2 ablations, by their `policies.system`."""
+
+
+def finetune_stage(
+    warehouse: str | Path | None,
+    cfg: DL2StageConfig,
+    warmup_policy_id: str,
+    variant: str = "dl2",
+    progress: Reporter = QUIET,
+) -> TrainResult:
+    """Actor-critic fine-tuning of `variant` (a VARIANTS key) from its newest registered
+    policy (cfg.init = "latest") or else the warm-up (OfflineRL: from scratch); registers
+    the result as its child, with its learning curve."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown DL2 variant {variant!r}; known: {', '.join(VARIANTS)}")
+    ft_cfg = replace(cfg.finetune_config(), **VARIANTS[variant])
+    system = ft_cfg.system
+    with connect(warehouse) as con:
+        train_jobs = _set_workloads(con, cfg, "train")
+        val_jobs = _set_workloads(con, cfg, "validation")
+        key = input_key(cfg.init, ft_cfg, train_jobs, val_jobs)
+        done = already_trained(con, key, system)
+        if done is not None:
+            return done
+        if cfg.init == "latest":
+            parent = latest_policy(con, system)
+            if parent is None and not ft_cfg.offline:
+                parent = warmup_policy_id
+        elif cfg.init == "warmup":
+            parent = None if ft_cfg.offline else warmup_policy_id
+        else:
+            parent = cfg.init
+        resumed = resume_from(con, parent, policy_from_checkpoint)
+        parent, init = resumed.policy_id, resumed.policy
+    if init is not None and (
+        init.cfg.window != ft_cfg.net.window or tuple(init.cfg.hidden) != tuple(cfg.hidden)
+    ):
+        raise ValueError(
+            f"policy {parent} has window {init.cfg.window} and hidden {init.cfg.hidden}; this "
+            f"stage trains window {ft_cfg.net.window}, hidden {cfg.hidden}: set init='warmup'"
+        )
+    torch.set_num_threads(1)
+    with progress.bar(f"{variant} RL updates", ft_cfg.max_updates) as advance:
+        policy, curve, metrics = finetune(
+            train_jobs, val_jobs, ft_cfg, init=init, eval_seed=cfg.seed, progress=advance
+        )
+    path, sha = save_checkpoint_file(policy, warehouse, system)
+    training = sorted(train_jobs["workload_id"].unique().to_list())
+    with connect(warehouse) as con, transaction(con):
+        policy_id = register_policy(
+            con,
+            system=system,
+            config=policy.checkpoint_config(),
+            checkpoint_path=path,
+            sha256=sha,
+            training_workloads=training,
+            metrics={**metrics, **_provenance(cfg, key), **resume_note(resumed)},
+            parent_policy_id=parent,
+            curve=curve,
+        )
+    return TrainResult(
+        policy_id, parent, str(path), public_metrics({**metrics, **resume_note(resumed)})
+    )
+
+
+def _provenance(cfg: DL2StageConfig, key: str) -> dict[str, Any]:
+    """What the registry row adds to a trainer's metrics: the pipeline stage's config (the
+    checkpoint config holds the network and trainer config) and the input hash."""
+    return {"stage_config": cfg.to_dict(), "input_key": key}

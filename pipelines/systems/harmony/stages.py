@@ -1,0 +1,407 @@
+"""Harmony's pipeline stages: reward predictor, placement DRL, evaluation, online update.
+
+    fit_reward_model_stage   the reward predictor on `interference_samples` (90/10 split by
+                             sample set), compared with LIF-Line, LIF-Quad and gradient
+                             boosting on the same split -> `reward_model_metrics`; with a
+                             Gavel throughputs file, its measured pairs are ingested into
+                             `interference_samples` (source gavel:<gpu>) and a predictor is
+                             fitted and measured on each GPU type too
+    train_placement_stage    actor-critic placement policies (Harmony and its Table II
+                             ablations) on rollouts scored by the latest reward predictor
+    evaluate_harmony_stage   every newest Harmony policy and the baselines in the simulator
+                             with the true speed model -> `harmony_evaluation`; the speeds
+                             Harmony observed there are appended to `interference_samples`
+                             (source harmony-online)
+    online_update_stage      the paper's online model update: re-fit the reward predictor
+                             with those observed speeds appended, then the placement
+                             policies, each from its last checkpoint (the three stages above
+                             read only `sample_sources`, so re-running them on unchanged
+                             inputs trains nothing; the online update is the step that
+                             consumes what evaluations observed)
+
+As in DL2's stages (pipelines/stages_dl2.py): inputs are read first, training runs with the
+warehouse closed, rows are written in one transaction; checkpoints are content-addressed
+(`policies/<system>-<sha16>.pt`); a stage whose inputs (`metrics.input_key`) were already
+trained on returns that policy; training starts from the latest registered policy of the
+same system (cfg.init = "latest"), recorded as its parent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import torch
+
+from models.checkpoints import load_registered, register_policy, resume_from
+from models.harmony.contracts import HarmonyEvaluation, HarmonyLearningCurves, RewardModelMetrics
+from models.harmony.evaluate import HarmonyEvalConfig, evaluate, observed_samples
+from models.harmony.placement import policy_from_checkpoint
+from models.harmony.reward import (
+    SYSTEM as REWARD_SYSTEM,
+)
+from models.harmony.reward import (
+    RewardTrainConfig,
+    compare_estimators,
+    fit_reward_model,
+    predictor_from_checkpoint,
+)
+from models.harmony.train import PlacementTrainConfig, train_placement
+from models.harmony.workloads import ArrivalConfig, sequences
+from pipelines.progress import QUIET, Reporter
+from pipelines.trained import (
+    TrainResult,
+    already_trained,
+    input_key,
+    newest_policy,
+    public_metrics,
+    resume_note,
+    save_checkpoint_file,
+)
+from tracelib.contracts import InterferenceSamples
+from tracelib.gavel import GavelConfig, gavel_samples
+from tracelib.interference import store_samples
+from tracelib.provenance import code_version
+from warehouse import connect, read_frame, transaction
+from warehouse.io import validate, write_frame
+
+ONLINE_SOURCE = "harmony-online"
+GAVEL_SYSTEM = "harmony-reward-model-gavel"
+VARIANTS: dict[str, dict[str, bool]] = {
+    "harmony": {},
+    "harmony-without-critic": {"value_net": False},
+    "harmony-without-exploration": {"exploration": False},
+    "harmony-without-replay": {"replay": False},
+}
+"""What `train_placement_stage` trains, by `policies.system` (paper Table II)."""
+
+
+@dataclass(frozen=True)
+class HarmonyStageConfig:
+    """Harmony in `schedlab run`: samples, budgets, evaluation. The default budget runs the
+    three stages in about four minutes here; `reward.epochs`, `train.updates` and
+    `eval.n_sequences` make it larger."""
+
+    sample_sources: tuple[str, ...] = ("synthetic",)
+    """`interference_samples.source` values the reward predictor trains on (the online
+    update adds harmony-online, the speeds observed in evaluations)."""
+    gavel_path: str | None = None
+    """Optional Gavel throughputs JSON (scheduler/simulation_throughputs.json) to ingest and
+    fit a predictor on, per GPU type."""
+    gavel_gpu_types: tuple[str, ...] = ("v100", "p100", "k80")
+    reward: RewardTrainConfig = field(default_factory=RewardTrainConfig)
+    train: PlacementTrainConfig = field(default_factory=lambda: PlacementTrainConfig(updates=300))
+    variants: tuple[str, ...] = tuple(VARIANTS)
+    """Systems trained and evaluated (Harmony and its ablations)."""
+    arrivals: ArrivalConfig = field(default_factory=ArrivalConfig)
+    """Training sequences (uniform arrivals, as the paper's default)."""
+    n_train_sequences: int = 8
+    n_val_sequences: int = 2
+    eval: HarmonyEvalConfig = field(default_factory=HarmonyEvalConfig)
+    init: str = "latest"
+    """Training starts from "latest" (newest registered policy of the same system) or
+    "scratch"."""
+    online_max_sets: int = 500
+    """Observed intervals appended to the samples per evaluation."""
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RewardResult:
+    reward_model: TrainResult
+    gavel: dict[str, TrainResult]
+    """GPU type -> predictor fitted on Gavel's measurements."""
+
+
+_EVALUATION_ONLY = ("eval_id", "eval_config", "seed", "evaluated_at", "code_version")
+"""harmony_evaluation columns that are not part of an evaluation's summary frame."""
+
+
+@dataclass(frozen=True)
+class HarmonyEvalResult:
+    eval_id: str
+    summary: pl.DataFrame
+    online_samples: int
+
+
+def _curve_rows(curve: pl.DataFrame, policy_id: str, phase: str) -> pl.DataFrame:
+    columns = list(HarmonyLearningCurves.to_schema().columns)
+    out = curve.with_columns(pl.lit(policy_id).alias("policy_id"), pl.lit(phase).alias("phase"))
+    for name in columns:
+        if name not in out.columns:
+            out = out.with_columns(pl.lit(None, dtype=pl.Float64).alias(name))
+    return out.select(columns)
+
+
+def _metric_rows(frame: pl.DataFrame, model_id: str, source: str, seed: int) -> pl.DataFrame:
+    return frame.filter(pl.col("mean_relative_error").is_not_nan()).select(
+        pl.lit(model_id).alias("reward_model_id"),
+        pl.lit(source).alias("source"),
+        "estimator",
+        "split",
+        "job_type",
+        "n_samples",
+        "mean_relative_error",
+        pl.lit(seed, dtype=pl.Int64).alias("seed"),
+        pl.lit(code_version()).alias("code_version"),
+    )
+
+
+def _samples(con, sources: tuple[str, ...]) -> pl.DataFrame:
+    marks = ", ".join("?" for _ in sources)
+    return read_frame(
+        con,
+        f"SELECT * FROM interference_samples WHERE source IN ({marks}) "
+        "ORDER BY source, seed, sample_set, job_in_set",
+        list(sources),
+    )
+
+
+def _fit_and_register(
+    warehouse,
+    frame: pl.DataFrame,
+    cfg: HarmonyStageConfig,
+    system: str,
+    lif: bool,
+    progress: Reporter = QUIET,
+) -> TrainResult:
+    """Fit (or skip, if done) one reward predictor on `frame`; register it with its
+    comparison rows and curve."""
+    source = "+".join(sorted(frame["source"].unique().to_list()))
+    key = input_key(cfg.reward, frame, system)
+    with connect(warehouse) as con:
+        done = already_trained(con, key, system)
+        if done is not None:
+            return done
+        parent = newest_policy(con, system) if cfg.init == "latest" else None
+        resumed = resume_from(con, parent, predictor_from_checkpoint)
+        parent, init = resumed.policy_id, resumed.policy
+    torch.set_num_threads(1)
+    with progress.bar(f"{system} epochs", cfg.reward.epochs) as advance:
+        try:
+            fit = fit_reward_model(frame, cfg.reward, init=init, progress=advance)
+        except ValueError:
+            # The previous network cannot read these samples (new job types or a larger
+            # cluster): train a new one (no parent).
+            parent = None
+            fit = fit_reward_model(frame, cfg.reward, progress=advance)
+    comparison = compare_estimators(frame, fit, seed=cfg.reward.seed, lif=lif)
+    path, sha = save_checkpoint_file(fit.predictor, warehouse, system)
+    metrics = {
+        **fit.metrics,
+        "source": source,
+        "stage_config": cfg.to_dict(),
+        "input_key": key,
+        **resume_note(resumed),
+    }
+    with connect(warehouse) as con, transaction(con):
+        policy_id = register_policy(
+            con,
+            system=system,
+            config=fit.predictor.checkpoint_config(),
+            checkpoint_path=path,
+            sha256=sha,
+            training_workloads=[f"interference_samples:{s}" for s in source.split("+")],
+            metrics=metrics,
+            parent_policy_id=parent,
+        )
+        con.execute("DELETE FROM reward_model_metrics WHERE reward_model_id = ?", [policy_id])
+        write_frame(
+            con, _metric_rows(comparison, policy_id, source, cfg.reward.seed), RewardModelMetrics
+        )
+        con.execute(
+            "DELETE FROM harmony_learning_curves WHERE policy_id = ? AND phase = 'reward_model'",
+            [policy_id],
+        )
+        write_frame(con, _curve_rows(fit.curve, policy_id, "reward_model"), HarmonyLearningCurves)
+    return TrainResult(policy_id, parent, str(path), public_metrics(metrics))
+
+
+def fit_reward_model_stage(
+    warehouse: str | Path | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET
+) -> RewardResult:
+    """Fit the reward predictor on `cfg.sample_sources` (and on Gavel's measurements if
+    `cfg.gavel_path` is set), each compared with LIF and gradient boosting on its split."""
+    with connect(warehouse) as con:
+        frame = _samples(con, cfg.sample_sources)
+    if frame.height == 0:
+        raise ValueError(
+            f"no interference samples of sources {list(cfg.sample_sources)}; run the "
+            "interference stage first"
+        )
+    main = _fit_and_register(warehouse, frame, cfg, REWARD_SYSTEM, lif=True, progress=progress)
+    gavel: dict[str, TrainResult] = {}
+    if cfg.gavel_path:
+        samples = validate(
+            gavel_samples(cfg.gavel_path, GavelConfig(gpu_types=cfg.gavel_gpu_types)),
+            InterferenceSamples,
+        )
+        with connect(warehouse) as con:
+            store_samples(con, samples)
+        for gpu in cfg.gavel_gpu_types:
+            part = samples.filter(pl.col("source") == f"gavel:{gpu}")
+            # Gavel's job types are not catalogue models: LIF has no usage profile for them.
+            gavel[gpu] = _fit_and_register(
+                warehouse, part, replace(cfg, init="scratch"), GAVEL_SYSTEM, lif=False
+            )
+    return RewardResult(main, gavel)
+
+
+def _reward_model(con, reward_model_id: str | None):
+    rid = reward_model_id or newest_policy(con, REWARD_SYSTEM)
+    if rid is None:
+        raise ValueError("no registered Harmony reward model; run fit_reward_model_stage first")
+    return rid, predictor_from_checkpoint(load_registered(con, rid))
+
+
+def train_placement_stage(
+    warehouse: str | Path | None,
+    cfg: HarmonyStageConfig,
+    reward_model_id: str | None = None,
+    progress: Reporter = QUIET,
+) -> dict[str, TrainResult]:
+    """Train every `cfg.variants` system on rollouts scored by the reward model
+    (`reward_model_id`, default the newest), each from its newest registered policy."""
+    train_seqs = sequences(cfg.arrivals, cfg.n_train_sequences, cfg.seed + 1)
+    val_seqs = sequences(cfg.arrivals, cfg.n_val_sequences, cfg.seed + 2)
+    out: dict[str, TrainResult] = {}
+    for variant in cfg.variants:
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown Harmony variant {variant!r}; known: {', '.join(VARIANTS)}")
+        tcfg = replace(cfg.train, seed=cfg.seed, **VARIANTS[variant])
+        with connect(warehouse) as con:
+            rid, predictor = _reward_model(con, reward_model_id)
+            key = input_key(tcfg, cfg.arrivals, rid, f"{cfg.n_train_sequences}/{cfg.seed}")
+            done = already_trained(con, key, variant)
+            if done is not None:
+                out[variant] = done
+                continue
+            parent = newest_policy(con, variant) if cfg.init == "latest" else None
+            resumed = resume_from(con, parent, policy_from_checkpoint)
+            parent, init = resumed.policy_id, resumed.policy
+        if init is not None and init.cfg != tcfg.net:
+            init, parent = None, None
+        torch.set_num_threads(1)
+        with progress.bar(f"{variant} updates", tcfg.updates) as advance:
+            policy, curve, metrics = train_placement(
+                train_seqs, val_seqs, predictor, tcfg, init, progress=advance
+            )
+        path, sha = save_checkpoint_file(policy, warehouse, variant)
+        metrics = {
+            **metrics,
+            "reward_model_id": rid,
+            "stage_config": cfg.to_dict(),
+            "input_key": key,
+            **resume_note(resumed),
+        }
+        with connect(warehouse) as con, transaction(con):
+            policy_id = register_policy(
+                con,
+                system=variant,
+                config=policy.checkpoint_config(),
+                checkpoint_path=path,
+                sha256=sha,
+                training_workloads=[
+                    f"harmony-{cfg.arrivals.pattern}:seed={cfg.seed + 1}:n={len(train_seqs)}"
+                ],
+                metrics=metrics,
+                parent_policy_id=parent,
+            )
+            con.execute(
+                "DELETE FROM harmony_learning_curves WHERE policy_id = ? AND phase = 'placement'",
+                [policy_id],
+            )
+            if curve.height:
+                write_frame(con, _curve_rows(curve, policy_id, "placement"), HarmonyLearningCurves)
+        out[variant] = TrainResult(policy_id, parent, str(path), public_metrics(metrics))
+    return out
+
+
+def evaluate_harmony_stage(
+    warehouse: str | Path | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET
+) -> HarmonyEvalResult:
+    """Evaluate the newest policy of every `cfg.variants` system and the baselines in the
+    true simulator (`harmony_evaluation`), and append the speeds Harmony observed to
+    `interference_samples` (source harmony-online) for the online update."""
+    learned: dict[str, tuple[Any, str | None]] = {}
+    with connect(warehouse) as con:
+        for variant in cfg.variants:
+            # The newest usable one: a lost checkpoint falls back to its ancestor.
+            resumed = resume_from(
+                con,
+                newest_policy(con, variant),
+                lambda ckpt, variant=variant: policy_from_checkpoint(ckpt, name=variant),
+            )
+            resume_note(resumed)
+            if resumed.policy_id is not None:
+                learned[variant] = (resumed.policy, resumed.policy_id)
+    digest = hashlib.sha256(cfg.eval.to_json().encode())
+    for name in sorted(learned):
+        digest.update(f"{name}={learned[name][1]}".encode())
+    eval_id = f"harmony-{digest.hexdigest()[:16]}"
+    online_seed = int(digest.hexdigest()[:12], 16)
+    # The id hashes the evaluation config and the evaluated policies: rows stored under it
+    # are exactly what simulating again would give, so an unchanged run simulates nothing.
+    with connect(warehouse) as con:
+        stored = read_frame(
+            con, "SELECT * FROM harmony_evaluation WHERE eval_id = ? ORDER BY ALL", [eval_id]
+        )
+        [(online_rows,)] = con.sql(
+            "SELECT count(*) FROM interference_samples WHERE source = ? AND seed = ?",
+            params=[ONLINE_SOURCE, online_seed],
+        ).fetchall()
+    if stored.height:
+        columns = [c for c in stored.columns if c not in _EVALUATION_ONLY]
+        return HarmonyEvalResult(eval_id, stored.select(columns), online_rows)
+    torch.set_num_threads(1)
+    with progress.bar("Harmony evaluation runs") as advance:
+        summary, _, results = evaluate(learned, cfg.eval, progress=advance)
+    rows = summary.with_columns(
+        pl.lit(eval_id).alias("eval_id"),
+        pl.lit(cfg.eval.to_json()).alias("eval_config"),
+        pl.lit(cfg.eval.seed, dtype=pl.Int64).alias("seed"),
+        pl.lit(datetime.now(UTC).replace(tzinfo=None)).alias("evaluated_at"),
+        pl.lit(code_version()).alias("code_version"),
+    ).select(list(HarmonyEvaluation.to_schema().columns))
+    online = pl.DataFrame()
+    if "harmony" in results:
+        seed = online_seed
+        online = validate(
+            observed_samples(results["harmony"], ONLINE_SOURCE, seed, cfg.online_max_sets),
+            InterferenceSamples,
+        )
+    with connect(warehouse) as con, transaction(con):
+        con.execute("DELETE FROM harmony_evaluation WHERE eval_id = ?", [eval_id])
+        write_frame(con, rows, HarmonyEvaluation)
+        if online.height:
+            con.execute(
+                "DELETE FROM interference_samples WHERE source = ? AND seed = ?",
+                [ONLINE_SOURCE, seed],
+            )
+            write_frame(con, online, InterferenceSamples)
+    return HarmonyEvalResult(eval_id, summary, online.height)
+
+
+def online_update_stage(
+    warehouse: str | Path | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET
+) -> tuple[RewardResult, dict[str, TrainResult]]:
+    """Harmony's online model update: re-fit the reward predictor with the observed speeds
+    appended (`harmony-online` samples), then the placement policies on it, each from its
+    last checkpoint."""
+    sources = tuple(dict.fromkeys((*cfg.sample_sources, ONLINE_SOURCE)))
+    reward = fit_reward_model_stage(
+        warehouse,
+        replace(cfg, init="latest", gavel_path=None, sample_sources=sources),
+        progress,
+    )
+    placed = train_placement_stage(
+        warehouse, replace(cfg, init="latest"), reward.reward_model.policy_id, progress
+    )
+    return reward, placed

@@ -1,0 +1,325 @@
+"""RL-TAPS' pipeline stages: REINFORCE training (either mode) and the evaluation against
+RL-TAPS' baselines (Random, SJF, Tetris job pickers with first-fit GPUs).
+
+    train_rltaps_stage     trains cfg.mode ("nonstreaming" -> system "rl-taps", "streaming"
+                           -> "rl-taps-streaming") from the newest registered policy of that
+                           system (or from scratch), registers it in `policies` and writes
+                           its curve to `rltaps_learning_curves`
+    evaluate_rltaps_stage  the newest policy of each system and the three baselines on a
+                           held-out set of job sequences -> `rltaps_evaluation`
+
+Job sequences are not read from the warehouse: RL-TAPS' workload is DeepRM's synthetic
+bimodal mix on a fixed topology, generated in-stage from seeds (one job per step,
+`tracelib.synthetic.BimodalConfig.rl_taps`). The seeds are recorded: training ones in the
+policy's `metrics.train_seeds` and `training_workloads`, validation ones in each curve row,
+test ones in each evaluation row. Same config, same tables (bit for bit, timestamps aside).
+
+DL2's stage pattern (pipelines/stages_dl2.py): train with the warehouse closed, write in one
+transaction, content-addressed checkpoints beside the warehouse, `metrics.input_key` so a
+re-run on unchanged inputs trains nothing, fine-tuning from the latest registered policy.
+The default budget is small (30 to 60 s per mode and 10 s of evaluation on this shared
+machine) and does not train long enough to beat SJF; `benchmarks/bench_rltaps.py` has
+larger ones, and the paper's sizes are `RLTapsStageConfig.paper()` (hours).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import torch
+
+from models.checkpoints import register_policy, resume_from
+from models.rltaps import (
+    BASELINES,
+    ReinforceConfig,
+    RLTapsPolicy,
+    evaluate_schedulers,
+    job_sequences,
+    policy_from_checkpoint,
+    system_of,
+    train,
+)
+from models.rltaps.config import MODES
+from models.rltaps.contracts import RLTapsEvaluation, RLTapsLearningCurves
+from models.rltaps.policy import sequence_seeds
+from pipelines.progress import QUIET, Reporter
+from pipelines.trained import (
+    TrainResult,
+    already_trained,
+    input_key,
+    newest_policy,
+    public_metrics,
+    resume_note,
+    save_checkpoint_file,
+)
+from tracelib.envs.gpu import GpuEnvConfig
+from tracelib.provenance import canonical_json, code_version
+from tracelib.stats import ci_half_width
+from warehouse import connect, transaction
+from warehouse.io import write_frame
+
+_TEST_STREAM = 0x7E57
+"""Spawn key of the test sequences' seeds (independent of the trainer's streams)."""
+
+
+@dataclass(frozen=True)
+class RLTapsStageConfig:
+    """RL-TAPS in `schedlab run`: training mode, sequence sizes and budgets.
+
+    Defaults are a small budget (the paper's network, topology, state and reward; fewer and
+    shorter job sequences, fewer episodes and epochs). Budgets are counted in epochs and
+    episodes, not seconds, so the same seed gives the same policy."""
+
+    mode: str = "nonstreaming"
+    """Training mode: "nonstreaming" (static sequences) or "streaming" (fresh ones)."""
+    n_jobs: int = 30
+    """Jobs per sequence, one arriving per step (RL-TAPS: 400)."""
+    max_steps: int = 200
+    """T_max: steps per episode; unfinished jobs finish at T_max (RL-TAPS: 1000)."""
+    train_sequences: int = 6
+    """J: training sequences (RL-TAPS: 200 without streaming, 60 with)."""
+    val_sequences: int = 4
+    """Validation sequences per epoch (RL-TAPS: 200 / 60)."""
+    episodes: int = 6
+    """E: episodes per sequence (RL-TAPS: 20)."""
+    batch_sequences: int = 2
+    """B: sequences per update."""
+    epochs: int = 4
+    """Training epochs (RL-TAPS: 50)."""
+    refresh_every: int = 2
+    """Streaming: fresh training sequences every so many epochs (RL-TAPS: 10)."""
+    test_sequences: int = 10
+    """Held-out sequences of the evaluation."""
+    hidden: int | None = None
+    """Hidden units (None: 1.5 x outputs = 528, RL-TAPS)."""
+    lr: float = 0.001
+    """Adam learning rate (RL-TAPS: 0.001)."""
+    gamma: float = 1.0
+    """Discount (DeepRM: 1)."""
+    resume_cost_s: float = 0.0
+    """Training time lost when a job resumes or moves (RL-TAPS: not modelled)."""
+    seed: int = 0
+    """Root seed of sequences, initialization, sampling; test sequences too."""
+    init: str = "latest"
+    """Training starts from: "latest" (the newest registered policy of the mode's system,
+    else from scratch), "scratch", or a policy id."""
+
+    def __post_init__(self) -> None:
+        system_of(self.mode)
+        if self.test_sequences < 1:
+            raise ValueError("test_sequences must be positive")
+
+    @classmethod
+    def paper(cls, mode: str = "nonstreaming", **kw: Any) -> RLTapsStageConfig:
+        """RL-TAPS section 5.1's sizes (hours of CPU here)."""
+        streaming = mode == "streaming"
+        sizes = {
+            "n_jobs": 400,
+            "max_steps": 1000,
+            "train_sequences": 60 if streaming else 200,
+            "val_sequences": 60 if streaming else 200,
+            "episodes": 20,
+            "batch_sequences": 10,
+            "epochs": 50,
+            "refresh_every": 10,
+            "test_sequences": 200,
+        }
+        return cls(mode=mode, **{**sizes, **kw})
+
+    def env_config(self) -> GpuEnvConfig:
+        """The environment of training and evaluation."""
+        return GpuEnvConfig(max_steps=self.max_steps, resume_cost_s=self.resume_cost_s)
+
+    def reinforce_config(self) -> ReinforceConfig:
+        """The trainer's config."""
+        return ReinforceConfig(
+            mode=self.mode,
+            env=self.env_config(),
+            hidden=self.hidden,
+            n_jobs=self.n_jobs,
+            train_sequences=self.train_sequences,
+            val_sequences=self.val_sequences,
+            episodes=self.episodes,
+            batch_sequences=self.batch_sequences,
+            epochs=self.epochs,
+            refresh_every=self.refresh_every,
+            lr=self.lr,
+            gamma=self.gamma,
+            seed=self.seed,
+        )
+
+    def test_seeds(self) -> list[int]:
+        """Generator seeds of the evaluation's job sequences."""
+        seq = np.random.SeedSequence(self.seed, spawn_key=(_TEST_STREAM,))
+        return sequence_seeds(np.random.default_rng(seq), self.test_sequences)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able values (recorded in `policies.metrics.stage_config`)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RLTapsTrainResult(TrainResult):
+    """A `TrainResult` that also names which mode's system it trained."""
+
+    system: str = ""
+
+
+@dataclass(frozen=True)
+class RLTapsEvalResult:
+    run_id: str
+    sequence_set: str
+    policy_ids: dict[str, str]
+    """Evaluated scheduler name -> policy id (learned ones)."""
+    mean_slowdown: dict[str, float]
+    """Scheduler -> mean slowdown over the test sequences."""
+    mean_reward: dict[str, float]
+    slowdowns: dict[str, list[float]]
+    """Scheduler -> mean slowdown of each test sequence (in `seeds` order, for paired
+    comparisons)."""
+    seeds: list[int]
+
+
+def train_rltaps_stage(
+    warehouse: str | Path | None, cfg: RLTapsStageConfig, progress: Reporter = QUIET
+) -> RLTapsTrainResult:
+    """Train RL-TAPS in `cfg.mode` (REINFORCE, models/rltaps/reinforce.py) from the newest
+    registered policy of that mode's system (cfg.init = "latest") or from scratch; register
+    it (parent: the policy it started from) and write its learning curve."""
+    rl_cfg = cfg.reinforce_config()
+    system = rl_cfg.system
+    key = input_key(cfg.init, asdict(rl_cfg))
+    with connect(warehouse) as con:
+        done = _cached(con, key, system)
+        if done is not None:
+            return done
+        if cfg.init == "latest":
+            parent = newest_policy(con, system)
+        elif cfg.init == "scratch":
+            parent = None
+        else:
+            parent = cfg.init
+        resumed = resume_from(con, parent, policy_from_checkpoint)
+        parent, init = resumed.policy_id, resumed.policy
+    if init is not None:
+        init.check_env(rl_cfg.env)
+        if init.cfg.hidden != rl_cfg.hidden:
+            raise ValueError(
+                f"policy {parent} has hidden {init.cfg.hidden}, this stage trains "
+                f"{rl_cfg.hidden}: set init='scratch'"
+            )
+    torch.set_num_threads(1)
+    with progress.bar(f"RL-TAPS {cfg.mode} REINFORCE") as advance:
+        policy, curve, metrics = train(rl_cfg, init=init, progress=advance)
+    path, sha = save_checkpoint_file(policy, warehouse, system)
+    training = sorted(
+        {f"rl-taps-bimodal:{cfg.n_jobs}:{s}" for seeds in metrics["train_seeds"] for s in seeds}
+    )
+    with connect(warehouse) as con, transaction(con):
+        policy_id = register_policy(
+            con,
+            system=system,
+            config=policy.checkpoint_config(),
+            checkpoint_path=path,
+            sha256=sha,
+            training_workloads=training,
+            metrics={
+                **metrics,
+                "stage_config": cfg.to_dict(),
+                "input_key": key,
+                **resume_note(resumed),
+            },
+            parent_policy_id=parent,
+        )
+        con.execute("DELETE FROM rltaps_learning_curves WHERE policy_id = ?", [policy_id])
+        rows = curve.with_columns(pl.lit(policy_id).alias("policy_id"))
+        write_frame(
+            con, rows.select(list(RLTapsLearningCurves.to_schema().columns)), RLTapsLearningCurves
+        )
+    return RLTapsTrainResult(
+        policy_id, parent, str(path), public_metrics({**metrics, **resume_note(resumed)}), system
+    )
+
+
+def evaluate_rltaps_stage(
+    warehouse: str | Path | None, cfg: RLTapsStageConfig, progress: Reporter = QUIET
+) -> RLTapsEvalResult:
+    """Evaluate the newest registered policy of each RL-TAPS system (those registered) and
+    the Random, SJF and Tetris pickers (first-fit GPUs) on `cfg.test_sequences` held-out job
+    sequences; one `rltaps_evaluation` row per scheduler (re-running replaces its rows)."""
+    learned: dict[str, RLTapsPolicy] = {}
+    policy_ids: dict[str, str] = {}
+    with connect(warehouse) as con:
+        for mode in MODES:
+            # The newest usable one: a lost checkpoint falls back to its ancestor.
+            resumed = resume_from(con, newest_policy(con, system_of(mode)), policy_from_checkpoint)
+            resume_note(resumed)
+            if resumed.policy_id is not None:
+                learned[f"rl-taps-{mode}"] = resumed.policy
+                policy_ids[f"rl-taps-{mode}"] = resumed.policy_id
+    seeds = cfg.test_seeds()
+    env_cfg = cfg.env_config()
+    sequence_set = f"rl-taps-bimodal-test:{cfg.n_jobs}x{cfg.test_sequences}:seed{cfg.seed}"
+    eval_config = {
+        k: v
+        for k, v in cfg.to_dict().items()
+        if k in ("n_jobs", "max_steps", "test_sequences", "gamma", "resume_cost_s", "seed")
+    }
+    run_id = "rltaps-eval:" + input_key(eval_config, policy_ids)[:16]
+    torch.set_num_threads(1)
+    schedulers: dict[str, RLTapsPolicy | None] = {**learned, **dict.fromkeys(BASELINES)}
+    with progress.bar("RL-TAPS evaluation episodes") as advance:
+        results = evaluate_schedulers(
+            schedulers,
+            job_sequences(seeds, cfg.n_jobs),
+            env_cfg,
+            gamma=cfg.gamma,
+            seed=cfg.seed,
+            progress=advance,
+        )
+    rows = []
+    for name, values in results.items():
+        rewards = [r for r, _ in values]
+        slowdowns = [s for _, s in values]
+        rows.append(
+            {
+                "run_id": run_id,
+                "scheduler": name,
+                "sequence_set": sequence_set,
+                "n_sequences": len(values),
+                "n_jobs": cfg.n_jobs,
+                "mean_reward": float(np.mean(rewards)),
+                "reward_ci95": ci_half_width(rewards),
+                "mean_slowdown": float(np.mean(slowdowns)),
+                "slowdown_ci95": ci_half_width(slowdowns),
+                "policy_id": policy_ids.get(name),
+                "seeds": canonical_json(seeds),
+                "config": canonical_json(eval_config),
+                "code_version": code_version(),
+            }
+        )
+    frame = pl.DataFrame(rows, schema_overrides={"policy_id": pl.Utf8})
+    with connect(warehouse) as con, transaction(con):
+        con.execute("DELETE FROM rltaps_evaluation WHERE run_id = ?", [run_id])
+        write_frame(con, frame, RLTapsEvaluation)
+    return RLTapsEvalResult(
+        run_id,
+        sequence_set,
+        policy_ids,
+        {r["scheduler"]: r["mean_slowdown"] for r in rows},
+        {r["scheduler"]: r["mean_reward"] for r in rows},
+        {name: [s for _, s in values] for name, values in results.items()},
+        seeds,
+    )
+
+
+def _cached(con, key: str, system: str) -> RLTapsTrainResult | None:
+    """The policy of `system` already trained on these inputs, as this stage's result."""
+    done = already_trained(con, key, system)
+    if done is None:
+        return None
+    return RLTapsTrainResult(**vars(done), system=system)
