@@ -22,9 +22,9 @@ from pipelines.evaluation import (
     write_jct_cdf_plots,
 )
 from tracelib.catalogue import by_name
-from tracelib.stats import mean_ci
 from tracelib.contracts import WorkloadJobs, Workloads
 from tracelib.sim import ClusterConfig, Scheduler, SpeedConfig, dl2_like_frame
+from tracelib.stats import mean_ci
 from warehouse import ContractViolation, connect, read_frame, transaction, write_frame
 from warehouse.io import validate
 
