@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.stages_chic import (
+from pipelines.systems.chic.stages import (
     REFERENCE_RATE,
     ChicEvalConfig,
     ChicTrainConfig,

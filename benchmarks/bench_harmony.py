@@ -41,7 +41,7 @@ from models.harmony.placement import GreedySpeedPlacement
 from models.harmony.reward import RewardTrainConfig, compare_estimators, fit_reward_model
 from models.harmony.train import PlacementTrainConfig, train_placement
 from models.harmony.workloads import ArrivalConfig, sequences
-from pipelines.stages_harmony import VARIANTS
+from pipelines.systems.harmony.stages import VARIANTS
 from tracelib.gavel import GavelConfig, gavel_samples
 from tracelib.interference import InterferenceConfig, collect_samples
 from tracelib.sim.speed import SpeedModel

@@ -29,7 +29,11 @@ import numpy as np
 import polars as pl
 
 from models.rltaps.config import MODES
-from pipelines.stages_rltaps import RLTapsStageConfig, evaluate_rltaps_stage, train_rltaps_stage
+from pipelines.systems.rltaps.stages import (
+    RLTapsStageConfig,
+    evaluate_rltaps_stage,
+    train_rltaps_stage,
+)
 from tracelib.stats import ci_half_width, paired_ratio
 from warehouse import connect, read_frame
 

@@ -11,6 +11,10 @@ import errno
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipelines.system import Registry
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUSY = 1, 2, 3
 
@@ -116,16 +120,8 @@ def _run_flow(args, progress) -> dict:
         eval_sequences=args.eval_sequences,
         budget=args.budget,
         systems=args.systems.split(",") if args.systems else None,
-        dl2_updates=args.dl2_updates,
-        dl2_warmup_epochs=args.dl2_warmup_epochs,
-        dl2_teacher=args.dl2_teacher,
-        dl2_baselines=not args.no_dl2_baselines,
-        harmony_updates=args.harmony_updates,
-        harmony_gavel=args.harmony_gavel,
-        harmony_online_update=args.harmony_online_update,
-        chic_iterations=args.chic_iterations,
-        chic_deviations=args.chic_deviations,
-        rltaps_epochs=args.rltaps_epochs,
+        options={flag.dest: getattr(args, flag.dest) for s in args.registry for flag in s.flags()},
+        registry=args.registry,
         progress=progress,
     )
 
@@ -152,19 +148,11 @@ def _print_run_summary(args, summary: dict) -> None:
         failed = ", ".join(item["failed"]) or "none"
         how = "stored" if item["cached"] else "run"
         print(f"  simulator fidelity checks: {item['checks']} ({how}), failed: {failed}")
-    if item := summary.get("dl2"):
-        rec, warm, tuned = item["record"], item["warmup"], item["finetune"]
-        print(
-            f"  DL2 decision logs ({rec['teacher']}): {rec['steps']:,} inference steps over "
-            f"{rec['workloads']} training workloads"
-        )
-        _print_policy("DL2 warm-up", warm)
-        _print_policy("DL2 fine-tuned", tuned)
-        for name, result in item["variants"].items():
-            _print_policy(name, result)
+    for system in args.registry:
+        if item := summary.get(system.key):
+            print("\n".join(system.summary_lines(item)))
     for item in summary["evaluated"]:
         _print_evaluation(item)
-    _print_systems(summary)
     for note in sorted(set(_resume_notes(summary))):
         print(f"  NOTE {note}")
     from warehouse import resolve_path
@@ -185,55 +173,6 @@ def _resume_notes(value):
     elif isinstance(value, list | tuple):
         for item in value:
             yield from _resume_notes(item)
-
-
-def _print_systems(summary: dict) -> None:
-    """One line per trained policy and the headline of each system's own evaluation."""
-    if item := summary.get("harmony"):
-        reward = item["reward"]["reward_model"]
-        error = reward["metrics"].get("test_rel_error")
-        error_text = f"held-out relative error {error:.1%}" if error is not None else ""
-        print(f"  Harmony reward model {reward['policy_id']}: {error_text}")
-        for name, result in item["placement"].items():
-            print(
-                f"  {name} {result['policy_id']} (from {result['parent_policy_id'] or 'scratch'})"
-            )
-        for row in item["evaluation"]["summary"]:
-            print(
-                f"    harmony {row['pattern']:<8} {row['scheduler']:<28} avg JCT "
-                f"{row['avg_jct_s']:>9,.0f} s"
-            )
-    if item := summary.get("chic"):
-        for name, result in item["train"].items():
-            print(f"  Chic {name} {result['policy_id']}")
-        for system, by_rate in item["evaluation"]["act"].items():
-            acts = ", ".join(f"{rate}/h {act:,.0f} s" for rate, act in sorted(by_rate.items()))
-            print(f"    chic {system:<26} ACT {acts}")
-    if item := summary.get("rltaps"):
-        for mode, result in item["train"].items():
-            print(f"  RL-TAPS {mode} {result['policy_id']}")
-        evaluation = item["evaluation"]
-        for name, slowdown in evaluation["mean_slowdown"].items():
-            print(
-                f"    rl-taps {name:<22} mean slowdown {slowdown:6.2f}, mean reward "
-                f"{evaluation['mean_reward'][name]:8.2f}"
-            )
-
-
-def _print_policy(what: str, result: dict) -> None:
-    m = result["metrics"]
-    cached = " (already trained on these inputs)" if m.get("cached") else ""
-    if "imitation_accuracy" in m:
-        detail = (
-            f"imitation accuracy {m['imitation_accuracy']:.1%}, validation JCT "
-            f"{m['val_avg_jct_s']:,.0f} s vs teacher {m['teacher_avg_jct_s']:,.0f} s"
-        )
-    else:
-        detail = (
-            f"{m['updates']} updates, validation JCT {m['init_val_avg_jct_s']:,.0f} s -> best "
-            f"{m['best_val_avg_jct_s']:,.0f} s; from {result['parent_policy_id'] or 'scratch'}"
-        )
-    print(f"  {what} {result['policy_id']}{cached}: {detail}, {m['train_wall_s']:.0f} s")
 
 
 def _print_evaluation(result: dict) -> None:
@@ -429,7 +368,13 @@ def cmd_serve(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
+    """The command line; `schedlab run` has the flags of every system of `registry`
+    (default: `pipelines.registry.SYSTEMS`)."""
+    if registry is None:
+        from pipelines.registry import SYSTEMS
+
+        registry = SYSTEMS
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--quiet",
@@ -476,65 +421,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--systems",
         default=None,
-        help="comma-separated learned systems to train (default all: dl2,harmony,chic,rl-taps)",
+        help="comma-separated learned systems to train (default all: "
+        f"{','.join(s.name for s in registry)})",
     )
-    run.add_argument(
-        "--dl2-updates",
-        type=int,
-        default=None,
-        help="DL2 RL fine-tuning updates (default budget: 3000; 0: skip DL2)",
-    )
-    run.add_argument(
-        "--dl2-warmup-epochs",
-        type=int,
-        default=None,
-        help="DL2 supervised warm-up epochs at most (default budget: 40, early stopping)",
-    )
-    run.add_argument(
-        "--dl2-teacher",
-        choices=["drf", "fifo", "srtf"],
-        default="drf",
-        help="heuristic whose decisions DL2's warm-up imitates (default drf)",
-    )
-    run.add_argument(
-        "--no-dl2-baselines",
-        action="store_true",
-        help="train only DL2, not the OfflineRL baseline and the three ablations",
-    )
-    run.add_argument(
-        "--harmony-updates",
-        type=int,
-        default=None,
-        help="Harmony placement-DRL updates per policy (default budget: 150; 0: skip Harmony)",
-    )
-    run.add_argument(
-        "--harmony-gavel",
-        default=None,
-        help="Gavel throughputs JSON: ingest its measured co-locations and fit a predictor",
-    )
-    run.add_argument(
-        "--harmony-online-update",
-        action="store_true",
-        help="after evaluating, re-fit Harmony's networks on the speeds the evaluation observed",
-    )
-    run.add_argument(
-        "--chic-iterations",
-        type=int,
-        default=None,
-        help="Chic / Chic-Pair cross-entropy-method iterations (default budget: 6; 0: skip)",
-    )
-    run.add_argument(
-        "--chic-deviations",
-        action="store_true",
-        help="train Chic with the four departures from the paper's MDP under which it beats "
-        "Optimus (empty slots masked, work-conserving stop, shared sequence, no smoothing)",
-    )
-    run.add_argument(
-        "--rltaps-epochs",
-        type=int,
-        default=None,
-        help="RL-TAPS REINFORCE epochs per training mode (default budget: 4; 0: skip)",
-    )
+    # Each system's own flags, from its options dataclass (pipelines/system.py).
+    for system in registry:
+        for flag in system.flags():
+            if flag.kind == "value":
+                run.add_argument(
+                    flag.flag,
+                    dest=flag.dest,
+                    type=flag.type,
+                    choices=flag.choices,
+                    default=flag.default,
+                    help=flag.help,
+                )
+            else:
+                run.add_argument(flag.flag, dest=flag.dest, action=flag.kind, help=flag.help)
     run.add_argument(
         "--task-runner",
         choices=["sequential", "processes", "ray"],
@@ -552,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="Ray cluster to use (--task-runner ray), e.g. auto or ray://head:10001; "
         "default: start a local Ray instance",
     )
-    run.set_defaults(func=cmd_run)
+    run.set_defaults(func=cmd_run, registry=registry)
 
     ingest = sub.add_parser("ingest", parents=[common], help="ingest one trace file")
     ingest.add_argument("path", help="trace file (PAI: folder or pai_job_table.csv)")
@@ -660,7 +563,7 @@ _ENVIRONMENT_ERRNOS = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, registry: Registry | None = None) -> int:
     import duckdb
 
     from tracelib.ingest import IngestError
@@ -672,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         WarehouseUnusable,
     )
 
-    args = build_parser().parse_args(argv)
+    args = build_parser(registry).parse_args(argv)
     try:
         return args.func(args)
     except BrokenPipeError:

@@ -12,10 +12,7 @@ on its own.
 
 from __future__ import annotations
 
-import base64
-import io
-import math
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,89 +23,10 @@ import numpy as np
 import polars as pl
 
 from pipelines.evaluation import jct_cdf_figure
+from pipelines.sections import Figure, Section, Table, exists, fmt, frame_table, png
+from pipelines.system import LearnedSystem
 from tracelib.provenance import code_version
 from warehouse import connect, read_frame, resolve_path
-
-ABLATION_SYSTEMS = (
-    "dl2",
-    "offline-rl",
-    "dl2-without-critic",
-    "dl2-without-exploration",
-    "dl2-without-replay",
-)
-"""DL2 and what the paper compares it with in Table 2 (each evaluated under this name)."""
-
-SYSTEM_TABLES = {
-    "harmony_evaluation": "Harmony: interference-aware placement",
-    "chic_evaluation": "Chic and Chic-Pair: configuration by the cross-entropy method",
-    "rltaps_evaluation": "RL-TAPS: topology-aware GPU assignment",
-}
-"""Per-system evaluation tables (each system's own scenario), shown when present."""
-
-
-@dataclass(frozen=True)
-class Figure:
-    title: str
-    png_base64: str
-    caption: str = ""
-
-
-@dataclass(frozen=True)
-class Table:
-    title: str
-    columns: list[str]
-    rows: list[list[str]]
-    caption: str = ""
-
-
-@dataclass
-class Section:
-    title: str
-    intro: str = ""
-    tables: list[Table] = field(default_factory=list)
-    figures: list[Figure] = field(default_factory=list)
-    empty: str = ""
-    """Said instead of content when the section has nothing to show."""
-
-
-def _png(fig) -> str:
-    """A matplotlib Figure as a base64 PNG (no timestamp metadata: same data, same bytes)."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", metadata={"Software": None})
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return ""
-        if abs(value) < 10:
-            return f"{value:,.3f}"
-        return f"{value:,.1f}" if abs(value) < 1000 else f"{value:,.0f}"
-    if isinstance(value, datetime):
-        return f"{value:%Y-%m-%d %H:%M}"
-    return str(value)
-
-
-def _table(title: str, frame: pl.DataFrame, caption: str = "") -> Table:
-    return Table(
-        title,
-        list(frame.columns),
-        [[_fmt(v) for v in row] for row in frame.iter_rows()],
-        caption,
-    )
-
-
-def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    found = con.sql(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? "
-        "UNION ALL SELECT count(*) FROM duckdb_views() WHERE view_name = ?",
-        params=[name, name],
-    ).fetchall()
-    return sum(n for (n,) in found) > 0
-
 
 # -- sections --------------------------------------------------------------------------------
 
@@ -134,7 +52,7 @@ def leaderboard_section(con: duckdb.DuckDBPyConnection) -> Section:
         "workload_kind", "workload_set", maintain_order=True
     ):
         section.tables.append(
-            _table(f"{workload_set} ({kind})", rows.drop("workload_kind", "workload_set"))
+            frame_table(f"{workload_set} ({kind})", rows.drop("workload_kind", "workload_set"))
         )
         section.figures.append(_bar_figure(rows, workload_set))
     return section
@@ -156,7 +74,7 @@ def _bar_figure(rows: pl.DataFrame, workload_set: str) -> Figure:
     ax.set_title(workload_set)
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
-    return Figure(f"Average JCT: {workload_set}", _png(fig))
+    return Figure(f"Average JCT: {workload_set}", png(fig))
 
 
 def cdf_section(con: duckdb.DuckDBPyConnection) -> Section:
@@ -184,7 +102,7 @@ def cdf_section(con: duckdb.DuckDBPyConnection) -> Section:
             [eval_id, workload_set],
         )["scheduler"].to_list()
         fig = jct_cdf_figure(jobs, order, f"JCT CDF: {workload_set} ({eval_id})")
-        section.figures.append(Figure(f"JCT CDF: {workload_set}", _png(fig)))
+        section.figures.append(Figure(f"JCT CDF: {workload_set}", png(fig)))
     return section
 
 
@@ -196,7 +114,7 @@ def learning_section(con: duckdb.DuckDBPyConnection) -> Section:
         "training progress (the best checkpoint is the one kept).",
         empty="No learned policy has been trained yet.",
     )
-    if not _exists(con, "learning_curves"):
+    if not exists(con, "learning_curves"):
         return section
     curves = read_frame(
         con,
@@ -223,7 +141,7 @@ def learning_section(con: duckdb.DuckDBPyConnection) -> Section:
         fig.axes[-1].set_xlabel("step")
         fig.suptitle(f"{system} ({phase}): {policy_id}", fontsize="medium")
         fig.tight_layout()
-        section.figures.append(Figure(f"{system} {phase}", _png(fig)))
+        section.figures.append(Figure(f"{system} {phase}", png(fig)))
     return section
 
 
@@ -236,7 +154,7 @@ def fidelity_section(con: duckdb.DuckDBPyConnection) -> Section:
         "the simulator no longer reproduces what was measured; read its results with care.",
         empty="No fidelity check has been run yet.",
     )
-    if _exists(con, "fidelity_checks"):
+    if exists(con, "fidelity_checks"):
         checks = read_frame(
             con,
             "SELECT check_name, measured, low, high, passed, source, code_version "
@@ -246,48 +164,7 @@ def fidelity_section(con: duckdb.DuckDBPyConnection) -> Section:
         if checks.height:
             failed = checks.filter(~pl.col("passed")).height
             title = f"{checks.height - failed} of {checks.height} checks pass"
-            section.tables.append(_table(title, checks))
-    return section
-
-
-def reward_model_section(con: duckdb.DuckDBPyConnection) -> Section:
-    """Harmony's reward predictor against the LIF fits and gradient boosting."""
-    section = Section(
-        "Reward-model error",
-        "Mean relative error of job-speed predictors on held-out interference samples "
-        "(Harmony's predictor against LIF-Line, LIF-Quad and gradient boosting).",
-        empty="No reward model has been fitted yet.",
-    )
-    if _exists(con, "reward_model_quality"):
-        quality = read_frame(con, "SELECT * FROM reward_model_quality ORDER BY ALL")
-        if quality.height:
-            section.tables.append(_table("Held-out error", quality))
-    return section
-
-
-def ablation_section(con: duckdb.DuckDBPyConnection) -> Section:
-    """DL2 against OfflineRL and its Table 2 ablations, and each system's own evaluation."""
-    section = Section(
-        "Ablations and per-system evaluations",
-        "DL2 against OfflineRL and its ablations (paper Table 2) on the newest evaluations, "
-        "then each system's evaluation in its own paper's scenario.",
-        empty="No ablation or per-system evaluation has been stored yet.",
-    )
-    names = ", ".join(f"'{s}'" for s in ABLATION_SYSTEMS)
-    ablations = read_frame(
-        con,
-        "SELECT workload_set, scheduler, avg_jct_s / 3600 AS avg_jct_h, avg_jct_slots, "
-        f"100 * improvement_over_drf AS improvement_over_drf_pct FROM leaderboard "
-        f"WHERE latest AND scheduler IN ({names}) ORDER BY workload_set, avg_jct_s",
-    )
-    if ablations.height:
-        section.tables.append(_table("DL2 (paper Table 2)", ablations))
-    for table, title in SYSTEM_TABLES.items():
-        if _exists(con, table):
-            frame = read_frame(con, f"SELECT * FROM {table} ORDER BY ALL")
-            keep = [c for c in frame.columns if c not in ("config", "code_version")]
-            if frame.height:
-                section.tables.append(_table(title, frame.select(keep)))
+            section.tables.append(frame_table(title, checks))
     return section
 
 
@@ -365,7 +242,7 @@ def traces_section(con: duckdb.DuckDBPyConnection) -> list[Section]:
             ],
         ]
         one.tables.append(Table("summary", ["", "value"], facts))
-        one.figures.append(Figure(f"{source_id}", _png(trace_figure(d))))
+        one.figures.append(Figure(f"{source_id}", png(trace_figure(d))))
         if d.top_users.height or d.top_vcs.height:
             who = [
                 [kind, name, f"{jobs:,}", f"{gpu_h:,.0f}"]
@@ -374,7 +251,7 @@ def traces_section(con: duckdb.DuckDBPyConnection) -> list[Section]:
             ]
             one.tables.append(Table("most jobs", ["who", "name", "jobs", "GPU-hours"], who))
         if d.quarantine_reasons.height:
-            one.tables.append(_table("quarantined, by reason", d.quarantine_reasons))
+            one.tables.append(frame_table("quarantined, by reason", d.quarantine_reasons))
     if overview:
         columns = ["source", "jobs", "span", "peak GPUs", "quarantined", "usable"]
         section.tables.append(Table("every source", columns, overview))
@@ -394,20 +271,19 @@ def lineage_section(con: duckdb.DuckDBPyConnection) -> Section:
         "FROM policy_lineage ORDER BY created_at DESC, policy_id LIMIT 40",
     )
     if lineage.height:
-        section.tables.append(_table("policy_lineage", lineage))
+        section.tables.append(frame_table("policy_lineage", lineage))
     return section
 
 
-SECTIONS = (
+SECTIONS_BEFORE_SYSTEMS = (
     fidelity_section,
     traces_section,
     leaderboard_section,
     cdf_section,
     learning_section,
-    reward_model_section,
-    ablation_section,
-    lineage_section,
 )
+SECTIONS_AFTER_SYSTEMS = (lineage_section,)
+"""The report's own sections; each learned system's (its `report`) stand between them."""
 
 
 # -- rendering ---------------------------------------------------------------------------------
@@ -450,13 +326,21 @@ figure { margin: 1em 0; } img { max-width: 100%; }
 )
 
 
-def render_report(con: duckdb.DuckDBPyConnection, meta: dict[str, Any] | None = None) -> str:
-    """The report's HTML from the warehouse behind `con`."""
+def render_report(
+    con: duckdb.DuckDBPyConnection,
+    meta: dict[str, Any] | None = None,
+    systems: Iterable[LearnedSystem] = (),
+) -> str:
+    """The report's HTML from the warehouse behind `con`, with the sections of `systems`."""
     sections = []
-    for build in SECTIONS:
+    for build in SECTIONS_BEFORE_SYSTEMS:
         built = build(con)
         sections.extend(built if isinstance(built, list) else [built])
-    pairs = [(k, _fmt(v)) for k, v in (meta or {}).items()]
+    for system in systems:
+        sections.extend(system.steps().report(con))
+    for build in SECTIONS_AFTER_SYSTEMS:
+        sections.append(build(con))
+    pairs = [(k, fmt(v)) for k, v in (meta or {}).items()]
     return _TEMPLATE.render(title="schedlab report", meta=pairs, sections=sections)
 
 
@@ -466,10 +350,19 @@ def reports_dir(warehouse: str | Path | None) -> Path:
 
 
 def write_report(
-    warehouse: str | Path | None, run_id: str | None = None, out: str | Path | None = None
+    warehouse: str | Path | None,
+    run_id: str | None = None,
+    out: str | Path | None = None,
+    systems: Iterable[LearnedSystem] | None = None,
 ) -> Path:
-    """Write the report (to `out`, or `reports/report-<run_id>.html` plus `latest.html`);
-    returns the path written."""
+    """Write the report (to `out`, or `reports/report-<run_id>.html` plus `latest.html`)
+    with the sections of `systems` (default: every registered system); returns the path
+    written."""
+    if systems is None:
+        # Here, not at module import: the registry imports every system (and torch).
+        from pipelines.registry import SYSTEMS
+
+        systems = SYSTEMS
     meta: dict[str, Any] = {
         "warehouse": str(resolve_path(warehouse)),
         "generated": datetime.now(UTC).replace(tzinfo=None),
@@ -478,7 +371,7 @@ def write_report(
     if run_id:
         meta = {"run": run_id, **meta}
     with connect(warehouse, read_only=True) as con:
-        html = render_report(con, meta)
+        html = render_report(con, meta, systems)
     if out is not None:
         target = Path(out)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from models.chic.contracts import ChicEvaluation
-from pipelines.stages_chic import (
+from pipelines.systems.chic.stages import (
     ChicEvalConfig,
     ChicTrainConfig,
     evaluate_chic_stage,

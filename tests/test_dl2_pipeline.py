@@ -10,7 +10,7 @@ import pytest
 
 from pipelines.evaluation import EvalConfig, evaluate
 from pipelines.stages import derive_stage, learned_policies, synthetic_stage
-from pipelines.stages_dl2 import DL2StageConfig, finetune_stage, record_stage, warmup_stage
+from pipelines.systems.dl2.stages import DL2StageConfig, finetune_stage, record_stage, warmup_stage
 from tracelib.sim import ClusterConfig
 from tracelib.synthetic import DiurnalConfig
 from tracelib.workloads import DeriveConfig

@@ -16,7 +16,7 @@ from models.harmony.reward import RewardTrainConfig
 from models.harmony.train import PlacementTrainConfig
 from models.harmony.workloads import ArrivalConfig
 from pipelines.stages import interference_stage
-from pipelines.stages_harmony import (
+from pipelines.systems.harmony.stages import (
     HarmonyStageConfig,
     evaluate_harmony_stage,
     fit_reward_model_stage,
@@ -118,7 +118,7 @@ def test_rerun_on_unchanged_inputs_trains_nothing(run):
 
 def test_an_unchanged_evaluation_is_read_back_not_simulated(run, monkeypatch):
     path, _, _, evaluated = run
-    import pipelines.stages_harmony as stages
+    import pipelines.systems.harmony.stages as stages
 
     def no_simulation(*args, **kwargs):
         raise AssertionError("an unchanged Harmony evaluation was simulated again")

@@ -9,8 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from pipelines.cli import _resume_notes
-from pipelines.stages_chic import ChicEvalConfig, evaluate_chic_stage, train_chic_stage
-from pipelines.stages_rltaps import RLTapsStageConfig, evaluate_rltaps_stage, train_rltaps_stage
+from pipelines.systems.chic.stages import ChicEvalConfig, evaluate_chic_stage, train_chic_stage
+from pipelines.systems.rltaps.stages import (
+    RLTapsStageConfig,
+    evaluate_rltaps_stage,
+    train_rltaps_stage,
+)
 from tests.test_chic_pipeline import TINY as CHIC
 from warehouse import connect, read_frame
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from pipelines.stages_rltaps import (
+from pipelines.systems.rltaps.stages import (
     RLTapsStageConfig,
     evaluate_rltaps_stage,
     train_rltaps_stage,

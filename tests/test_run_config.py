@@ -1,46 +1,100 @@
-"""The run's config from the nightly flow's parameters: budgets, overrides, skipping."""
+"""The run's config from the nightly flow's parameters: budgets, options, skipping, seeds."""
+
+import json
 
 import pytest
 
-from pipelines.config import SYSTEMS, budgeted, run_config
+from pipelines.config import budgeted, run_config, stage_seed
+from pipelines.registry import SYSTEMS
+from tests.conftest import DATA
+from tracelib.provenance import canonical_json
+
+
+def _config(**kw):
+    return run_config(SYSTEMS, **kw)
+
+
+def _without_seeds(value):
+    if isinstance(value, dict):
+        return {k: _without_seeds(v) for k, v in value.items() if k != "seed"}
+    if isinstance(value, list):
+        return [_without_seeds(v) for v in value]
+    return value
+
+
+def test_budgets_and_options_give_the_configs_they_gave_before_the_registry():
+    # run_configs.json was written by the code that named every system in config.py (and
+    # checked equal to it for these cases, seeds aside); the registry must size each system
+    # exactly as that code did.
+    golden = json.loads((DATA / "run_configs.json").read_text())
+    assert {"smoke", "default", "large"} <= set(golden)
+    for name, case in golden.items():
+        cfg = _config(seed=0, options=case["options"], **case["args"])
+        got = _without_seeds(json.loads(canonical_json(cfg.to_dict())))
+        assert got == case["config"], name
 
 
 def test_default_budget_is_the_documented_one():
-    cfg = run_config()
-    assert cfg.dl2.updates == 3000 and cfg.dl2.warmup_epochs == 40
-    assert cfg.harmony.train.updates == 300 and cfg.chic.train.iterations == 6
-    assert cfg.rltaps.stage.epochs == 4
+    cfg = _config()
+    learned = cfg.learned
+    assert list(learned) == ["dl2", "harmony", "chic", "rl-taps"]
+    assert learned["dl2"].updates == 3000 and learned["dl2"].warmup_epochs == 40
+    assert learned["harmony"].stage.train.updates == 300
+    assert learned["chic"].train.iterations == 6 and learned["rl-taps"].stage.epochs == 4
     assert budgeted(cfg, "default") == cfg
 
 
 def test_budgets_order_every_system():
-    smoke, default, large = (run_config(budget=b) for b in ("smoke", "default", "large"))
+    smoke, default, large = (_config(budget=b).learned for b in ("smoke", "default", "large"))
     for pick in (
-        lambda c: c.dl2.updates,
-        lambda c: c.harmony.train.updates,
-        lambda c: c.chic.train.iterations,
-        lambda c: c.rltaps.stage.epochs,
+        lambda c: c["dl2"].updates,
+        lambda c: c["harmony"].stage.train.updates,
+        lambda c: c["chic"].train.iterations,
+        lambda c: c["rl-taps"].stage.epochs,
     ):
         assert pick(smoke) < pick(default) < pick(large)
 
 
-def test_overrides_skips_and_seed():
-    cfg = run_config(seed=7, budget="smoke", dl2_updates=50, chic_iterations=0)
-    assert cfg.dl2.updates == 50 and cfg.dl2.warmup_epochs == 2  # override on the budget
-    assert cfg.chic is None  # 0 iterations skips Chic
-    assert cfg.harmony.seed == cfg.rltaps.stage.seed == cfg.dl2.seed == 7
-    only = run_config(systems=["rl-taps"])
-    assert (only.dl2, only.harmony, only.chic) == (None, None, None) and only.rltaps
-    assert run_config(systems=list(SYSTEMS)) == run_config()
+def test_options_skips_and_unknown_names():
+    cfg = _config(seed=7, budget="smoke", options={"dl2_updates": 50, "chic_iterations": 0})
+    assert cfg.learned["dl2"].updates == 50 and cfg.learned["dl2"].warmup_epochs == 2
+    assert "chic" not in cfg.learned  # 0 iterations skips Chic
+    only = _config(systems=["rl-taps"])
+    assert list(only.learned) == ["rl-taps"]
+    assert _config(systems=[s.name for s in SYSTEMS]) == _config()
     with pytest.raises(ValueError, match="unknown learned system"):
-        run_config(systems=["decima"])
+        _config(systems=["decima"])
     with pytest.raises(ValueError, match="unknown budget"):
-        run_config(budget="huge")
+        _config(budget="huge")
+    with pytest.raises(ValueError, match="unknown option"):
+        _config(options={"dl2_update": 5})
 
 
 def test_chic_deviations_switch_on_all_four():
-    train = run_config(chic_deviations=True).chic.train
+    train = _config(options={"chic_deviations": True}).learned["chic"].train
     assert train.mask_absent and train.work_conserving and train.shared_sequence
     assert train.smoothing == 1.0
-    paper = run_config().chic.train
+    paper = _config().learned["chic"].train
     assert not (paper.mask_absent or paper.work_conserving or paper.shared_sequence)
+
+
+def test_every_stage_gets_its_own_seed_spawned_from_the_run_seed():
+    cfg = _config(seed=7)
+    seeds = {
+        "synthetic": cfg.synthetic.seed,
+        "derive": cfg.derive.seed,
+        "interference": cfg.interference.seed,
+        "dl2": cfg.learned["dl2"].seed,
+        "harmony": cfg.learned["harmony"].stage.seed,
+        "chic": cfg.learned["chic"].train.seed,
+        "rl-taps": cfg.learned["rl-taps"].stage.seed,
+    }
+    # Copied, they were all 7 and the streams built from them identical.
+    assert len(set(seeds.values())) == len(seeds)
+    assert cfg.learned["chic"].eval.seed == seeds["chic"]  # one seed per system
+    assert 7 not in seeds.values()
+    assert seeds["interference"] == stage_seed(7, "interference")
+    # Deterministic, a function of the run seed, and the same whichever systems train.
+    assert _config(seed=7) == cfg
+    assert _config(seed=8).synthetic.seed != cfg.synthetic.seed
+    assert _config(seed=7, systems=["rl-taps"]).learned["rl-taps"] == cfg.learned["rl-taps"]

@@ -7,5 +7,5 @@
     evaluate.py   evaluation with the true speed model; observed speeds as new samples
     contracts.py  reward_model_metrics, harmony_learning_curves, harmony_evaluation
 
-Pipeline stages: `pipelines/stages_harmony.py`; benchmark: `benchmarks/bench_harmony.py`.
+Pipeline stages: `pipelines/systems/harmony/stages.py`; benchmark: `benchmarks/bench_harmony.py`.
 """

@@ -59,6 +59,7 @@ import torch
 from torch import nn
 
 from models.checkpoints import Checkpoint, CheckpointError, save_checkpoint
+from models.torch_scope import scoped_torch
 from tracelib.interference import placement_counts
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.sim.snapshot import JobPlacement
@@ -528,6 +529,18 @@ def fit_reward_model(
     """Train the reward network on the training sets of `frame` (90/10 split by set);
     `init` (a predictor with the same input shape) continues from its weights, keeping
     its output scales, as the online update does. `progress(epoch, epochs)` after each."""
+    # It seeds torch's global generator for the network's initialization; the scope gives
+    # the generator back as it was.
+    with scoped_torch():
+        return _fit_reward_model(frame, cfg, init, progress)
+
+
+def _fit_reward_model(
+    frame: pl.DataFrame,
+    cfg: RewardTrainConfig,
+    init: RewardPredictor | None = None,
+    progress: ProgressFn = no_progress,
+) -> RewardFit:
     torch.manual_seed(int(np.random.SeedSequence(cfg.seed).spawn(3)[1].generate_state(1)[0]))
     test_mask = split_sets(frame, cfg.test_fraction, cfg.seed)
     train, test = frame.filter(~pl.Series(test_mask)), frame.filter(pl.Series(test_mask))

@@ -72,6 +72,7 @@ from models.harmony.placement import (
     load_balancing,
     predicted_reward,
 )
+from models.torch_scope import scoped_torch
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
 from tracelib.envs.observation import decode_placement_action
 from tracelib.progress import ProgressFn, no_progress
@@ -298,6 +299,20 @@ def train_placement(
     """Train (or continue training `init`) a placement policy on rollouts scored by
     `predictor`; returns the best validated policy, its curve and metrics.
     `progress(updates, total)` is called after every update."""
+    # It seeds torch's global generator for the networks' initialization; the scope gives
+    # the generator back as it was.
+    with scoped_torch():
+        return _train_placement(workloads, val_workloads, predictor, cfg, init, progress)
+
+
+def _train_placement(
+    workloads: Sequence[Sequence[JobSpec]],
+    val_workloads: Sequence[Sequence[JobSpec]],
+    predictor,
+    cfg: PlacementTrainConfig,
+    init: HarmonyPolicy | None = None,
+    progress: ProgressFn = no_progress,
+) -> tuple[HarmonyPolicy, pl.DataFrame, dict[str, Any]]:
     seqs = np.random.SeedSequence(cfg.seed).spawn(len(STREAMS))
     rngs = {n: np.random.default_rng(s) for n, s in zip(STREAMS, seqs, strict=True)}
     torch.manual_seed(int(rngs["init"].integers(2**31 - 1)))

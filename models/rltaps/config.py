@@ -7,7 +7,7 @@ steps, T_max = 1000, 50 epochs; 200 training / 200 testing sequences without str
 fresh ones every 10 epochs (testing: every epoch) with streaming. The paper leaves the
 discount and the number of sequences per update B unsaid: we take DeepRM's discount 1 (its
 code's `discount = 1`) and B = 10. Those sizes take hours here; the pipeline stage runs a
-small budget (`pipelines.stages_rltaps.RLTapsStageConfig`).
+small budget (`pipelines.systems.rltaps.stages.RLTapsStageConfig`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ rltaps_learning_curves  one row per training epoch of a registered policy: valid
                         reward (G_1) and mean slowdown of the greedy policy, training
                         figures, entropy and surrogate loss (models/rltaps/reinforce.py)
 rltaps_evaluation       one row per scheduler x job-sequence set: mean reward, mean slowdown
-                        and their 95% CIs over the set's sequences (pipelines/stages_rltaps.py)
+                        and their 95% CIs over the set's sequences
+                        (pipelines/systems/rltaps/stages.py)
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ from models.rltaps.policy import (
     run_episode,
     sequence_seeds,
 )
+from models.torch_scope import scoped_torch
 from tracelib.envs.gpu import GpuAssignmentEnv
 from tracelib.progress import ProgressFn, no_progress
 
@@ -112,9 +113,8 @@ def train(
     """Train an RL-TAPS policy (from `init`, or fresh); returns the policy, its curve frame
     (CURVE_SCHEMA) and metrics (validation figures, budget used, sequence seeds).
     `progress(sequences done, total)` is called after every training sequence."""
-    torch.set_num_threads(1)
     # Single-state inferences are tiny matrix products: BLAS threads only contend.
-    with threadpool_limits(limits=1):
+    with scoped_torch(threads=1), threadpool_limits(limits=1):
         return _train(cfg, init, progress)
 
 

@@ -19,7 +19,7 @@
                              inputs trains nothing; the online update is the step that
                              consumes what evaluations observed)
 
-As in DL2's stages (pipelines/stages_dl2.py): inputs are read first, training runs with the
+As in DL2's stages (pipelines/systems/dl2/stages.py): inputs are read first, training runs with the
 warehouse closed, rows are written in one transaction; checkpoints are content-addressed
 (`policies/<system>-<sha16>.pt`); a stage whose inputs (`metrics.input_key`) were already
 trained on returns that policy; training starts from the latest registered policy of the
@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import torch
 
 from models.checkpoints import load_registered, register_policy, resume_from
 from models.harmony.contracts import HarmonyEvaluation, HarmonyLearningCurves, RewardModelMetrics
@@ -52,6 +51,7 @@ from models.harmony.reward import (
 )
 from models.harmony.train import PlacementTrainConfig, train_placement
 from models.harmony.workloads import ArrivalConfig, sequences
+from models.torch_scope import scoped_torch
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     TrainResult,
@@ -183,16 +183,16 @@ def _fit_and_register(
         parent = newest_policy(con, system) if cfg.init == "latest" else None
         resumed = resume_from(con, parent, predictor_from_checkpoint)
         parent, init = resumed.policy_id, resumed.policy
-    torch.set_num_threads(1)
-    with progress.bar(f"{system} epochs", cfg.reward.epochs) as advance:
-        try:
-            fit = fit_reward_model(frame, cfg.reward, init=init, progress=advance)
-        except ValueError:
-            # The previous network cannot read these samples (new job types or a larger
-            # cluster): train a new one (no parent).
-            parent = None
-            fit = fit_reward_model(frame, cfg.reward, progress=advance)
-    comparison = compare_estimators(frame, fit, seed=cfg.reward.seed, lif=lif)
+    with scoped_torch(threads=1):
+        with progress.bar(f"{system} epochs", cfg.reward.epochs) as advance:
+            try:
+                fit = fit_reward_model(frame, cfg.reward, init=init, progress=advance)
+            except ValueError:
+                # The previous network cannot read these samples (new job types or a larger
+                # cluster): train a new one (no parent).
+                parent = None
+                fit = fit_reward_model(frame, cfg.reward, progress=advance)
+        comparison = compare_estimators(frame, fit, seed=cfg.reward.seed, lif=lif)
     path, sha = save_checkpoint_file(fit.predictor, warehouse, system)
     metrics = {
         **fit.metrics,
@@ -288,8 +288,7 @@ def train_placement_stage(
             parent, init = resumed.policy_id, resumed.policy
         if init is not None and init.cfg != tcfg.net:
             init, parent = None, None
-        torch.set_num_threads(1)
-        with progress.bar(f"{variant} updates", tcfg.updates) as advance:
+        with scoped_torch(threads=1), progress.bar(f"{variant} updates", tcfg.updates) as advance:
             policy, curve, metrics = train_placement(
                 train_seqs, val_seqs, predictor, tcfg, init, progress=advance
             )
@@ -360,8 +359,7 @@ def evaluate_harmony_stage(
     if stored.height:
         columns = [c for c in stored.columns if c not in _EVALUATION_ONLY]
         return HarmonyEvalResult(eval_id, stored.select(columns), online_rows)
-    torch.set_num_threads(1)
-    with progress.bar("Harmony evaluation runs") as advance:
+    with scoped_torch(threads=1), progress.bar("Harmony evaluation runs") as advance:
         summary, _, results = evaluate(learned, cfg.eval, progress=advance)
     rows = summary.with_columns(
         pl.lit(eval_id).alias("eval_id"),

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import torch
 
 from models.checkpoints import register_policy, resume_from
 from models.contracts import DecisionTraces
@@ -49,6 +48,7 @@ from models.dl2 import (
 )
 from models.dl2.config import SYSTEM
 from models.dl2.recorder import as_workloads
+from models.torch_scope import scoped_torch
 from pipelines.evaluation import EvalConfig
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
@@ -259,8 +259,7 @@ def warmup_stage(
         done = already_trained(con, key, SYSTEM)
     if done is not None:
         return done
-    torch.set_num_threads(1)
-    with progress.bar("DL2 warm-up epochs", cfg.warmup_epochs) as advance:
+    with scoped_torch(threads=1), progress.bar("DL2 warm-up epochs", cfg.warmup_epochs) as advance:
         policy, metrics, curve = warmup(
             traces,
             cfg.warmup_config(),
@@ -345,8 +344,10 @@ def finetune_stage(
             f"policy {parent} has window {init.cfg.window} and hidden {init.cfg.hidden}; this "
             f"stage trains window {ft_cfg.net.window}, hidden {cfg.hidden}: set init='warmup'"
         )
-    torch.set_num_threads(1)
-    with progress.bar(f"{variant} RL updates", ft_cfg.max_updates) as advance:
+    with (
+        scoped_torch(threads=1),
+        progress.bar(f"{variant} RL updates", ft_cfg.max_updates) as advance,
+    ):
         policy, curve, metrics = finetune(
             train_jobs, val_jobs, ft_cfg, init=init, eval_seed=cfg.seed, progress=advance
         )

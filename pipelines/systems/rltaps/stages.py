@@ -14,7 +14,7 @@ bimodal mix on a fixed topology, generated in-stage from seeds (one job per step
 policy's `metrics.train_seeds` and `training_workloads`, validation ones in each curve row,
 test ones in each evaluation row. Same config, same tables (bit for bit, timestamps aside).
 
-DL2's stage pattern (pipelines/stages_dl2.py): train with the warehouse closed, write in one
+DL2's stage pattern (pipelines/systems/dl2/stages.py): train with the warehouse closed, write in one
 transaction, content-addressed checkpoints beside the warehouse, `metrics.input_key` so a
 re-run on unchanged inputs trains nothing, fine-tuning from the latest registered policy.
 The default budget is small (30 to 60 s per mode and 10 s of evaluation on this shared
@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import torch
 
 from models.checkpoints import register_policy, resume_from
 from models.rltaps import (
@@ -46,6 +45,7 @@ from models.rltaps import (
 from models.rltaps.config import MODES
 from models.rltaps.contracts import RLTapsEvaluation, RLTapsLearningCurves
 from models.rltaps.policy import sequence_seeds
+from models.torch_scope import scoped_torch
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     TrainResult,
@@ -212,8 +212,7 @@ def train_rltaps_stage(
                 f"policy {parent} has hidden {init.cfg.hidden}, this stage trains "
                 f"{rl_cfg.hidden}: set init='scratch'"
             )
-    torch.set_num_threads(1)
-    with progress.bar(f"RL-TAPS {cfg.mode} REINFORCE") as advance:
+    with scoped_torch(threads=1), progress.bar(f"RL-TAPS {cfg.mode} REINFORCE") as advance:
         policy, curve, metrics = train(rl_cfg, init=init, progress=advance)
     path, sha = save_checkpoint_file(policy, warehouse, system)
     training = sorted(
@@ -270,9 +269,8 @@ def evaluate_rltaps_stage(
         if k in ("n_jobs", "max_steps", "test_sequences", "gamma", "resume_cost_s", "seed")
     }
     run_id = "rltaps-eval:" + input_key(eval_config, policy_ids)[:16]
-    torch.set_num_threads(1)
     schedulers: dict[str, RLTapsPolicy | None] = {**learned, **dict.fromkeys(BASELINES)}
-    with progress.bar("RL-TAPS evaluation episodes") as advance:
+    with scoped_torch(threads=1), progress.bar("RL-TAPS evaluation episodes") as advance:
         results = evaluate_schedulers(
             schedulers,
             job_sequences(seeds, cfg.n_jobs),

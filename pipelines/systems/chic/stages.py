@@ -29,12 +29,12 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import torch
 
 from models.checkpoints import register_policy, resume_from
 from models.chic import CEMConfig, ChicPolicy, evaluate_policy, policy_from_checkpoint, train_cem
 from models.chic.contracts import ChicEvaluation, ChicLearningCurves
 from models.heuristics.optimus import Optimus
+from models.torch_scope import scoped_torch
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     TrainResult,
@@ -176,8 +176,10 @@ def train_chic_stage(
     scenario = cfg.scenario()
     train_seeds = split_seeds("train", cfg.train_sequences, cfg.seed)
     val_seeds = split_seeds("validation", cfg.val_sequences, cfg.seed)
-    torch.set_num_threads(1)
-    with progress.bar(f"{cfg.variant} CEM iterations", cem.iterations) as advance:
+    with (
+        scoped_torch(threads=1),
+        progress.bar(f"{cfg.variant} CEM iterations", cem.iterations) as advance,
+    ):
         policy, curve, metrics = train_cem(
             scenario.sequences(train_seeds),
             scenario.sequences(val_seeds),

@@ -1,0 +1,238 @@
+"""What a learned system is to `schedlab run`: one `LearnedSystem` value per system, listed
+in `pipelines/registry.py`. The run config, the nightly flow, the command line and the
+report loop over that list and name no system themselves.
+
+A system is a folder under `pipelines/systems/` with two modules. `plugin.py` holds its
+`LearnedSystem` entry and imports nothing heavy, because the command line reads every
+system's flags before it knows which command runs:
+
+    options    a dataclass of its `schedlab run` options; each field becomes the flag
+               `--<key>-<field>` (a bool that defaults to True: `--no-<key>-<field>`),
+               its docstring the flag's help, `Literal[...]` its choices
+    budgets    per budget (smoke, large), the config fields it changes ("train.updates")
+    apply      (config, options) -> the config with the options applied, or None when
+               they skip the system (0 updates, ...)
+    seeded     (config, seed, workload_set) -> the config with its seed (spawned for it
+               from the run's) and the run's synthetic workload set
+    summary_lines  its lines of `schedlab run`'s end summary
+    steps      loads `steps.py` (torch, Prefect), which implements `Steps`: its run
+               config, the Prefect tasks it submits, and its report sections
+
+Each step receives the `RunContext` (warehouse, progress, what the shared stages produced)
+and the futures its earlier steps returned (`Pending`: their dicts merged).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import textwrap
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import MISSING, dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from pipelines.progress import Reporter
+    from pipelines.sections import Section
+
+BUDGETS = ("smoke", "default", "large")
+"""How large every learned system's training and evaluation is (`--budget`)."""
+
+Pending = dict[str, Any]
+"""A system's futures so far, by its own names (merged from each step's return value)."""
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a system's steps get from the nightly flow."""
+
+    warehouse: str | None
+    progress: Reporter
+    interference: Any
+    """The future of the interference-samples task (Harmony's reward model waits for it)."""
+    production_sets: tuple[str, ...]
+    """The workload sets derived from this run's production traces."""
+
+
+class Steps(Protocol):
+    """What a system's `steps.py` implements (a module is fine)."""
+
+    def config(self) -> Any:
+        """Its run config at the default budget (a frozen dataclass)."""
+
+    def prepare(self, run: RunContext, cfg: Any) -> Pending:
+        """Submit what all its trainings wait for (DL2's decision recording and warm-up,
+        Harmony's reward model); {} when nothing."""
+
+    def train(self, run: RunContext, cfg: Any, pending: Pending) -> Pending:
+        """Submit its trainings."""
+
+    def evaluate(self, run: RunContext, cfg: Any, pending: Pending) -> Pending:
+        """Submit its evaluation in its own paper's scenario; {} when none."""
+
+    def arena(self, pending: Pending) -> dict[str, str]:
+        """The policies it enters into the evaluation on every workload set (scheduler
+        name -> policy id), once trained; {} when none."""
+
+    def collect(self, run: RunContext, cfg: Any, pending: Pending) -> dict:
+        """Wait for what it submitted; its part of the run summary."""
+
+    def report(self, con: duckdb.DuckDBPyConnection) -> list[Section]:
+        """Its sections of the HTML report."""
+
+
+@dataclass(frozen=True)
+class LearnedSystem:
+    """One learned system's entry in the registry (see the module docstring)."""
+
+    name: str
+    """Its name in `--systems`, in messages and in the run config (e.g. "rl-taps")."""
+    key: str
+    """A Python identifier: its flags' prefix and its key in the run summary ("rltaps")."""
+    options: type
+    budgets: Mapping[str, Mapping[str, Any]]
+    apply: Callable[[Any, Any], Any | None]
+    seeded: Callable[[Any, int, str], Any]
+    summary_lines: Callable[[dict], list[str]]
+    steps: Callable[[], Steps]
+
+    def __post_init__(self) -> None:
+        if not self.key.isidentifier():
+            raise ValueError(f"system key {self.key!r} must be a Python identifier")
+        unknown = set(self.budgets) - set(BUDGETS)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown budget(s) {sorted(unknown)}")
+
+    def configured(self, budget: str, values: Mapping[str, Any]) -> Any | None:
+        """Its run config at `budget` with its options from `values` (flat, keyed by flag
+        dest: `dl2_updates`) applied; None when the options skip it."""
+        sized = resized(self.steps().config(), self.budgets.get(budget, {}))
+        return self.apply(sized, self.parse_options(values))
+
+    def flags(self) -> list[Flag]:
+        """Its `schedlab run` flags, one per field of `options`."""
+        return option_flags(self.key, self.options)
+
+    def parse_options(self, values: Mapping[str, Any]) -> Any:
+        """Its `options` from flat values keyed by flag dest; absent ones (and None for a
+        field whose default is not None) keep the field's default."""
+        prefix = f"{self.key}_"
+        given = {
+            f.name: values[prefix + f.name]
+            for f in fields(self.options)
+            if values.get(prefix + f.name) is not None
+        }
+        return self.options(**given)
+
+
+class Registry:
+    """Learned systems in order: what `pipelines/registry.py` lists, and what the nightly
+    flow takes as its `registry` parameter.
+
+    A holder rather than a tuple because Prefect records every flow parameter as JSON and
+    records one it cannot encode as a placeholder, while a tuple of entries (which hold
+    classes and functions) breaks its encoder instead."""
+
+    __slots__ = ("systems",)
+
+    def __init__(self, systems: Iterable[LearnedSystem]) -> None:
+        self.systems = tuple(systems)
+        names = [s.name for s in self.systems]
+        keys = [s.key for s in self.systems]
+        if len(set(names)) < len(names) or len(set(keys)) < len(keys):
+            raise ValueError(f"two systems share a name or key: {names}, {keys}")
+
+    def __iter__(self) -> Iterator[LearnedSystem]:
+        return iter(self.systems)
+
+    def __len__(self) -> int:
+        return len(self.systems)
+
+    def __repr__(self) -> str:
+        return f"Registry({', '.join(s.name for s in self.systems)})"
+
+
+def resized(cfg: Any, changes: Mapping[str, Any]) -> Any:
+    """`cfg` (a frozen dataclass) with `changes` applied; a dotted name ("train.updates")
+    changes a field of a nested config."""
+    nested: dict[str, dict[str, Any]] = {}
+    flat = {}
+    for name, value in changes.items():
+        head, _, rest = name.partition(".")
+        if rest:
+            nested.setdefault(head, {})[rest] = value
+        else:
+            flat[head] = value
+    for head, inner in nested.items():
+        flat[head] = resized(getattr(cfg, head), inner)
+    return replace(cfg, **flat)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One generated command-line flag."""
+
+    flag: str
+    dest: str
+    kind: str
+    """"value", "store_true" or "store_false"."""
+    type: Callable[[str], Any] | None
+    default: Any
+    choices: tuple[Any, ...] | None
+    help: str
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstrings under a dataclass's fields (the string literal right after each
+    annotated field), read from its source: Python keeps no other trace of them."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # the class statement's body
+    docs = {}
+    for node, after in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def option_flags(key: str, options: type) -> list[Flag]:
+    """Flags `--<key>-<field>` for every field of the dataclass `options`: help from the
+    field's docstring, choices from a `Literal` annotation, `store_true` for a bool that
+    defaults to False and `--no-<key>-<field>` for one that defaults to True."""
+    docs = field_docs(options)
+    hints = typing.get_type_hints(options)
+    out = []
+    for f in fields(options):
+        if f.default is MISSING:
+            raise ValueError(f"{options.__name__}.{f.name} needs a default to be a flag")
+        dest = f"{key}_{f.name}"
+        name = f"{key}-{f.name}".replace("_", "-")
+        help_text = docs.get(f.name, "")
+        hint = hints[f.name]
+        if hint is bool:
+            negate = f.default is True
+            flag = f"--no-{name}" if negate else f"--{name}"
+            kind = "store_false" if negate else "store_true"
+            text = f"do not {help_text}" if negate else help_text
+            out.append(Flag(flag, dest, kind, None, f.default, None, text))
+            continue
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        literal = [a for a in args if typing.get_origin(a) is typing.Literal]
+        if typing.get_origin(hint) is typing.Literal:
+            literal = [hint]
+        choices = tuple(typing.get_args(literal[0])) if literal else None
+        scalar = next((a for a in args if a in (int, float, str)), hint)
+        kind_type = type(choices[0]) if choices else scalar
+        if kind_type not in (int, float, str):
+            raise ValueError(f"{options.__name__}.{f.name}: no flag for type {hint}")
+        out.append(Flag(f"--{name}", dest, "value", kind_type, f.default, choices, help_text))
+    return out

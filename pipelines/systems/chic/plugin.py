@@ -1,0 +1,88 @@
+"""Chic and Chic-Pair in `schedlab run`: their options, budgets and end-summary lines (their
+steps: `steps.py`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from pipelines.system import LearnedSystem
+
+if TYPE_CHECKING:
+    from pipelines.systems.chic.steps import ChicRunConfig
+
+
+@dataclass(frozen=True)
+class ChicOptions:
+    """Chic's `schedlab run` options."""
+
+    iterations: int | None = None
+    """Chic / Chic-Pair cross-entropy-method iterations (default: the budget's; 0 skips Chic)"""
+    deviations: bool = False
+    """train Chic with the four departures from the paper's MDP under which it beats Optimus
+    (empty slots masked, work-conserving stop, shared sequence, no smoothing)"""
+
+
+BUDGETS = {
+    "smoke": {
+        "train.iterations": 2,
+        "train.n_trajectories": 4,
+        "train.train_sequences": 4,
+        "train.val_sequences": 2,
+        "train.fit_epochs": 2,
+        "eval.test_sequences": 2,
+    },
+    "large": {"train.iterations": 30},
+}
+
+DEVIATIONS = {
+    "mask_absent": True,
+    "work_conserving": True,
+    "shared_sequence": True,
+    "smoothing": 1.0,
+}
+"""The four measured departures from the paper's MDP under which Chic and Chic-Pair reach
+the paper's gains over Optimus (README, Chic section)."""
+
+
+def apply(cfg: ChicRunConfig, opts: ChicOptions) -> ChicRunConfig | None:
+    """The options on the budget's config; 0 iterations skip Chic."""
+    if opts.iterations is not None:
+        cfg = replace(cfg, train=replace(cfg.train, iterations=opts.iterations))
+    if opts.deviations:
+        cfg = replace(cfg, train=replace(cfg.train, **DEVIATIONS))
+    return cfg if cfg.train.iterations > 0 else None
+
+
+def seeded(cfg: ChicRunConfig, seed: int, workload_set: str) -> ChicRunConfig:
+    """One seed for training and evaluation: their sequences' seeds are split from it
+    (`split_seeds`), so the test sequences are never trained on."""
+    return replace(cfg, train=replace(cfg.train, seed=seed), eval=replace(cfg.eval, seed=seed))
+
+
+def summary_lines(summary: dict) -> list[str]:
+    """Each policy, and each system's ACT per rate."""
+    lines = [f"  Chic {name} {result['policy_id']}" for name, result in summary["train"].items()]
+    for system, by_rate in summary["evaluation"]["act"].items():
+        acts = ", ".join(f"{rate}/h {act:,.0f} s" for rate, act in sorted(by_rate.items()))
+        lines.append(f"    chic {system:<26} ACT {acts}")
+    return lines
+
+
+def steps():
+    """Chic's steps (imports torch and Prefect)."""
+    from pipelines.systems.chic import steps
+
+    return steps
+
+
+CHIC = LearnedSystem(
+    name="chic",
+    key="chic",
+    options=ChicOptions,
+    budgets=BUDGETS,
+    apply=apply,
+    seeded=seeded,
+    summary_lines=summary_lines,
+    steps=steps,
+)

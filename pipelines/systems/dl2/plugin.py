@@ -1,0 +1,107 @@
+"""DL2 in `schedlab run`: its options, budgets and end-summary lines (its steps:
+`steps.py`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal
+
+from pipelines.system import LearnedSystem
+
+if TYPE_CHECKING:
+    from pipelines.systems.dl2.stages import DL2StageConfig
+
+
+@dataclass(frozen=True)
+class DL2Options:
+    """DL2's `schedlab run` options."""
+
+    updates: int | None = None
+    """DL2 RL fine-tuning updates (default: the budget's; 0 skips DL2)"""
+    warmup_epochs: int | None = None
+    """DL2 supervised warm-up epochs at most (default: the budget's; early stopping)"""
+    teacher: Literal["drf", "fifo", "srtf"] = "drf"
+    """heuristic whose decisions DL2's warm-up imitates (default drf)"""
+    baselines: bool = True
+    """train the OfflineRL baseline and the paper's three ablations beside DL2"""
+
+
+BUDGETS = {
+    "smoke": {
+        "updates": 20,
+        "warmup_epochs": 2,
+        "val_every": 10,
+        "train_sequences_per_set": 2,
+        "val_sequences_per_set": 1,
+    },
+    "large": {
+        "updates": 20_000,
+        "warmup_epochs": 100,
+        "val_every": 1000,
+        "train_sequences_per_set": 64,
+        "val_sequences_per_set": 16,
+    },
+}
+
+
+def apply(cfg: DL2StageConfig, opts: DL2Options) -> DL2StageConfig | None:
+    """The options on the budget's config; 0 updates skip DL2."""
+    cfg = replace(cfg, teacher=opts.teacher, variants=cfg.variants if opts.baselines else ())
+    if opts.updates is not None:
+        # Validating less often than once per run would never keep a best policy.
+        cfg = replace(cfg, updates=opts.updates, val_every=min(cfg.val_every, max(opts.updates, 1)))
+    if opts.warmup_epochs is not None:
+        cfg = replace(cfg, warmup_epochs=opts.warmup_epochs)
+    return cfg if cfg.updates > 0 else None
+
+
+def seeded(cfg: DL2StageConfig, seed: int, workload_set: str) -> DL2StageConfig:
+    """DL2 trains on the run's synthetic workload set."""
+    return replace(cfg, seed=seed, workload_set=workload_set)
+
+
+def summary_lines(summary: dict) -> list[str]:
+    """The decision logs and one line per trained policy."""
+    rec = summary["record"]
+    lines = [
+        f"  DL2 decision logs ({rec['teacher']}): {rec['steps']:,} inference steps over "
+        f"{rec['workloads']} training workloads",
+        _policy_line("DL2 warm-up", summary["warmup"]),
+        _policy_line("DL2 fine-tuned", summary["finetune"]),
+    ]
+    return lines + [_policy_line(name, result) for name, result in summary["variants"].items()]
+
+
+def _policy_line(what: str, result: dict) -> str:
+    m = result["metrics"]
+    cached = " (already trained on these inputs)" if m.get("cached") else ""
+    if "imitation_accuracy" in m:
+        detail = (
+            f"imitation accuracy {m['imitation_accuracy']:.1%}, validation JCT "
+            f"{m['val_avg_jct_s']:,.0f} s vs teacher {m['teacher_avg_jct_s']:,.0f} s"
+        )
+    else:
+        detail = (
+            f"{m['updates']} updates, validation JCT {m['init_val_avg_jct_s']:,.0f} s -> best "
+            f"{m['best_val_avg_jct_s']:,.0f} s; from {result['parent_policy_id'] or 'scratch'}"
+        )
+    return f"  {what} {result['policy_id']}{cached}: {detail}, {m['train_wall_s']:.0f} s"
+
+
+def steps():
+    """DL2's steps (imports torch and Prefect)."""
+    from pipelines.systems.dl2 import steps
+
+    return steps
+
+
+DL2 = LearnedSystem(
+    name="dl2",
+    key="dl2",
+    options=DL2Options,
+    budgets=BUDGETS,
+    apply=apply,
+    seeded=seeded,
+    summary_lines=summary_lines,
+    steps=steps,
+)

@@ -1,0 +1,131 @@
+"""DL2's steps in `schedlab run` (pipelines/system.py `Steps`): record a heuristic's
+decisions, imitate them (warm-up), fine-tune by actor-critic RL beside OfflineRL and the
+paper's three ablations; the policies then run in the evaluation on every workload set
+(`arena`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+
+from prefect import task
+
+from pipelines.progress import QUIET, Reporter
+from pipelines.retries import IO_RETRIES
+from pipelines.sections import Section, exists, frame_table
+from pipelines.system import Pending, RunContext
+from pipelines.systems.dl2.stages import DL2StageConfig, finetune_stage, record_stage, warmup_stage
+from warehouse import read_frame
+
+config = DL2StageConfig
+"""DL2's run config is its stages' config."""
+
+
+@task(name="dl2-record-decisions", **IO_RETRIES)
+def record_task(warehouse: str | None, cfg: DL2StageConfig, progress: Reporter = QUIET) -> dict:
+    with progress.stage(f"DL2 record {cfg.teacher} decisions"):
+        return asdict(record_stage(warehouse, cfg, progress))
+
+
+@task(name="dl2-warmup", **IO_RETRIES)
+def warmup_task(
+    warehouse: str | None, cfg: DL2StageConfig, recorded: dict, progress: Reporter = QUIET
+) -> dict:
+    with progress.stage("DL2 supervised warm-up"):
+        return asdict(warmup_stage(warehouse, cfg, recorded["run_id"], progress))
+
+
+@task(name="dl2-finetune", **IO_RETRIES)
+def finetune_task(
+    warehouse: str | None,
+    cfg: DL2StageConfig,
+    warm: dict,
+    variant: str = "dl2",
+    progress: Reporter = QUIET,
+) -> dict:
+    with progress.stage(f"DL2 fine-tuning {variant}"):
+        return asdict(finetune_stage(warehouse, cfg, warm["policy_id"], variant, progress))
+
+
+def _with_traces(run: RunContext, cfg: DL2StageConfig) -> DL2StageConfig:
+    # Fine-tuning also learns from every production trace's workloads: a new trace changes
+    # its inputs, so each variant retrains from its latest policy.
+    return replace(cfg, finetune_sets=run.production_sets)
+
+
+def prepare(run: RunContext, cfg: DL2StageConfig) -> Pending:
+    """The recording, then the warm-up. DL2's chain (recording, warm-up, five fine-tunings)
+    is the longest, so its warm-up is submitted as soon as the recording ends, ahead of the
+    other systems' work. (Prefect's process runner dispatches in submission order once a
+    task's inputs are ready, from as many resolver threads as workers: submitting it at the
+    start would park a thread on it while a worker idles.)"""
+    cfg = _with_traces(run, cfg)
+    recorded = record_task.submit(run.warehouse, cfg, run.progress)
+    recorded.wait()
+    warm = warmup_task.submit(run.warehouse, cfg, recorded, run.progress)
+    return {"record": recorded, "warmup": warm}
+
+
+def train(run: RunContext, cfg: DL2StageConfig, pending: Pending) -> Pending:
+    """DL2 and each variant fine-tuned from the warm-up (or its newest policy)."""
+    cfg = _with_traces(run, cfg)
+    return {
+        "finetune": {
+            name: finetune_task.submit(run.warehouse, cfg, pending["warmup"], name, run.progress)
+            for name in ("dl2", *cfg.variants)
+        }
+    }
+
+
+def arena(pending: Pending) -> dict[str, str]:
+    """The warm-up and every fine-tuned policy, by scheduler name."""
+    warm = pending["warmup"].result()
+    tuned = {name: f.result()["policy_id"] for name, f in pending["finetune"].items()}
+    return {"dl2-warmup": warm["policy_id"], **tuned}
+
+
+def collect(run: RunContext, cfg: DL2StageConfig, pending: Pending) -> dict:
+    """The recording, the warm-up, DL2's fine-tuning and each variant's."""
+    trained = {name: f.result() for name, f in pending["finetune"].items()}
+    return {
+        "record": pending["record"].result(),
+        "warmup": pending["warmup"].result(),
+        "finetune": trained.pop("dl2"),
+        "variants": trained,
+    }
+
+
+ABLATION_SYSTEMS = (
+    "dl2",
+    "offline-rl",
+    "dl2-without-critic",
+    "dl2-without-exploration",
+    "dl2-without-replay",
+)
+"""DL2 and what the paper compares it with in Table 2 (each evaluated under this name)."""
+
+
+def report(con) -> list[Section]:
+    """DL2 against OfflineRL and its ablations on each set's newest evaluation."""
+    section = Section(
+        "DL2: allocation by deep reinforcement learning",
+        "DL2 against OfflineRL and its ablations (paper Table 2) on the newest evaluation of "
+        "each workload set.",
+        empty="No DL2 policy has been evaluated yet.",
+    )
+    if not exists(con, "leaderboard"):
+        return [section]
+    names = ", ".join(f"'{s}'" for s in ABLATION_SYSTEMS)
+    ablations = read_frame(
+        con,
+        "SELECT workload_set, scheduler, avg_jct_s / 3600 AS avg_jct_h, avg_jct_slots, "
+        f"100 * improvement_over_drf AS improvement_over_drf_pct FROM leaderboard "
+        f"WHERE latest AND scheduler IN ({names}) ORDER BY workload_set, avg_jct_s",
+    )
+    if ablations.height:
+        section.tables.append(frame_table("DL2 (paper Table 2)", ablations))
+    return [section]
+
+
+def evaluate(run: RunContext, cfg: DL2StageConfig, pending: Pending) -> Pending:
+    """Nothing of its own: DL2's policies run in the evaluation on every workload set."""
+    return {}

@@ -1,0 +1,102 @@
+"""Harmony in `schedlab run`: its options, budgets and end-summary lines (its steps:
+`steps.py`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from pipelines.system import LearnedSystem
+
+if TYPE_CHECKING:
+    from pipelines.systems.harmony.steps import HarmonyRunConfig
+
+
+@dataclass(frozen=True)
+class HarmonyOptions:
+    """Harmony's `schedlab run` options."""
+
+    updates: int | None = None
+    """Harmony placement-DRL updates per policy (default: the budget's; 0 skips Harmony)"""
+    gavel: str | None = None
+    """Gavel throughputs JSON: ingest its measured co-locations and fit a predictor"""
+    online_update: bool = False
+    """after evaluating, re-fit Harmony's networks on the speeds the evaluation observed"""
+
+
+BUDGETS = {
+    "smoke": {
+        "stage.reward.epochs": 2,
+        "stage.train.updates": 4,
+        "stage.train.val_every": 2,
+        "stage.train.n_workers": 2,
+        "stage.n_train_sequences": 1,
+        "stage.n_val_sequences": 1,
+        "stage.eval.n_sequences": 1,
+    },
+    "large": {
+        "stage.reward.epochs": 200,
+        "stage.train.updates": 2000,
+        "stage.train.val_every": 200,
+        "stage.n_train_sequences": 32,
+        "stage.n_val_sequences": 4,
+        "stage.eval.n_sequences": 10,
+    },
+}
+
+
+def apply(cfg: HarmonyRunConfig, opts: HarmonyOptions) -> HarmonyRunConfig | None:
+    """The options on the budget's config; 0 updates skip Harmony."""
+    stage = replace(cfg.stage, gavel_path=opts.gavel)
+    if opts.updates is not None:
+        train = replace(
+            stage.train,
+            updates=opts.updates,
+            val_every=min(stage.train.val_every, max(opts.updates, 1)),
+        )
+        stage = replace(stage, train=train)
+    if stage.train.updates <= 0:
+        return None
+    return replace(cfg, stage=stage, online_update=opts.online_update)
+
+
+def seeded(cfg: HarmonyRunConfig, seed: int, workload_set: str) -> HarmonyRunConfig:
+    """Harmony generates its own sequences: only the seed is pushed in."""
+    return replace(cfg, stage=replace(cfg.stage, seed=seed))
+
+
+def summary_lines(summary: dict) -> list[str]:
+    """The predictor's error, each policy, and the evaluation's average JCTs."""
+    reward = summary["reward"]["reward_model"]
+    error = reward["metrics"].get("test_rel_error")
+    error_text = f"held-out relative error {error:.1%}" if error is not None else ""
+    lines = [f"  Harmony reward model {reward['policy_id']}: {error_text}"]
+    for name, result in summary["placement"].items():
+        lines.append(
+            f"  {name} {result['policy_id']} (from {result['parent_policy_id'] or 'scratch'})"
+        )
+    for row in summary["evaluation"]["summary"]:
+        lines.append(
+            f"    harmony {row['pattern']:<8} {row['scheduler']:<28} avg JCT "
+            f"{row['avg_jct_s']:>9,.0f} s"
+        )
+    return lines
+
+
+def steps():
+    """Harmony's steps (imports torch and Prefect)."""
+    from pipelines.systems.harmony import steps
+
+    return steps
+
+
+HARMONY = LearnedSystem(
+    name="harmony",
+    key="harmony",
+    options=HarmonyOptions,
+    budgets=BUDGETS,
+    apply=apply,
+    seeded=seeded,
+    summary_lines=summary_lines,
+    steps=steps,
+)

@@ -1,0 +1,141 @@
+"""Harmony's steps in `schedlab run` (pipelines/system.py `Steps`): the reward predictor on
+the interference samples, the placement DRL and its Table II ablations, the evaluation under
+three arrival patterns, and optionally the online update from the speeds it observed."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+
+from prefect import task
+
+from pipelines.progress import QUIET, Reporter
+from pipelines.retries import IO_RETRIES
+from pipelines.sections import Section, exists, frame_table
+from pipelines.system import Pending, RunContext
+from pipelines.systems.harmony.stages import (
+    HarmonyStageConfig,
+    evaluate_harmony_stage,
+    fit_reward_model_stage,
+    online_update_stage,
+    train_placement_stage,
+)
+from warehouse import read_frame
+
+
+@dataclass(frozen=True)
+class HarmonyRunConfig:
+    """Harmony in `schedlab run`: its stages' config and whether the online update runs."""
+
+    stage: HarmonyStageConfig = field(default_factory=HarmonyStageConfig)
+    online_update: bool = False
+    """After the evaluation, re-fit the predictor and the policies on the observed speeds."""
+
+
+@task(name="harmony-fit-reward-model", **IO_RETRIES)
+def reward_task(warehouse: str | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET) -> dict:
+    with progress.stage("Harmony reward predictor"):
+        return asdict(fit_reward_model_stage(warehouse, cfg, progress))
+
+
+@task(name="harmony-train-placement", **IO_RETRIES)
+def placement_task(
+    warehouse: str | None,
+    cfg: HarmonyStageConfig,
+    variant: str,
+    reward: dict,
+    progress: Reporter = QUIET,
+) -> dict:
+    one = replace(cfg, variants=(variant,))
+    with progress.stage(f"Harmony placement {variant}"):
+        trained = train_placement_stage(
+            warehouse, one, reward["reward_model"]["policy_id"], progress
+        )
+    return asdict(trained[variant])
+
+
+@task(name="harmony-evaluate", **IO_RETRIES)
+def evaluate_task(
+    warehouse: str | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET
+) -> dict:
+    with progress.stage("Harmony evaluation"):
+        result = evaluate_harmony_stage(warehouse, cfg, progress)
+    return {
+        "eval_id": result.eval_id,
+        "online_samples": result.online_samples,
+        "summary": result.summary.to_dicts(),
+    }
+
+
+@task(name="harmony-online-update", **IO_RETRIES)
+def online_task(warehouse: str | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET) -> dict:
+    with progress.stage("Harmony online update"):
+        reward, placed = online_update_stage(warehouse, cfg, progress)
+    return {"reward": asdict(reward), "placement": {k: asdict(v) for k, v in placed.items()}}
+
+
+def prepare(run: RunContext, cfg: HarmonyRunConfig) -> Pending:
+    """The reward predictor, once the interference samples are in."""
+    reward = reward_task.submit(run.warehouse, cfg.stage, run.progress, wait_for=[run.interference])
+    return {"reward": reward}
+
+
+def train(run: RunContext, cfg: HarmonyRunConfig, pending: Pending) -> Pending:
+    """Harmony and each ablation on rollouts scored by that predictor."""
+    return {
+        "placement": {
+            v: placement_task.submit(run.warehouse, cfg.stage, v, pending["reward"], run.progress)
+            for v in cfg.stage.variants
+        }
+    }
+
+
+def evaluate(run: RunContext, cfg: HarmonyRunConfig, pending: Pending) -> Pending:
+    """Every policy and the baselines under three arrival patterns, after its training."""
+    wait = list(pending["placement"].values())
+    return {
+        "evaluation": evaluate_task.submit(run.warehouse, cfg.stage, run.progress, wait_for=wait)
+    }
+
+
+def collect(run: RunContext, cfg: HarmonyRunConfig, pending: Pending) -> dict:
+    """The predictor, every placement policy, the evaluation; then the online update (which
+    consumes what the evaluation observed) when asked for."""
+    out = {
+        "reward": pending["reward"].result(),
+        "placement": {v: f.result() for v, f in pending["placement"].items()},
+        "evaluation": pending["evaluation"].result(),
+    }
+    if cfg.online_update:
+        out["online_update"] = online_task(run.warehouse, cfg.stage, run.progress)
+    return out
+
+
+def report(con) -> list[Section]:
+    """The reward predictor against LIF and gradient boosting, and the evaluation."""
+    section = Section(
+        "Harmony: interference-aware placement",
+        "Mean relative error of job-speed predictors on held-out interference samples "
+        "(Harmony's predictor against LIF-Line, LIF-Quad and gradient boosting), then "
+        "Harmony, its ablations and the baselines in Harmony's scenario.",
+        empty="No reward model has been fitted yet.",
+    )
+    if exists(con, "reward_model_quality"):
+        quality = read_frame(con, "SELECT * FROM reward_model_quality ORDER BY ALL")
+        if quality.height:
+            section.tables.append(frame_table("Held-out error", quality))
+    if exists(con, "harmony_evaluation"):
+        frame = read_frame(con, "SELECT * FROM harmony_evaluation ORDER BY ALL")
+        if frame.height:
+            keep = [c for c in frame.columns if c not in ("config", "code_version")]
+            section.tables.append(frame_table("harmony_evaluation", frame.select(keep)))
+    return [section]
+
+
+def config() -> HarmonyRunConfig:
+    """Harmony's run config at the default budget."""
+    return HarmonyRunConfig()
+
+
+def arena(pending: Pending) -> dict[str, str]:
+    """Nothing yet: Harmony places, the evaluation on every workload set allocates."""
+    return {}
