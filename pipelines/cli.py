@@ -10,6 +10,7 @@ import argparse
 import errno
 import os
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -332,6 +333,51 @@ def cmd_describe(args) -> int:
     return 0
 
 
+def cmd_replay(args) -> int:
+    from pipelines.replay import ReplayConfig, ReplayInputError, replay_stage
+    from tracelib.sim.replay import Unplaceable
+
+    try:
+        window = None
+        if args.window:
+            start, _, end = args.window.partition(",")
+            try:
+                window = (datetime.fromisoformat(start), datetime.fromisoformat(end))
+            except ValueError:
+                raise ReplayInputError(
+                    f"--window {args.window!r}: expected START,END as ISO dates or times "
+                    "(e.g. 2017-10-01,2017-10-08)"
+                ) from None
+        cfg = ReplayConfig(
+            source_id=args.source_id,
+            schedulers=tuple(args.scheduler) if args.scheduler else ReplayConfig.schedulers,
+            servers=args.servers,
+            gpus_per_server=args.gpus_per_server,
+            window=window,
+            preempt_cost_s=args.preempt_cost,
+        )
+        with _display(args) as display, display.reporter.stage(f"replay {args.source_id}"):
+            outcome = replay_stage(args.warehouse, cfg, display.reporter)
+    except (ReplayInputError, Unplaceable) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    c = outcome.cluster
+    print(
+        f"{outcome.eval_id}: {outcome.n_jobs:,} jobs replayed on {c.n_servers:,} servers x "
+        f"{c.gpus_per_server:g} GPUs ({c.total_gpus:,.0f} GPUs)"
+    )
+    if outcome.left_out:
+        print("left out: " + ", ".join(f"{n:,} {r}" for r, n in outcome.left_out.items()))
+    for row in outcome.summary.iter_rows(named=True):
+        print(
+            f"  {row['scheduler']:14} average JCT {row['avg_jct_s'] / 3600:8.2f} h  median "
+            f"{row['median_jct_s'] / 3600:7.2f} h  slowdown {row['mean_slowdown']:8.2f}  "
+            f"JCT / {row['reference']} {row['jct_ratio']:.3f}  "
+            f"({outcome.seconds[row['scheduler']]:.1f} s)"
+        )
+    return 0
+
+
 def cmd_report(args) -> int:
     from pipelines.report import write_report
 
@@ -533,6 +579,39 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     )
     describe.add_argument("source_id", help="an ingested source (see `schedlab tables`)")
     describe.set_defaults(func=cmd_describe)
+
+    replay = sub.add_parser(
+        "replay",
+        parents=[common],
+        help="replay a whole ingested trace (jobs keep their GPUs, submit and run times) "
+        "under replay rules; rows go to eval_runs/eval_jobs/eval_summary",
+    )
+    replay.add_argument("source_id", help="an ingested source (see `schedlab tables`)")
+    replay.add_argument(
+        "--scheduler",
+        action="append",
+        help="replay rule: fifo, fifo-backfill, sjf, srtf, drf or tetris; repeat for several "
+        "(default: fifo, sjf, srtf, drf, tetris)",
+    )
+    replay.add_argument(
+        "--servers",
+        type=int,
+        default=None,
+        help="servers (default: the trace's peak concurrent GPU demand, in whole servers)",
+    )
+    replay.add_argument(
+        "--gpus-per-server", type=float, default=8.0, help="GPUs per server (default 8)"
+    )
+    replay.add_argument(
+        "--window", default=None, help="START,END: only jobs submitted in [START, END) (ISO)"
+    )
+    replay.add_argument(
+        "--preempt-cost",
+        type=float,
+        default=30.0,
+        help="seconds a preempted job loses when it resumes (srtf; default 30)",
+    )
+    replay.set_defaults(func=cmd_replay)
 
     report = sub.add_parser("report", parents=[common], help="write the HTML report")
     report.add_argument(

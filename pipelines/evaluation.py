@@ -568,13 +568,13 @@ def evaluate(
                     )
                 )
                 progress(len(run_rows), total_runs)
-    runs = _cast_to(pl.DataFrame(run_rows), EvalRuns)
-    jobs = _cast_to(pl.concat(job_frames), EvalJobs)
+    runs = cast_to_contract(pl.DataFrame(run_rows), EvalRuns)
+    jobs = cast_to_contract(pl.concat(job_frames), EvalJobs)
     summary = summarize(runs, cfg, version)
     return EvalTables(eval_id, runs, jobs, summary)
 
 
-def _cast_to(frame: pl.DataFrame, contract) -> pl.DataFrame:
+def cast_to_contract(frame: pl.DataFrame, contract) -> pl.DataFrame:
     """The contract's columns, in its order and types."""
     columns = contract.to_schema().columns
     return frame.select(
@@ -600,15 +600,37 @@ SUMMARY_METRICS = (
 
 def summarize(runs: pl.DataFrame, cfg: EvalConfig, version: str) -> pl.DataFrame:
     """eval_summary rows: per (evaluation, workload set, scheduler) over its runs."""
-    ref_name = cfg.reference_scheduler
+    return summarize_runs(
+        runs,
+        reference=cfg.reference_scheduler,
+        order=cfg.names,
+        confidence=cfg.confidence,
+        slot_s=cfg.slot_s,
+        config=canonical_json(cfg.to_dict()),
+        version=version,
+    )
+
+
+def summarize_runs(
+    runs: pl.DataFrame,
+    *,
+    reference: str,
+    order: Sequence[str],
+    confidence: float,
+    slot_s: float,
+    config: str,
+    version: str,
+) -> pl.DataFrame:
+    """eval_summary rows of any evaluation's `eval_runs` rows: means with intervals, and
+    the JCT ratio to `reference` paired by (workload, replicate)."""
+    ref_name = reference
     ref = runs.filter(pl.col("scheduler") == ref_name).select(
         "workload_id", "replicate", pl.col("avg_jct_s").alias("_ref_jct")
     )
     paired = runs.join(ref, on=["workload_id", "replicate"], how="left").with_columns(
         (pl.col("avg_jct_s") / pl.col("_ref_jct")).alias("_ratio")
     )
-    config = canonical_json(cfg.to_dict())
-    order = {name: i for i, name in enumerate(cfg.names)}
+    rank = {name: i for i, name in enumerate(order)}
     rows = []
     for (workload_set, scheduler), group in paired.group_by(
         "workload_set", "scheduler", maintain_order=True
@@ -622,13 +644,13 @@ def summarize(runs: pl.DataFrame, cfg: EvalConfig, version: str) -> pl.DataFrame
             "n_sequences": group["workload_id"].n_unique(),
             "n_seeds": group["seed"].n_unique(),
             "n_jobs": int(group["n_jobs"].sum()),
-            "confidence": cfg.confidence,
+            "confidence": confidence,
         }
         for column, stem in SUMMARY_METRICS:
-            mean, low, high = mean_ci(group[column].to_numpy(), cfg.confidence)
+            mean, low, high = mean_ci(group[column].to_numpy(), confidence)
             row.update({column: mean, f"{stem}_ci_low": low, f"{stem}_ci_high": high})
-        row["avg_jct_slots"] = row["avg_jct_s"] / cfg.slot_s
-        ratio, low, high = mean_ci(group["_ratio"].to_numpy(), cfg.confidence)
+        row["avg_jct_slots"] = row["avg_jct_s"] / slot_s
+        ratio, low, high = mean_ci(group["_ratio"].to_numpy(), confidence)
         row.update(
             reference=ref_name,
             jct_ratio=ratio,
@@ -638,9 +660,9 @@ def summarize(runs: pl.DataFrame, cfg: EvalConfig, version: str) -> pl.DataFrame
             code_version=version,
         )
         rows.append(row)
-    rows.sort(key=lambda r: (r["workload_set"], order[r["scheduler"]]))
+    rows.sort(key=lambda r: (r["workload_set"], rank[r["scheduler"]]))
     frame = pl.DataFrame(rows, infer_schema_length=None)
-    return _cast_to(frame, EvalSummary)
+    return cast_to_contract(frame, EvalSummary)
 
 
 # -- storage and plots ---------------------------------------------------------------------

@@ -13,6 +13,7 @@ from models.heuristics.registry import (
     ALLOCATIONS,
     HEURISTICS,
     PLACEMENTS,
+    REPLAYS,
     Registry,
     make_scheduler,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "FIFO",
     "HEURISTICS",
     "PLACEMENTS",
+    "REPLAYS",
     "SRTF",
     "BinPacking",
     "LoadBalancing",

@@ -17,9 +17,11 @@ from models.heuristics.lif import lif_line, lif_quad
 from models.heuristics.optimus import Optimus, OptimusOracle
 from models.heuristics.pickers import SJF, FirstFit, Random, TetrisPicker
 from models.heuristics.priority import FIFO, SRTF
+from models.heuristics.replay import REPLAY_RULES
 from models.heuristics.tetris import Tetris
 from tracelib.sim.placement import BinPacking, LoadBalancing, RandomPlacement
 from tracelib.sim.policy import AllocationPolicy, PlacementPolicy, RequestedAllocation, Scheduler
+from tracelib.sim.replay import ReplayRule
 
 T = TypeVar("T")
 
@@ -78,6 +80,12 @@ PLACEMENTS: Registry[PlacementPolicy] = Registry(
         }
     ),
 )
+
+REPLAYS: Registry[ReplayRule] = Registry(
+    "replay rule",
+    MappingProxyType({name: (lambda r=rule: r) for name, rule in REPLAY_RULES.items()}),
+)
+"""Whole-trace replay rules (`schedlab replay`, `models/heuristics/replay.py`)."""
 
 HEURISTICS = ("fifo", "srtf", "drf", "tetris", "optimus", "optimus-oracle")
 """The DL2 baselines (plus the oracle reference), in the order reports list them."""

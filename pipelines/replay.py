@@ -1,0 +1,282 @@
+"""`schedlab replay SOURCE_ID`: a whole ingested trace under each replay rule.
+
+Every job with a recorded run time keeps its GPUs, its submit time and its run time
+(`tracelib.sim.replay`); the cluster is given or sized from the trace: the most GPUs its
+jobs held at once over their recorded run intervals (start to end; submit to submit + run
+time where the trace has no start), rounded up to whole servers, per GPU type when the
+trace names types. Each rule's run becomes one `eval_runs` row, one `eval_jobs` row per
+replayed job and one `eval_summary` row, in workload set `replay:<source>`, so the
+leaderboard and the README's evaluation queries read replays like any evaluation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from models.heuristics import REPLAYS
+from pipelines.contracts import EvalJobs, EvalRuns
+from pipelines.evaluation import EvalTables, cast_to_contract, store_evaluation, summarize_runs
+from pipelines.progress import QUIET, Reporter
+from tracelib.provenance import canonical_json, code_version
+from tracelib.sim.replay import ReplayCluster, ReplayJobs, peak_gpu_demand, replay
+from warehouse import connect, read_frame, transaction
+
+DEFAULT_RULES = ("fifo", "sjf", "srtf", "drf", "tetris")
+"""Rules `schedlab replay` runs when none is named (all registered but fifo-backfill)."""
+
+REFERENCE = "fifo"
+"""The rule every other's JCT ratio is taken against (what a plain queue does)."""
+
+FINAL_STATUSES = ("completed", "failed", "killed")
+"""Jobs whose recorded run time is final (running/pending ones have none yet)."""
+
+
+class ReplayInputError(ValueError):
+    """The source, window or cluster given cannot be replayed (the message says why)."""
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """One `schedlab replay`."""
+
+    source_id: str
+    schedulers: tuple[str, ...] = DEFAULT_RULES
+    """Registered replay rules (`models.heuristics.REPLAYS`)."""
+    servers: int | None = None
+    """Servers of the cluster (None: sized from the trace's peak GPU demand)."""
+    gpus_per_server: float = 8.0
+    window: tuple[datetime, datetime] | None = None
+    """Replay only jobs submitted in [start, end)."""
+    preempt_cost_s: float = 30.0
+    """Run time a preempted job loses when it resumes (checkpoint and restart; DL2 section
+    6.3 measures tens of seconds)."""
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.schedulers if s not in REPLAYS.names()]
+        if unknown or not self.schedulers:
+            raise ReplayInputError(
+                f"unknown replay rule(s) {unknown}; known: {', '.join(REPLAYS.names())}"
+            )
+        if self.servers is not None and self.servers < 1:
+            raise ReplayInputError("--servers must be at least 1")
+        if not self.gpus_per_server > 0:
+            raise ReplayInputError("--gpus-per-server must be positive")
+        if self.window is not None and not self.window[0] < self.window[1]:
+            raise ReplayInputError("--window START,END needs START before END")
+        if self.preempt_cost_s < 0:
+            raise ReplayInputError("preempt_cost_s must be non-negative")
+
+    @property
+    def workload_set(self) -> str:
+        return f"replay:{self.source_id}"
+
+
+@dataclass(frozen=True)
+class ReplayOutcome:
+    eval_id: str
+    n_jobs: int
+    left_out: dict[str, int]
+    """Jobs of the source not replayed, by reason."""
+    cluster: ReplayCluster
+    summary: pl.DataFrame
+    seconds: dict[str, float]
+    """Wall time of each rule's replay."""
+
+
+def load_trace(con, cfg: ReplayConfig) -> tuple[pl.DataFrame, dict[str, int], str]:
+    """The source's replayable jobs (submit order), the left-out counts by reason, and the
+    source's content hash. ReplayInputError names what is missing."""
+    source = read_frame(
+        con, "SELECT content_hash FROM trace_sources WHERE source_id = ?", [cfg.source_id]
+    )
+    if source.height == 0:
+        known = read_frame(con, "SELECT source_id FROM trace_sources ORDER BY source_id")
+        raise ReplayInputError(
+            f"unknown trace source {cfg.source_id!r}; ingested: "
+            f"{', '.join(known['source_id'].to_list()) or 'none'}"
+        )
+    jobs = read_frame(
+        con,
+        "SELECT job_id, submit_time, start_time, end_time, duration_s, num_gpus, status, "
+        "user_name, model, gpu_type FROM jobs WHERE source_id = ? ORDER BY submit_time, job_id",
+        [cfg.source_id],
+    )
+    left_out: Counter[str] = Counter()
+    if cfg.window is not None:
+        inside = (pl.col("submit_time") >= cfg.window[0]) & (pl.col("submit_time") < cfg.window[1])
+        left_out["submitted outside the window"] = int(jobs.filter(~inside).height)
+        jobs = jobs.filter(inside)
+    ran = pl.coalesce(
+        "duration_s",
+        (pl.col("end_time") - pl.col("start_time")).dt.total_microseconds() / 1e6,
+    )
+    jobs = jobs.with_columns(ran.alias("run_s"))
+    final = pl.col("status").is_in(FINAL_STATUSES)
+    left_out.update(
+        {f"status {s}": n for s, n in jobs.filter(~final)["status"].value_counts().iter_rows() if n}
+    )
+    jobs = jobs.filter(final)
+    no_time = pl.col("run_s").is_null()
+    left_out["no recorded run time"] = int(jobs.filter(no_time).height)
+    jobs = jobs.filter(~no_time)
+    if jobs.height == 0:
+        raise ReplayInputError(
+            f"source {cfg.source_id!r} has no job to replay (left out: "
+            f"{_counts(left_out) or 'none'}); a job needs a final status and a run time"
+        )
+    return jobs, {k: v for k, v in left_out.items() if v}, source["content_hash"][0]
+
+
+def size_cluster(jobs: pl.DataFrame, cfg: ReplayConfig) -> ReplayCluster:
+    """The given cluster, or servers for the peak concurrent GPU demand (per GPU type when
+    the trace names types: a job of "A|B" counts toward A)."""
+    g = cfg.gpus_per_server
+    first_type = jobs["gpu_type"].fill_null("").str.split("|").list.first().fill_null("")
+    typed = bool((first_type != "").any())
+    if cfg.servers is not None:
+        # A given cluster has no types: jobs go wherever they fit.
+        return ReplayCluster(cfg.servers, g)
+    t0 = jobs["submit_time"].min()
+    submit = _seconds(jobs["submit_time"], t0)
+    start = np.where(
+        jobs["start_time"].is_null().to_numpy(), submit, _seconds(jobs["start_time"], t0)
+    )
+    run = jobs["run_s"].to_numpy()
+    gpus = jobs["num_gpus"].to_numpy()
+    types = first_type.to_list() if typed else [""] * jobs.height
+    per_type: list[tuple[str, int]] = []
+    for gpu_type in sorted(set(types)):
+        mask = np.array([t == gpu_type for t in types])
+        peak = peak_gpu_demand(start[mask], start[mask] + run[mask], gpus[mask])
+        widest = float(gpus[mask].max())
+        per_type.append((gpu_type, max(1, math.ceil(max(peak, widest) / g - 1e-9))))
+    if not typed:
+        return ReplayCluster(per_type[0][1], g)
+    server_types = tuple(t for t, n in per_type for _ in range(n))
+    return ReplayCluster(len(server_types), g, server_types)
+
+
+def _seconds(column: pl.Series, t0) -> np.ndarray:
+    return ((column - t0).dt.total_microseconds() / 1e6).to_numpy().astype(float)
+
+
+def _counts(counter: dict[str, int]) -> str:
+    return ", ".join(f"{n:,} {reason}" for reason, n in counter.items() if n)
+
+
+def replay_jobs(jobs: pl.DataFrame, cluster: ReplayCluster) -> ReplayJobs:
+    """Engine columns of the loaded jobs: arrival from the first submit, run time (at least
+    one second), GPUs, user index, GPU type (only when the servers have types)."""
+    t0 = jobs["submit_time"].min()
+    users = jobs["user_name"].fill_null("").cast(pl.Categorical).to_physical().to_numpy()
+    return ReplayJobs(
+        arrival_s=_seconds(jobs["submit_time"], t0),
+        duration_s=np.maximum(jobs["run_s"].to_numpy().astype(float), 1.0),
+        gpus=jobs["num_gpus"].to_numpy().astype(float),
+        users=users.astype(np.int64),
+        gpu_types=(
+            np.array(jobs["gpu_type"].fill_null("").to_list(), dtype=object)
+            if cluster.gpu_types is not None
+            else None
+        ),
+    )
+
+
+def replay_stage(
+    warehouse: str | Path | None, cfg: ReplayConfig, progress: Reporter = QUIET
+) -> ReplayOutcome:
+    """Replay the source under every rule of `cfg` and store the rows (one transaction)."""
+    with connect(warehouse, read_only=True) as con:
+        jobs, left_out, content_hash = load_trace(con, cfg)
+    cluster = size_cluster(jobs, cfg)
+    engine_jobs = replay_jobs(jobs, cluster)
+    version = code_version()
+    config = canonical_json(
+        {**asdict(cfg), "window": [str(t) for t in cfg.window] if cfg.window else None}
+        | {"cluster": asdict(cluster)}
+    )
+    eval_id = (
+        "replay-" + hashlib.sha256(f"{config}|{content_hash}|{version}".encode()).hexdigest()[:16]
+    )
+    workload_id = cfg.workload_set + (
+        f"@{cfg.window[0].isoformat()}..{cfg.window[1].isoformat()}" if cfg.window else ""
+    )
+    progress.line(
+        f"replay {cfg.source_id}: {len(engine_jobs):,} jobs on {cluster.n_servers:,} servers x "
+        f"{cluster.gpus_per_server:g} GPUs"
+        + (f" ({len(set(cluster.gpu_types))} GPU types)" if cluster.gpu_types else "")
+        + (f"; left out {_counts(left_out)}" if left_out else "")
+    )
+    run_rows, job_frames, seconds = [], [], {}
+    names = jobs["job_id"].to_list()
+    models = jobs["model"].fill_null("unknown").to_list()
+    for name in cfg.schedulers:
+        t = time.perf_counter()
+        with progress.bar(f"replay {name}", len(engine_jobs)) as advance:
+            result = replay(
+                engine_jobs,
+                cluster,
+                REPLAYS.create(name),
+                preempt_cost_s=cfg.preempt_cost_s,
+                progress=advance,
+            )
+        seconds[name] = time.perf_counter() - t
+        run_id = f"{eval_id}/{name}"
+        metrics = result.metrics(cluster.total_gpus)
+        run_rows.append(
+            {
+                "run_id": run_id,
+                "eval_id": eval_id,
+                "scheduler": name,
+                "policy": f"replay:{name}",
+                "workload_set": cfg.workload_set,
+                "workload_id": workload_id,
+                "split": "test",
+                "sequence_no": 0,
+                "replicate": 0,
+                "seed": 0,
+                **metrics,
+                "trace_version": content_hash,
+                "config": config,
+                "code_version": version,
+            }
+        )
+        job_frames.append(
+            result.jobs.with_columns(
+                pl.lit(run_id).alias("run_id"),
+                pl.lit(eval_id).alias("eval_id"),
+                pl.lit(name).alias("scheduler"),
+                pl.lit(workload_id).alias("workload_id"),
+                pl.lit(0, dtype=pl.Int64).alias("seed"),
+                pl.Series("job_id", names, dtype=pl.Utf8),
+                pl.Series("model", models, dtype=pl.Utf8),
+            ).drop("preemptions")
+        )
+        progress.line(
+            f"replay {name}: {seconds[name]:.1f} s, average JCT "
+            f"{metrics['avg_jct_s'] / 3600:.2f} h, utilization {metrics['utilization']:.2f}"
+        )
+    runs = cast_to_contract(pl.DataFrame(run_rows), EvalRuns)
+    reference = REFERENCE if REFERENCE in cfg.schedulers else cfg.schedulers[0]
+    summary = summarize_runs(
+        runs,
+        reference=reference,
+        order=cfg.schedulers,
+        confidence=0.95,
+        slot_s=1200.0,
+        config=config,
+        version=version,
+    )
+    tables = EvalTables(eval_id, runs, cast_to_contract(pl.concat(job_frames), EvalJobs), summary)
+    with connect(warehouse) as con, transaction(con):
+        store_evaluation(con, tables)
+    return ReplayOutcome(eval_id, len(engine_jobs), left_out, cluster, summary, seconds)
