@@ -142,6 +142,14 @@ class EvalSummary(pa.DataFrameModel):
     config: pl.Utf8
     code_version: pl.Utf8
     evaluated_at: pl.Datetime = pa.Field(nullable=True)
+    family: pl.Utf8 = pa.Field(nullable=True)
+    """"heuristic" or the learned system (dl2, ...)."""
+    best_heuristic: pl.Utf8 = pa.Field(nullable=True)
+    """The set's non-oracle heuristic with the lowest average JCT."""
+    ratio_to_best_heuristic: pl.Float64 = pa.Field(nullable=True, gt=0)
+    """Mean over (sequence, seed) pairs of JCT / the best heuristic's JCT."""
+    ratio_ci_low: pl.Float64 = pa.Field(nullable=True)
+    ratio_ci_high: pl.Float64 = pa.Field(nullable=True)
 
     class Config:
         name = "eval_summary"

@@ -74,7 +74,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -608,7 +608,13 @@ def summarize(runs: pl.DataFrame, cfg: EvalConfig, version: str) -> pl.DataFrame
         slot_s=cfg.slot_s,
         config=canonical_json(cfg.to_dict()),
         version=version,
+        families={ref.name: ref.system for ref in cfg.learned},
     )
+
+
+def is_oracle(scheduler: str) -> bool:
+    """Schedulers that read the simulator's truth: never the best heuristic."""
+    return scheduler.endswith("-oracle") or "-oracle+" in scheduler
 
 
 def summarize_runs(
@@ -620,9 +626,12 @@ def summarize_runs(
     slot_s: float,
     config: str,
     version: str,
+    families: Mapping[str, str] | None = None,
 ) -> pl.DataFrame:
-    """eval_summary rows of any evaluation's `eval_runs` rows: means with intervals, and
-    the JCT ratio to `reference` paired by (workload, replicate)."""
+    """eval_summary rows of any evaluation's `eval_runs` rows: means with intervals, the
+    JCT ratio to `reference` and to the set's best non-oracle heuristic, each paired by
+    (workload, replicate). `families`: scheduler -> learned system (others: heuristic)."""
+    families = dict(families or {})
     ref_name = reference
     ref = runs.filter(pl.col("scheduler") == ref_name).select(
         "workload_id", "replicate", pl.col("avg_jct_s").alias("_ref_jct")
@@ -660,9 +669,40 @@ def summarize_runs(
             code_version=version,
         )
         rows.append(row)
+    for row in rows:
+        row["family"] = families.get(row["scheduler"], "heuristic")
+    _add_best_heuristic(rows, runs, confidence)
     rows.sort(key=lambda r: (r["workload_set"], rank[r["scheduler"]]))
     frame = pl.DataFrame(rows, infer_schema_length=None)
     return cast_to_contract(frame, EvalSummary)
+
+
+def _add_best_heuristic(rows: list[dict], runs: pl.DataFrame, confidence: float) -> None:
+    """Per workload set: the non-oracle heuristic with the lowest mean JCT, and every
+    scheduler's paired JCT ratio to it (None where the set has no such heuristic)."""
+    for workload_set in {r["workload_set"] for r in rows}:
+        mine = [r for r in rows if r["workload_set"] == workload_set]
+        fair = [r for r in mine if r["family"] == "heuristic" and not is_oracle(r["scheduler"])]
+        if not fair:
+            continue
+        best = min(fair, key=lambda r: r["avg_jct_s"])["scheduler"]
+        part = runs.filter(pl.col("workload_set") == workload_set)
+        ref = part.filter(pl.col("scheduler") == best).select(
+            "workload_id", "replicate", pl.col("avg_jct_s").alias("_best")
+        )
+        for row in mine:
+            pairs = part.filter(pl.col("scheduler") == row["scheduler"]).join(
+                ref, on=["workload_id", "replicate"], how="inner"
+            )
+            if pairs.height == 0:
+                continue
+            ratio, low, high = mean_ci((pairs["avg_jct_s"] / pairs["_best"]).to_numpy(), confidence)
+            row.update(
+                best_heuristic=best,
+                ratio_to_best_heuristic=ratio,
+                ratio_ci_low=low,
+                ratio_ci_high=high,
+            )
 
 
 # -- storage and plots ---------------------------------------------------------------------

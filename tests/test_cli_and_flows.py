@@ -103,6 +103,21 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
     }
     assert board.filter(pl.col("scheduler") == "drf")["improvement_over_drf"].to_list() == [0, 0]
     assert board["latest"].all() and board["rank"].min() >= 1
+    with connect(warehouse_path) as con:
+        families = read_frame(
+            con,
+            "SELECT kind, workload_set, scheduler, family, best_heuristic, "
+            "ratio_to_best_heuristic, ratio_ci_low, ratio_ci_high FROM leaderboard WHERE latest",
+        )
+    # One board across families: the DL2 setting's sets and each paper scenario.
+    assert {"heuristic", "dl2", "harmony", "chic", "rl-taps"} <= set(families["family"])
+    assert {"synthetic", "production", "paper"} == set(families["kind"])
+    synthetic = families.filter(pl.col("workload_set") == "dl2-synthetic")
+    best = synthetic["best_heuristic"].unique().to_list()
+    assert len(best) == 1 and not best[0].endswith("-oracle")
+    # The best heuristic's ratio to itself is 1; every paired interval holds its ratio.
+    assert synthetic.filter(pl.col("scheduler") == best[0])["ratio_to_best_heuristic"][0] == 1.0
+    assert synthetic["ratio_to_best_heuristic"].null_count() == 0
 
     again = nightly_flow(warehouse=str(warehouse_path), seed=1, incoming=str(incoming), **small)
     assert {i["outcome"] for i in again["ingested"]} == {"unchanged"}

@@ -524,3 +524,50 @@ def test_evaluation_flows_end_to_end(prefect_harness, warehouse_path, tmp_path):
     with connect(warehouse_path) as con:
         flows = read_frame(con, "SELECT flow, status FROM pipeline_runs ORDER BY started_at")
     assert flows.rows() == [("schedlab-nightly", "completed"), ("schedlab-evaluate", "completed")]
+
+
+def test_the_best_heuristic_is_never_an_oracle_and_ratios_are_paired():
+    from pipelines.evaluation import summarize_runs
+
+    # Two sequences x two replicates; the oracle is fastest, drf the best fair heuristic.
+    jct = {"optimus-oracle": [5.0, 6, 5, 6], "drf": [10.0, 12, 10, 12], "fifo": [20.0, 24, 30, 36]}
+    jct["dl2"] = [9.0, 12, 11, 12]
+    rows = []
+    for name, values in jct.items():
+        for k, v in enumerate(values):
+            rows.append(
+                {
+                    "eval_id": "e",
+                    "workload_set": "s",
+                    "scheduler": name,
+                    "policy": name,
+                    "workload_id": f"w{k // 2}",
+                    "replicate": k % 2,
+                    "seed": k % 2,
+                    "n_jobs": 3,
+                    "avg_jct_s": v,
+                    "median_jct_s": v,
+                    "p95_jct_s": v,
+                    "makespan_s": v,
+                    "mean_slowdown": 1.0,
+                    "utilization": 0.5,
+                }
+            )
+    summary = summarize_runs(
+        pl.DataFrame(rows),
+        reference="drf",
+        order=list(jct),
+        confidence=0.95,
+        slot_s=1.0,
+        config="{}",
+        version="v",
+        families={"dl2": "dl2"},
+    )
+    by = {r["scheduler"]: r for r in summary.iter_rows(named=True)}
+    assert {r["best_heuristic"] for r in by.values()} == {"drf"}
+    assert by["dl2"]["family"] == "dl2" and by["fifo"]["family"] == "heuristic"
+    assert by["drf"]["ratio_to_best_heuristic"] == 1.0
+    # Paired: mean of 9/10, 12/12, 11/10, 12/12 (not the ratio of the means).
+    assert by["dl2"]["ratio_to_best_heuristic"] == pytest.approx((0.9 + 1 + 1.1 + 1) / 4)
+    assert by["dl2"]["ratio_ci_low"] < 1 < by["dl2"]["ratio_ci_high"]
+    assert by["fifo"]["ratio_ci_low"] > 1
