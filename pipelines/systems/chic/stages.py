@@ -267,7 +267,12 @@ def evaluate_chic_stage(
     rows: list[dict[str, Any]] = []
     acts: dict[str, dict[float, list[float]]] = {}
     evaluated_at = datetime.now(UTC).replace(tzinfo=None)
-    with progress.bar("Chic evaluation: arrival rates", len(cfg.rates)) as advance:
+    # One intra-op thread, as in training: the sampled actions must not depend on how many
+    # threads the calling process happens to have (a worker process or the flow's own).
+    with (
+        scoped_torch(threads=1),
+        progress.bar("Chic evaluation: arrival rates", len(cfg.rates)) as advance,
+    ):
         for done, rate in enumerate(cfg.rates, 1):
             rate_rows, runs = _evaluate_rate(cfg, rate, policies, loaded, eval_id, evaluated_at)
             rows += rate_rows
