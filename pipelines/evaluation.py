@@ -608,8 +608,14 @@ def summarize(runs: pl.DataFrame, cfg: EvalConfig, version: str) -> pl.DataFrame
         slot_s=cfg.slot_s,
         config=canonical_json(cfg.to_dict()),
         version=version,
-        families={ref.name: ref.system for ref in cfg.learned},
+        families={ref.name: family_of(ref.system) for ref in cfg.learned},
     )
+
+
+def family_of(system: str) -> str:
+    """The leaderboard family of a learned policy's system: an ablation belongs to its
+    system ("dl2-without-replay" -> "dl2")."""
+    return system.split("-without-")[0]
 
 
 def is_oracle(scheduler: str) -> bool:
