@@ -24,10 +24,17 @@ import polars as pl
 
 from models.heuristics import REPLAYS
 from pipelines.contracts import EvalJobs, EvalRuns
-from pipelines.evaluation import EvalTables, cast_to_contract, store_evaluation, summarize_runs
+from pipelines.evaluation import (
+    EvalTables,
+    cast_to_contract,
+    run_metrics,
+    store_evaluation,
+    summarize_runs,
+)
 from pipelines.progress import QUIET, Reporter
+from tracelib.describe import peak_gpu_demand
 from tracelib.provenance import canonical_json, code_version
-from tracelib.sim.replay import ReplayCluster, ReplayJobs, peak_gpu_demand, replay
+from tracelib.sim.replay import ReplayCluster, ReplayJobs, replay
 from warehouse import connect, read_frame, transaction
 
 DEFAULT_RULES = ("fifo", "sjf", "srtf", "drf", "tetris")
@@ -137,29 +144,22 @@ def load_trace(con, cfg: ReplayConfig) -> tuple[pl.DataFrame, dict[str, int], st
 
 
 def size_cluster(jobs: pl.DataFrame, cfg: ReplayConfig) -> ReplayCluster:
-    """The given cluster, or servers for the peak concurrent GPU demand (per GPU type when
-    the trace names types: a job of "A|B" counts toward A)."""
+    """The given cluster, or servers for the peak concurrent GPU demand as `schedlab
+    describe` reports it (per GPU type when the trace names types: a job of "A|B" counts
+    toward A), and at least the widest job."""
     g = cfg.gpus_per_server
-    first_type = jobs["gpu_type"].fill_null("").str.split("|").list.first().fill_null("")
-    typed = bool((first_type != "").any())
     if cfg.servers is not None:
         # A given cluster has no types: jobs go wherever they fit.
         return ReplayCluster(cfg.servers, g)
-    t0 = jobs["submit_time"].min()
-    submit = _seconds(jobs["submit_time"], t0)
-    start = np.where(
-        jobs["start_time"].is_null().to_numpy(), submit, _seconds(jobs["start_time"], t0)
-    )
-    run = jobs["run_s"].to_numpy()
-    gpus = jobs["num_gpus"].to_numpy()
-    types = first_type.to_list() if typed else [""] * jobs.height
+    first_type = jobs["gpu_type"].fill_null("").str.split("|").list.first().fill_null("")
     per_type: list[tuple[str, int]] = []
-    for gpu_type in sorted(set(types)):
-        mask = np.array([t == gpu_type for t in types])
-        peak = peak_gpu_demand(start[mask], start[mask] + run[mask], gpus[mask])
-        widest = float(gpus[mask].max())
-        per_type.append((gpu_type, max(1, math.ceil(max(peak, widest) / g - 1e-9))))
-    if not typed:
+    for gpu_type, part in jobs.with_columns(first_type.alias("_type")).group_by(
+        "_type", maintain_order=False
+    ):
+        need = max(peak_gpu_demand(part), float(part["num_gpus"].max()))
+        per_type.append((gpu_type[0], max(1, math.ceil(need / g - 1e-9))))
+    per_type.sort()
+    if per_type == [("", per_type[0][1])]:
         return ReplayCluster(per_type[0][1], g)
     server_types = tuple(t for t, n in per_type for _ in range(n))
     return ReplayCluster(len(server_types), g, server_types)
@@ -231,7 +231,7 @@ def replay_stage(
             )
         seconds[name] = time.perf_counter() - t
         run_id = f"{eval_id}/{name}"
-        metrics = result.metrics(cluster.total_gpus)
+        metrics = run_metrics(result.jobs, cluster.total_gpus)
         run_rows.append(
             {
                 "run_id": run_id,

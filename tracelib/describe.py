@@ -124,6 +124,12 @@ def _intervals(jobs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def peak_gpu_demand(jobs: pl.DataFrame) -> float:
+    """Most GPUs the jobs held at once over their recorded run intervals (start or submit to
+    end or start + duration), as `schedlab describe` reports it."""
+    return _concurrency(_intervals(jobs))[0]
+
+
 def _concurrency(
     runs: pl.DataFrame, points: int = 2000
 ) -> tuple[float, datetime | None, pl.DataFrame]:

@@ -108,28 +108,13 @@ class ReplayJobs:
 
 @dataclass(frozen=True)
 class ReplayResult:
-    """Per-job outcome: first start, finish, JCT (finish - arrival), preemptions."""
+    """Per-job outcome: first start, finish, JCT (finish - arrival), GPU-seconds held,
+    preemptions (the columns of `eval_jobs`' times, plus preemptions)."""
 
     jobs: pl.DataFrame
     """job_index, arrival_s, start_s, finish_s, jct_s, ideal_s, slowdown, gpu_time_s,
     preemptions."""
     events: int
-
-    def metrics(self, total_gpus: float) -> dict[str, float]:
-        """The run's JCT, slowdown, makespan and GPU utilization."""
-        jct = self.jobs["jct_s"]
-        makespan = float(self.jobs["finish_s"].max() - self.jobs["arrival_s"].min())
-        gpu_time = float(self.jobs["gpu_time_s"].sum())
-        return {
-            "n_jobs": self.jobs.height,
-            "avg_jct_s": float(jct.mean()),
-            "median_jct_s": float(jct.median()),
-            "p95_jct_s": float(jct.quantile(0.95, interpolation="linear")),
-            "makespan_s": makespan,
-            "mean_slowdown": float(self.jobs["slowdown"].mean()),
-            "gpu_time_s": gpu_time,
-            "utilization": min(1.0, gpu_time / (total_gpus * makespan)) if makespan > 0 else 0.0,
-        }
 
 
 class Unplaceable(ValueError):
@@ -241,6 +226,7 @@ def replay(
     stint = np.zeros(n)  # when the current stint began
     resume_extra = np.zeros(n)  # preemption cost owed by the current stint
     preemptions = np.zeros(n, dtype=np.int64)
+    held = np.zeros(n)  # seconds holding GPUs, restarts included
     version = np.zeros(n, dtype=np.int64)  # invalidates a preempted job's finish event
     placed: dict[int, list[tuple[int, float]]] = {}
     user_gpus = np.zeros(int(users.max()) + 1 if n else 1)
@@ -285,6 +271,7 @@ def replay(
 
     def stop(i: int, now: float) -> None:
         servers.release(placed.pop(i))
+        held[i] += now - stint[i]
         user_gpus[users[i]] -= gpus[i]
 
     def preempt(i: int, now: float) -> None:
@@ -380,7 +367,7 @@ def replay(
             if kind == 1:
                 if gpus[i] <= 0:
                     # No GPU asked: runs at once (the replay tracks GPUs only).
-                    start[i] = now
+                    start[i] = stint[i] = now
                     heapq.heappush(events, (now + duration[i], 0, i, int(version[i])))
                     placed[i] = []
                     continue
@@ -406,19 +393,8 @@ def replay(
             "jct_s": jct,
             "ideal_s": duration,
             "slowdown": jct / duration,
-            "gpu_time_s": gpus * (duration + preemptions * preempt_cost_s),
+            "gpu_time_s": gpus * held,
             "preemptions": preemptions,
         }
     )
     return ReplayResult(frame, n_events)
-
-
-def peak_gpu_demand(start_s: np.ndarray, end_s: np.ndarray, gpus: np.ndarray) -> float:
-    """Most GPUs held at once by jobs running over [start, end) (a sweep over the edges)."""
-    if len(gpus) == 0:
-        return 0.0
-    times = np.concatenate([start_s, end_s])
-    delta = np.concatenate([gpus, -gpus])
-    # Ends before starts at the same instant: a GPU released at t is free at t.
-    order = np.lexsort((delta, times))
-    return float(max(0.0, np.cumsum(delta[order]).max()))
