@@ -73,6 +73,7 @@ the registry when the config is made.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -638,16 +639,11 @@ def summarize_runs(
     JCT ratio to `reference` and to the set's best non-oracle heuristic, each paired by
     (workload, replicate). `families`: scheduler -> learned system (others: heuristic)."""
     families = dict(families or {})
-    ref_name = reference
-    ref = runs.filter(pl.col("scheduler") == ref_name).select(
-        "workload_id", "replicate", pl.col("avg_jct_s").alias("_ref_jct")
-    )
-    paired = runs.join(ref, on=["workload_id", "replicate"], how="left").with_columns(
-        (pl.col("avg_jct_s") / pl.col("_ref_jct")).alias("_ratio")
-    )
+    sets = runs["workload_set"].unique().to_list()
+    to_reference = _paired_ratios(runs, dict.fromkeys(sets, reference), confidence)
     rank = {name: i for i, name in enumerate(order)}
     rows = []
-    for (workload_set, scheduler), group in paired.group_by(
+    for (workload_set, scheduler), group in runs.group_by(
         "workload_set", "scheduler", maintain_order=True
     ):
         row = {
@@ -665,9 +661,9 @@ def summarize_runs(
             mean, low, high = mean_ci(group[column].to_numpy(), confidence)
             row.update({column: mean, f"{stem}_ci_low": low, f"{stem}_ci_high": high})
         row["avg_jct_slots"] = row["avg_jct_s"] / slot_s
-        ratio, low, high = mean_ci(group["_ratio"].to_numpy(), confidence)
+        ratio, low, high = to_reference.get((workload_set, scheduler), (math.nan, None, None))
         row.update(
-            reference=ref_name,
+            reference=reference,
             jct_ratio=ratio,
             jct_ratio_ci_low=low,
             jct_ratio_ci_high=high,
@@ -683,28 +679,48 @@ def summarize_runs(
     return cast_to_contract(frame, EvalSummary)
 
 
+def _paired_ratios(
+    runs: pl.DataFrame, reference_of: Mapping[str, str], confidence: float
+) -> dict[tuple[str, str], tuple[float, float | None, float | None]]:
+    """Per (workload set, scheduler): mean and interval of its JCT over the set's reference
+    scheduler's JCT on the same (workload, replicate); sets without a reference are left out."""
+    chosen = pl.DataFrame(
+        {"workload_set": list(reference_of), "scheduler": list(reference_of.values())},
+        schema={"workload_set": pl.Utf8, "scheduler": pl.Utf8},
+    )
+    ref = runs.join(chosen, on=["workload_set", "scheduler"]).select(
+        "workload_set", "workload_id", "replicate", pl.col("avg_jct_s").alias("_ref_jct")
+    )
+    paired = runs.join(ref, on=["workload_set", "workload_id", "replicate"])
+    return {
+        (workload_set, scheduler): mean_ci(
+            (group["avg_jct_s"] / group["_ref_jct"]).to_numpy(), confidence
+        )
+        for (workload_set, scheduler), group in paired.group_by("workload_set", "scheduler")
+    }
+
+
 def _add_best_heuristic(rows: list[dict], runs: pl.DataFrame, confidence: float) -> None:
     """Per workload set: the non-oracle heuristic with the lowest mean JCT, and every
     scheduler's paired JCT ratio to it (None where the set has no such heuristic)."""
+    best_of: dict[str, str] = {}
     for workload_set in {r["workload_set"] for r in rows}:
-        mine = [r for r in rows if r["workload_set"] == workload_set]
-        fair = [r for r in mine if r["family"] == "heuristic" and not is_oracle(r["scheduler"])]
-        if not fair:
-            continue
-        best = min(fair, key=lambda r: r["avg_jct_s"])["scheduler"]
-        part = runs.filter(pl.col("workload_set") == workload_set)
-        ref = part.filter(pl.col("scheduler") == best).select(
-            "workload_id", "replicate", pl.col("avg_jct_s").alias("_best")
-        )
-        for row in mine:
-            pairs = part.filter(pl.col("scheduler") == row["scheduler"]).join(
-                ref, on=["workload_id", "replicate"], how="inner"
-            )
-            if pairs.height == 0:
-                continue
-            ratio, low, high = mean_ci((pairs["avg_jct_s"] / pairs["_best"]).to_numpy(), confidence)
+        fair = [
+            r
+            for r in rows
+            if r["workload_set"] == workload_set
+            and r["family"] == "heuristic"
+            and not is_oracle(r["scheduler"])
+        ]
+        if fair:
+            best_of[workload_set] = min(fair, key=lambda r: r["avg_jct_s"])["scheduler"]
+    to_best = _paired_ratios(runs, best_of, confidence)
+    for row in rows:
+        key = (row["workload_set"], row["scheduler"])
+        if key in to_best:
+            ratio, low, high = to_best[key]
             row.update(
-                best_heuristic=best,
+                best_heuristic=best_of[row["workload_set"]],
                 ratio_to_best_heuristic=ratio,
                 ratio_ci_low=low,
                 ratio_ci_high=high,
