@@ -197,6 +197,7 @@ def cmd_evaluate(args) -> int:
     from dataclasses import asdict
 
     from pipelines.evaluation import eval_config
+    from pipelines.registry import SYSTEMS
     from pipelines.stages import evaluate_stage, finish_run, learned_policies, start_run
 
     cfg = eval_config(
@@ -208,7 +209,9 @@ def cmd_evaluate(args) -> int:
         n_servers=args.servers,
         window=args.window or None,
         split=args.split,
-        learned=learned_policies(args.warehouse, _policy_args(args.policy or [])),
+        learned=learned_policies(
+            args.warehouse, _policy_args(args.policy or []), SYSTEMS.loaders()
+        ),
     )
     run_id = start_run(args.warehouse, "schedlab-evaluate", cfg.seed, {"evaluation": cfg.to_dict()})
     try:

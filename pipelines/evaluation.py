@@ -174,6 +174,13 @@ def default_schedulers() -> tuple[str, ...]:
     return tuple(name for name in registry.HEURISTICS if applicable(name))
 
 
+Loader = Callable[["LearnedPolicy", "EvalConfig"], DecisionPolicy]
+"""How a learned system's checkpoint runs in this evaluation's setting: (the policy's
+reference, the evaluation config) -> a decision policy (composed with the config's default
+placement or allocation where the system decides only one half). Each system's steps
+declare theirs (`Steps.loaders`, keyed by `policies.system`)."""
+
+
 @dataclass(frozen=True)
 class LearnedPolicy:
     """A registered policy (a `policies` row) evaluated under the scheduler name `name`."""
@@ -185,27 +192,9 @@ class LearnedPolicy:
     checkpoint_path: str
     sha256: str
     """The checkpoint is refused unless its bytes hash to this (models.checkpoints)."""
-
-
-def _load_dl2(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
-    # Imported here: evaluating heuristics alone should not pay for importing torch.
-    from models.dl2 import load_policy
-
-    policy = load_policy(ref.checkpoint_path, sha256=ref.sha256, name=ref.policy_id)
-    if policy.system != ref.system:
-        raise NotApplicable(f"{ref.policy_id}: checkpoint of system {policy.system!r}")
-    return Scheduler(policy, registry.PLACEMENTS.create(cfg.default_placement))
-
-
-LEARNED_LOADERS: dict[str, Callable[[LearnedPolicy, EvalConfig], DecisionPolicy]] = {
-    "dl2": _load_dl2,
-    "offline-rl": _load_dl2,
-    "dl2-without-critic": _load_dl2,
-    "dl2-without-exploration": _load_dl2,
-    "dl2-without-replay": _load_dl2,
-}
-"""Learned systems whose policies run in this setting: system -> loader (checkpoint ->
-policy, composed with the default placement where the system only allocates)."""
+    loader: Loader | None = field(default=None, compare=False, repr=False)
+    """How it runs here (from its system's steps); None: its system has no policy that runs
+    in this setting."""
 
 
 @dataclass(frozen=True)
@@ -259,10 +248,10 @@ class EvalConfig:
         for name in self.schedulers:
             resolve_scheduler(name, self.default_allocation, self.default_placement)
         for ref in self.learned:
-            if ref.system not in LEARNED_LOADERS:
+            if ref.loader is None:
                 raise NotApplicable(
-                    f"learned policy {ref.policy_id}: system {ref.system!r} does not run in "
-                    f"the {SETTING} setting (these do: {', '.join(LEARNED_LOADERS)})"
+                    f"learned policy {ref.policy_id}: system {ref.system!r} has no policy "
+                    f"that runs in the {SETTING} setting"
                 )
         if len(set(self.names)) != len(self.names):
             raise ValueError(f"scheduler names used twice: {list(self.names)}")
@@ -293,7 +282,7 @@ class EvalConfig:
     def policy(self, name: str) -> DecisionPolicy:
         for ref in self.learned:
             if ref.name == name:
-                return LEARNED_LOADERS[ref.system](ref, self)
+                return ref.loader(ref, self)
         return resolve_scheduler(name, self.default_allocation, self.default_placement)
 
     def to_dict(self) -> dict:
@@ -301,7 +290,7 @@ class EvalConfig:
         file path, so the evaluation id does not depend on where the warehouse lives."""
         out = asdict(self)
         for ref in out["learned"]:
-            del ref["checkpoint_path"]
+            del ref["checkpoint_path"], ref["loader"]
         return out
 
 

@@ -280,7 +280,7 @@ def nightly_flow(
         learned: dict[str, str] = {}
         for s in trained:
             learned |= s.steps().arena(pending[s.name])
-        refs = learned_policies(warehouse, learned)
+        refs = learned_policies(warehouse, learned, registry.loaders())
         evaluations = []
         for derived in summary["derived"] if evaluation else ():
             if not derived["splits"].get(evaluation.split):

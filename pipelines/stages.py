@@ -21,6 +21,7 @@ from pipelines.evaluation import (
     EvalConfig,
     EvalTables,
     LearnedPolicy,
+    Loader,
     evaluate,
     evaluation_id,
     headline,
@@ -284,10 +285,12 @@ def _stored_evaluation(
 
 
 def learned_policies(
-    warehouse: str | Path | None, wanted: Mapping[str, str]
+    warehouse: str | Path | None, wanted: Mapping[str, str], loaders: Mapping[str, Loader]
 ) -> tuple[LearnedPolicy, ...]:
     """Registered policies to evaluate: scheduler name -> policy id, or -> a system name for
-    its newest registered policy. Unknown ids and systems without a policy are errors."""
+    its newest registered policy, each with its system's loader from `loaders`
+    (`Registry.loaders()`). Unknown ids, systems without a policy and policies of a system
+    no loader runs are errors."""
     refs = []
     with connect(warehouse) as con:
         for name, key in wanted.items():
@@ -303,6 +306,12 @@ def learned_policies(
                     '"SELECT policy_id, system, created_at FROM policies"`'
                 )
             row = rows.row(0, named=True)
+            if row["system"] not in loaders:
+                raise ValueError(
+                    f"policy {row['policy_id']} (system {row['system']!r}) does not run in "
+                    f"the evaluation's setting; these systems' policies do: "
+                    f"{', '.join(sorted(loaders)) or 'none'}"
+                )
             refs.append(
                 LearnedPolicy(
                     name=name,
@@ -310,6 +319,7 @@ def learned_policies(
                     system=row["system"],
                     checkpoint_path=row["checkpoint_path"],
                     sha256=row["sha256"],
+                    loader=loaders[row["system"]],
                 )
             )
     return tuple(refs)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import duckdb
 
+    from pipelines.evaluation import Loader
     from pipelines.progress import Reporter
     from pipelines.sections import Section
 
@@ -77,6 +78,10 @@ class Steps(Protocol):
     def arena(self, pending: Pending) -> dict[str, str]:
         """The policies it enters into the evaluation on every workload set (scheduler
         name -> policy id), once trained; {} when none."""
+
+    def loaders(self) -> dict[str, Loader]:
+        """How its checkpoints run in that evaluation: `policies.system` -> loader
+        (`pipelines.evaluation.Loader`); {} when none of its policies runs there."""
 
     def collect(self, run: RunContext, cfg: Any, pending: Pending) -> dict:
         """Wait for what it submitted; its part of the run summary."""
@@ -154,6 +159,16 @@ class Registry:
 
     def __repr__(self) -> str:
         return f"Registry({', '.join(s.name for s in self.systems)})"
+
+    def loaders(self) -> dict[str, Loader]:
+        """Every system's arena loaders, by `policies.system` (imports each system's steps)."""
+        out: dict[str, Loader] = {}
+        for system in self.systems:
+            for name, loader in system.steps().loaders().items():
+                if name in out:
+                    raise ValueError(f"two systems load policies of system {name!r}")
+                out[name] = loader
+        return out
 
 
 def resized(cfg: Any, changes: Mapping[str, Any]) -> Any:

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from pipelines.evaluation import EvalConfig, evaluate
+from pipelines.registry import SYSTEMS
 from pipelines.stages import derive_stage, learned_policies, synthetic_stage
 from pipelines.systems.dl2.stages import DL2StageConfig, finetune_stage, record_stage, warmup_stage
 from tracelib.sim import ClusterConfig
@@ -134,7 +135,7 @@ def test_a_failed_stage_leaves_the_warehouse_as_it_was(trained):
 
 def test_registered_policy_is_evaluated_beside_the_heuristics(trained):
     path, (_, warm, tuned) = trained
-    refs = learned_policies(path, {"dl2": "dl2", "dl2-warmup": warm.policy_id})
+    refs = learned_policies(path, {"dl2": "dl2", "dl2-warmup": warm.policy_id}, SYSTEMS.loaders())
     assert [r.policy_id for r in refs] == [tuned.policy_id, warm.policy_id]
     with connect(path) as con:
         workloads = read_frame(con, "SELECT * FROM workloads")
@@ -155,7 +156,9 @@ def test_registered_policy_is_evaluated_beside_the_heuristics(trained):
     ]
     assert "checkpoint_path" not in json.dumps(cfg.to_dict())
     with pytest.raises(ValueError, match="no registered policy"):
-        learned_policies(path, {"x": "no-such-system"})
+        learned_policies(path, {"x": "no-such-system"}, SYSTEMS.loaders())
+    with pytest.raises(ValueError, match="does not run in the evaluation's setting"):
+        learned_policies(path, {"dl2": "dl2"}, {"harmony": SYSTEMS.loaders()["dl2"]})
 
 
 def test_offline_rl_and_ablations_register_under_their_systems(trained):

@@ -67,3 +67,7 @@ def collect(run: RunContext, cfg: ToyConfig, pending: Pending) -> dict:
 
 def report(con) -> list[Section]:
     return [Section("Toy system", "A fifth system.", [Table("toy table", ["a"], [["1"]])])]
+
+
+def loaders() -> dict:
+    return {}

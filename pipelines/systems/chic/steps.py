@@ -109,3 +109,8 @@ def prepare(run: RunContext, cfg: ChicRunConfig) -> Pending:
 def arena(pending: Pending) -> dict[str, str]:
     """Nothing yet: Chic is evaluated in its own scenario only."""
     return {}
+
+
+def loaders() -> dict:
+    """None of its policies runs in the evaluation on every workload set yet."""
+    return {}

@@ -9,11 +9,19 @@ from dataclasses import asdict, replace
 
 from prefect import task
 
+from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
 from pipelines.progress import QUIET, Reporter
 from pipelines.retries import IO_RETRIES
 from pipelines.sections import Section, exists, frame_table
 from pipelines.system import Pending, RunContext
-from pipelines.systems.dl2.stages import DL2StageConfig, finetune_stage, record_stage, warmup_stage
+from pipelines.systems.dl2.stages import (
+    VARIANTS,
+    DL2StageConfig,
+    finetune_stage,
+    record_stage,
+    warmup_stage,
+)
+from tracelib.sim import DecisionPolicy, Scheduler
 from warehouse import read_frame
 
 config = DL2StageConfig
@@ -74,6 +82,23 @@ def train(run: RunContext, cfg: DL2StageConfig, pending: Pending) -> Pending:
             for name in ("dl2", *cfg.variants)
         }
     }
+
+
+def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
+    """A DL2-family checkpoint (DL2, OfflineRL, the ablations) allocating in the evaluation,
+    placed by the evaluation's default placement (DL2's: load balancing)."""
+    from models.dl2 import load_policy
+    from models.heuristics.registry import PLACEMENTS
+
+    policy = load_policy(ref.checkpoint_path, sha256=ref.sha256, name=ref.policy_id)
+    if policy.system != ref.system:
+        raise NotApplicable(f"{ref.policy_id}: checkpoint of system {policy.system!r}")
+    return Scheduler(policy, PLACEMENTS.create(cfg.default_placement))
+
+
+def loaders() -> dict[str, Loader]:
+    """DL2's and every variant's checkpoints allocate in the evaluation."""
+    return dict.fromkeys(VARIANTS, load_arena_policy)
 
 
 def arena(pending: Pending) -> dict[str, str]:

@@ -139,3 +139,8 @@ def config() -> HarmonyRunConfig:
 def arena(pending: Pending) -> dict[str, str]:
     """Nothing yet: Harmony places, the evaluation on every workload set allocates."""
     return {}
+
+
+def loaders() -> dict:
+    """None of its policies runs in the evaluation on every workload set yet."""
+    return {}

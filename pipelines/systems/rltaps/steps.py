@@ -100,3 +100,8 @@ def prepare(run: RunContext, cfg: RLTapsRunConfig) -> Pending:
 def arena(pending: Pending) -> dict[str, str]:
     """Nothing yet: RL-TAPS is evaluated in its own scenario only."""
     return {}
+
+
+def loaders() -> dict:
+    """None of its policies runs in the evaluation on every workload set yet."""
+    return {}
