@@ -602,10 +602,16 @@ def summarize(runs: pl.DataFrame, cfg: EvalConfig, version: str) -> pl.DataFrame
     )
 
 
+ARENA_SUFFIX = "-arena"
+"""A system's policies trained for the evaluation on every workload set are registered as
+`<system>-arena` ("harmony-arena"), apart from those trained in its own paper's scenario
+(their networks have other shapes, and each training continues from its own newest)."""
+
+
 def family_of(system: str) -> str:
-    """The leaderboard family of a learned policy's system: an ablation belongs to its
-    system ("dl2-without-replay" -> "dl2")."""
-    return system.split("-without-")[0]
+    """The leaderboard family of a learned policy's system: an ablation and an arena policy
+    belong to their system ("dl2-without-replay", "harmony-arena" -> "dl2", "harmony")."""
+    return system.removesuffix(ARENA_SUFFIX).split("-without-")[0]
 
 
 def is_oracle(scheduler: str) -> bool:

@@ -571,3 +571,12 @@ def test_the_best_heuristic_is_never_an_oracle_and_ratios_are_paired():
     assert by["dl2"]["ratio_to_best_heuristic"] == pytest.approx((0.9 + 1 + 1.1 + 1) / 4)
     assert by["dl2"]["ratio_ci_low"] < 1 < by["dl2"]["ratio_ci_high"]
     assert by["fifo"]["ratio_ci_low"] > 1
+
+
+def test_an_ablation_or_arena_policy_belongs_to_its_system_family():
+    from pipelines.evaluation import family_of
+
+    assert family_of("dl2-without-replay") == "dl2"
+    assert family_of("harmony-arena") == "harmony"
+    assert family_of("rl-taps-arena") == "rl-taps"
+    assert family_of("offline-rl") == "offline-rl"
