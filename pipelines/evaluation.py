@@ -66,8 +66,10 @@ applies if it is
 - a joint decision policy from any other registry in that module (e.g. an RL-TAPS per-GPU
   assignment) that declares `settings` containing "dl2"; a policy built for another setting
   (a topology of single GPUs) does not apply, and naming it is an error that says so.
-The default list is every name of `HEURISTICS` (the DL2 baselines) that applies, read from
-the registry when the config is made.
+The default list is every name of `HEURISTICS` (the DL2 baselines) and of `OTHER_BASELINES`
+(Harmony's placement heuristics with the requested allocation, RL-TAPS' SJF with first-fit
+GPUs) that applies, read from the registry when the config is made: every family's
+baselines beside every family's learned policies.
 """
 
 from __future__ import annotations
@@ -170,8 +172,10 @@ def applicable(name: str) -> bool:
 
 
 def default_schedulers() -> tuple[str, ...]:
-    """Every DL2 heuristic of the registry that runs in the DL2 setting, in report order."""
-    return tuple(name for name in registry.HEURISTICS if applicable(name))
+    """Every heuristic of the registry's baseline lists that runs in the DL2 setting, in
+    report order: DL2's baselines, then the other papers'."""
+    names = (*registry.HEURISTICS, *registry.OTHER_BASELINES)
+    return tuple(name for name in names if applicable(name))
 
 
 Loader = Callable[["LearnedPolicy", "EvalConfig"], DecisionPolicy]
@@ -208,8 +212,8 @@ class EvalConfig:
     max_sequences: int | None = None
     """At most this many sequences per set (the lowest sequence numbers); None: all."""
     schedulers: tuple[str, ...] = field(default_factory=default_schedulers)
-    """Registry names (allocation, placement, "allocation+placement"); default: every DL2
-    heuristic of models.heuristics.registry.HEURISTICS that applies."""
+    """Registry names (allocation, placement, "allocation+placement"); default: every
+    baseline of models.heuristics.registry.HEURISTICS and OTHER_BASELINES that applies."""
     n_seeds: int = 3
     """Simulator seeds per workload (replicates)."""
     seed: int = 0

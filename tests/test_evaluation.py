@@ -291,10 +291,10 @@ def test_selection_by_set_split_and_count(tiny):
 # -- schedulers ----------------------------------------------------------------------------
 
 
-def test_default_schedulers_are_the_applicable_dl2_heuristics():
+def test_default_schedulers_are_every_family_s_applicable_baselines():
     names = default_schedulers()
-    assert names and set(names) <= set(registry.HEURISTICS)
-    assert {"fifo", "drf", "optimus"} <= set(names)
+    assert names and set(names) <= {*registry.HEURISTICS, *registry.OTHER_BASELINES}
+    assert {"fifo", "drf", "optimus", "lif-quad", "sjf+first-fit"} <= set(names)
     assert EvalConfig().schedulers == names
 
 

@@ -90,6 +90,11 @@ REPLAYS: Registry[ReplayRule] = Registry(
 HEURISTICS = ("fifo", "srtf", "drf", "tetris", "optimus", "optimus-oracle")
 """The DL2 baselines (plus the oracle reference), in the order reports list them."""
 
+OTHER_BASELINES = ("lif-line", "lif-quad", "requested+load-balancing", "sjf+first-fit")
+"""The other papers' baselines, as they run beside DL2's on any workload: Harmony's
+placement heuristics (LIF-Line, LIF-Quad, load balancing) with the jobs' requested
+allocation, and RL-TAPS' shortest-job-first picker with first-fit GPUs."""
+
 
 def make_scheduler(allocation: str, placement: str = "load-balancing") -> Scheduler:
     """A scheduler from registered names (placement defaults to DL2's load balancing)."""
