@@ -561,7 +561,9 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         "--window", type=int, default=20, help="jobs visible per decision (default 20; 0: all)"
     )
     evaluate.add_argument(
-        "--out-dir", default=None, help="plot folder (default: evaluations/ beside the warehouse)"
+        "--out-dir",
+        default=None,
+        help="plot folder (default: evaluations/<warehouse name>/ beside the warehouse)",
     )
     evaluate.set_defaults(func=cmd_evaluate)
 

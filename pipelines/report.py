@@ -26,7 +26,7 @@ from pipelines.evaluation import jct_cdf_figure
 from pipelines.sections import Figure, Section, Table, exists, fmt, frame_table, png
 from pipelines.system import LearnedSystem
 from tracelib.provenance import code_version
-from warehouse import connect, read_frame, resolve_path
+from warehouse import connect, files_dir, read_frame, resolve_path
 
 # -- sections --------------------------------------------------------------------------------
 
@@ -356,8 +356,9 @@ def render_report(
 
 
 def reports_dir(warehouse: str | Path | None) -> Path:
-    """Where reports go: `reports/` beside the warehouse (./var/ by default)."""
-    return resolve_path(warehouse).parent / "reports"
+    """Where reports go: `reports/<warehouse stem>/` beside the warehouse
+    (./var/reports/schedlab/ by default)."""
+    return files_dir(warehouse, "reports")
 
 
 def write_report(

@@ -44,7 +44,7 @@ from tracelib.provenance import canonical_json, code_version, sha256_hex
 from tracelib.sim.measured import load_measured_speeds
 from tracelib.synthetic import DiurnalConfig, synthetic_source
 from tracelib.workloads import DeriveConfig, derive_workloads, store_workloads
-from warehouse import connect, read_frame, replace_rows, resolve_path, transaction
+from warehouse import connect, files_dir, read_frame, replace_rows, resolve_path, transaction
 
 
 @dataclass(frozen=True)
@@ -209,8 +209,9 @@ class EvaluateResult:
 
 
 def evaluation_dir(warehouse: str | Path | None) -> Path:
-    """Where evaluations write files: `evaluations/` beside the warehouse (./var/ by default)."""
-    return resolve_path(warehouse).parent / "evaluations"
+    """Where evaluations write files: `evaluations/<warehouse stem>/` beside the warehouse
+    (./var/evaluations/schedlab/ by default)."""
+    return files_dir(warehouse, "evaluations")
 
 
 def evaluate_stage(
@@ -221,7 +222,7 @@ def evaluate_stage(
 ) -> EvaluateResult:
     """Run the evaluation on the warehouse's workloads, replace its rows in eval_runs,
     eval_jobs and eval_summary (one transaction), and draw its JCT CDFs under
-    `out_dir/<eval_id>/` (default: `evaluations/` beside the warehouse)."""
+    `out_dir/<eval_id>/` (default: `evaluation_dir`)."""
     with connect(warehouse) as con:
         query = "SELECT * FROM workloads WHERE split = ?"
         params: list = [cfg.split]

@@ -266,3 +266,19 @@ def test_sql_into_a_closed_pipe_ends_quietly(warehouse_path, tmp_path):
     )
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
     assert proc.stdout.count("\n") == 1
+
+
+def test_two_warehouses_in_one_folder_keep_their_own_reports(tmp_path):
+    from pipelines.report import write_report
+    from pipelines.stages import evaluation_dir
+
+    first, second = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    for path in (first, second):
+        with connect(path):  # an empty warehouse: its schema only
+            pass
+    written = [write_report(str(path), run_id="r1", systems=()) for path in (first, second)]
+    assert written[0] != written[1]
+    for path, report in zip((first, second), written, strict=True):
+        latest = report.parent / "latest.html"
+        assert str(path) in latest.read_text()  # each latest.html names its own warehouse
+    assert evaluation_dir(first) != evaluation_dir(second)

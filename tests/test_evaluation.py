@@ -475,7 +475,7 @@ def test_evaluate_verb(warehouse_path, capsys):
     assert main([*args, "--seeds", "2", "--servers", "4"]) == 0
     out = capsys.readouterr().out
     assert "drf" in out and "tetris" in out and "95% CI" in out
-    assert (warehouse_path.parent / "evaluations").is_dir()
+    assert (warehouse_path.parent / "evaluations" / warehouse_path.stem).is_dir()
     with connect(warehouse_path) as con:
         assert _counts(con)["eval_runs"] == 2 * 2 * 2
         runs = read_frame(con, "SELECT flow, status FROM pipeline_runs")

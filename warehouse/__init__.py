@@ -7,6 +7,7 @@ from warehouse.db import (
     WarehouseUnusable,
     classify_error,
     connect,
+    files_dir,
     resolve_path,
     transaction,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "applied_migrations",
     "classify_error",
     "connect",
+    "files_dir",
     "migrate",
     "read_frame",
     "replace_rows",

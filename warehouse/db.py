@@ -71,6 +71,15 @@ def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(env) if env else DEFAULT_PATH
 
 
+def files_dir(path: str | os.PathLike[str] | None, kind: str) -> Path:
+    """Where the warehouse's files of `kind` ("reports", "evaluations") go:
+    `<kind>/<warehouse file stem>/` beside the warehouse, so two warehouses in one folder
+    never share or overwrite each other's reports and plots (./var/reports/schedlab/ by
+    default)."""
+    warehouse = resolve_path(path)
+    return warehouse.parent / kind / warehouse.stem
+
+
 @contextmanager
 def connect(
     path: str | os.PathLike[str] | None = None,
