@@ -336,6 +336,30 @@ def cmd_describe(args) -> int:
     return 0
 
 
+def cmd_delete_source(args) -> int:
+    from pipelines.sources import delete_source
+    from pipelines.stages import evaluation_dir
+
+    result = delete_source(
+        args.warehouse,
+        args.source_id,
+        dry_run=not args.yes,
+        evaluations_dir=evaluation_dir(args.warehouse),
+    )
+    verb = "deleted" if result.done else "would delete"
+    print(f"{verb} source {result.source_id}:")
+    for table, n in result.rows.items():
+        if n:
+            print(f"  {table:<16} {n:>10,} rows")
+    if result.derivations:
+        print(f"  workload sets: {', '.join(result.derivations)}")
+    if result.evaluations:
+        print(f"  evaluations: {', '.join(result.evaluations)}")
+    if not result.done:
+        print("nothing deleted yet: run again with --yes to delete")
+    return 0
+
+
 def cmd_replay(args) -> int:
     from pipelines.replay import ReplayConfig, ReplayInputError, replay_stage
     from tracelib.sim.replay import Unplaceable
@@ -585,6 +609,17 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     describe.add_argument("source_id", help="an ingested source (see `schedlab tables`)")
     describe.set_defaults(func=cmd_describe)
 
+    delete = sub.add_parser(
+        "delete-source",
+        parents=[common],
+        help="delete an ingested trace and everything derived from it (its jobs and "
+        "quarantine, the workload sets drawn from it, their evaluations); without --yes, "
+        "print what would go",
+    )
+    delete.add_argument("source_id", help="an ingested source (see `schedlab tables`)")
+    delete.add_argument("--yes", action="store_true", help="delete (default: only show)")
+    delete.set_defaults(func=cmd_delete_source)
+
     replay = sub.add_parser(
         "replay",
         parents=[common],
@@ -650,6 +685,7 @@ _ENVIRONMENT_ERRNOS = {
 def main(argv: list[str] | None = None, registry: Registry | None = None) -> int:
     import duckdb
 
+    from pipelines.sources import UnknownSource
     from tracelib.ingest import IngestError
     from warehouse import (
         ContractViolation,
@@ -667,7 +703,7 @@ def main(argv: list[str] | None = None, registry: Registry | None = None) -> int
         # stdout at /dev/null so the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (IngestError, QueryRefused, WarehouseUnusable) as exc:
+    except (IngestError, QueryRefused, WarehouseUnusable, UnknownSource) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except WarehouseBusy as exc:

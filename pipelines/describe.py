@@ -12,23 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
+from pipelines.sources import require_source
 from tracelib.describe import TraceDescription, describe_trace
 from warehouse import connect, read_frame
 
 
-def source_ids(con) -> list[str]:
-    """Every ingested source, oldest first."""
-    frame = read_frame(con, "SELECT source_id FROM trace_sources ORDER BY ingested_at, source_id")
-    return frame["source_id"].to_list()
-
-
 def describe_from(con, source_id: str) -> TraceDescription:
     """The description of `source_id` from an open warehouse connection."""
-    known = source_ids(con)
-    if source_id not in known:
-        raise ValueError(
-            f"unknown trace source {source_id!r}; ingested: {', '.join(known) or 'none'}"
-        )
+    require_source(con, source_id)
     jobs = read_frame(con, "SELECT * FROM jobs WHERE source_id = ?", [source_id])
     quarantine = read_frame(
         con,

@@ -182,7 +182,8 @@ def fidelity_section(con: duckdb.DuckDBPyConnection) -> Section:
 def traces_section(con: duckdb.DuckDBPyConnection) -> list[Section]:
     """What each ingested trace is (`schedlab describe SOURCE_ID` prints the same): an
     overview row per source, then one section per source with its tables and plots."""
-    from pipelines.describe import describe_from, source_ids, trace_figure
+    from pipelines.describe import describe_from, trace_figure
+    from pipelines.sources import source_ids
     from tracelib.describe import human_duration
 
     section = Section(

@@ -92,7 +92,7 @@ def test_describe_command_prints_the_summary(ingested, warehouse_path, capsys):
     assert out.startswith(f"trace {source_id}: ")
     for words in ("arrivals per hour", "duration", "GPU demand", "peak concurrent GPU demand"):
         assert words in out
-    assert main(["describe", "helios:nope"]) == 1
+    assert main(["describe", "helios:nope"]) == 2  # bad input
     assert "unknown trace source" in capsys.readouterr().err
 
 
