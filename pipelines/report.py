@@ -42,7 +42,9 @@ def leaderboard_section(con: duckdb.DuckDBPyConnection) -> Section:
         "ratio_to_best_heuristic AS ratio_to_best, ratio_ci_low, ratio_ci_high, "
         "CASE WHEN significantly_better THEN 'better' WHEN significantly_worse THEN 'worse' "
         "WHEN ratio_ci_low IS NULL THEN 'no interval' ELSE 'not significant' END "
-        "AS significance, n_runs, eval_id FROM leaderboard WHERE latest "
+        "AS significance, n_runs, CASE WHEN smaller_than_largest THEN largest_n_runs || "
+        "' runs in ' || largest_eval_id END AS larger_evaluation, eval_id "
+        "FROM leaderboard WHERE latest "
         "ORDER BY workload_kind DESC, workload_set, rank, scheduler",
     )
     section = Section(
@@ -52,7 +54,9 @@ def leaderboard_section(con: duckdb.DuckDBPyConnection) -> Section:
         "slowdown) and the ratio to the set's best heuristic (never an oracle), paired by "
         "sequence and seed where the evaluation keeps its runs; `significance` says whether "
         "the ratio's 95% interval excludes 1. Paper scenarios (kind `paper`) are each "
-        "system's own evaluation. "
+        "system's own evaluation. `n_runs` is each row's sample size; where an older "
+        "evaluation of the same set and scheduler had more runs, `larger_evaluation` names "
+        "it (`schedlab sql \"SELECT * FROM leaderboard WHERE eval_id = '...'\"`). "
         'Query it yourself: `schedlab sql "SELECT * FROM leaderboard WHERE latest"`.',
         empty="No evaluation has been stored yet.",
     )

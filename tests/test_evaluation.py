@@ -580,3 +580,29 @@ def test_an_ablation_or_arena_policy_belongs_to_its_system_family():
     assert family_of("harmony-arena") == "harmony"
     assert family_of("rl-taps-arena") == "rl-taps"
     assert family_of("offline-rl") == "offline-rl"
+
+
+def test_a_smaller_newer_evaluation_shows_the_larger_one_s_sample_size(warehouse_path, capsys):
+    from pipelines.cli import main
+    from pipelines.report import leaderboard_section
+
+    _load_tiny(warehouse_path)
+    base = ["evaluate", "--set", "tiny", "--scheduler", "drf", "--servers", "4"]
+    assert main([*base, "--seeds", "3"]) == 0
+    assert main([*base, "--seeds", "1"]) == 0
+    capsys.readouterr()
+    with connect(warehouse_path) as con:
+        board = read_frame(
+            con,
+            "SELECT latest, n_runs, largest_n_runs, largest_eval_id, smaller_than_largest, "
+            "eval_id FROM leaderboard WHERE scheduler = 'drf' ORDER BY evaluated_at",
+        )
+        section = leaderboard_section(con)
+    large, small = board.rows(named=True)
+    assert small["latest"] and not large["latest"]
+    assert small["n_runs"] < large["n_runs"] == small["largest_n_runs"]
+    assert small["largest_eval_id"] == large["eval_id"] and small["smaller_than_largest"]
+    assert not large["smaller_than_largest"]
+    (table,) = section.tables
+    assert "larger_evaluation" in table.columns
+    assert f"{large['n_runs']} runs in {large['eval_id']}" in str(table.rows)
