@@ -775,7 +775,10 @@ def jct_cdf_figure(jobs: pl.DataFrame, schedulers: Sequence[str], title: str):
     ax.set_ylim(0, 1.0)
     ax.grid(True, which="both", alpha=0.3)
     ax.set_title(title)
-    ax.legend(loc="lower right", fontsize="small")
+    if ax.lines:
+        ax.legend(loc="lower right", fontsize="small")
+    else:  # no scheduler finished a job: say so rather than draw an empty legend
+        ax.text(0.5, 0.5, "no finished jobs", transform=ax.transAxes, ha="center")
     fig.tight_layout()
     return fig
 

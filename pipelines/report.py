@@ -110,6 +110,8 @@ def cdf_section(con: duckdb.DuckDBPyConnection) -> Section:
             "WHERE r.eval_id = ? AND r.workload_set = ?",
             [eval_id, workload_set],
         )
+        if jobs.height == 0:  # a paper scenario's own evaluation keeps no per-job rows
+            continue
         order = read_frame(
             con,
             "SELECT scheduler FROM leaderboard WHERE eval_id = ? AND workload_set = ? "
