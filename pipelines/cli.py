@@ -273,10 +273,10 @@ def _quarantine_hint(source_id: str) -> str:
 
 def cmd_derive(args) -> int:
     from pipelines.stages import derive_stage
-    from tracelib.workloads import DeriveConfig
+    from tracelib.workloads import DeriveConfig, set_name
 
     cfg = DeriveConfig(
-        name=args.name,
+        name=args.name or set_name(args.sources),
         seed=args.seed,
         jobs_per_sequence=args.jobs_per_sequence,
         epoch_basis=args.epoch_basis,
@@ -544,7 +544,11 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
 
     derive = sub.add_parser("derive", parents=[common], help="derive workloads from sources")
     derive.add_argument("sources", nargs="+", help="trace source ids")
-    derive.add_argument("--name", default="default", help="derivation name")
+    derive.add_argument(
+        "--name",
+        default=None,
+        help="workload set name (default: from the sources', e.g. helios:night2 -> helios-night2)",
+    )
     derive.add_argument("--seed", type=int, default=0)
     derive.add_argument("--jobs-per-sequence", type=int, default=60)
     derive.add_argument(

@@ -35,7 +35,7 @@ from pipelines.system import Registry, RunContext
 from tracelib.ingest import IngestError
 from tracelib.interference import InterferenceConfig
 from tracelib.synthetic import DiurnalConfig
-from tracelib.workloads import DeriveConfig
+from tracelib.workloads import DeriveConfig, set_name
 
 
 @task(name="ingest-trace", **IO_RETRIES)
@@ -118,13 +118,16 @@ def ingest_flow(
 @flow(name="schedlab-derive")
 def derive_flow(
     source_ids: list[str],
-    name: str = "default",
+    name: str | None = None,
     seed: int = 0,
     jobs_per_sequence: int = 60,
     warehouse: str | None = None,
 ) -> dict:
-    """Derive train/validation/test workloads from ingested trace sources."""
-    cfg = DeriveConfig(name=name, seed=seed, jobs_per_sequence=jobs_per_sequence)
+    """Derive train/validation/test workloads from ingested trace sources (the set's name
+    defaults to one made from theirs: `tracelib.workloads.set_name`)."""
+    cfg = DeriveConfig(
+        name=name or set_name(source_ids), seed=seed, jobs_per_sequence=jobs_per_sequence
+    )
     return derive_task(warehouse, source_ids, cfg)
 
 
@@ -251,7 +254,7 @@ def nightly_flow(
             derive_task(warehouse, [synthetic["source_id"]], cfg.derive, progress)
         )
         for source_id in production:
-            named = replace(cfg.derive, name=source_id.replace(":", "-"))
+            named = replace(cfg.derive, name=set_name([source_id]))
             summary["derived"].append(derive_task(warehouse, [source_id], named, progress))
         # Every task from here on is submitted as a future, in dependency order (futures as
         # arguments), so a parallel task runner overlaps the systems, their variants and the

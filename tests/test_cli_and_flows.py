@@ -68,7 +68,7 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
     assert "missing required column" in summary["rejected"][0]["error"]
     assert {d["derivation"] for d in summary["derived"]} == {
         "dl2-synthetic",
-        "helios-helios-sample",
+        "helios-sample",
     }
     with connect(warehouse_path) as con:
         runs = read_frame(con, "SELECT status, seed FROM pipeline_runs")
@@ -98,7 +98,7 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
             "FROM leaderboard WHERE scheduler IN ('drf', 'dl2') ORDER BY ALL",
         )
     assert set(board.select("workload_kind", "workload_set").unique().rows()) == {
-        ("production", "helios-helios-sample"),
+        ("production", "helios-sample"),
         ("synthetic", "dl2-synthetic"),
     }
     assert board.filter(pl.col("scheduler") == "drf")["improvement_over_drf"].to_list() == [0, 0]
@@ -158,7 +158,7 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
         "lif-line",
         "lif-quad",
     ]
-    assert "helios-helios-sample (production)" in html and "dl2-synthetic (synthetic)" in html
+    assert "helios-sample (production)" in html and "dl2-synthetic (synthetic)" in html
     assert html.count("data:image/png;base64,") >= 2 + 2 + 2  # bars, CDFs, DL2 curves
     assert 'src="http' not in html  # nothing to fetch: the file stands alone
 
@@ -189,7 +189,7 @@ def test_a_new_trace_is_ingested_and_retrains_the_learned_schedulers(
     outcomes = {i["source_id"]: i["outcome"] for i in second["ingested"]}
     synthetic = f"synthetic:dl2-diurnal:seed{stage_seed(3, 'synthetic')}"
     assert outcomes == {"helios:helios-night2": "new", synthetic: "unchanged"}
-    assert [d["derivation"] for d in second["derived"]] == ["dl2-synthetic", "helios-helios-night2"]
+    assert [d["derivation"] for d in second["derived"]] == ["dl2-synthetic", "helios-night2"]
     assert second["derived"][1]["splits"]["train"] >= 1
     # The warm-up's inputs (the synthetic recording) did not change; fine-tuning's did.
     assert second["dl2"]["warmup"]["policy_id"] == first["dl2"]["warmup"]["policy_id"]
@@ -219,9 +219,7 @@ def test_a_new_trace_is_ingested_and_retrains_the_learned_schedulers(
     synthetic = board.filter(pl.col("workload_set") == "dl2-synthetic")
     assert synthetic["latest"].to_list() == [False, True]
     assert synthetic["eval_id"].n_unique() == 2
-    assert board.filter(pl.col("workload_set") == "helios-helios-night2")["latest"].to_list() == [
-        True
-    ]
+    assert board.filter(pl.col("workload_set") == "helios-night2")["latest"].to_list() == [True]
 
 
 def _helios_trace(path: Path, n_jobs: int, seed: int) -> None:

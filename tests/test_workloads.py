@@ -100,3 +100,13 @@ def test_nothing_to_derive_is_an_error():
         derive_workloads(
             jobs, pl.DataFrame({"source_id": ["s"], "content_hash": ["h"]}), DeriveConfig()
         )
+
+
+def test_a_set_name_says_what_its_sources_are_once():
+    from tracelib.workloads import set_name
+
+    assert set_name(["helios:night2"]) == "helios-night2"
+    assert set_name(["philly:philly-jan"]) == "philly-jan"
+    assert set_name(["generic:generic-philly"]) == "philly"
+    assert set_name(["generic:alibaba"]) == "alibaba"
+    assert set_name(["helios:a", "pai:pai-b"]) == "helios-a+pai-b"

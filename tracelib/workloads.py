@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -38,6 +39,24 @@ from tracelib.contracts import JobTypes, WorkloadJobs, Workloads
 from tracelib.provenance import canonical_json, code_version
 
 SPLITS = ("train", "validation", "test")
+
+
+def set_name(source_ids: Sequence[str]) -> str:
+    """A workload set's name from its sources: each `format:name` source says what it is
+    once ("helios:night2" -> "helios-night2"; "philly:philly-jan" -> "philly-jan"; a generic
+    mapping names no format: "generic:generic-philly" -> "philly"), several joined by "+"."""
+    names = []
+    for source_id in source_ids:
+        fmt, _, name = source_id.partition(":")
+        if not name:
+            names.append(fmt)
+        elif fmt == "generic":
+            names.append(name.removeprefix("generic-") or name)
+        elif name.startswith(fmt):
+            names.append(name)
+        else:
+            names.append(f"{fmt}-{name}")
+    return "+".join(names)
 
 
 @dataclass(frozen=True)
