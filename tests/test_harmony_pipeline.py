@@ -103,6 +103,35 @@ def test_placement_policies_and_evaluation_rows(run):
     assert online["n"][0] == evaluated.online_samples > 0
 
 
+def test_own_evaluation_lands_in_the_eval_tables_with_paired_ratios(run):
+    path, _, placed, evaluated = run
+    with connect(path) as con:
+        runs = read_frame(con, "SELECT * FROM eval_runs WHERE eval_id = ?", [evaluated.eval_id])
+        jobs = read_frame(
+            con, "SELECT count(*) AS n FROM eval_jobs WHERE eval_id = ?", [evaluated.eval_id]
+        )
+        summary = read_frame(
+            con, "SELECT * FROM eval_summary WHERE eval_id = ?", [evaluated.eval_id]
+        )
+        board = read_frame(
+            con,
+            "SELECT * FROM leaderboard WHERE eval_id = ? AND scheduler = 'harmony'",
+            [evaluated.eval_id],
+        )
+    n_seq = CFG.eval.n_sequences
+    # One run per scheduler x sequence x seed (one seed per sequence), a row per job.
+    assert runs.height == 3 * 4 * n_seq
+    assert jobs["n"][0] == runs["n_jobs"].sum()
+    assert set(summary["workload_set"]) == {"harmony-uniform", "harmony-poisson", "harmony-google"}
+    assert set(summary["scenario"]) == {"harmony"}
+    learned = summary.filter(summary["scheduler"] == "harmony")
+    assert set(learned["policy"]) == {placed["harmony"].policy_id}
+    assert set(learned["family"]) == {"harmony"}
+    if n_seq > 1:
+        assert learned["ratio_ci_low"].is_not_null().all()
+    assert set(board["kind"]) == {"paper"} and board["ratio_paired"].all()
+
+
 def test_rerun_on_unchanged_inputs_trains_nothing(run):
     path, reward, placed, _ = run
     before = _counts(path)
@@ -123,7 +152,7 @@ def test_an_unchanged_evaluation_is_read_back_not_simulated(run, monkeypatch):
     def no_simulation(*args, **kwargs):
         raise AssertionError("an unchanged Harmony evaluation was simulated again")
 
-    monkeypatch.setattr(stages, "evaluate", no_simulation)
+    monkeypatch.setattr(stages, "harmony_tables", no_simulation)
     before = _counts(path)
     again = stages.evaluate_harmony_stage(path, CFG)
     assert again.eval_id == evaluated.eval_id

@@ -13,6 +13,7 @@ from models.chic.config import CEMConfig
 from models.chic.networks import ChicNetConfig, ChicPolicyNet, NumpyPolicy
 from models.chic.policy import (
     ChicPolicy,
+    episode_results,
     evaluate_policy,
     load_policy,
     policy_from_checkpoint,
@@ -26,6 +27,7 @@ __all__ = [
     "ChicPolicyNet",
     "NumpyPolicy",
     "elite_bound",
+    "episode_results",
     "evaluate_policy",
     "load_policy",
     "policy_from_checkpoint",
