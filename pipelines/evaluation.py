@@ -7,6 +7,16 @@
 three tables in the caller's transaction, replacing the evaluation's previous rows;
 `write_jct_cdf_plots` draws one JCT CDF per workload set. pipelines/stages.py wires them.
 
+One evaluation for every system: `run_schedulers` is the loop (every scheduler x workload x
+seed -> eval_runs and eval_jobs rows) and `summarize_runs` the summary (means, intervals,
+paired ratios) that `evaluate` and each learned system's own-scenario evaluation
+(pipelines/systems/{harmony,chic,rltaps}/stages.py `*_tables`) go through. A scheduler is a
+`RunFn` (workload, seed) -> `RunOutcome`: `simulated` runs a DecisionPolicy in the
+simulator; a system whose policy acts through its own decision process (Chic's actions,
+RL-TAPS' per-GPU softmax) gives the episodes it ran. A paper's scenario is a workload set
+of its own (harmony-<pattern>, chic@<rate>/h, rl-taps-bimodal), marked by
+eval_summary.scenario.
+
 What a run is and what is measured
 ----------------------------------
 - Evaluation: a config (schedulers, seeds, cluster) applied to the `split` (default: test)

@@ -15,6 +15,7 @@ from pipelines.systems.chic.stages import (
     latest_chic_policy,
     train_chic_stage,
 )
+from tests.tables import readme_queries
 from warehouse import connect, read_frame
 
 TINY = ChicTrainConfig(
@@ -130,3 +131,14 @@ def test_same_seed_same_policy(tmp_path):
     other = train_chic_stage(str(tmp_path / "wh.duckdb"), replace(TINY, iterations=1))
     again = train_chic_stage(str(tmp_path / "wh2.duckdb"), replace(TINY, iterations=1))
     assert other.policy_id == again.policy_id
+
+
+def test_the_readmes_queries_on_chic_evaluation_still_answer(trained):
+    # chic_evaluation is a view over the evaluation tables since migration 0020.
+    path, _, _ = trained
+    evaluate_chic_stage(path, EVAL)
+    queries = readme_queries("chic_evaluation")
+    assert queries
+    with connect(path) as con:
+        for query in queries:
+            assert read_frame(con, query).height > 0, query

@@ -23,6 +23,7 @@ from pipelines.systems.harmony.stages import (
     online_update_stage,
     train_placement_stage,
 )
+from tests.tables import readme_queries
 from tracelib.interference import InterferenceConfig
 from warehouse import connect, read_frame, table_counts
 
@@ -189,3 +190,13 @@ def test_same_seed_same_policies_in_another_warehouse(run, tmp_path):
     placed2 = train_placement_stage(other, replace(CFG, variants=("harmony",)))
     assert reward2.reward_model.policy_id == reward.reward_model.policy_id
     assert placed2["harmony"].policy_id == placed["harmony"].policy_id
+
+
+def test_the_readmes_queries_on_harmony_evaluation_still_answer(run):
+    # harmony_evaluation is a view over the evaluation tables since migration 0020.
+    path, _, _, _ = run
+    queries = readme_queries("harmony_evaluation")
+    assert queries
+    with connect(path) as con:
+        for query in queries:
+            assert read_frame(con, query).height > 0, query

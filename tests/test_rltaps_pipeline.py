@@ -13,6 +13,7 @@ from pipelines.systems.rltaps.stages import (
     evaluate_rltaps_stage,
     train_rltaps_stage,
 )
+from tests.tables import readme_queries
 from warehouse import connect, read_frame, table_counts
 
 CFG = RLTapsStageConfig(
@@ -159,3 +160,13 @@ def test_a_failed_stage_leaves_the_warehouse_as_it_was(done):
     with pytest.raises(ValueError, match="hidden"):
         train_rltaps_stage(path, replace(CFG, hidden=16, seed=7))
     assert _counts(path) == before
+
+
+def test_the_readmes_queries_on_rltaps_evaluation_still_answer(done):
+    # rltaps_evaluation is a view over the evaluation tables since migration 0020.
+    path, _ = done
+    queries = readme_queries("rltaps_evaluation")
+    assert queries
+    with connect(path) as con:
+        for query in queries:
+            assert read_frame(con, query).height > 0, query

@@ -110,8 +110,8 @@ def test_killed_run_restarted_ends_with_the_same_tables(tmp_path, reference_run,
     assert expected["eval_summary"].height > 0
     systems = set(expected["policies"]["system"])
     assert {"dl2", "harmony", "harmony-reward-model", "chic", "chic-pair", "rl-taps"} <= systems
-    for table in ("harmony_evaluation", "chic_evaluation", "rltaps_evaluation"):
-        assert expected[table].height > 0, table
+    # Every paper's own-scenario evaluation lands in the one family of evaluation tables.
+    assert {"harmony", "chic", "rl-taps"} <= set(expected["eval_summary"]["scenario"])
     with connect(crashed, read_only=True) as con:
         runs = read_frame(con, "SELECT status FROM pipeline_runs ORDER BY started_at")
     # The killed run stays visible as never finished; the restart completed.
