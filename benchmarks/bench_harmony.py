@@ -40,10 +40,10 @@ from models.harmony.evaluate import HarmonyEvalConfig
 from models.harmony.placement import GreedySpeedPlacement
 from models.harmony.reward import RewardTrainConfig, compare_estimators, fit_reward_model
 from models.harmony.train import PlacementTrainConfig, train_placement
-from models.harmony.workloads import ArrivalConfig, sequences
 from pipelines.systems.harmony.stages import VARIANTS, harmony_tables
 from tracelib.gavel import GavelConfig, gavel_samples
 from tracelib.interference import InterferenceConfig, collect_samples
+from tracelib.scenarios.harmony import ArrivalConfig, sequences
 from tracelib.sim.speed import SpeedModel
 
 pl.Config.set_tbl_rows(200)

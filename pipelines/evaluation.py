@@ -101,6 +101,7 @@ from pipelines.contracts import EvalJobs, EvalRuns, EvalSummary
 from tracelib.catalogue import DL2_CATALOGUE, JobType, by_name
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
+from tracelib.scenarios.dl2 import DL2_SMALL
 from tracelib.sim import (
     ClusterConfig,
     DecisionPolicy,
@@ -229,7 +230,7 @@ class EvalConfig:
     """Simulator seeds per workload (replicates)."""
     seed: int = 0
     """Root seed; the simulator seeds are spawned from it."""
-    cluster: ClusterConfig = field(default_factory=ClusterConfig.dl2_small)
+    cluster: ClusterConfig = field(default_factory=DL2_SMALL.cluster)
     """The cluster (default: DL2's small setting, 96 servers of 2 GPUs)."""
     window: int | None = 20
     """Jobs visible to the scheduler per decision (DL2 small setting: 20)."""

@@ -14,7 +14,6 @@ from models.harmony.evaluate import HarmonyEvalConfig
 from models.harmony.placement import HarmonyNetConfig
 from models.harmony.reward import RewardTrainConfig
 from models.harmony.train import PlacementTrainConfig
-from models.harmony.workloads import ArrivalConfig
 from pipelines.stages import interference_stage
 from pipelines.systems.harmony.stages import (
     HarmonyStageConfig,
@@ -25,6 +24,7 @@ from pipelines.systems.harmony.stages import (
 )
 from tests.tables import readme_queries
 from tracelib.interference import InterferenceConfig
+from tracelib.scenarios.harmony import ArrivalConfig
 from warehouse import connect, read_frame, table_counts
 
 GAVEL = Path(__file__).parent / "data" / "gavel" / "throughputs_sample.json"

@@ -22,7 +22,7 @@ import numpy as np
 from models.checkpoints import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from models.chic.networks import ChicNetConfig, ChicPolicyNet, NumpyPolicy
 from tracelib.envs.chic import ChicEnv, ChicEnvConfig, average_jct_s
-from tracelib.sim.chic import ChicScenario
+from tracelib.scenarios.chic import ChicScenario
 from tracelib.sim.engine import SimResult
 from tracelib.sim.jobs import JobSpec
 

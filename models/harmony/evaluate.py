@@ -18,10 +18,9 @@ import numpy as np
 import polars as pl
 
 from models.harmony.placement import BASELINES
-from models.harmony.train import harmony_sim
-from models.harmony.workloads import PATTERNS, ArrivalConfig
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.provenance import canonical_json, code_version
+from tracelib.scenarios.harmony import PATTERNS, ArrivalConfig, harmony_sim
 from tracelib.sim import SimConfig, SimResult
 from tracelib.sim.snapshot import JobPlacement
 from tracelib.sim.speed import SpeedModel

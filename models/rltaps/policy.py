@@ -30,10 +30,10 @@ from models.rltaps.config import SYSTEM, RLTapsNetConfig
 from models.rltaps.networks import FastPolicy, PolicyNet
 from tracelib.envs.gpu import GpuAssignmentEnv, GpuEnvConfig
 from tracelib.progress import ProgressFn, no_progress
+from tracelib.scenarios.rltaps import job_length_s, rl_taps_jobs
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.policy import AllocationPolicy, Scheduler
 from tracelib.sim.snapshot import Allocation, Snapshot
-from tracelib.sim.topology import job_length_s, rl_taps_jobs
 from tracelib.synthetic import BimodalConfig
 
 BASELINES = ("random", "sjf", "tetris")

@@ -37,15 +37,14 @@ from models.harmony.train import (
     PlacementTrainConfig,
     _interval,
     _Worker,
-    harmony_sim,
     train_placement,
 )
-from models.harmony.workloads import ArrivalConfig, sequence, sequences
 from pipelines.systems.harmony.stages import harmony_tables
 from tracelib.contracts import InterferenceSamples
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
 from tracelib.gavel import GavelConfig, gavel_samples
 from tracelib.interference import InterferenceConfig, collect_samples
+from tracelib.scenarios.harmony import ArrivalConfig, harmony_sim, sequence, sequences
 from tracelib.sim import Simulator
 from warehouse.io import validate
 

@@ -58,7 +58,7 @@ import numpy as np
 
 from tracelib.catalogue import JobType
 from tracelib.envs.environments import ExternalPolicy
-from tracelib.sim.chic import CHIC_CATALOGUE, ChicScenario, iteration_time_s
+from tracelib.scenarios.chic import CHIC_CATALOGUE, ChicScenario, iteration_time_s
 from tracelib.sim.engine import SimResult, SimSession, Simulator
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.snapshot import Allocation, JobPlacement, JobView, Placement, Snapshot

@@ -13,7 +13,7 @@ against Optimus (Chic section 6).
 
 Workloads are generated in-stage from the scenario's seeded generator (the paper's
 sequences are synthetic): train, validation and test sequences have disjoint seeds
-(`tracelib.sim.chic.split_seeds`), recorded in the rows. Stages follow the DL2 pattern:
+(`tracelib.scenarios.chic.split_seeds`), recorded in the rows. Stages follow the DL2 pattern:
 read what they need, train with the warehouse closed, write in one transaction;
 content-addressed checkpoints `policies/<system>-<sha16>.pt`; `metrics.input_key` so a
 re-run on unchanged inputs trains nothing; an evaluation's id hashes its config and the
@@ -54,8 +54,9 @@ from pipelines.trained import (
 )
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
+from tracelib.scenarios import chic_set
+from tracelib.scenarios.chic import ChicScenario, chic_speed, split_seeds
 from tracelib.sim import LoadBalancing, Scheduler, Simulator
-from tracelib.sim.chic import ChicScenario, chic_speed, split_seeds
 from warehouse import connect, read_frame, transaction
 from warehouse.io import write_frame
 
@@ -233,11 +234,6 @@ SCENARIO = "chic"
 """eval_summary.scenario of Chic's own evaluation; its sets are chic@<rate>/h."""
 
 
-def scenario_set(rate: float) -> str:
-    """The workload set naming Chic's scenario at one arrival rate ("chic@1.8/h")."""
-    return f"{SCENARIO}@{rate:g}/h"
-
-
 def optimus_acts(scenario: ChicScenario, seeds: tuple[int, ...], interval_s: float) -> list[float]:
     """Optimus' ACT on each sequence, deciding every `interval_s` seconds."""
     out = []
@@ -288,12 +284,12 @@ def chic_tables(
         sequences = scenario.sequences(seeds)
         workloads = [
             Workload(
-                workload_set=scenario_set(rate),
-                workload_id=f"{scenario_set(rate)}:{seed}",
+                workload_set=chic_set(rate),
+                workload_id=f"{chic_set(rate)}:{seed}",
                 sequence_no=k,
                 jobs=jobs,
                 seeds=(seed,),
-                trace_version=f"scenario:{scenario_set(rate)}",
+                trace_version=f"scenario:{chic_set(rate)}",
             )
             for k, (seed, jobs) in enumerate(zip(seeds, sequences, strict=True))
         ]
@@ -390,7 +386,7 @@ def evaluate_chic_stage(
         frame = read_frame(con, "SELECT * FROM chic_evaluation WHERE eval_id = ?", [eval_id])
     acts: dict[str, dict[float, list[float]]] = {}
     for rate in cfg.rates:
-        of_rate = tables.runs.filter(pl.col("workload_set") == scenario_set(rate))
+        of_rate = tables.runs.filter(pl.col("workload_set") == chic_set(rate))
         for (system,), part in of_rate.group_by("scheduler", maintain_order=True):
             acts.setdefault(system, {})[float(rate)] = part.sort("sequence_no")[
                 "avg_jct_s"

@@ -51,7 +51,6 @@ from models.harmony.reward import (
     predictor_from_checkpoint,
 )
 from models.harmony.train import PlacementTrainConfig, train_placement
-from models.harmony.workloads import ArrivalConfig, sequences
 from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
     EvalTables,
@@ -77,6 +76,8 @@ from tracelib.gavel import GavelConfig, gavel_samples
 from tracelib.interference import store_samples
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import code_version
+from tracelib.scenarios import harmony_set
+from tracelib.scenarios.harmony import ArrivalConfig, sequences
 from tracelib.sim import SimResult
 from warehouse import connect, read_frame, transaction
 from warehouse.io import validate, write_frame
@@ -372,12 +373,12 @@ def harmony_tables(
         for k, jobs in enumerate(seqs):
             workloads.append(
                 Workload(
-                    workload_set=f"{SCENARIO}-{pattern}",
-                    workload_id=f"{SCENARIO}-{pattern}:{root}:{k}",
+                    workload_set=harmony_set(pattern),
+                    workload_id=f"{harmony_set(pattern)}:{root}:{k}",
                     sequence_no=k,
                     jobs=jobs,
                     seeds=(cfg.seed + k,),
-                    trace_version=f"scenario:{SCENARIO}-{pattern}",
+                    trace_version=f"scenario:{harmony_set(pattern)}",
                 )
             )
     results: dict[str, list[SimResult]] = {name: [] for name in learned}

@@ -68,8 +68,10 @@ from pipelines.trained import (
 from tracelib.envs.gpu import GpuEnvConfig
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
+from tracelib.scenarios import RL_TAPS_SET
+from tracelib.scenarios.rltaps import job_length_s
 from tracelib.sim.jobs import JobSpec
-from tracelib.sim.topology import RLTAPS_STEP_S, job_length_s
+from tracelib.sim.topology import RLTAPS_STEP_S
 from warehouse import connect, read_frame, transaction
 from warehouse.io import write_frame
 
@@ -257,8 +259,6 @@ def train_rltaps_stage(
 
 SCENARIO = "rl-taps"
 """eval_summary.scenario of RL-TAPS' own evaluation; its set is rl-taps-bimodal."""
-WORKLOAD_SET = "rl-taps-bimodal"
-"""Section 5.1's bimodal job sequences on the topology (the scenario registry's name)."""
 
 
 def episode_job_rows(episode: Episode, jobs: tuple[JobSpec, ...]) -> pl.DataFrame:
@@ -320,12 +320,12 @@ def rltaps_tables(
     sequence_set = f"rl-taps-bimodal-test:{cfg.n_jobs}x{cfg.test_sequences}:seed{cfg.seed}"
     workloads = [
         Workload(
-            workload_set=WORKLOAD_SET,
+            workload_set=RL_TAPS_SET,
             workload_id=f"{sequence_set}:{seed}",
             sequence_no=k,
             jobs=jobs,
             seeds=(int(seed),),
-            trace_version=f"scenario:{WORKLOAD_SET}",
+            trace_version=f"scenario:{RL_TAPS_SET}",
         )
         for k, (seed, jobs) in enumerate(zip(seeds, sequences, strict=True))
     ]
