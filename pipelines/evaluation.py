@@ -231,10 +231,11 @@ class EvalConfig:
     seed: int = 0
     """Root seed; the simulator seeds are spawned from it."""
     cluster: ClusterConfig = field(default_factory=DL2_SMALL.cluster)
-    """The cluster (default: DL2's small setting, 96 servers of 2 GPUs)."""
-    window: int | None = 20
+    """The cluster (default: DL2's small setting, 96 servers of 2 GPUs; the scenario
+    dl2-small of tracelib.scenarios)."""
+    window: int | None = DL2_SMALL.window
     """Jobs visible to the scheduler per decision (DL2 small setting: 20)."""
-    slot_s: float = 1200.0
+    slot_s: float = DL2_SMALL.slot_s
     """Decision slot, seconds (DL2: 20 minutes)."""
     speed: SpeedConfig = field(default_factory=SpeedConfig)
     """Speed realism: the measured truth with +-10% per-job and +-5% per-slot variation
