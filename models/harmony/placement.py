@@ -28,7 +28,7 @@ The value network is the flat body with one linear output.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -385,8 +385,16 @@ class HarmonyPolicy:
 
     def decide(self, snap: Snapshot, rng: np.random.Generator) -> tuple[Allocation, Placement]:
         """Greedy placement of the waiting jobs."""
+        return self.place_counts(snap, PlacementEnv.requested(snap))
+
+    def place_counts(
+        self, snap: Snapshot, counts: dict[int, tuple[int, int]]
+    ) -> tuple[Allocation, Placement]:
+        """Greedy placement of `counts` (job id -> workers, PSs) of the first N' of
+        `snap.jobs` among `snap.fixed_jobs`: the argmax action until the mask is empty;
+        jobs with every task placed make the decision."""
         obs_cfg = self.cfg.obs_config()
-        draft = PlacementDraft.start(snap, PlacementEnv.requested(snap), obs_cfg.window)
+        draft = PlacementDraft.start(snap, counts, obs_cfg.window)
         m = snap.cluster.n_servers
         with torch.no_grad():
             while True:
@@ -398,6 +406,23 @@ class HarmonyPolicy:
                 i, role, server = decode_placement_action(int(logits.argmax()), m)
                 draft.place(i, role, server)
         return decision_of(draft)
+
+    def resized(self, n_servers: int, window: int) -> HarmonyPolicy:
+        """This policy for a cluster of `n_servers` and a window of `window` jobs: the pair
+        head's weights do not depend on either (only its reshapes do), so they are kept;
+        the flat value network does, so it is dropped unless the shapes are unchanged.
+        ValueError for the flat head, whose weights fix both."""
+        cfg = replace(self.cfg, n_servers=n_servers, window=window)
+        if cfg == self.cfg:
+            return self
+        if cfg.head != "pair":
+            raise ValueError(
+                f"a {cfg.head!r}-head policy is sized for {self.cfg.n_servers} servers and a "
+                f"window of {self.cfg.window}; only the pair head can be resized"
+            )
+        net = PolicyNet(cfg)
+        net.load_state_dict(self.net.state_dict(), strict=True)
+        return HarmonyPolicy(net, None, self.name, dict(self.train_config))
 
     def checkpoint_config(self) -> dict[str, Any]:
         return {"net": asdict(self.cfg), "train": self.train_config}
