@@ -120,3 +120,23 @@ def newest_policy(con, system: str) -> str | None:
         params=[system],
     ).fetchall()
     return rows[0][0] if rows else None
+
+
+def set_workloads(con, workload_set: str, split: str, limit: int | None = None) -> pl.DataFrame:
+    """`workload_jobs` rows of one split of a derived workload set, in workload and job
+    order: at most `limit` sequences (the lowest sequence numbers; None: all). ValueError
+    naming what exists when the set has no such workloads."""
+    jobs = read_frame(
+        con,
+        "SELECT j.* FROM workload_jobs j JOIN workloads w USING (workload_id) "
+        "WHERE w.derivation = ? AND w.split = ? AND w.sequence_no < ? "
+        "ORDER BY j.workload_id, j.job_index",
+        [workload_set, split, limit if limit is not None else 2**31 - 1],
+    )
+    if jobs.height == 0:
+        raise ValueError(
+            f"no {split!r} workloads in set {workload_set!r}; derive it first "
+            '(`schedlab derive`) or see `schedlab sql "SELECT derivation, split, count(*) '
+            'FROM workloads GROUP BY ALL"`'
+        )
+    return jobs

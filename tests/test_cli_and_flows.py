@@ -118,6 +118,9 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
     # The best heuristic's ratio to itself is 1; every paired interval holds its ratio.
     assert synthetic.filter(pl.col("scheduler") == best[0])["ratio_to_best_heuristic"][0] == 1.0
     assert synthetic["ratio_to_best_heuristic"].null_count() == 0
+    # Harmony's arena policy places there beside the placement heuristics.
+    harmony = synthetic.filter(pl.col("family") == "harmony")
+    assert harmony["scheduler"].to_list() == ["harmony"]
 
     again = nightly_flow(warehouse=str(warehouse_path), seed=1, incoming=str(incoming), **small)
     assert {i["outcome"] for i in again["ingested"]} == {"unchanged"}

@@ -28,7 +28,7 @@ The value network is the flat body with one linear output.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -292,7 +292,11 @@ class _PairBody(nn.Module):
         layers.append(nn.Linear(width, 2))
         self.head = nn.Sequential(*layers)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits of every action; with `rows` (B, N') bool, only the pairs of those job
+        rows are scored and the other rows' logits are 0 (the caller masks them): a
+        decision allows the tasks of one job at a time, so on a 96-server cluster this
+        scores M pairs instead of N'M."""
         c = self.cfg
         b, n, m, e = obs.shape[0], c.window, c.n_servers, c.row_embed
         split = n * c.job_features
@@ -302,16 +306,21 @@ class _PairBody(nn.Module):
         je = torch.relu(self.job(jobs))  # (B, N', E)
         se = torch.relu(self.server(servers[:, :, : self.base]))  # (B, M, E)
         ctx = torch.relu(self.summary(torch.cat([je.mean(1), se.mean(1)], dim=1)))  # (B, E)
+        if rows is None:
+            rows = torch.ones(b, n, dtype=torch.bool)
+        bi, ni = rows.nonzero(as_tuple=True)  # K scored (sample, job row) pairs
+        k = bi.shape[0]
         pairs = torch.cat(
             [
-                je[:, :, None].expand(b, n, m, e),
-                se[:, None].expand(b, n, m, e),
-                d,
-                ctx[:, None, None].expand(b, n, m, e),
+                je[bi, ni][:, None].expand(k, m, e),
+                se[bi],
+                d[bi, ni],
+                ctx[bi][:, None].expand(k, m, e),
             ],
             dim=-1,
-        )  # (B, N', M, 3E + 2)
-        out = self.head(pairs)  # (B, N', M, 2): worker, PS logit
+        )  # (K, M, 3E + 2)
+        out = obs.new_zeros(b, n, m, 2)
+        out = out.index_put((bi, ni), self.head(pairs))  # (B, N', M, 2): worker, PS logit
         return out.permute(0, 1, 3, 2).reshape(b, 2 * n * m)  # action (2i + role) * M + m
 
 
@@ -325,6 +334,10 @@ class PolicyNet(nn.Module):
 
     def masked_logits(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(B, obs_dim), (B, 2N'M) bool -> (B, 2N'M), invalid at MASKED."""
+        if self.cfg.head == "pair":
+            c = self.cfg
+            rows = mask.reshape(-1, c.window, 2 * c.n_servers).any(dim=2)  # (B, N')
+            return self.body(obs, rows).masked_fill(~mask, MASKED)
         return self.body(obs).masked_fill(~mask, MASKED)
 
     def distribution(self, obs: torch.Tensor, mask: torch.Tensor) -> Categorical:
@@ -372,8 +385,16 @@ class HarmonyPolicy:
 
     def decide(self, snap: Snapshot, rng: np.random.Generator) -> tuple[Allocation, Placement]:
         """Greedy placement of the waiting jobs."""
+        return self.place_counts(snap, PlacementEnv.requested(snap))
+
+    def place_counts(
+        self, snap: Snapshot, counts: dict[int, tuple[int, int]]
+    ) -> tuple[Allocation, Placement]:
+        """Greedy placement of `counts` (job id -> workers, PSs) of the first N' of
+        `snap.jobs` among `snap.fixed_jobs`: the argmax action until the mask is empty;
+        jobs with every task placed make the decision."""
         obs_cfg = self.cfg.obs_config()
-        draft = PlacementDraft.start(snap, PlacementEnv.requested(snap), obs_cfg.window)
+        draft = PlacementDraft.start(snap, counts, obs_cfg.window)
         m = snap.cluster.n_servers
         with torch.no_grad():
             while True:
@@ -385,6 +406,23 @@ class HarmonyPolicy:
                 i, role, server = decode_placement_action(int(logits.argmax()), m)
                 draft.place(i, role, server)
         return decision_of(draft)
+
+    def resized(self, n_servers: int, window: int) -> HarmonyPolicy:
+        """This policy for a cluster of `n_servers` and a window of `window` jobs: the pair
+        head's weights do not depend on either (only its reshapes do), so they are kept;
+        the flat value network does, so it is dropped unless the shapes are unchanged.
+        ValueError for the flat head, whose weights fix both."""
+        cfg = replace(self.cfg, n_servers=n_servers, window=window)
+        if cfg == self.cfg:
+            return self
+        if cfg.head != "pair":
+            raise ValueError(
+                f"a {cfg.head!r}-head policy is sized for {self.cfg.n_servers} servers and a "
+                f"window of {self.cfg.window}; only the pair head can be resized"
+            )
+        net = PolicyNet(cfg)
+        net.load_state_dict(self.net.state_dict(), strict=True)
+        return HarmonyPolicy(net, None, self.name, dict(self.train_config))
 
     def checkpoint_config(self) -> dict[str, Any]:
         return {"net": asdict(self.cfg), "train": self.train_config}

@@ -50,7 +50,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -424,6 +424,24 @@ class RewardPredictor:
             out[idx] = self._speeds(arrays)[0, : len(idx)]
         base = self.base(types, workers, ps)
         return np.where(base > 0, out, 0.0)
+
+    def for_cluster(self, n_servers: int, max_jobs: int | None = None) -> RewardPredictor:
+        """This predictor on a cluster of `n_servers` holding up to `max_jobs` jobs at once
+        (default: as built). The pair architecture's weights do not depend on either (its
+        pair MLP and per-job layers are shared by every job and server; only reshapes use
+        them), so the same weights serve; ValueError for the rows and flat architectures,
+        whose weights fix both."""
+        cfg = replace(self.cfg, n_servers=n_servers, max_jobs=max_jobs or self.cfg.max_jobs)
+        if cfg == self.cfg:
+            return self
+        if not cfg.pair_embed:
+            raise ValueError(
+                f"a reward network without pair_embed is built for {self.cfg.n_servers} "
+                f"servers and {self.cfg.max_jobs} jobs; only the pair architecture resizes"
+            )
+        net = RewardNet(cfg)
+        net.load_state_dict(self.net.state_dict(), strict=True)
+        return RewardPredictor(net, self.base_model, self.train_config)
 
     # -- checkpoints -------------------------------------------------------------------
 

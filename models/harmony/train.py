@@ -2,9 +2,11 @@
 
 Rollouts: `n_workers` placement environments (`tracelib.envs.PlacementEnv`), each a
 simulator whose speed model is the reward predictor (`models.harmony.reward`), so training
-never sees the true interference. One update = every worker runs one scheduling interval
-(all the inferences that place that interval's waiting jobs). The interval's reward (Eqn. 1:
-the sum over jobs of epochs trained / total epochs) is observed after all its inferences.
+never sees the true interference (`rollout_speed="simulator"`: the simulator's own speed
+model, for a setting the predictor was not fitted on: the arena, `models.harmony.arena`).
+One update = every worker runs one scheduling interval (all the inferences that place that
+interval's waiting jobs). The interval's reward (Eqn. 1: the sum over jobs of epochs
+trained / total epochs) is observed after all its inferences.
 The paper gives every inference of the interval that reward; by default here each inference
 is credited its own predicted share of it and the last one the rest (`credit`), see
 "Deviations".
@@ -26,7 +28,9 @@ as the baseline; `exploration=False` drops the epsilon rule; `replay=False` trai
 worker on the samples of its own latest interval instead of a replay minibatch.
 
 Validation: every `val_every` updates the greedy policy runs the validation sequences in
-the predictor's simulator; the best validated weights are kept (no true speeds used).
+the predictor's simulator; the best validated weights are kept (no true speeds used; with
+`rollout_speed="simulator"`, in the simulator's speeds; `keep_start` counts the starting
+policy among the candidates).
 
 Deviations (defaults; `PlacementTrainConfig.as_published` undoes them all). As written, the
 method does not learn here: 300 to 3,000 updates end 15-50% behind LIF with the policy's
@@ -82,6 +86,7 @@ from tracelib.sim.jobs import JobSpec
 
 STREAMS = ("init", "envs", "actions", "exploration", "replay")
 CREDITS = ("interval", "marginal", "marginal+rest")
+ROLLOUT_SPEEDS = ("predictor", "simulator")
 EXPLORERS = (bin_packing, load_balancing)
 """The rules epsilon-exploration borrows a server from (paper: bin packing or LB)."""
 
@@ -143,6 +148,18 @@ class PlacementTrainConfig:
     gradient as they are. A float c: weight each sample by pi(a|s) / mu(a|s), mu the
     probability the behaviour (the policy of its time, with its epsilon rule) had of taking
     it, clipped to [1 - c, 1 + c] PPO-style (Schulman et al. 2017)."""
+    rollout_speed: str = "predictor"
+    """Where rollouts and validation get job speeds. "predictor" (the paper): the reward
+    predictor stands in for the simulator's speed model, so training never sees the true
+    interference. "simulator": the simulator's own speed model, the reward being the
+    progress it reports (as DL2 trains), for a setting the predictor was not fitted on;
+    the predictor then only shares an interval's observed reward among its inferences
+    (`credit`)."""
+    keep_start: bool = False
+    """Validate the policy training starts from too, and return it unless a later
+    validation beats it, so continued training never ends behind where it began on the
+    validation sequences (off by default: the own scenario keeps its best trained
+    weights, as the paper's training does)."""
     value_net: bool = True
     exploration: bool = True
     replay: bool = True
@@ -151,6 +168,10 @@ class PlacementTrainConfig:
     def __post_init__(self) -> None:
         if self.credit not in CREDITS:
             raise ValueError(f"credit must be one of {CREDITS}, not {self.credit!r}")
+        if self.rollout_speed not in ROLLOUT_SPEEDS:
+            raise ValueError(
+                f"rollout_speed must be one of {ROLLOUT_SPEEDS}, not {self.rollout_speed!r}"
+            )
         if self.off_policy_clip is not None and not 0 < self.off_policy_clip < 1:
             raise ValueError("off_policy_clip must lie in (0, 1)")
 
@@ -319,9 +340,10 @@ def _train_placement(
     opt_pi = torch.optim.Adam(policy_net.parameters(), lr=cfg.lr)
     opt_v = torch.optim.Adam(value_net.parameters(), lr=cfg.lr)
     env_cfg = PlacementEnvConfig(obs=cfg.net.obs_config(), sim=cfg.sim)
+    rollout_model = predictor if cfg.rollout_speed == "predictor" else None
     workers = []
     for _ in range(cfg.n_workers):
-        env = PlacementEnv(workloads, env_cfg, speed_model=predictor)
+        env = PlacementEnv(workloads, env_cfg, speed_model=rollout_model)
         obs, info = env.reset(seed=int(rngs["envs"].integers(2**31 - 1)))
         workers.append(_Worker(env, obs, info["decision"]))
     buffer: deque = deque(maxlen=cfg.replay_size)
@@ -329,7 +351,17 @@ def _train_placement(
     current = HarmonyPolicy(
         policy_net, value_net if cfg.value_net else None, cfg.system, train_config
     )
-    best_state, best_jct = None, float("inf")
+    best_state, best_jct, best_step = None, float("inf"), None
+
+    def snapshot() -> tuple[dict, dict]:
+        return (
+            {k: t.clone() for k, t in policy_net.state_dict().items()},
+            {k: t.clone() for k, t in value_net.state_dict().items()},
+        )
+
+    if cfg.keep_start and init is not None and val_workloads:
+        best_jct = validate(current, val_workloads, cfg.sim, rollout_model)
+        best_state, best_step = snapshot(), 0
     baseline = 0.0
     rows: list[dict[str, Any]] = []
     stats: dict[str, list[float]] = {"reward": [], "entropy": [], "pi": [], "v": []}
@@ -400,13 +432,11 @@ def _train_placement(
         progress(update + 1, cfg.updates)
         last = update == cfg.updates - 1
         if (cfg.val_every and (update + 1) % cfg.val_every == 0) or last:
-            jct = validate(current, val_workloads, cfg.sim, predictor) if val_workloads else None
+            jct = (
+                validate(current, val_workloads, cfg.sim, rollout_model) if val_workloads else None
+            )
             if jct is not None and jct < best_jct:
-                best_jct = jct
-                best_state = (
-                    {k: t.clone() for k, t in policy_net.state_dict().items()},
-                    {k: t.clone() for k, t in value_net.state_dict().items()},
-                )
+                best_jct, best_state, best_step = jct, snapshot(), update + 1
             rows.append(
                 {
                     "step": update + 1,
@@ -445,6 +475,7 @@ def _train_placement(
         "episodes": sum(w.episodes for w in workers),
         "samples": len(buffer),
         "best_val_avg_jct_s": best_jct if best_state is not None else None,
+        "best_val_step": best_step,
         "wall_s": time.perf_counter() - start,
     }
     return current, curve, metrics

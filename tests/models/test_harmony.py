@@ -13,6 +13,7 @@ import torch
 from models.checkpoints import load_checkpoint
 from models.harmony.evaluate import HarmonyEvalConfig, observed_samples
 from models.harmony.placement import (
+    MASKED,
     RULES,
     HarmonyNetConfig,
     HarmonyPolicy,
@@ -374,3 +375,19 @@ def test_greedy_reference_with_the_true_model_beats_load_balancing():
     )
     jct = dict(tables.summary.select("scheduler", "avg_jct_s").rows())
     assert jct["greedy"] < jct["load-balancing"]
+
+
+def test_pair_head_scores_only_the_rows_the_mask_allows_and_agrees_with_all_rows():
+    cfg = HarmonyNetConfig(window=4, n_servers=3, hidden=(16, 16), row_embed=8)
+    torch.manual_seed(0)
+    net = PolicyNet(cfg)
+    obs = torch.rand(3, cfg.obs_dim)
+    mask = torch.zeros(3, 4, 2, 3, dtype=torch.bool)
+    mask[0, 1, 0, :2] = True  # one job's worker
+    mask[1, :, 1, 2] = True  # every job's PS on one server
+    mask[2, 3] = True
+    mask = mask.reshape(3, -1)
+    with torch.no_grad():
+        full = net.body(obs).masked_fill(~mask, MASKED)
+        some = net.masked_logits(obs, mask)
+    torch.testing.assert_close(some, full)

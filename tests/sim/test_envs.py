@@ -226,3 +226,49 @@ def test_builder_mask_agrees_with_can_add():
             break
         i, kind = valid[rng.integers(len(valid))]
         assert b.step(int(i), kind)
+
+
+def _first_fit_completable(draft, i: int, role: int, server: int) -> bool:
+    """The placement mask's rule task by task: job i's next `role` task on `server`, then
+    its other remaining tasks (workers, then PSs) each on the first server with room."""
+    free = draft.free.copy()
+    if not np.all(free[server] >= draft.demand(i, role) - 1e-9):
+        return False
+    free[server] -= draft.demand(i, role)
+    need = draft.need[i].copy()
+    need[role] -= 1
+    for r in (0, 1):
+        demand = draft.demand(i, r)
+        for _ in range(int(need[r])):
+            fits = np.flatnonzero(np.all(free >= demand - 1e-9, axis=1))
+            if not len(fits):
+                return False
+            free[fits[0]] -= demand
+    return True
+
+
+@pytest.mark.parametrize("n_servers", [3, 6, 24])
+def test_placement_mask_is_first_fit_of_the_remaining_tasks(n_servers):
+    # The mask counts first fit for every server at once; it must allow exactly what
+    # placing the tasks one by one allows, along random episodes (many partly full states).
+    env = place_env(n_servers)
+    rng = np.random.default_rng(n_servers)
+    env.reset(seed=n_servers)
+    m, window = env.n_servers, env.cfg.obs.window
+    for _ in range(300):
+        draft = env.draft
+        mask = env.action_masks().reshape(window, 2, m)
+        pending = [i for i in range(len(draft.jobs)) if draft.need[i].any()]
+        started = [i for i in pending if draft.placed[i][0] or draft.placed[i][1]]
+        for i in range(window):
+            for role in (0, 1):
+                for server in range(m):
+                    want = (
+                        i in (started or pending)
+                        and draft.need[i, role] > 0
+                        and _first_fit_completable(draft, i, role, server)
+                    )
+                    assert mask[i, role, server] == want, (i, role, server)
+        _, _, term, trunc, _ = env.step(int(rng.choice(np.flatnonzero(mask))))
+        if term or trunc:
+            break

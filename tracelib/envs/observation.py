@@ -175,6 +175,21 @@ def placement_n_actions(cfg: PlacementObsConfig, n_servers: int) -> int:
     return 2 * cfg.window * n_servers
 
 
+_TOL = 1e-9
+"""Slack of every fit test (float sums of demands)."""
+
+
+def _room(free: np.ndarray, demand: np.ndarray) -> np.ndarray:
+    """How many tasks of `demand` (3,) fit in each row of `free` (..., 3): the largest k
+    with free - k * demand >= -_TOL in every resource (a resource it does not use puts no
+    limit on it; a task demanding nothing fits without limit)."""
+    used = demand > 0
+    if not used.any():
+        return np.full(free.shape[:-1], np.iinfo(np.int64).max // 4, dtype=np.int64)
+    per = np.floor((free[..., used] + _TOL) / demand[used])
+    return np.maximum(per.min(axis=-1), 0).astype(np.int64)
+
+
 @dataclass
 class PlacementDraft:
     """A placement being built one task at a time: what each waiting job still needs,
@@ -220,27 +235,42 @@ class PlacementDraft:
         started = [i for i in pending if self.placed[i][0] or self.placed[i][1]]
         for i in started or pending:
             for role in (0, 1):
-                if self.need[i, role] == 0:
-                    continue
-                demand = self.demand(i, role)
-                for server in np.flatnonzero(np.all(self.free >= demand - 1e-9, axis=1)):
-                    out[i, role, server] = self._completable(i, role, int(server))
+                if self.need[i, role] > 0:
+                    out[i, role] = self._completable(i, role)
         return out.reshape(-1)
 
-    def _completable(self, i: int, role: int, server: int) -> bool:
-        """Whether job i's other remaining tasks fit (first fit) after this one."""
-        free = self.free.copy()
-        free[server] -= self.demand(i, role)
+    def _completable(self, i: int, role: int) -> np.ndarray:
+        """(M,) bool: job i's next task of `role` fits on server m and the job's other
+        remaining tasks still fit after it, by first fit (workers, then PSs, each on the
+        lowest-numbered server with room).
+
+        First fit of identical tasks fills servers in order, server m taking as many as fit
+        in it, so the check is counted for every candidate server at once, (M, M) arrays,
+        rather than simulated task by task (a 96-server cluster made the task-by-task loop
+        most of the time a Harmony decision takes)."""
+        m = self.free.shape[0]
+        demands = (self.demand(i, 0), self.demand(i, 1))
+        own = demands[role]
+        fits = np.all(self.free >= own - _TOL, axis=1)  # (M,)
         need = self.need[i].copy()
         need[role] -= 1
+        cand = np.flatnonzero(fits)
+        ok = np.zeros(m, dtype=bool)
+        if not len(cand):
+            return ok
+        free = np.broadcast_to(self.free, (len(cand), m, 3)).copy()  # (C, M, 3)
+        free[np.arange(len(cand)), cand] -= own
+        feasible = np.ones(len(cand), dtype=bool)
         for r in (0, 1):
-            demand = self.demand(i, r)
-            for _ in range(int(need[r])):
-                fits = np.flatnonzero(np.all(free >= demand - 1e-9, axis=1))
-                if not len(fits):
-                    return False
-                free[fits[0]] -= demand
-        return True
+            if need[r] == 0:
+                continue
+            room = _room(free, demands[r])  # (C, M) tasks of this kind each server takes
+            before = np.cumsum(room, axis=1) - room
+            take = np.clip(need[r] - before, 0, room)  # (C, M) first fit's tasks per server
+            feasible &= take.sum(axis=1) >= need[r]
+            free -= take[..., None] * demands[r]
+        ok[cand] = feasible
+        return ok
 
     def place(self, i: int, role: int, server: int) -> None:
         """Put one task; the caller has checked the mask."""

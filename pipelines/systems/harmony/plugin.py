@@ -18,6 +18,9 @@ class HarmonyOptions:
 
     updates: int | None = None
     """Harmony placement-DRL updates per policy (default: the budget's; 0 skips Harmony)"""
+    arena_updates: int | None = None
+    """updates of Harmony's placement policy trained for the evaluation on every workload
+    set (default: the budget's; 0 leaves Harmony out of that evaluation)"""
     gavel: str | None = None
     """Gavel throughputs JSON: ingest its measured co-locations and fit a predictor"""
     online_update: bool = False
@@ -33,6 +36,10 @@ BUDGETS = {
         "stage.n_train_sequences": 1,
         "stage.n_val_sequences": 1,
         "stage.eval.n_sequences": 1,
+        "arena.train.updates": 2,
+        "arena.train.val_every": 1,
+        "arena.train_sequences": 1,
+        "arena.val_sequences": 1,
     },
     "large": {
         "stage.reward.epochs": 200,
@@ -41,6 +48,9 @@ BUDGETS = {
         "stage.n_train_sequences": 32,
         "stage.n_val_sequences": 4,
         "stage.eval.n_sequences": 10,
+        "arena.train.updates": 1500,
+        "arena.train.val_every": 150,
+        "arena.train_sequences": None,
     },
 }
 
@@ -57,12 +67,24 @@ def apply(cfg: HarmonyRunConfig, opts: HarmonyOptions) -> HarmonyRunConfig | Non
         stage = replace(stage, train=train)
     if stage.train.updates <= 0:
         return None
-    return replace(cfg, stage=stage, online_update=opts.online_update)
+    arena = cfg.arena
+    if opts.arena_updates is not None:
+        updates = opts.arena_updates
+        train = replace(
+            arena.train, updates=updates, val_every=min(arena.train.val_every, max(updates, 1))
+        )
+        arena = replace(arena, train=train)
+    return replace(cfg, stage=stage, arena=arena, online_update=opts.online_update)
 
 
 def seeded(cfg: HarmonyRunConfig, seed: int, workload_set: str) -> HarmonyRunConfig:
-    """Harmony generates its own sequences: only the seed is pushed in."""
-    return replace(cfg, stage=replace(cfg.stage, seed=seed))
+    """Harmony generates its own sequences; its arena policy trains on the run's synthetic
+    workload set."""
+    return replace(
+        cfg,
+        stage=replace(cfg.stage, seed=seed),
+        arena=replace(cfg.arena, seed=seed, workload_set=workload_set),
+    )
 
 
 def summary_lines(summary: dict) -> list[str]:
@@ -71,7 +93,8 @@ def summary_lines(summary: dict) -> list[str]:
     error = reward["metrics"].get("test_rel_error")
     error_text = f"held-out relative error {error:.1%}" if error is not None else ""
     lines = [f"  Harmony reward model {reward['policy_id']}: {error_text}"]
-    for name, result in summary["placement"].items():
+    trained = {**summary["placement"], "harmony-arena": summary.get("arena")}
+    for name, result in ((n, r) for n, r in trained.items() if r):
         lines.append(
             f"  {name} {result['policy_id']} (from {result['parent_policy_id'] or 'scratch'})"
         )

@@ -20,6 +20,10 @@
                              read only `sample_sources`, so re-running them on unchanged
                              inputs trains nothing; the online update is the step that
                              consumes what evaluations observed)
+    train_arena_stage        the placement policy for the evaluation on every workload set
+                             (system harmony-arena): the DL2 setting's cluster and window,
+                             the run's synthetic set's train split, from the newest
+                             harmony-arena policy or the own-scenario policy's pair head
 
 As in DL2's stages (pipelines/systems/dl2/stages.py): inputs are read first, training runs with the
 warehouse closed, rows are written in one transaction; checkpoints are content-addressed
@@ -40,7 +44,12 @@ import polars as pl
 from models.checkpoints import load_registered, register_policy, resume_from
 from models.harmony.contracts import HarmonyLearningCurves, RewardModelMetrics
 from models.harmony.evaluate import HarmonyEvalConfig, observed_samples
-from models.harmony.placement import RulePlacement, policy_from_checkpoint
+from models.harmony.placement import (
+    HarmonyNetConfig,
+    HarmonyPolicy,
+    RulePlacement,
+    policy_from_checkpoint,
+)
 from models.harmony.reward import (
     SYSTEM as REWARD_SYSTEM,
 )
@@ -53,6 +62,8 @@ from models.harmony.reward import (
 from models.harmony.train import PlacementTrainConfig, train_placement
 from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
+    ARENA_SUFFIX,
+    EvalConfig,
     EvalTables,
     Workload,
     best_rates,
@@ -70,6 +81,7 @@ from pipelines.trained import (
     public_metrics,
     resume_note,
     save_checkpoint_file,
+    set_workloads,
 )
 from tracelib.contracts import InterferenceSamples
 from tracelib.gavel import GavelConfig, gavel_samples
@@ -78,7 +90,7 @@ from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import code_version
 from tracelib.scenarios import harmony_set
 from tracelib.scenarios.harmony import ArrivalConfig, sequences
-from tracelib.sim import SimResult
+from tracelib.sim import SimConfig, SimResult, jobs_from_frame
 from warehouse import connect, read_frame, transaction
 from warehouse.io import validate, write_frame
 
@@ -491,3 +503,167 @@ def online_update_stage(
         warehouse, replace(cfg, init="latest"), reward.reward_model.policy_id, progress
     )
     return reward, placed
+
+
+# -- the arena: Harmony placing in the evaluation on every workload set --------------------
+
+ARENA_SYSTEM = f"harmony{ARENA_SUFFIX}"
+"""`policies.system` of the placement policies trained for the arena."""
+
+
+def _arena_setting() -> SimConfig:
+    """The simulator the arena evaluates in (its cluster, slot, window, speed realism)."""
+    return EvalConfig().sim_config(0)
+
+
+def _arena_train() -> PlacementTrainConfig:
+    # Fixed placement, as Harmony's own setting: the training environment forces it, and
+    # validation must run the policy the same way (in the re-decided mode its greedy loop
+    # would move every running job each slot; the arena's `ArenaPlacement` keeps them).
+    sim = replace(_arena_setting(), fixed_placement=True)
+    net = replace(HarmonyNetConfig(), window=sim.window or 20, n_servers=sim.cluster.n_servers)
+    # Rollouts in the simulator's own speeds, and the starting policy kept unless training
+    # beats it on validation: see HarmonyArenaConfig.train.
+    return PlacementTrainConfig(
+        net=net,
+        sim=sim,
+        rollout_speed="simulator",
+        keep_start=True,
+        updates=120,
+        val_every=40,
+        n_workers=2,
+    )
+
+
+@dataclass(frozen=True)
+class HarmonyArenaConfig:
+    """Harmony's placement policy trained for the arena: the run's synthetic workload set
+    in the DL2 setting (96 servers, a window of 20), jobs at their requested workers and
+    PSs (`models.harmony.arena`). The default budget trains in about 32 s of one core here
+    (120 updates of 2 workers, 4 validations of 2 sequences)."""
+
+    workload_set: str = "dl2-synthetic"
+    """Derivation whose train split is trained on and whose validation split picks the
+    best weights (the evaluation runs its test split)."""
+    train: PlacementTrainConfig = field(default_factory=_arena_train)
+    """The actor-critic of the own scenario (`models.harmony.train`) in the arena's
+    simulator. Its rollouts run on the simulator's own speeds (`rollout_speed`), not the
+    reward predictor's: the predictor is fitted on saturated 6-server co-location sets,
+    and on the 96-server cluster, where jobs mostly run on servers of their own, it ranks
+    contention well (correlation 0.94 with the true slowdown under bin packing) but not
+    the locality gain that separates placements there (correlation -0.06 under LIF, 11%
+    error on an effect of 1-6%). It still shares each interval's observed progress among
+    the interval's inferences (`credit`), resized to the cluster
+    (`RewardPredictor.for_cluster`). The starting policy is validated too and kept unless a
+    later validation beats it (`keep_start`): at this budget the updates do not improve on
+    it (README, Harmony), and a run must not leave the arena a worse policy than it had."""
+    train_sequences: int | None = 16
+    """At most this many training sequences (the lowest sequence numbers; None: all)."""
+    val_sequences: int | None = 2
+    """At most this many validation sequences (each validation simulates each of them)."""
+    init: str = "latest"
+    """"latest": from the newest `harmony-arena` policy, else the pair head of the newest
+    own-scenario `harmony` policy (`HarmonyPolicy.resized`), else from scratch; "scratch"."""
+    seed: int = 0
+
+    def train_config(self) -> PlacementTrainConfig:
+        """The trainer's config, with this config's seed."""
+        return replace(self.train, seed=self.seed)
+
+
+def _jobs_of(frame: pl.DataFrame) -> list:
+    """One job sequence (JobSpecs) per workload of a `workload_jobs` frame, in its order."""
+    return [jobs_from_frame(f) for f in frame.partition_by("workload_id", maintain_order=True)]
+
+
+def _arena_start(
+    con, cfg: HarmonyArenaConfig, net: HarmonyNetConfig, own_policy_id: str | None
+) -> tuple[HarmonyPolicy | None, str | None, str, dict[str, str]]:
+    """Where arena training starts: (policy sized to `net`, its policy id, how, notes).
+    The newest `harmony-arena` policy whose network is `net`; else the pair head of the
+    own-scenario policy `own_policy_id` (default: the newest `harmony`), resized to the
+    arena's cluster and window (its value network is sized for the own scenario and is
+    left behind); else nothing (from scratch)."""
+    if cfg.init == "scratch":
+        return None, None, "scratch", {}
+    notes: dict[str, str] = {}
+    resumed = resume_from(con, newest_policy(con, ARENA_SYSTEM), policy_from_checkpoint)
+    notes |= resume_note(resumed)
+    if resumed.policy is not None and resumed.policy.cfg == net:
+        return resumed.policy, resumed.policy_id, "latest", notes
+    own = resume_from(con, own_policy_id or newest_policy(con, "harmony"), policy_from_checkpoint)
+    notes |= resume_note(own)
+    if own.policy is not None:
+        try:
+            sized = own.policy.resized(net.n_servers, net.window)
+        except ValueError:
+            sized = None
+        if sized is not None and sized.cfg == net:
+            return sized, own.policy_id, "transfer", notes
+    return None, None, "scratch", notes
+
+
+def train_arena_stage(
+    warehouse: str | Path | None,
+    cfg: HarmonyArenaConfig,
+    reward_model_id: str | None = None,
+    own_policy_id: str | None = None,
+    progress: Reporter = QUIET,
+) -> TrainResult:
+    """Train Harmony's placement policy for the arena on `cfg.workload_set` (train split;
+    best weights on its validation split) from where `_arena_start` says, credit shared
+    by the reward model `reward_model_id` (default the newest); register it as system
+    `harmony-arena`, its parent the policy it started from. Unchanged inputs (config,
+    workloads, reward model) return the policy already trained on them."""
+    tcfg = cfg.train_config()
+    with connect(warehouse) as con:
+        train_jobs = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
+        val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
+        rid, predictor = _reward_model(con, reward_model_id)
+        key = input_key(cfg.init, tcfg, rid, train_jobs, val_jobs)
+        done = already_trained(con, key, ARENA_SYSTEM)
+        if done is not None:
+            return done
+        init, parent, start, notes = _arena_start(con, cfg, tcfg.net, own_policy_id)
+    m = tcfg.net.n_servers
+    # A DL2-setting job holds at least two tasks, so 2M jobs hold every job of the cluster
+    # in one input: the predictor sees every co-located job at once.
+    credit = predictor.for_cluster(m, max(2 * m, predictor.cfg.max_jobs))
+    with (
+        scoped_torch(threads=1),
+        progress.bar(f"{ARENA_SYSTEM} updates", tcfg.updates) as advance,
+    ):
+        policy, curve, metrics = train_placement(
+            _jobs_of(train_jobs), _jobs_of(val_jobs), credit, tcfg, init, progress=advance
+        )
+    policy.name = ARENA_SYSTEM
+    # The input key in the checkpoint's config: weights kept from the start (keep_start)
+    # on new inputs still make a new checkpoint that records them.
+    policy.train_config = {**policy.train_config, "system": ARENA_SYSTEM, "input_key": key}
+    path, sha = save_checkpoint_file(policy, warehouse, ARENA_SYSTEM)
+    metrics = {
+        **metrics,
+        "start": start,
+        "reward_model_id": rid,
+        "stage_config": asdict(cfg),
+        "input_key": key,
+        **notes,
+    }
+    with connect(warehouse) as con, transaction(con):
+        policy_id = register_policy(
+            con,
+            system=ARENA_SYSTEM,
+            config=policy.checkpoint_config(),
+            checkpoint_path=path,
+            sha256=sha,
+            training_workloads=sorted(train_jobs["workload_id"].unique().to_list()),
+            metrics=metrics,
+            parent_policy_id=parent,
+        )
+        con.execute(
+            "DELETE FROM harmony_learning_curves WHERE policy_id = ? AND phase = 'placement'",
+            [policy_id],
+        )
+        if curve.height:
+            write_frame(con, _curve_rows(curve, policy_id, "placement"), HarmonyLearningCurves)
+    return TrainResult(policy_id, parent, str(path), public_metrics(metrics))

@@ -1,6 +1,8 @@
 """Harmony's steps in `schedlab run` (pipelines/system.py `Steps`): the reward predictor on
 the interference samples, the placement DRL and its Table II ablations, the evaluation under
-three arrival patterns, and optionally the online update from the speeds it observed."""
+three arrival patterns, and optionally the online update from the speeds it observed; and
+its placement policy trained for the arena (`HarmonyArenaConfig`), which places beside the
+heuristics in the evaluation on every workload set (`arena`, `loaders`)."""
 
 from __future__ import annotations
 
@@ -8,17 +10,22 @@ from dataclasses import asdict, dataclass, field, replace
 
 from prefect import task
 
+from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
 from pipelines.progress import QUIET, Reporter
 from pipelines.retries import IO_RETRIES
 from pipelines.sections import Section, exists, frame_table
 from pipelines.system import Pending, RunContext
 from pipelines.systems.harmony.stages import (
+    ARENA_SYSTEM,
+    HarmonyArenaConfig,
     HarmonyStageConfig,
     evaluate_harmony_stage,
     fit_reward_model_stage,
     online_update_stage,
+    train_arena_stage,
     train_placement_stage,
 )
+from tracelib.sim import DecisionPolicy, Scheduler
 from warehouse import read_frame
 
 
@@ -27,6 +34,8 @@ class HarmonyRunConfig:
     """Harmony in `schedlab run`: its stages' config and whether the online update runs."""
 
     stage: HarmonyStageConfig = field(default_factory=HarmonyStageConfig)
+    arena: HarmonyArenaConfig = field(default_factory=HarmonyArenaConfig)
+    """Its placement policy trained for the evaluation on every workload set."""
     online_update: bool = False
     """After the evaluation, re-fit the predictor and the policies on the observed speeds."""
 
@@ -51,6 +60,25 @@ def placement_task(
             warehouse, one, reward["reward_model"]["policy_id"], progress
         )
     return asdict(trained[variant])
+
+
+@task(name="harmony-train-arena", **IO_RETRIES)
+def arena_task(
+    warehouse: str | None,
+    cfg: HarmonyArenaConfig,
+    reward: dict,
+    own: dict | None,
+    progress: Reporter = QUIET,
+) -> dict:
+    with progress.stage(f"Harmony placement {ARENA_SYSTEM}"):
+        trained = train_arena_stage(
+            warehouse,
+            cfg,
+            reward["reward_model"]["policy_id"],
+            own["policy_id"] if own else None,
+            progress,
+        )
+    return asdict(trained)
 
 
 @task(name="harmony-evaluate", **IO_RETRIES)
@@ -80,13 +108,20 @@ def prepare(run: RunContext, cfg: HarmonyRunConfig) -> Pending:
 
 
 def train(run: RunContext, cfg: HarmonyRunConfig, pending: Pending) -> Pending:
-    """Harmony and each ablation on rollouts scored by that predictor."""
-    return {
-        "placement": {
-            v: placement_task.submit(run.warehouse, cfg.stage, v, pending["reward"], run.progress)
-            for v in cfg.stage.variants
-        }
+    """Harmony and each ablation on rollouts scored by that predictor; then Harmony for the
+    arena, from this run's own-scenario Harmony when the arena has no policy yet (it waits
+    for that training, so what it starts from never depends on which task finishes
+    first)."""
+    placement = {
+        v: placement_task.submit(run.warehouse, cfg.stage, v, pending["reward"], run.progress)
+        for v in cfg.stage.variants
     }
+    if cfg.arena.train.updates <= 0:
+        return {"placement": placement}
+    arena = arena_task.submit(
+        run.warehouse, cfg.arena, pending["reward"], placement.get("harmony"), run.progress
+    )
+    return {"placement": placement, "arena": arena}
 
 
 def evaluate(run: RunContext, cfg: HarmonyRunConfig, pending: Pending) -> Pending:
@@ -103,6 +138,7 @@ def collect(run: RunContext, cfg: HarmonyRunConfig, pending: Pending) -> dict:
     out = {
         "reward": pending["reward"].result(),
         "placement": {v: f.result() for v, f in pending["placement"].items()},
+        "arena": pending["arena"].result() if "arena" in pending else None,
         "evaluation": pending["evaluation"].result(),
     }
     if cfg.online_update:
@@ -137,10 +173,34 @@ def config() -> HarmonyRunConfig:
 
 
 def arena(pending: Pending) -> dict[str, str]:
-    """Nothing yet: Harmony places, the evaluation on every workload set allocates."""
-    return {}
+    """Its arena policy, under the scheduler name "harmony" (none when not trained)."""
+    if "arena" not in pending:
+        return {}
+    return {"harmony": pending["arena"].result()["policy_id"]}
 
 
-def loaders() -> dict:
-    """None of its policies runs in the evaluation on every workload set yet."""
-    return {}
+def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
+    """A Harmony placement checkpoint placing in the evaluation, sized to its cluster and
+    window (`HarmonyPolicy.resized`: the pair head fits any), composed with the
+    evaluation's default allocation (the jobs' requested workers and PSs: Harmony's own
+    setting); see `models.harmony.arena`."""
+    from models.checkpoints import load_checkpoint
+    from models.harmony.arena import ArenaPlacement
+    from models.harmony.placement import policy_from_checkpoint
+    from models.heuristics.registry import ALLOCATIONS
+
+    ckpt = load_checkpoint(ref.checkpoint_path, sha256=ref.sha256, system=ref.system)
+    policy = policy_from_checkpoint(ckpt, name=ref.policy_id)
+    window = cfg.window or policy.cfg.window
+    try:
+        sized = policy.resized(cfg.cluster.n_servers, window)
+    except ValueError as exc:
+        raise NotApplicable(f"{ref.policy_id}: {exc}") from None
+    placement = ArenaPlacement(sized, ref.policy_id)
+    return Scheduler(ALLOCATIONS.create(cfg.default_allocation), placement)
+
+
+def loaders() -> dict[str, Loader]:
+    """Arena policies place in the evaluation, and so do own-scenario Harmony policies
+    (resized; they place there as trained on 6 servers, to compare with the arena's)."""
+    return {ARENA_SYSTEM: load_arena_policy, "harmony": load_arena_policy}
