@@ -152,12 +152,11 @@ class AllocationBuilder:
         pool, allowed = self.pool, self._allowed[i]
         taken = []
         for demand in [self._w_dem[i]] * workers + [self._p_dem[i]] * ps:
-            server = pool.feasible_fit(demand, allowed)
+            server = pool.take_feasible(demand, allowed)
             if server < 0:
                 for s, d in taken:
                     pool.give(s, d)
                 return None
-            pool.take_unchecked(server, demand)
             taken.append((server, demand))
         return taken
 
@@ -169,16 +168,13 @@ class AllocationBuilder:
             return False
         if workers == 1 and ps == 1:
             # The common step (a worker+PS pair), written out: it runs ~10^5 times a run.
-            pool, wd, pd, allowed = self.pool, self._w_dem[i], self._p_dem[i], self._allowed[i]
-            s_w = pool.feasible_fit(wd, allowed)
+            pool, wd, allowed = self.pool, self._w_dem[i], self._allowed[i]
+            s_w = pool.take_feasible(wd, allowed)
             if s_w < 0:
                 return False
-            pool.take_unchecked(s_w, wd)
-            s_p = pool.feasible_fit(pd, allowed)
-            if s_p < 0:
+            if pool.take_feasible(self._p_dem[i], allowed) < 0:
                 pool.give(s_w, wd)
                 return False
-            pool.take_unchecked(s_p, pd)
         elif self._take(i, workers, ps) is None:
             return False
         self.workers[i] += workers
