@@ -28,7 +28,7 @@ buckets, and so every choice, stay exactly as they were):
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -453,3 +453,24 @@ def _group_rows(cap: np.ndarray, free: np.ndarray) -> list[tuple[tuple, list[int
         ((tuple(k[:3]), tuple(k[3:]), (), None), servers.tolist())
         for k, servers in zip(keys, np.split(order, starts[1:]), strict=True)
     ]
+
+
+def task_arrays(groups: Iterable[tuple[Sequence[int], Vec]]) -> tuple[np.ndarray, np.ndarray]:
+    """Servers (tasks,) and demands (tasks, 3) of tasks given as groups of servers sharing a
+    demand (a job's workers, its PSs), in the order given.
+
+    Callers sum them with `np.add.at(used, servers, demands)`, which adds in this order:
+    the same order, and so the same float sums, as a list of one demand per task, but built
+    from one row per group instead of one per task."""
+    servers: list[int] = []
+    counts: list[int] = []
+    demands: list[Vec] = []
+    for on, demand in groups:
+        if on:
+            servers.extend(on)
+            counts.append(len(on))
+            demands.append(demand)
+    if not servers:
+        return np.zeros(0, dtype=np.intp), np.zeros((0, 3))
+    rows = np.array(demands, dtype=float)[np.repeat(np.arange(len(demands)), counts)]
+    return np.array(servers, dtype=np.intp), rows
