@@ -76,10 +76,8 @@ class AllocationBuilder:
             )
             for i in pair_rep
         )
-        self._cap = np.array([j.max_workers for j in self.jobs], dtype=np.int64)
-        self._room = np.ones((n, 2), dtype=bool)  # workers, PSs below the cap
-        self._room[:, 0] = self._cap > 0
-        self._room[:, 1] = self._cap > 0
+        self._caps = [j.max_workers for j in self.jobs]
+        self._cap = np.array(self._caps, dtype=np.int64)  # (n,)
 
     # -- queries ---------------------------------------------------------------------
 
@@ -131,8 +129,9 @@ class AllocationBuilder:
             dtype=bool,
         )
         out = np.empty((len(self.jobs), 3), dtype=bool)
-        np.logical_and(fits[self._w_sid], self._room[:, 0], out=out[:, 0])
-        np.logical_and(fits[self._p_sid], self._room[:, 1], out=out[:, 1])
+        # Jobs below their cap, from the counts (cheaper here than kept up to date per step).
+        np.logical_and(fits[self._w_sid], np.array(self.workers) < self._cap, out=out[:, 0])
+        np.logical_and(fits[self._p_sid], np.array(self.ps) < self._cap, out=out[:, 1])
         np.logical_and(out[:, 0], out[:, 1], out=out[:, 2])
         out[:, 2] &= pair[self._pair_id]
         return out
@@ -163,7 +162,7 @@ class AllocationBuilder:
     def add(self, i: int, workers: int = 0, ps: int = 0) -> bool:
         """Add `workers` workers and `ps` PSs to job i (all or nothing); False if the cap or
         the cluster does not allow it."""
-        cap = self.jobs[i].max_workers
+        cap = self._caps[i]
         if self.workers[i] + workers > cap or self.ps[i] + ps > cap:
             return False
         if workers == 1 and ps == 1:
@@ -179,8 +178,6 @@ class AllocationBuilder:
             return False
         self.workers[i] += workers
         self.ps[i] += ps
-        self._room[i, 0] = self.workers[i] < cap
-        self._room[i, 1] = self.ps[i] < cap
         return True
 
     def step(self, i: int, action: Action) -> bool:
