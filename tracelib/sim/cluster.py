@@ -148,7 +148,7 @@ class FreePool:
             if packed:
                 shared[server] = packed
         # The plain case (no types, no shares) keeps the fastest loops.
-        self._plain = all(t is None for t in types) and not shared
+        self._plain = (gpu_types is None or all(t is None for t in types)) and not shared
         self._all: dict[tuple, _Bucket] = {}
         self._active: dict[tuple, _Bucket] = {}
         if self._plain:
@@ -316,22 +316,27 @@ class FreePool:
         """A fitting server with the least load (used share summed over resources, as
         Harmony's load-balancing baseline); ties inside a bucket broken by `rng` (else the
         lowest index), ties between buckets by lowest index. -1 if none fits."""
-        best_key: tuple[float, int] | None = None
-        best_servers: list[int] = []
+        best: _Bucket | None = None
+        best_load = 0.0
         for bucket in self._fitting(demand, allowed):
             load = bucket.load
             if load is None:
                 cap, free = bucket.cap, bucket.free
                 used = sum((c - f) / c for c, f in zip(cap, free, strict=True) if c > 0)
                 load = bucket.load = round(used, 9)
-            key = (load, bucket.servers[0])
-            if best_key is None or key < best_key:
-                best_key, best_servers = key, bucket.servers
-        if not best_servers:
+            # the smallest (load, first server)
+            if (
+                best is None
+                or load < best_load
+                or (load == best_load and bucket.servers[0] < best.servers[0])
+            ):
+                best, best_load = bucket, load
+        if best is None:
             return -1
-        if rng is None or len(best_servers) == 1:
-            return best_servers[0]
-        return best_servers[int(rng.integers(len(best_servers)))]
+        servers = best.servers
+        if rng is None or len(servers) == 1:
+            return servers[0]
+        return servers[int(rng.integers(len(servers)))]
 
     def uniform(
         self, demand: Vec, rng: np.random.Generator, allowed: frozenset[str] | None = None
