@@ -464,9 +464,9 @@ def task_arrays(groups: Iterable[tuple[Sequence[int], Vec]]) -> tuple[np.ndarray
     """Servers (tasks,) and demands (tasks, 3) of tasks given as groups of servers sharing a
     demand (a job's workers, its PSs), in the order given.
 
-    Callers sum them with `np.add.at(used, servers, demands)`, which adds in this order:
-    the same order, and so the same float sums, as a list of one demand per task, but built
-    from one row per group instead of one per task."""
+    Summed per server (`summed_demands`, or `np.add.at`) they add in this order: the same
+    order, and so the same float sums, as a list of one demand per task, but built from one
+    row per group instead of one per task."""
     servers: list[int] = []
     counts: list[int] = []
     demands: list[Vec] = []
@@ -479,3 +479,14 @@ def task_arrays(groups: Iterable[tuple[Sequence[int], Vec]]) -> tuple[np.ndarray
         return np.zeros(0, dtype=np.intp), np.zeros((0, 3))
     rows = np.array(demands, dtype=float)[np.repeat(np.arange(len(demands)), counts)]
     return np.array(servers, dtype=np.intp), rows
+
+
+def summed_demands(servers: np.ndarray, demands: np.ndarray, n_servers: int) -> np.ndarray:
+    """(n_servers, 3): `demands` (tasks, 3) summed per server of `servers` (tasks,).
+
+    The same float sums as `np.add.at` into zeros, bit for bit: bincount also adds each
+    server's tasks in task order, starting from 0.0; it is about ten times faster."""
+    out = np.empty((n_servers, 3))
+    for k in range(3):
+        out[:, k] = np.bincount(servers, weights=demands[:, k], minlength=n_servers)
+    return out

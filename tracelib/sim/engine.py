@@ -42,7 +42,7 @@ import numpy as np
 import polars as pl
 
 from tracelib.catalogue import DL2_CATALOGUE, DL2_SIM_FACTS, JobType, SimFacts, by_name
-from tracelib.sim.cluster import is_share, task_arrays
+from tracelib.sim.cluster import is_share, summed_demands, task_arrays
 from tracelib.sim.config import SimConfig
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.policy import DecisionPolicy
@@ -514,10 +514,7 @@ class Simulator:
                 (job.placement.ps, job.jt.ps_demand),
             )
         )
-        used = np.zeros_like(self._capacity)
-        if len(servers):
-            np.add.at(used, servers, demands)
-        return used
+        return summed_demands(servers, demands, self._capacity.shape[0])
 
     def _snapshot(self, active: list[_Job], t: float, decision: int, oracle) -> Snapshot:
         fixed: list[_Job] = []
@@ -604,10 +601,11 @@ class Simulator:
                         f"job {job_id} needs GPU type {sorted(view.gpu_types)}; servers "
                         f"{sorted(set(wrong))} have another"
                     )
-        used = np.zeros_like(self._capacity)
-        if snap.cluster.reserved is not None:
+        if snap.cluster.reserved is None:
+            used = summed_demands(servers, demands, n)
+        else:  # added task by task onto what is reserved
+            used = np.zeros_like(self._capacity)
             used += snap.cluster.reserved
-        if len(servers):
             np.add.at(used, servers, demands)
         over = np.argwhere(used > self._capacity + 1e-9)
         if len(over):

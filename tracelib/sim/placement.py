@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracelib.sim.cluster import FreePool, Vec, is_share, task_arrays
+from tracelib.sim.cluster import FreePool, Vec, is_share, summed_demands, task_arrays
 from tracelib.sim.snapshot import Allocation, JobPlacement, JobView, Placement, Snapshot
 
 Rule = Callable[[FreePool, Vec, np.random.Generator, frozenset[str] | None], int]
@@ -92,10 +92,7 @@ def _place(
                 shares.setdefault(server, []).append(job.worker_demand[0])
     # Kept tasks are a subset of a placement that fitted, so they fit: one vectorized sum.
     available = snap.cluster.available
-    used = np.zeros_like(snap.cluster.capacity)
-    servers, demands = task_arrays(kept)
-    if len(servers):
-        np.add.at(used, servers, demands)
+    used = summed_demands(*task_arrays(kept), snap.cluster.n_servers)
     pool = snap.cluster.pool(available - used, shares)
     if not _place_tasks(pool, order(snap, missing), rule, rng, out, allowed):
         # Fragmentation: start again from an empty cluster, every task by the rule.
