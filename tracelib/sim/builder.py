@@ -77,7 +77,8 @@ class AllocationBuilder:
             for i in pair_rep
         )
         self._caps = [j.max_workers for j in self.jobs]
-        self._cap = np.array(self._caps, dtype=np.int64)  # (n,)
+        cap = np.array(self._caps, dtype=np.int64)  # (n,)
+        self._room = np.repeat(cap[:, None] > 0, 2, axis=1)  # (n, 2): workers, PSs below cap
 
     # -- queries ---------------------------------------------------------------------
 
@@ -129,9 +130,8 @@ class AllocationBuilder:
             dtype=bool,
         )
         out = np.empty((len(self.jobs), 3), dtype=bool)
-        # Jobs below their cap, from the counts (cheaper here than kept up to date per step).
-        np.logical_and(fits[self._w_sid], np.array(self.workers) < self._cap, out=out[:, 0])
-        np.logical_and(fits[self._p_sid], np.array(self.ps) < self._cap, out=out[:, 1])
+        np.logical_and(fits[self._w_sid], self._room[:, 0], out=out[:, 0])
+        np.logical_and(fits[self._p_sid], self._room[:, 1], out=out[:, 1])
         np.logical_and(out[:, 0], out[:, 1], out=out[:, 2])
         out[:, 2] &= pair[self._pair_id]
         return out
@@ -178,6 +178,11 @@ class AllocationBuilder:
             return False
         self.workers[i] += workers
         self.ps[i] += ps
+        # Counts only grow, so a job's room only ever closes: write it then, not every step.
+        if self.workers[i] >= cap:
+            self._room[i, 0] = False
+        if self.ps[i] >= cap:
+            self._room[i, 1] = False
         return True
 
     def step(self, i: int, action: Action) -> bool:
