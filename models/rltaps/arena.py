@@ -197,10 +197,13 @@ class FastArenaNet:
 
     def coefficients(self, step: ArenaStep) -> tuple[np.ndarray, np.ndarray, float]:
         """base (N, C + 1), pair_w (N, P) and the null slot's context term of a decision."""
-        ctx = np.maximum(step.image @ self.wc + self.bc, 0.0)  # (X,)
+        # einsum (numpy's own loops, not BLAS): the same sums in the same order whatever
+        # threads BLAS would use, so a run's decisions do not depend on the process.
+        ctx = np.maximum(np.einsum("i,ix->x", step.image, self.wc) + self.bc, 0.0)  # (X,)
         n = step.features.shape[0]
         x = np.concatenate([step.features, np.broadcast_to(ctx, (n, len(ctx)))], 1)
-        out = np.maximum(x @ self.wh + self.bh, 0.0) @ self.wo + self.bo  # (N, 1 + K + P)
+        h = np.maximum(np.einsum("nf,fh->nh", x, self.wh) + self.bh, 0.0)  # (N, H)
+        out = np.einsum("nh,ho->no", h, self.wo) + self.bo  # (N, 1 + K + P)
         base = out[:, :1] + np.einsum("nck,nk->nc", step.counts, out[:, 1 : 1 + self.k])
         return base, out[:, 1 + self.k :], float(ctx @ self.null_ctx_w) + self.null_b
 

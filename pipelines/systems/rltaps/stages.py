@@ -7,12 +7,20 @@ RL-TAPS' baselines (Random, SJF, Tetris job pickers with first-fit GPUs).
                            its curve to `rltaps_learning_curves`
     evaluate_rltaps_stage  the newest policy of each system and the three baselines on a
                            held-out set of job sequences -> `rltaps_evaluation`
+    train_arena_stage      the arena policy (system "rl-taps-arena"): RL-TAPS' per-GPU
+                           decision on the evaluation's cluster, trained on a workload set's
+                           train split from the newest arena policy; the evaluation on every
+                           workload set runs it as "rl-taps" (steps.py `loaders`); its curve
+                           goes with `register_policy` to the shared curve table (phase
+                           "finetune"), as `rltaps_learning_curves.mode` admits only the
+                           paper's two modes
 
-Job sequences are not read from the warehouse: RL-TAPS' workload is DeepRM's synthetic
-bimodal mix on a fixed topology, generated in-stage from seeds (one job per step,
-`tracelib.synthetic.BimodalConfig.rl_taps`). The seeds are recorded: training ones in the
-policy's `metrics.train_seeds` and `training_workloads`, validation ones in each curve row,
-test ones in each evaluation row. Same config, same tables (bit for bit, timestamps aside).
+The own-scenario job sequences are not read from the warehouse: RL-TAPS' workload is
+DeepRM's synthetic bimodal mix on a fixed topology, generated in-stage from seeds (one job
+per step, `tracelib.synthetic.BimodalConfig.rl_taps`). The seeds are recorded: training ones
+in the policy's `metrics.train_seeds` and `training_workloads`, validation ones in each
+curve row, test ones in each evaluation row. Same config, same tables (bit for bit,
+timestamps aside).
 
 DL2's stage pattern (pipelines/systems/dl2/stages.py): train with the warehouse closed, write in one
 transaction, content-addressed checkpoints beside the warehouse, `metrics.input_key` so a
@@ -342,9 +350,10 @@ class RLTapsArenaConfig:
     its per-GPU decision on the evaluation's cluster (`tracelib.envs.gpu_arena`), REINFORCE
     on the run's synthetic workload set (`models.rltaps.arena_reinforce`).
 
-    The default budget is small (about 30 s here: 3 epochs of 3 episodes on each of 6
-    training sequences); budgets are counted in epochs and episodes, not seconds, so the
-    same seed gives the same policy."""
+    The default budget is small (3 epochs of 3 episodes on each of 6 training sequences:
+    about 14 s of CPU, 30-37 s of wall-clock time on this 2-core machine at a load average
+    of 9; smoke: 2 s of CPU); budgets are counted in epochs and episodes, not seconds, so
+    the same seed gives the same policy."""
 
     workload_set: str = "dl2-synthetic"
     """Derivation whose train split is trained on and whose validation split validates."""
