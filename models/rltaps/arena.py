@@ -247,8 +247,11 @@ class RLTapsArenaPolicy:
         """Every GPU's slot, then the allocation and placement it means. Liveness guard:
         when no job would run while some are visible, the first visible job that fits gets
         the GPUs it requested (first in decoding order) so the simulation cannot stall."""
-        if snap.cluster.n_servers != len(set(self.layout.server)) and self.layout.n_gpus:
-            raise ValueError(f"policy for {self.env.cluster}, snapshot has other servers")
+        if snap.cluster.n_servers != self.env.cluster.n_servers:
+            raise ValueError(
+                f"policy for {self.env.cluster.n_servers} servers, the cluster has "
+                f"{snap.cluster.n_servers}"
+            )
         step = encode(snap, self.env, self.layout)
         choices, rec = self._decode(step)
         alloc, placement = self._decision(snap, step, choices, rng)
