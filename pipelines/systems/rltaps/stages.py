@@ -351,8 +351,8 @@ class RLTapsArenaConfig:
     on the run's synthetic workload set (`models.rltaps.arena_reinforce`).
 
     The default budget is small (3 epochs of 3 episodes on each of 6 training sequences:
-    about 14 s of CPU, 30-37 s of wall-clock time on this 2-core machine at a load average
-    of 9; smoke: 2 s of CPU); budgets are counted in epochs and episodes, not seconds, so
+    16-17 s on one core of this machine, 30-37 s of wall-clock time at a load average of 9;
+    smoke: 1-3 s); budgets are counted in epochs and episodes, not seconds, so
     the same seed gives the same policy."""
 
     workload_set: str = "dl2-synthetic"
