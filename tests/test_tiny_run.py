@@ -110,6 +110,8 @@ def test_killed_run_restarted_ends_with_the_same_tables(tmp_path, reference_run,
     assert expected["eval_summary"].height > 0
     systems = set(expected["policies"]["system"])
     assert {"dl2", "harmony", "harmony-reward-model", "chic", "chic-pair", "rl-taps"} <= systems
+    assert "rl-taps-arena" in systems
+    assert "rl-taps" in set(expected["eval_summary"]["scheduler"])
     for table in ("harmony_evaluation", "chic_evaluation", "rltaps_evaluation"):
         assert expected[table].height > 0, table
     with connect(crashed, read_only=True) as con:
