@@ -50,6 +50,7 @@ from torch import nn
 from models.checkpoints import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from models.dl2.config import from_dict, to_dict
 from models.rltaps.config import ARENA_SYSTEM, ArenaNetConfig
+from models.rltaps.policy import load_weights
 from tracelib.envs.gpu_arena import (
     COUNT_FEATURES,
     ArenaEnvConfig,
@@ -403,11 +404,7 @@ def arena_policy_from_checkpoint(ckpt: Checkpoint) -> RLTapsArenaPolicy:
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"checkpoint config is not an RL-TAPS arena network: {exc}") from None
     net = ArenaNet(cfg)
-    try:
-        net.load_state_dict(ckpt.state["policy"], strict=True)
-    except (KeyError, RuntimeError) as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise CheckpointError(f"checkpoint weights do not match its config: {first}") from None
+    load_weights(net, ckpt)
     try:
         return RLTapsArenaPolicy(net, env, system=ckpt.system, train_config=ckpt.config["train"])
     except ValueError as exc:

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from models.checkpoints import register_policy, resume_from
+from models.checkpoints import Resumed, register_policy, resume_from
 from models.rltaps import (
     BASELINES,
     ReinforceConfig,
@@ -66,13 +66,14 @@ from pipelines.trained import (
     public_metrics,
     resume_note,
     save_checkpoint_file,
+    set_workloads,
 )
 from tracelib.envs.gpu import GpuEnvConfig
 from tracelib.envs.gpu_arena import ArenaEnvConfig
 from tracelib.provenance import canonical_json, code_version
 from tracelib.sim import SimConfig, jobs_from_frame
 from tracelib.stats import ci_half_width
-from warehouse import connect, read_frame, transaction
+from warehouse import connect, transaction
 from warehouse.io import write_frame
 
 _TEST_STREAM = 0x7E57
@@ -197,6 +198,16 @@ class RLTapsEvalResult:
     seeds: list[int]
 
 
+def _start_from(con, init: str, system: str, build) -> Resumed:
+    """The policy a training starts from: `init` "latest" (the newest registered policy of
+    `system`), "scratch" (none) or a policy id, loaded by `build` (a lost or refused
+    checkpoint falls back to its ancestors: `resume_from`)."""
+    parent = {"latest": lambda: newest_policy(con, system), "scratch": lambda: None}.get(
+        init, lambda: init
+    )()
+    return resume_from(con, parent, build)
+
+
 def train_rltaps_stage(
     warehouse: str | Path | None, cfg: RLTapsStageConfig, progress: Reporter = QUIET
 ) -> RLTapsTrainResult:
@@ -210,13 +221,7 @@ def train_rltaps_stage(
         done = _cached(con, key, system)
         if done is not None:
             return done
-        if cfg.init == "latest":
-            parent = newest_policy(con, system)
-        elif cfg.init == "scratch":
-            parent = None
-        else:
-            parent = cfg.init
-        resumed = resume_from(con, parent, policy_from_checkpoint)
+        resumed = _start_from(con, cfg.init, system, policy_from_checkpoint)
         parent, init = resumed.policy_id, resumed.policy
     if init is not None:
         init.check_env(rl_cfg.env)
@@ -410,23 +415,6 @@ class RLTapsArenaConfig:
         return asdict(self)
 
 
-def _split_jobs(con, workload_set: str, split: str, limit: int | None) -> pl.DataFrame:
-    """workload_jobs rows of one split of a set, in workload order (at most `limit`
-    sequences: the lowest sequence numbers)."""
-    jobs = read_frame(
-        con,
-        "SELECT j.* FROM workload_jobs j JOIN workloads w USING (workload_id) "
-        "WHERE w.derivation = ? AND w.split = ? AND w.sequence_no < ? "
-        "ORDER BY j.workload_id, j.job_index",
-        [workload_set, split, limit if limit is not None else 2**31 - 1],
-    )
-    if jobs.height == 0:
-        raise ValueError(
-            f"no {split!r} workloads in set {workload_set!r}; derive it first (`schedlab derive`)"
-        )
-    return jobs
-
-
 def _sequences(jobs: pl.DataFrame) -> list[tuple]:
     """One job sequence per workload, in workload order."""
     return [
@@ -451,19 +439,13 @@ def train_arena_stage(
     `rl-taps-arena`, parent: the policy it started from) with its learning curve."""
     tr_cfg = cfg.train_config()
     with connect(warehouse) as con:
-        train_jobs = _split_jobs(con, cfg.workload_set, "train", cfg.train_sequences)
-        val_jobs = _split_jobs(con, cfg.workload_set, "validation", cfg.val_sequences)
+        train_jobs = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
+        val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
         key = input_key(cfg.init, tr_cfg, train_jobs, val_jobs)
         done = already_trained(con, key, ARENA_SYSTEM)
         if done is not None:
             return done
-        if cfg.init == "latest":
-            parent = newest_policy(con, ARENA_SYSTEM)
-        elif cfg.init == "scratch":
-            parent = None
-        else:
-            parent = cfg.init
-        resumed = resume_from(con, parent, arena_policy_from_checkpoint)
+        resumed = _start_from(con, cfg.init, ARENA_SYSTEM, arena_policy_from_checkpoint)
     parent, init = resumed.policy_id, resumed.policy
     notes = resume_note(resumed)
     if init is not None and _fits(init, tr_cfg):
