@@ -425,7 +425,11 @@ def _gpu_time(
     placed = result.placements
     if placed.height == 0:
         return {}
-    per_decision = placed.group_by("time_s", "job_id").agg(pl.col("workers").sum())
+    # Sorted: a job's seconds are summed below in time order, so the float total does not
+    # depend on the order polars' group_by happens to return groups in.
+    per_decision = (
+        placed.group_by("time_s", "job_id").agg(pl.col("workers").sum()).sort("time_s", "job_id")
+    )
     decisions = np.unique(
         np.concatenate(
             [
@@ -603,6 +607,9 @@ def run_schedulers(
             for replicate, seed in enumerate(wl.seeds):
                 try:
                     outcome = run(wl, seed)
+                except NotApplicable:
+                    # A property of the scheduler, not of this run: the caller decides.
+                    raise
                 except Exception as exc:
                     raise RuntimeError(
                         f"evaluation run failed: scheduler {name!r}, workload "

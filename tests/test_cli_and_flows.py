@@ -90,7 +90,8 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
     dl2 = summary["dl2"]
     assert dl2["finetune"]["parent_policy_id"] == dl2["warmup"]["policy_id"]
     evaluated = {row["scheduler"] for e in summary["evaluated"] for row in e["summary"]}
-    assert {"dl2", "dl2-warmup", "drf"} <= evaluated  # on the synthetic and the helios set
+    assert {"dl2", "dl2-warmup", "drf", "rl-taps"} <= evaluated  # synthetic and helios sets
+    assert summary["rltaps"]["arena"]["policy_id"].startswith("rl-taps-arena-")
     with connect(warehouse_path) as con:
         board = read_frame(
             con,
@@ -113,6 +114,8 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
     assert {"heuristic", "dl2", "harmony", "chic", "rl-taps"} <= set(families["family"])
     assert {"synthetic", "production", "paper"} == set(families["kind"])
     synthetic = families.filter(pl.col("workload_set") == "dl2-synthetic")
+    # RL-TAPS' arena policy runs in the DL2 setting beside the heuristics.
+    assert {"heuristic", "dl2", "rl-taps"} <= set(synthetic["family"])
     best = synthetic["best_heuristic"].unique().to_list()
     assert len(best) == 1 and not best[0].endswith("-oracle")
     # The best heuristic's ratio to itself is 1; every paired interval holds its ratio.

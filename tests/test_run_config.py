@@ -51,6 +51,7 @@ def test_budgets_order_every_system():
         lambda c: c["harmony"].stage.train.updates,
         lambda c: c["chic"].train.iterations,
         lambda c: c["rl-taps"].stage.epochs,
+        lambda c: c["rl-taps"].arena.epochs,
     ):
         assert pick(smoke) < pick(default) < pick(large)
 

@@ -1,5 +1,7 @@
 """Chic and Chic-Pair (Gong et al., IWQoS'19): a learned allocation policy trained by a
-modified cross-entropy method in the event-driven simulator.
+modified cross-entropy method in the event-driven simulator, or in the arena's DL2
+setting (`CEMConfig(scenario=ChicArenaScenario(...))`), where it deploys as an
+allocation policy (`policy.arena()`).
 
     policy, curve, metrics = train_cem(train_seqs, val_seqs, CEMConfig(variant="chic"))
     acts = evaluate_policy(policy, test_seqs, scenario)     # ACT per sequence
@@ -12,6 +14,7 @@ from models.chic.cem import elite_bound, train_cem
 from models.chic.config import CEMConfig
 from models.chic.networks import ChicNetConfig, ChicPolicyNet, NumpyPolicy
 from models.chic.policy import (
+    ChicArenaPolicy,
     ChicPolicy,
     episode_results,
     evaluate_policy,
@@ -22,6 +25,7 @@ from models.chic.policy import (
 
 __all__ = [
     "CEMConfig",
+    "ChicArenaPolicy",
     "ChicNetConfig",
     "ChicPolicy",
     "ChicPolicyNet",

@@ -10,7 +10,9 @@ Each iteration k:
      `fit_epochs` passes, dropout on);
   4. smoothed update theta_k = alpha * theta_hat_k + (1 - alpha) * theta_(k-1).
 Every `val_every` iterations the policy schedules the validation sequences; the
-policy with the lowest validation ACT is the one returned.
+policy with the lowest validation ACT is the one returned. Episodes run in
+`cfg.scenario`: Chic's own (`tracelib.envs.chic`) or the arena's DL2 setting
+(`tracelib.envs.chic_arena`), the same algorithm either way.
 
 Randomness: one SeedSequence root (cfg.seed) spawns the streams for torch (initialization,
 dropout, minibatch order), sequence choice and action sampling.
@@ -30,8 +32,7 @@ import torch
 
 from models.chic.config import CEMConfig
 from models.chic.networks import ChicPolicyNet, NumpyPolicy
-from models.chic.policy import ChicPolicy, evaluate_policy, run_episode
-from tracelib.envs.chic import ChicEnv
+from models.chic.policy import ChicPolicy, evaluate_policy, make_env, run_episode
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.sim.jobs import JobSpec
 
@@ -122,7 +123,7 @@ def _train(train, validation, cfg, init, gen, episode_rng, action_rng, progress)
         net.load_state_dict(init.net.state_dict())
     net.eval()
     optim = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    env = ChicEnv(train, cfg.scenario, cfg.env_config)
+    env = make_env(train, cfg.scenario, cfg.env_config)
     train_cfg = {**asdict(cfg), "stage": "cem"}
 
     def snapshot() -> dict[str, torch.Tensor]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from models.chic.networks import ChicNetConfig
 from tracelib.envs.chic import ChicEnvConfig
-from tracelib.scenarios.chic import ChicScenario
+from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario
 
 
 @dataclass(frozen=True)
@@ -15,8 +15,10 @@ class CEMConfig:
 
     variant: str = "chic"
     """"chic" or "chic-pair"."""
-    scenario: ChicScenario = field(default_factory=ChicScenario)
-    """Cluster, arrival rate, W and I of training and validation."""
+    scenario: ChicScenario | ChicArenaScenario = field(default_factory=ChicScenario)
+    """Where training and validation episodes run: Chic's own scenario (cluster, arrival
+    rate, W and I) or the arena's DL2 setting (`ChicArenaScenario`; the episodes are the
+    given workload sequences either way)."""
     iterations: int = 40
     """K: CEM iterations."""
     n_trajectories: int = 35
@@ -66,13 +68,18 @@ class CEMConfig:
         if self.fit_epochs < 1 or self.minibatch < 1 or self.lr <= 0:
             raise ValueError("fit_epochs, minibatch and lr must be positive")
         if self.net is not None and (
-            self.net.variant != self.variant or self.net.window != self.scenario.window
+            self.net.variant != self.variant
+            or self.net.window != self.scenario.window
+            or self.net.setting != self.scenario.setting
         ):
-            raise ValueError("net.variant and net.window must match variant and scenario")
+            raise ValueError("net.variant, window and setting must match variant and scenario")
 
     @property
     def net_config(self) -> ChicNetConfig:
-        return self.net or ChicNetConfig(variant=self.variant, window=self.scenario.window)
+        """The network: `net`, or the paper's for this variant, window and setting."""
+        return self.net or ChicNetConfig(
+            variant=self.variant, window=self.scenario.window, setting=self.scenario.setting
+        )
 
     @property
     def env_config(self) -> ChicEnvConfig:

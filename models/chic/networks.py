@@ -3,7 +3,10 @@
     obs (B, I*F + 1) -> Linear 64 -> ReLU -> Dropout 0.5 -> Linear 32 -> ReLU
                      -> Linear 4 -> ReLU -> Linear (B, A) logits -> masked softmax
 
-A = 2I + 1 (Chic) or I + 1 (Chic-Pair). Invalid actions (tracelib.envs.chic masks) get
+A = 2I + 1 (Chic) or I + 1 (Chic-Pair). The observation is Chic's own scenario's
+(`tracelib.envs.chic.chic_features`: 3 models, pooled cluster) or, with `setting="dl2"`,
+the arena's (`tracelib.envs.chic_arena.chic_arena_features`: the DL2 catalogue's 8
+models, the evaluation's window). Invalid actions (tracelib.envs.chic masks) get
 probability 0. `NumpyPolicy` is the same network in numpy for rollouts (dropout off, as at
 inference): an episode is hundreds of single-state inferences, where torch's per-call
 overhead dominates.
@@ -17,7 +20,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.envs.chic import VARIANTS, chic_features, chic_n_actions
+from tracelib.envs.chic_arena import chic_arena_features
+
+SETTINGS = ("chic", "dl2")
+"""Where a network's observation comes from: Chic's own scenario, or the arena's DL2
+setting (`ChicNetConfig.setting`)."""
 
 MASKED = -1e9
 """Logit of an invalid action."""
@@ -35,18 +44,30 @@ class ChicNetConfig:
     """Hidden layers (paper: 64, 32, 4, ReLU)."""
     dropout: float = 0.5
     """Dropout after the first hidden layer (paper: 0.5)."""
+    setting: str = "chic"
+    """The observation it reads: "chic" (Chic's scenario: its 3 models, one pool) or "dl2"
+    (the arena: the DL2 catalogue, `tracelib.envs.chic_arena`)."""
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}")
+        if self.setting not in SETTINGS:
+            raise ValueError(f"setting must be one of {SETTINGS}")
         if self.window < 1 or not self.hidden or min(self.hidden) < 1:
             raise ValueError("window and hidden sizes must be positive")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError("dropout must be in [0, 1)")
 
     @property
+    def features(self) -> tuple[str, ...]:
+        """Names of the observation's entries."""
+        if self.setting == "dl2":
+            return chic_arena_features(self.variant, self.window, DL2_CATALOGUE)
+        return chic_features(self.variant, self.window)
+
+    @property
     def input_dim(self) -> int:
-        return len(chic_features(self.variant, self.window))
+        return len(self.features)
 
     @property
     def n_actions(self) -> int:

@@ -3,6 +3,11 @@
     policy = ChicPolicy(net, cem_config)
     sha = policy.save(path)                       # models.checkpoints format
     acts = evaluate_policy(policy, sequences, scenario)   # one ACT per sequence
+    policy.arena()                                # an AllocationPolicy (arena networks)
+
+A network trained in the arena (`ChicNetConfig.setting == "dl2"`) runs in any DL2-setting
+simulator as `ChicArenaPolicy`, an `AllocationPolicy` composed with a placement policy;
+its checkpoints belong to system "<variant>-arena".
 
 Deployment samples from pi(a | s) with absent jobs masked (the paper charges p1 for them
 in training; a deployed scheduler has no reason to waste a step), from a generator seeded
@@ -21,10 +26,18 @@ import numpy as np
 
 from models.checkpoints import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from models.chic.networks import ChicNetConfig, ChicPolicyNet, NumpyPolicy
+from models.heuristics.registry import PLACEMENTS
+from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.envs.chic import ChicEnv, ChicEnvConfig, average_jct_s
-from tracelib.scenarios.chic import ChicScenario
+from tracelib.envs.chic_arena import ChicArenaEnv, ChicArenaSchedule, play_schedule
+from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario
 from tracelib.sim.engine import SimResult
 from tracelib.sim.jobs import JobSpec
+from tracelib.sim.snapshot import Allocation, Snapshot
+
+ARENA = "-arena"
+"""Suffix of the system of a policy trained in the arena ("chic-arena"), apart from those
+trained in Chic's own scenario (other network shapes, their own lineage)."""
 
 
 @dataclass
@@ -37,8 +50,38 @@ class ChicPolicy:
 
     @property
     def system(self) -> str:
-        """ "chic" or "chic-pair" (the `policies.system`)."""
-        return self.net.cfg.variant
+        """The `policies.system`: "chic" or "chic-pair", with "-arena" for a network
+        trained in the arena."""
+        cfg = self.net.cfg
+        return cfg.variant + (ARENA if cfg.setting == "dl2" else "")
+
+    def env_config(self) -> ChicEnvConfig:
+        """The MDP it was trained in (its deviations included), as deployed: absent jobs
+        masked (a deployed scheduler has no reason to waste a step)."""
+        trained = self.train_config
+        base = trained.get("env") or {}
+        return ChicEnvConfig(
+            **{
+                **base,
+                "variant": self.net.cfg.variant,
+                "work_conserving": bool(
+                    trained.get("work_conserving", False) or base.get("work_conserving", False)
+                ),
+                "mask_absent": True,
+            }
+        )
+
+    def arena(self, name: str | None = None, seed: int = 0) -> ChicArenaPolicy:
+        """This arena network as an allocation policy (sampled unless it was validated
+        greedy, as in training)."""
+        if self.net.cfg.setting != "dl2":
+            raise ValueError(f"a {self.system} network reads Chic's own scenario, not the arena")
+        return ChicArenaPolicy(
+            self,
+            name=name or self.system,
+            greedy=bool(self.train_config.get("greedy", False)),
+            seed=seed,
+        )
 
     def checkpoint_config(self) -> dict[str, Any]:
         """What the checkpoint and the registry record."""
@@ -77,8 +120,20 @@ def load_policy(path: str | os.PathLike[str], *, sha256: str | None = None) -> C
     return policy_from_checkpoint(load_checkpoint(path, sha256=sha256))
 
 
+def make_env(
+    workloads: Sequence[Sequence[JobSpec]],
+    scenario: ChicScenario | ChicArenaScenario,
+    cfg: ChicEnvConfig,
+) -> ChicEnv | ChicArenaEnv:
+    """The decision process of `scenario`: Chic's own, or the arena's (placed by the
+    scenario's placement policy)."""
+    if isinstance(scenario, ChicArenaScenario):
+        return ChicArenaEnv(workloads, scenario, cfg, PLACEMENTS.create(scenario.placement))
+    return ChicEnv(workloads, scenario, cfg)
+
+
 def run_episode(
-    env: ChicEnv,
+    env: ChicEnv | ChicArenaEnv,
     actor: NumpyPolicy | None,
     rng: np.random.Generator | None,
     workload: int,
@@ -112,7 +167,7 @@ def run_episode(
 def episode_results(
     policy: ChicPolicy | NumpyPolicy,
     sequences: Sequence[Sequence[JobSpec]],
-    scenario: ChicScenario,
+    scenario: ChicScenario | ChicArenaScenario,
     env_cfg: ChicEnvConfig | None = None,
     greedy: bool = False,
     seed: int = 0,
@@ -124,16 +179,14 @@ def episode_results(
     variant = policy.system if isinstance(policy, ChicPolicy) else None
     if env_cfg is None:
         # Deploy in the MDP the policy was trained in (its deviations included).
-        trained = policy.train_config if isinstance(policy, ChicPolicy) else {}
-        env_cfg = ChicEnvConfig(
-            variant=variant or "chic",
-            work_conserving=bool(trained.get("work_conserving", False)),
-        )
-    cfg = env_cfg
-    cfg = replace(cfg, mask_absent=True)
+        if isinstance(policy, ChicPolicy):
+            env_cfg = policy.env_config()
+        else:
+            env_cfg = ChicEnvConfig(variant=variant or "chic")
+    cfg = replace(env_cfg, mask_absent=True)
     if variant is not None and cfg.variant != variant:
         raise ValueError(f"a {variant} policy cannot run in a {cfg.variant} environment")
-    env = ChicEnv(sequences, scenario, cfg)
+    env = make_env(sequences, scenario, cfg)
     out = []
     for k, ss in enumerate(np.random.SeedSequence(seed).spawn(len(sequences))):
         rng = None if greedy else np.random.default_rng(ss)
@@ -145,7 +198,7 @@ def episode_results(
 def evaluate_policy(
     policy: ChicPolicy | NumpyPolicy,
     sequences: Sequence[Sequence[JobSpec]],
-    scenario: ChicScenario,
+    scenario: ChicScenario | ChicArenaScenario,
     env_cfg: ChicEnvConfig | None = None,
     greedy: bool = False,
     seed: int = 0,
@@ -153,3 +206,38 @@ def evaluate_policy(
     """ACT (seconds) of the policy on each sequence, in order (`episode_results`)."""
     results = episode_results(policy, sequences, scenario, env_cfg, greedy, seed)
     return [average_jct_s(result) for result in results]
+
+
+class ChicArenaPolicy:
+    """An arena Chic / Chic-Pair network as an `AllocationPolicy`: at every decision, one
+    schedule of the first I visible jobs (`tracelib.envs.chic_arena.ChicArenaSchedule`),
+    actions from the network until void or S', absent jobs masked. Sampled actions come
+    from a generator seeded by (`seed`, decision number), so a decision does not depend on
+    which runs this object made before; `greedy` takes the most probable valid action."""
+
+    interval_s: float | None = None
+    uses_oracle: bool = False
+
+    def __init__(
+        self, policy: ChicPolicy, *, name: str, greedy: bool = False, seed: int = 0
+    ) -> None:
+        self.policy = policy
+        self.name = name
+        self.greedy = greedy
+        self.seed = seed
+        self.window = policy.net.cfg.window
+        self.env_cfg = policy.env_config()
+        self.actor = policy.numpy()
+        self._models = tuple(jt.model for jt in DL2_CATALOGUE)
+
+    def allocate(self, snap: Snapshot) -> Allocation:
+        """Workers and PSs of the first I visible jobs."""
+        ordered = tuple(jt.model for jt in sorted(snap.catalogue, key=lambda j: j.type_index))
+        if ordered != self._models:
+            raise ValueError(
+                f"policy {self.name} reads the DL2 catalogue {self._models}; the simulator's "
+                f"is {ordered}"
+            )
+        rng = None if self.greedy else np.random.default_rng([self.seed, snap.decision])
+        schedule = ChicArenaSchedule(snap, self.env_cfg, self.window)
+        return play_schedule(schedule, lambda obs, mask: self.actor.act(obs, mask, rng))

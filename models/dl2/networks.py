@@ -131,25 +131,33 @@ class FastPolicy:
             self.w = [m.weight.detach().numpy().T.astype(np.float32) for m in linears]
             self.b = [m.bias.detach().numpy().astype(np.float32) for m in linears]
         self._h = [np.empty(w.shape[1], dtype=np.float32) for w in self.w]
+        # ReLU as a maximum against an array of zeros: the same bits as against the scalar
+        # 0.0 (signed zeros, NaN and infinities included), at half the call's cost.
+        self._zeros = [np.zeros(w.shape[1], dtype=np.float32) for w in self.w]
 
     def start(self, obs: np.ndarray) -> np.ndarray:
         """(J*F,) observation -> (H1,) first-layer pre-activation."""
         return obs.astype(np.float32) @ self.w[0] + self.b[0]
 
     def changed(self, pre: np.ndarray, index: slice, delta: np.ndarray) -> None:
-        """In place: inputs `index` of the observation changed by `delta`."""
-        pre += delta.astype(np.float32) @ self.w[0][index]
+        """In place: inputs `index` of the observation changed by `delta` (float32)."""
+        pre += delta.astype(np.float32, copy=False) @ self.w[0][index]
+
+    def inputs(self, index: slice) -> np.ndarray:
+        """The first layer's weights of inputs `index`, (len, H1): `changed` is
+        `pre += delta @ inputs(index)` (a view, so the same product bit for bit)."""
+        return self.w[0][index]
 
     def logits(self, pre: np.ndarray) -> np.ndarray:
         """(H1,) pre-activation -> (3J+1,) unmasked logits."""
-        h = np.maximum(pre, 0.0, out=self._h[0])
+        h = np.maximum(pre, self._zeros[0], out=self._h[0])
         last = len(self.w) - 1
         for k in range(1, last + 1):
             out = self._h[k]
             np.dot(h, self.w[k], out=out)
             out += self.b[k]
             if k < last:
-                np.maximum(out, 0.0, out=out)
+                np.maximum(out, self._zeros[k], out=out)
             h = out
         return h
 
@@ -161,7 +169,11 @@ class FastPolicy:
 def choose(logits: np.ndarray, mask: np.ndarray, rng: np.random.Generator | None) -> int:
     """The most likely valid action when `rng` is None, else one drawn from the masked
     softmax with `rng`. `mask` must allow at least one action."""
-    z = np.where(mask, logits, -np.inf)
+    return choose_masked(np.where(mask, logits, -np.inf), rng)
+
+
+def choose_masked(z: np.ndarray, rng: np.random.Generator | None) -> int:
+    """`choose` of logits already masked: invalid actions at -inf (one draw with `rng`)."""
     if rng is None:
         return int(z.argmax())
     p = np.exp(z - z.max())

@@ -29,7 +29,7 @@ from models.dl2.networks import (
     PolicyNet,
     ValueNet,
     bundle_mask,
-    choose,
+    choose_masked,
     needy_rows,
 )
 from models.heuristics.registry import PLACEMENTS
@@ -40,6 +40,10 @@ from tracelib.sim.engine import SimResult, Simulator
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.policy import AllocationPolicy, Scheduler
 from tracelib.sim.snapshot import Allocation, Snapshot
+
+_TASKS = {Action.WORKER: (1, 0), Action.PS: (0, 1), Action.BOTH: (1, 1)}
+_KIND_TASKS = tuple(_TASKS[kind] for kind in Action)
+"""Workers and PSs an action of each kind adds, indexed by `Action` (`AllocationBuilder.step`)."""
 
 
 class DL2Policy:
@@ -104,27 +108,42 @@ class DL2Policy:
         acted job's caps updated) allows every valid action and maybe a few that no longer
         fit. The chosen action is tried; if it fails nothing changed, the exact mask is
         computed and the choice made again from the same state. Greedy, this is the exact
-        masked argmax; sampled, the exact masked distribution (rejection sampling)."""
+        masked argmax; sampled, the exact masked distribution (rejection sampling).
+
+        Hot loop (hundreds of inferences per decision at 500 servers): `invalid` (the
+        complement of the valid actions) is kept beside `valid` so the logits are masked in
+        place, and the three observation inputs an action changes go through preallocated
+        float32 buffers; every number is the same as encoding and masking afresh."""
         cfg = self.cfg
         obs_cfg = cfg.obs
         n_types = len(cfg.models)
         width = cfg.n_features
         base = n_types + 3  # dominant_share, workers, ps: what an action changes
         stop = cfg.n_actions - 1
-        obs = encode_allocation(builder, obs_cfg)
-        pre = self.fast.start(obs.reshape(-1))
+        fast = self.fast
+        obs = encode_allocation(builder, obs_cfg)  # (J, F) float32
+        pre = fast.start(obs.reshape(-1))  # (H1,)
         rng = None if self.greedy else self._rng
-        mask = allocation_mask(builder, obs_cfg)
+        mask = allocation_mask(builder, obs_cfg)  # (3J + 1,) bool
         exact = True
         # bundle_first: first a worker+PS pair for every job that fits one; `needy` holds
         # those rows until they get it (or their pair no longer fits).
         needy = set(needy_rows(builder, mask, cfg.window)) if cfg.bundle_first else set()
+        old = np.empty(3, dtype=np.float32)  # a row's (dominant_share, workers, ps) before
+        delta = np.empty(3, dtype=np.float32)  # ... and their change
+        # Per job row: its three inputs an action changes (views) and their weights.
+        segs = [obs[row, base : base + 3] for row in range(len(obs))]
+        weights = [fast.inputs(slice(at, at + 3)) for at in range(base, obs.size, width)]
         steps = 0
         while True:
-            valid = bundle_mask(mask, sorted(needy)) if needy else mask
             if needy:
+                valid = bundle_mask(mask, sorted(needy))
                 valid[-1] = False
-            if not valid.any():
+            else:
+                valid = mask
+            invalid = ~valid
+            n_valid = np.count_nonzero(valid)
+            if not n_valid:
                 if exact:
                     if needy:  # no needy pair fits any more: go on without the rule
                         needy.clear()
@@ -133,33 +152,44 @@ class DL2Policy:
                 mask, exact = allocation_mask(builder, obs_cfg), True
                 needy = {i for i in needy if mask[3 * i + 2]}
                 continue
-            if not needy and not valid[:-1].any():
+            if not needy and n_valid == valid[-1]:
                 return steps  # only stop is left (exact or not, nothing else is worth a try)
-            logits = self.fast.logits(pre)
-            steps += 1
-            action = choose(logits, valid, rng)
-            if action == stop:
-                return steps
-            row, kind = divmod(action, 3)
-            old = obs[row, base : base + 3].copy()
-            if not builder.step(row, Action(kind)):
-                # infeasible under a stale mask: nothing changed; refresh and infer again
-                # (same state, same logits: greedy gives the exact masked argmax, sampling
-                # the exact masked distribution)
-                mask, exact = allocation_mask(builder, obs_cfg), True
-                needy = {i for i in needy if mask[3 * i + 2]}
-                steps -= 1
-                continue
-            needy.discard(row)
-            exact = False
-            cap = builder.jobs[row].max_workers
-            if builder.workers[row] >= cap:
-                mask[3 * row] = mask[3 * row + 2] = False
-            if builder.ps[row] >= cap:
-                mask[3 * row + 1] = mask[3 * row + 2] = False
-            refresh_allocation_row(obs, builder, row)
-            at = row * width + base
-            self.fast.changed(pre, slice(at, at + 3), obs[row, base : base + 3] - old)
+            while True:  # inferences while `valid` changes only by the acted job's caps
+                z = fast.logits(pre)  # (3J + 1,) buffer, masked in place
+                np.putmask(z, invalid, -np.inf)
+                steps += 1
+                action = int(z.argmax()) if rng is None else choose_masked(z, rng)
+                if action == stop:
+                    return steps
+                row, kind = divmod(action, 3)
+                seg = segs[row]
+                old[:] = seg
+                workers, ps = _KIND_TASKS[kind]
+                if not builder.add(row, workers, ps):
+                    # infeasible under a stale mask: nothing changed; refresh and infer again
+                    # (same state, same logits: greedy gives the exact masked argmax,
+                    # sampling the exact masked distribution)
+                    mask, exact = allocation_mask(builder, obs_cfg), True
+                    needy = {i for i in needy if mask[3 * i + 2]}
+                    steps -= 1
+                    break
+                exact = False
+                cap = builder.jobs[row].max_workers
+                full = [3 * row] if builder.workers[row] >= cap else []
+                if builder.ps[row] >= cap:
+                    full.append(3 * row + 1)
+                if full:
+                    full.append(3 * row + 2)
+                    mask[full] = False
+                    invalid[full] = True  # `valid` is `mask` or a subset of it
+                refresh_allocation_row(obs, builder, row)
+                np.subtract(seg, old, out=delta)
+                pre += delta @ weights[row]  # fast.changed, with the slice made once
+                if needy:
+                    needy.discard(row)
+                    break  # the bundle mask changes with `needy`
+                if full and np.count_nonzero(mask) == mask[-1]:
+                    break  # only stop is left: the outer loop ends
 
     def _check_catalogue(self, snap: Snapshot) -> None:
         key = id(snap.catalogue)

@@ -16,6 +16,13 @@ import math
 from dataclasses import dataclass, field
 
 from tracelib.envs.gpu import GpuEnvConfig
+from tracelib.envs.gpu_arena import (
+    COUNT_FEATURES,
+    NULL_FEATURES,
+    PAIR_FEATURES,
+    ArenaEnvConfig,
+)
+from tracelib.sim.config import SimConfig
 
 SYSTEM = "rl-taps"
 """`policies.system` of RL-TAPS trained without streaming (static job sequences)."""
@@ -136,3 +143,129 @@ class ReinforceConfig:
     def net(self) -> RLTapsNetConfig:
         """The policy network a fresh run trains."""
         return RLTapsNetConfig.for_env(self.env, self.hidden)
+
+
+# -- the arena: RL-TAPS' decision in the DL2 setting ---------------------------------------
+
+ARENA_SYSTEM = "rl-taps-arena"
+"""`policies.system` of RL-TAPS trained for the evaluation on every workload set."""
+
+
+@dataclass(frozen=True)
+class ArenaNetConfig:
+    """Shape of RL-TAPS' arena network (`models.rltaps.arena.ArenaNet`): the cluster image
+    and the N job slots in, one softmax per GPU over N + 1 slots out, with weights shared
+    over GPUs (a scoring network applied GPU by GPU; see that module for why)."""
+
+    n_gpus: int = 192
+    """M: GPUs (one softmax each); the cluster image has horizon x M cells."""
+    slots: int = 20
+    """N: job slots (the evaluation's window); each softmax has N + 1 entries."""
+    image_dim: int = 1920
+    """Cells of the cluster image (horizon x M)."""
+    job_dim: int = 18
+    """Columns of a job slot's row (model one-hot and scalars)."""
+    max_workers: int = 16
+    """Rows of a slot's worker-count table minus one."""
+    count_features: int = 5
+    """Features of one worker count (`tracelib.envs.gpu_arena.COUNT_FEATURES`)."""
+    pair_features: int = 3
+    """Features of a GPU with a slot (`PAIR_FEATURES`)."""
+    null_features: int = 3
+    """Features of a GPU's null slot (`NULL_FEATURES`)."""
+    context: int = 32
+    """Units of the cluster-image layer."""
+    hidden: int = 64
+    """Units of the job-slot layer."""
+    prior: float = 8.0
+    """Initial logit structure (no prior: 0): a slot's logit starts at -prior, +prior + 2
+    while the job has fewer GPUs than it requested, +2 on the GPU it holds; the null slot
+    at 0. Greedy decoding then starts as the requested allocation with jobs keeping their
+    GPUs, and sampling explores around it (see `ArenaNet.__init__`)."""
+
+    def __post_init__(self) -> None:
+        sizes = (self.n_gpus, self.slots, self.image_dim, self.job_dim, self.max_workers)
+        if min(sizes) < 1 or min(self.context, self.hidden) < 1:
+            raise ValueError("network sizes must be positive")
+        if min(self.count_features, self.pair_features, self.null_features) < 1:
+            raise ValueError("feature counts must be positive")
+        if self.prior < 0:
+            raise ValueError("prior must be >= 0")
+
+    @classmethod
+    def for_env(
+        cls, env: ArenaEnvConfig, hidden: int = 64, context: int = 32, prior: float = 8.0
+    ) -> ArenaNetConfig:
+        """The network that reads `env`'s states (its cluster's GPUs, its window's slots)."""
+        return cls(
+            n_gpus=env.n_gpus,
+            slots=env.window,
+            image_dim=env.image_dim,
+            job_dim=env.job_dim,
+            max_workers=env.max_workers,
+            count_features=len(COUNT_FEATURES),
+            pair_features=len(PAIR_FEATURES),
+            null_features=len(NULL_FEATURES),
+            context=context,
+            hidden=hidden,
+            prior=prior,
+        )
+
+    @property
+    def n_choices(self) -> int:
+        """N + 1: choices per GPU."""
+        return self.slots + 1
+
+    @property
+    def n_heads(self) -> int:
+        """Per-slot outputs: a score, one weight per count feature, one per pair feature."""
+        return 1 + self.count_features + self.pair_features
+
+
+@dataclass(frozen=True)
+class ArenaTrainConfig:
+    """REINFORCE with a per-time-step baseline (RL-TAPS Algorithm 1) on the arena's
+    workloads, in the evaluation's setting (`sim`); `models.rltaps.arena_reinforce`."""
+
+    sim: SimConfig = field(default_factory=SimConfig)
+    """The simulator of training and validation (the pipeline passes the evaluation's:
+    its cluster, window, slot and speed realism); its seed is replaced per episode."""
+    env: ArenaEnvConfig = field(default_factory=ArenaEnvConfig)
+    """The decision's cluster, window and state scaling (must match `sim`)."""
+    hidden: int = 64
+    """Units of the job-slot layer."""
+    context: int = 32
+    """Units of the cluster-image layer."""
+    prior: float = 8.0
+    """Initial logit structure of a fresh network (ArenaNetConfig.prior)."""
+    episodes: int = 4
+    """E: episodes per training sequence for the baseline (RL-TAPS: 20)."""
+    batch_sequences: int = 2
+    """B: sequences whose gradients make one update."""
+    epochs: int = 3
+    """Passes over the training sequences (RL-TAPS: 50)."""
+    lr: float = 0.001
+    """Adam learning rate (RL-TAPS: 0.001)."""
+    gamma: float = 1.0
+    """Discount per decision slot (DeepRM: 1; with 1 the return is minus the jobs' time
+    in the system, i.e. their average JCT)."""
+    keep_best: bool = True
+    """Return the weights with the lowest validation average JCT (else the last)."""
+    seed: int = 0
+    """Root seed: initialization, sampling, shuffling, simulator seeds."""
+
+    def __post_init__(self) -> None:
+        if min(self.episodes, self.batch_sequences, self.epochs) < 1:
+            raise ValueError("episodes, batch_sequences and epochs must be positive")
+        if self.lr <= 0 or not 0.0 < self.gamma <= 1.0:
+            raise ValueError("need lr > 0 and gamma in (0, 1]")
+        if self.sim.cluster != self.env.cluster or (self.sim.window or 0) != self.env.window:
+            raise ValueError(
+                f"the decision's cluster and window ({self.env.window}) must be the "
+                f"simulator's ({self.sim.window})"
+            )
+
+    @property
+    def net(self) -> ArenaNetConfig:
+        """The network a fresh run trains."""
+        return ArenaNetConfig.for_env(self.env, self.hidden, self.context, self.prior)

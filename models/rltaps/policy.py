@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
+from torch import nn
 
 from models.checkpoints import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from models.dl2.config import from_dict, to_dict
@@ -88,6 +89,16 @@ class RLTapsPolicy:
         )
 
 
+def load_weights(net: nn.Module, ckpt: Checkpoint) -> None:
+    """Put a checkpoint's "policy" weights into `net`; CheckpointError if they do not fit
+    the network its config describes."""
+    try:
+        net.load_state_dict(ckpt.state["policy"], strict=True)
+    except (KeyError, RuntimeError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise CheckpointError(f"checkpoint weights do not match its config: {first}") from None
+
+
 def policy_from_checkpoint(ckpt: Checkpoint) -> RLTapsPolicy:
     """Rebuild an `RLTapsPolicy` from a loaded checkpoint; CheckpointError if the weights do
     not fit the network its config describes."""
@@ -96,11 +107,7 @@ def policy_from_checkpoint(ckpt: Checkpoint) -> RLTapsPolicy:
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"checkpoint config is not an RL-TAPS network: {exc}") from None
     net = PolicyNet(cfg)
-    try:
-        net.load_state_dict(ckpt.state["policy"], strict=True)
-    except (KeyError, RuntimeError) as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise CheckpointError(f"checkpoint weights do not match its config: {first}") from None
+    load_weights(net, ckpt)
     return RLTapsPolicy(net, system=ckpt.system, train_config=ckpt.config.get("train", {}))
 
 

@@ -30,7 +30,7 @@ from models.dl2.config import (
     to_dict,
 )
 from models.dl2.finetune import corrective_action, finetune
-from models.dl2.networks import FastPolicy, PolicyNet, policy_mask
+from models.dl2.networks import FastPolicy, PolicyNet, choose, policy_mask
 from models.dl2.policy import DL2Policy, load_policy, policy_from_checkpoint, run_workloads
 from models.dl2.recorder import ReplayMismatch, record_runs, replay
 from models.dl2.warmup import decode_traces, warmup
@@ -311,6 +311,30 @@ def test_fast_inference_matches_the_network_and_batches_beyond_the_window():
     net = PolicyNet(NET)
     draws = [DL2Policy(net, greedy=False, seed=s).allocate(snap) for s in (3, 3, 4)]
     assert draws[0] == draws[1]
+
+
+@pytest.mark.parametrize("bundle_first", [True, False])
+def test_incremental_greedy_decisions_match_a_fresh_forward_pass_each_step(bundle_first):
+    """`DL2Policy.fill` (stale masks tried and refreshed, the first layer updated from the
+    changed inputs, logits masked in place) decides as encoding, masking and running the
+    whole network afresh at every step would."""
+    jobs = [JobSpec(i, m, epochs=30.0, arrival_s=0.0) for i, m in enumerate(NET.models[:WINDOW])]
+    cfg = replace(SIM, cluster=ClusterConfig(n_servers=6))
+    snap = Simulator(jobs, make_scheduler("drf"), cfg).session().snapshot
+    for seed in range(4):
+        torch.manual_seed(seed)
+        net = PolicyNet(replace(NET, bundle_first=bundle_first))
+        with torch.no_grad():
+            net.body[-1].bias[-1] = -2.0  # stop less often: longer decisions
+        fast = FastPolicy(net)
+        builder = AllocationBuilder(snap)
+        while True:
+            obs = encode_allocation(builder, net.cfg.obs).reshape(-1)
+            action = choose(fast.full_logits(obs), policy_mask(builder, net.cfg), None)
+            if action == net.cfg.n_actions - 1:
+                break
+            assert builder.step(*divmod(action, 3))
+        assert DL2Policy(net).allocate(snap) == builder.allocation(), seed
 
 
 def test_no_job_starves_in_a_slot():

@@ -273,11 +273,7 @@ class ChicSchedule:
         if not self.can_add(row, dw, dp):
             raise ValueError(f"action {action} does not fit (it is masked)")
         before = (self.workers[row], self.ps[row])
-        self.workers[row] += dw
-        self.ps[row] += dp
-        wd, pd = self._w_dem[row], self._p_dem[row]
-        self.free = [f - dw * a - dp * b for f, a, b in zip(self.free, wd, pd, strict=True)]
-        self._mask = None
+        self._commit(row, dw, dp)
         if self.cfg.pair:
             return 0.0
         if before == (0, 0):
@@ -286,17 +282,27 @@ class ChicSchedule:
             return self.cfg.p2
         return 0.0
 
-    def fallback(self) -> float:
-        """Reset to one worker + one PS for the first job (a stuck phase); returns -p1."""
+    def _commit(self, row: int, dw: int, dp: int) -> None:
+        """Give job `row` the tasks of a checked action (counts and resources)."""
+        self.workers[row] += dw
+        self.ps[row] += dp
+        wd, pd = self._w_dem[row], self._p_dem[row]
+        self.free = [f - dw * a - dp * b for f, a, b in zip(self.free, wd, pd, strict=True)]
+        self._mask = None
+
+    def _clear(self) -> None:
+        """Take every task back (counts and resources)."""
         for i in range(len(self.jobs)):
             w, p, wd, pd = self.workers[i], self.ps[i], self._w_dem[i], self._p_dem[i]
             self.free = [f + w * a + p * b for f, a, b in zip(self.free, wd, pd, strict=True)]
         self.workers = [0] * len(self.jobs)
         self.ps = [0] * len(self.jobs)
-        self.workers[0] = self.ps[0] = 1
-        wd, pd = self._w_dem[0], self._p_dem[0]
-        self.free = [f - a - b for f, a, b in zip(self.free, wd, pd, strict=True)]
         self._mask = None
+
+    def fallback(self) -> float:
+        """Reset to one worker + one PS for the first job (a stuck phase); returns -p1."""
+        self._clear()
+        self._commit(0, 1, 1)
         return -self.cfg.p1
 
     def allocation(self) -> Allocation:
@@ -366,7 +372,7 @@ class ChicEnv(gym.Env):
         self.schedule: ChicSchedule | None = None
         self._last_ids: tuple[int, ...] | None = None
         self._last_decision: tuple[Allocation, Placement] | None = None
-        self.stats = _EpisodeStats()
+        self.stats = EpisodeStats()
 
     # -- episode -----------------------------------------------------------------------
 
@@ -388,7 +394,7 @@ class ChicEnv(gym.Env):
         self.session = sim.session()
         self._last_ids = None
         self._last_decision = None
-        self.stats = _EpisodeStats()
+        self.stats = EpisodeStats()
         reward = self._advance()
         return self._obs(), {**self._info(), "initial_reward": reward}
 
@@ -497,7 +503,7 @@ class ChicEnv(gym.Env):
 
 
 @dataclass
-class _EpisodeStats:
+class EpisodeStats:
     """Counters of one episode (for learning curves and tests)."""
 
     steps: int = 0

@@ -100,11 +100,12 @@ def encode_allocation(builder: AllocationBuilder, cfg: AllocationObsConfig) -> n
 def refresh_allocation_row(obs: np.ndarray, builder: AllocationBuilder, i: int) -> None:
     """Update, in place, the columns of job row i that an action on job i changes
     (dominant_share, workers, ps) of an `encode_allocation` array (J, L + 7)."""
-    job = builder.jobs[i]
+    cap = builder.jobs[i].max_workers
     base = len(builder.snap.catalogue) + 3
-    obs[i, base] = min(builder.dominant_share(i), 1.0)
-    obs[i, base + 1] = builder.workers[i] / job.max_workers
-    obs[i, base + 2] = builder.ps[i] / job.max_workers
+    row = obs[i]  # (L + 7,) view
+    row[base] = min(builder.dominant_share(i), 1.0)
+    row[base + 1] = builder.workers[i] / cap
+    row[base + 2] = builder.ps[i] / cap
 
 
 def allocation_mask(builder: AllocationBuilder, cfg: AllocationObsConfig) -> np.ndarray:

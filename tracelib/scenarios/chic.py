@@ -30,6 +30,10 @@ draws): the paper's ACTs of thousands of seconds for 100-200 iterations need ite
 seconds, not single mini-batches, and one epoch at one worker + one PS takes 7.6 s
 (ResNet-50), 12.6 s (VGG-16) and 1.0 s (ResNeXt-110) at the analytical speed.
 
+`ChicArenaScenario` is the other setting Chic trains in: the arena's (the DL2 setting every
+scheduler is evaluated in, `pipelines.evaluation`), whose episodes are derived workload
+sets' sequences; `tracelib.envs.chic_arena` says how the MDP reads it.
+
 Sequence seeds: `split_seeds` gives the train, validation and test sequences disjoint seed
 ranges, the same at every arrival rate (so rates are compared on the same model and size
 draws, the arrival gaps scaled).
@@ -38,11 +42,13 @@ draws, the arrival gaps scaled).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import numpy as np
 
 from tracelib.catalogue import DL2_CATALOGUE, JobType, by_name
+from tracelib.scenarios.dl2 import dl2_small
 from tracelib.sim.config import ClusterConfig, SimConfig, SpeedConfig
 from tracelib.sim.jobs import JobSpec
 from tracelib.synthetic import CHIC_MODELS, EPOCH, PoissonConfig, poisson_trace
@@ -113,6 +119,8 @@ class ChicScenario:
     mem_gb: float = 600.0
     min_iterations: int = 100
     max_iterations: int = 200
+    setting: ClassVar[str] = "chic"
+    """Which observation Chic's network reads here (`ChicNetConfig.setting`)."""
 
     def __post_init__(self) -> None:
         if self.rate_per_hour <= 0 or self.jobs_per_sequence < 1 or self.window < 1:
@@ -194,3 +202,41 @@ def split_seeds(split: str, n: int, root_seed: int = 0) -> tuple[int, ...]:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     base = (root_seed * len(SPLITS) + SPLITS.index(split)) * _SPLIT_STRIDE
     return tuple(base + k for k in range(n))
+
+
+def _dl2_setting() -> SimConfig:
+    return SimConfig(cluster=dl2_small(), window=20)
+
+
+@dataclass(frozen=True)
+class ChicArenaScenario:
+    """The arena's DL2 setting (`pipelines.evaluation.EvalConfig`) as Chic's MDP sees it:
+    the evaluation's simulator (96 servers of 2 GPUs, 20-minute slots, the measured speeds
+    with interference and run-to-run variation), the DL2 catalogue's parameter-server jobs,
+    and the first `window` visible jobs allocated to (`tracelib.envs.chic_arena`). Its
+    workloads are the derived workload sets' sequences, not generated here."""
+
+    sim: SimConfig = field(default_factory=_dl2_setting)
+    """The evaluation's simulator (the pipeline passes `EvalConfig().sim_config(0)`); the
+    seed is drawn per episode."""
+    window: int = 20
+    """I: visible jobs the policy allocates to (the evaluation's window; Chic: 3)."""
+    placement: str = "load-balancing"
+    """Registered placement policy that places each allocation (the evaluation's default)."""
+    setting: ClassVar[str] = "dl2"
+
+    def __post_init__(self) -> None:
+        if self.window < 1:
+            raise ValueError("window must be positive")
+        if self.sim.window is not None and self.window > self.sim.window:
+            raise ValueError(f"window {self.window} exceeds the simulator's {self.sim.window}")
+
+    @property
+    def catalogue(self) -> tuple[JobType, ...]:
+        """The DL2 catalogue (the evaluation's job types)."""
+        return DL2_CATALOGUE
+
+    def sim_config(self, seed: int = 0) -> SimConfig:
+        """The simulator of one episode: an agent may idle (it pays in reward), so no stall
+        check, as in the other environments."""
+        return replace(self.sim, seed=seed, stall_decisions=0)

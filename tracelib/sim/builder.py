@@ -76,10 +76,9 @@ class AllocationBuilder:
             )
             for i in pair_rep
         )
-        self._cap = np.array([j.max_workers for j in self.jobs], dtype=np.int64)
-        self._room = np.ones((n, 2), dtype=bool)  # workers, PSs below the cap
-        self._room[:, 0] = self._cap > 0
-        self._room[:, 1] = self._cap > 0
+        self._caps = [j.max_workers for j in self.jobs]
+        cap = np.array(self._caps, dtype=np.int64)  # (n,)
+        self._room = np.repeat(cap[:, None] > 0, 2, axis=1)  # (n, 2): workers, PSs below cap
 
     # -- queries ---------------------------------------------------------------------
 
@@ -152,39 +151,38 @@ class AllocationBuilder:
         pool, allowed = self.pool, self._allowed[i]
         taken = []
         for demand in [self._w_dem[i]] * workers + [self._p_dem[i]] * ps:
-            server = pool.feasible_fit(demand, allowed)
+            server = pool.take_feasible(demand, allowed)
             if server < 0:
                 for s, d in taken:
                     pool.give(s, d)
                 return None
-            pool.take_unchecked(server, demand)
             taken.append((server, demand))
         return taken
 
     def add(self, i: int, workers: int = 0, ps: int = 0) -> bool:
         """Add `workers` workers and `ps` PSs to job i (all or nothing); False if the cap or
         the cluster does not allow it."""
-        cap = self.jobs[i].max_workers
+        cap = self._caps[i]
         if self.workers[i] + workers > cap or self.ps[i] + ps > cap:
             return False
         if workers == 1 and ps == 1:
             # The common step (a worker+PS pair), written out: it runs ~10^5 times a run.
-            pool, wd, pd, allowed = self.pool, self._w_dem[i], self._p_dem[i], self._allowed[i]
-            s_w = pool.feasible_fit(wd, allowed)
+            pool, wd, allowed = self.pool, self._w_dem[i], self._allowed[i]
+            s_w = pool.take_feasible(wd, allowed)
             if s_w < 0:
                 return False
-            pool.take_unchecked(s_w, wd)
-            s_p = pool.feasible_fit(pd, allowed)
-            if s_p < 0:
+            if pool.take_feasible(self._p_dem[i], allowed) < 0:
                 pool.give(s_w, wd)
                 return False
-            pool.take_unchecked(s_p, pd)
         elif self._take(i, workers, ps) is None:
             return False
         self.workers[i] += workers
         self.ps[i] += ps
-        self._room[i, 0] = self.workers[i] < cap
-        self._room[i, 1] = self.ps[i] < cap
+        # Counts only grow, so a job's room only ever closes: write it then, not every step.
+        if self.workers[i] >= cap:
+            self._room[i, 0] = False
+        if self.ps[i] >= cap:
+            self._room[i, 1] = False
         return True
 
     def step(self, i: int, action: Action) -> bool:

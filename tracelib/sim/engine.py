@@ -33,16 +33,16 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import NamedTuple, Protocol
 
 import numpy as np
 import polars as pl
 
 from tracelib.catalogue import DL2_CATALOGUE, DL2_SIM_FACTS, JobType, SimFacts, by_name
-from tracelib.sim.cluster import is_share
+from tracelib.sim.cluster import is_share, summed_demands, task_arrays
 from tracelib.sim.config import SimConfig
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.policy import DecisionPolicy
@@ -169,6 +169,46 @@ def _shares(jobs) -> dict[int, tuple[float, ...]]:
     return {server: tuple(values) for server, values in out.items()}
 
 
+def _placements_frame(
+    rows: Sequence[tuple[int, float, int, JobPlacement]], n_servers: int
+) -> pl.DataFrame:
+    """`SimResult.placements`: one row per (decision, job, server holding its tasks), in
+    the order of `rows`, then by server, with the job's workers and PSs there; counted for
+    the whole run at once (numpy) rather than with a Counter per job and decision."""
+    columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * 4
+    decision, time_s, job_id, places = columns
+    n_w = np.array([len(p.workers) for p in places], dtype=np.int64)  # (E,)
+    n_p = np.array([len(p.ps) for p in places], dtype=np.int64)
+    entry = np.arange(len(places), dtype=np.int64)
+    # key = entry * n_servers + server: sorted keys are entries in order, servers ascending
+    keys_w = np.repeat(entry, n_w) * n_servers + np.fromiter(
+        chain.from_iterable(p.workers for p in places), np.int64, int(n_w.sum())
+    )
+    keys_p = np.repeat(entry, n_p) * n_servers + np.fromiter(
+        chain.from_iterable(p.ps for p in places), np.int64, int(n_p.sum())
+    )
+    keys, inv = np.unique(np.concatenate([keys_w, keys_p]), return_inverse=True)
+    at = keys // n_servers
+    return pl.DataFrame(
+        {
+            "decision": np.array(decision, dtype=np.int64)[at],
+            "time_s": np.array(time_s, dtype=np.float64)[at],
+            "job_id": np.array(job_id, dtype=np.int64)[at],
+            "server": keys % n_servers,
+            "workers": np.bincount(inv[: len(keys_w)], minlength=len(keys)).astype(np.int64),
+            "ps": np.bincount(inv[len(keys_w) :], minlength=len(keys)).astype(np.int64),
+        },
+        schema={
+            "decision": pl.Int64,
+            "time_s": pl.Float64,
+            "job_id": pl.Int64,
+            "server": pl.Int64,
+            "workers": pl.Int64,
+            "ps": pl.Int64,
+        },
+    )
+
+
 class PlacedSpeedModel(Protocol):
     """What the engine needs of a speed model (`SpeedModel`, or RL-TAPS' topology model)."""
 
@@ -202,7 +242,8 @@ class _RunState:
     jobs: dict[int, _Job]
     oracle: _Oracle | None
     log: list[EventRecord] = field(default_factory=list)
-    placement_rows: list[tuple[int, float, int, int, int, int]] = field(default_factory=list)
+    placement_rows: list[tuple[int, float, int, JobPlacement]] = field(default_factory=list)
+    """(decision, time, job id, placement) of every placed job at every decision."""
     time_s: float = 0.0
 
 
@@ -465,17 +506,15 @@ class Simulator:
         log.append(EventRecord(t, "finish", job.spec.job_id, 0, 0, t - job.arrival_s))
 
     def _used(self, jobs: Sequence[_Job]) -> np.ndarray:
-        servers: list[int] = []
-        demands: list[tuple[float, float, float]] = []
-        for job in jobs:
-            servers.extend(job.placement.workers)
-            demands.extend([job.worker_demand] * len(job.placement.workers))
-            servers.extend(job.placement.ps)
-            demands.extend([job.jt.ps_demand] * len(job.placement.ps))
-        used = np.zeros_like(self._capacity)
-        if servers:
-            np.add.at(used, np.array(servers), np.array(demands))
-        return used
+        servers, demands = task_arrays(
+            group
+            for job in jobs
+            for group in (
+                (job.placement.workers, job.worker_demand),
+                (job.placement.ps, job.jt.ps_demand),
+            )
+        )
+        return summed_demands(servers, demands, self._capacity.shape[0])
 
     def _snapshot(self, active: list[_Job], t: float, decision: int, oracle) -> Snapshot:
         fixed: list[_Job] = []
@@ -536,8 +575,7 @@ class Simulator:
                     f"job {job_id}: {w} workers / {p} PSs outside 0..{view.max_workers}"
                 )
         n = self._capacity.shape[0]
-        servers: list[int] = []
-        demands: list[tuple[float, float, float]] = []
+        groups: list[tuple[tuple[int, ...], tuple[float, float, float]]] = []
         for job_id, pl_ in placement.jobs.items():
             w, p = alloc.get(job_id)
             view = snap.by_id.get(job_id)
@@ -546,13 +584,14 @@ class Simulator:
                     f"placement of job {job_id} has {len(pl_.workers)} workers / "
                     f"{len(pl_.ps)} PSs, allocation {w} / {p}"
                 )
-            servers.extend(pl_.workers)
-            demands.extend([view.worker_demand] * len(pl_.workers))
-            servers.extend(pl_.ps)
-            demands.extend([view.ps_demand] * len(pl_.ps))
-        bad = [s for s in servers if not 0 <= s < n]
-        if bad:
-            raise InvalidDecision(f"placement names servers that do not exist: {sorted(set(bad))}")
+            groups.append((pl_.workers, view.worker_demand))
+            groups.append((pl_.ps, view.ps_demand))
+        servers, demands = task_arrays(groups)
+        bad = servers[(servers < 0) | (servers >= n)]
+        if len(bad):
+            raise InvalidDecision(
+                f"placement names servers that do not exist: {sorted(set(bad.tolist()))}"
+            )
         for job_id, pl_ in placement.jobs.items():
             view = snap.by_id[job_id]
             if view.gpu_types is not None and view.worker_demand[0] > 0:
@@ -562,11 +601,12 @@ class Simulator:
                         f"job {job_id} needs GPU type {sorted(view.gpu_types)}; servers "
                         f"{sorted(set(wrong))} have another"
                     )
-        used = np.zeros_like(self._capacity)
-        if snap.cluster.reserved is not None:
+        if snap.cluster.reserved is None:
+            used = summed_demands(servers, demands, n)
+        else:  # added task by task onto what is reserved
+            used = np.zeros_like(self._capacity)
             used += snap.cluster.reserved
-        if servers:
-            np.add.at(used, np.array(servers), np.array(demands))
+            np.add.at(used, servers, demands)
         over = np.argwhere(used > self._capacity + 1e-9)
         if len(over):
             server, res = over[0]
@@ -575,12 +615,17 @@ class Simulator:
                 f"{used[server, res]} > {self._capacity[server, res]}"
             )
 
-    def _trainable(self, job: _Job, placement: JobPlacement) -> bool:
-        """Whether the job can train with this placement: the speed model gives it a
+    def _trainable(self, jobs: Sequence[_Job], placements: Sequence[JobPlacement]) -> list[bool]:
+        """Whether each job can train with its placement: the speed model gives it a
         positive isolated speed (DL2 jobs need a worker and a PS; all-reduce jobs only
-        workers)."""
-        w, p = len(placement.workers), len(placement.ps)
-        return w > 0 and float(self.model.base([job.jt.type_index], [w], [p])[0]) > 0
+        workers). One vectorized call for all jobs (the speed models are elementwise)."""
+        if not jobs:
+            return []
+        w = [len(pl_.workers) for pl_ in placements]
+        base = self.model.base(
+            [job.jt.type_index for job in jobs], w, [len(pl_.ps) for pl_ in placements]
+        )
+        return [n > 0 and speed > 0 for n, speed in zip(w, base.tolist(), strict=True)]
 
     def _apply(self, jobs, active, snap, alloc, placement, state: _RunState) -> list[_Job]:
         """Validate and apply one decision; returns the jobs that train this interval."""
@@ -597,8 +642,9 @@ class Simulator:
             )
         log.append(EventRecord(t, "decide", -1, 0, 0, float(len(snap.jobs))))
         pause = self.cfg.speed.realloc_pause_s
-        for job in active:
-            new = placement.get(job.spec.job_id)
+        news = [placement.get(job.spec.job_id) for job in active]
+        trainable = self._trainable(active, news)
+        for job, new, can_train in zip(active, news, trainable, strict=True):
             w, p = alloc.get(job.spec.job_id)
             if (len(new.workers), len(new.ps)) != (w, p):
                 log.append(
@@ -609,12 +655,12 @@ class Simulator:
             # Every decision recomputes every speed (interference changes even when this
             # job's placement does not), so any completion scheduled before is stale.
             job.version += 1
-            if new != job.placement and self._trainable(job, new):
+            if can_train and new != job.placement:
                 delay = pause if job.started_s is not None else self.cfg.speed.start_delay_s
                 job.pause_until = t + delay
             job.placement = new
             job.workers, job.ps = len(new.workers), len(new.ps)
-            if job.started_s is None and self._trainable(job, new):
+            if job.started_s is None and can_train:
                 job.started_s = t
 
         placed = [j for j in active if j.placement.workers or j.placement.ps]
@@ -634,12 +680,8 @@ class Simulator:
         for view in snap.fixed_jobs + snap.jobs:
             job = jobs[view.job_id]
             log.append(EventRecord(t, "alloc", view.job_id, job.workers, job.ps, job.rate))
-        for job in placed:
-            w_on, p_on = Counter(job.placement.workers), Counter(job.placement.ps)
-            for server in sorted(set(w_on) | set(p_on)):
-                placement_rows.append(
-                    (decision, t, job.spec.job_id, server, w_on.get(server, 0), p_on.get(server, 0))
-                )
+        # The placements log is built once at the end of the run (`_placements_frame`).
+        placement_rows.extend((decision, t, job.spec.job_id, job.placement) for job in placed)
         return [j for j in placed if j.rate > 0]
 
     def _result(self, jobs: dict[int, _Job], log, placement_rows) -> SimResult:
@@ -656,18 +698,7 @@ class Simulator:
             },
             schema_overrides={"finish_s": pl.Float64},
         ).with_columns((pl.col("finish_s") - pl.col("arrival_s")).alias("jct_s"))
-        placements = pl.DataFrame(
-            placement_rows,
-            schema={
-                "decision": pl.Int64,
-                "time_s": pl.Float64,
-                "job_id": pl.Int64,
-                "server": pl.Int64,
-                "workers": pl.Int64,
-                "ps": pl.Int64,
-            },
-            orient="row",
-        )
+        placements = _placements_frame(placement_rows, self._capacity.shape[0])
         return SimResult(self.scheduler.name, self.cfg, frame, tuple(log), placements)
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracelib.sim.cluster import FreePool, Vec, is_share
+from tracelib.sim.cluster import FreePool, Vec, is_share, summed_demands, task_arrays
 from tracelib.sim.snapshot import Allocation, JobPlacement, JobView, Placement, Snapshot
 
 Rule = Callable[[FreePool, Vec, np.random.Generator, frozenset[str] | None], int]
@@ -77,8 +77,7 @@ def _place(
     jobs = [(j, *alloc.get(j.job_id)) for j in snap.jobs if alloc.get(j.job_id) != (0, 0)]
     out: dict[int, tuple[list[int], list[int]]] = {}
     missing: list[tuple[JobView, int, int]] = []
-    servers: list[int] = []
-    demands: list[Vec] = []
+    kept: list[tuple[list[int], Vec]] = []
     shares: dict[int, list[float]] = {}
     allowed = {job.job_id: job.gpu_types for job, _, _ in jobs}
     for job, w, p in jobs:
@@ -86,18 +85,14 @@ def _place(
         kept_p = _shrink(job.placement.ps, min(p, len(job.placement.ps)))
         out[job.job_id] = (kept_w, kept_p)
         missing.append((job, w - len(kept_w), p - len(kept_p)))
-        servers.extend(kept_w)
-        demands.extend([job.worker_demand] * len(kept_w))
-        servers.extend(kept_p)
-        demands.extend([job.ps_demand] * len(kept_p))
+        kept.append((kept_w, job.worker_demand))
+        kept.append((kept_p, job.ps_demand))
         if is_share(job.worker_demand[0]):
             for server in kept_w:
                 shares.setdefault(server, []).append(job.worker_demand[0])
     # Kept tasks are a subset of a placement that fitted, so they fit: one vectorized sum.
     available = snap.cluster.available
-    used = np.zeros_like(snap.cluster.capacity)
-    if servers:
-        np.add.at(used, np.array(servers), np.array(demands))
+    used = summed_demands(*task_arrays(kept), snap.cluster.n_servers)
     pool = snap.cluster.pool(available - used, shares)
     if not _place_tasks(pool, order(snap, missing), rule, rng, out, allowed):
         # Fragmentation: start again from an empty cluster, every task by the rule.

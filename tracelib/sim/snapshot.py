@@ -36,7 +36,7 @@ class JobPlacement:
     @classmethod
     def of(cls, workers, ps) -> JobPlacement:
         """From any iterables of server indices (sorted here)."""
-        return cls(tuple(sorted(int(s) for s in workers)), tuple(sorted(int(s) for s in ps)))
+        return cls(tuple(sorted(map(int, workers))), tuple(sorted(map(int, ps))))
 
 
 EMPTY_PLACEMENT = JobPlacement()

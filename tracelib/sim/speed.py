@@ -20,9 +20,10 @@ Per-job and per-interval variation multiply on top in the engine. Coefficients c
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from functools import cache
+from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 
@@ -75,27 +76,23 @@ class ContentionModel:
         self.sharpness = sharpness
 
     def slowdown(
-        self, types: np.ndarray, placements: Sequence[JobPlacement], n_servers: int
+        self,
+        types: np.ndarray,
+        placements: Sequence[JobPlacement],
+        n_servers: int,
+        rows: TaskRows | None = None,
     ) -> np.ndarray:
-        """I_j >= 0 per job: its slowest server's iteration-time stretch over alone, minus 1."""
+        """I_j >= 0 per job: its slowest server's iteration-time stretch over alone, minus 1.
+        `rows`: `task_rows(placements, n_servers)`, when the caller has it already."""
         n = len(placements)
         out = np.zeros(n)
-        n_w = np.array([len(pl.workers) for pl in placements], dtype=np.int64)
-        n_p = np.array([len(pl.ps) for pl in placements], dtype=np.int64)
-        if not (n_w.sum() + n_p.sum()):
+        rows = rows if rows is not None else task_rows(placements, n_servers)
+        if not len(rows.job):
             return out
-        # One key per (job, server) holding its tasks; counts of workers and PSs per key.
-        srv_w = np.fromiter((s for pl in placements for s in pl.workers), np.int64, n_w.sum())
-        srv_p = np.fromiter((s for pl in placements for s in pl.ps), np.int64, n_p.sum())
-        keys_w = np.repeat(np.arange(n), n_w) * n_servers + srv_w
-        keys_p = np.repeat(np.arange(n), n_p) * n_servers + srv_p
-        keys, inv = np.unique(np.concatenate([keys_w, keys_p]), return_inverse=True)
-        rows_w = np.bincount(inv[: len(keys_w)], minlength=len(keys))
-        rows_p = np.bincount(inv[len(keys_w) :], minlength=len(keys))
-        job, server = keys // n_servers, keys % n_servers
+        job, server = rows.job, rows.server
         model = np.asarray(types, dtype=int)[job]
         own = (
-            rows_w[:, None] * self.worker_use[model] + rows_p[:, None] * self.ps_use[model]
+            rows.workers[:, None] * self.worker_use[model] + rows.ps[:, None] * self.ps_use[model]
         )  # (rows, C): this job's load on the row's server
         load = np.zeros((n_servers, own.shape[1]))
         np.add.at(load, server, own)
@@ -104,6 +101,41 @@ class ContentionModel:
         alone = 1.0 + (share * (stretch(own, self.sharpness) - 1.0)).sum(axis=1)
         np.maximum.at(out, job, together / alone - 1.0)
         return out
+
+
+class TaskRows(NamedTuple):
+    """Where placed jobs' tasks are: one row per (job, server) holding some of the job's
+    tasks, by job then server (what locality and contention both read)."""
+
+    job: np.ndarray
+    """(R,) index of the job in the placements."""
+    server: np.ndarray
+    """(R,)"""
+    workers: np.ndarray
+    """(R,) the job's workers on that server."""
+    ps: np.ndarray
+    """(R,) the job's PSs on that server."""
+    n_workers: np.ndarray
+    """(J,) workers per job."""
+    n_ps: np.ndarray
+    """(J,) PSs per job."""
+
+
+def task_rows(placements: Sequence[JobPlacement], n_servers: int = 0) -> TaskRows:
+    """The `TaskRows` of some jobs' placements (`n_servers`: a hint; any count works)."""
+    n = len(placements)
+    n_w = np.array([len(pl.workers) for pl in placements], dtype=np.int64)
+    n_p = np.array([len(pl.ps) for pl in placements], dtype=np.int64)
+    srv_w = np.fromiter(chain.from_iterable(pl.workers for pl in placements), np.int64, n_w.sum())
+    srv_p = np.fromiter(chain.from_iterable(pl.ps for pl in placements), np.int64, n_p.sum())
+    # One key per (job, server) holding its tasks; counts of workers and PSs per key.
+    span = max(n_servers, int(srv_w.max(initial=-1)) + 1, int(srv_p.max(initial=-1)) + 1, 1)
+    keys_w = np.repeat(np.arange(n), n_w) * span + srv_w
+    keys_p = np.repeat(np.arange(n), n_p) * span + srv_p
+    keys, inv = np.unique(np.concatenate([keys_w, keys_p]), return_inverse=True)
+    rows_w = np.bincount(inv[: len(keys_w)], minlength=len(keys))
+    rows_p = np.bincount(inv[len(keys_w) :], minlength=len(keys))
+    return TaskRows(keys // span, keys % span, rows_w, rows_p, n_w, n_p)
 
 
 @cache
@@ -186,26 +218,42 @@ class SpeedModel:
         p = np.clip(np.asarray(ps, dtype=int), 0, cap)
         return self.table[t, w, p]
 
-    def locality(self, placements: Sequence[JobPlacement]) -> np.ndarray:
-        """l_j in [0, 1] per job (0 for jobs without both workers and PSs)."""
+    def locality(
+        self, placements: Sequence[JobPlacement], rows: TaskRows | None = None
+    ) -> np.ndarray:
+        """l_j in [0, 1] per job (0 for jobs without both workers and PSs). `rows`:
+        `task_rows(placements)`, when the caller has it already."""
         out = np.zeros(len(placements))
-        for i, pl in enumerate(placements):
-            if not pl.workers or not pl.ps:
-                continue
-            w_on, p_on = Counter(pl.workers), Counter(pl.ps)
-            worker_side = min(p_on.get(s, 0) for s in w_on) / len(pl.ps)
-            ps_side = min(w_on.get(s, 0) for s in p_on) / len(pl.workers)
-            out[i] = min(worker_side, ps_side)
+        if rows is None:
+            rows = task_rows(placements)
+        if not len(rows.job):
+            return out
+        # Per job: the fewest PSs beside any of its workers' servers, and the fewest workers
+        # beside any of its PSs' servers (rows are grouped by job).
+        none = np.iinfo(np.int64).max
+        starts = np.flatnonzero(np.concatenate(([True], rows.job[1:] != rows.job[:-1])))
+        jobs = rows.job[starts]
+        ps_by_workers = np.minimum.reduceat(np.where(rows.workers > 0, rows.ps, none), starts)
+        workers_by_ps = np.minimum.reduceat(np.where(rows.ps > 0, rows.workers, none), starts)
+        n_w, n_p = rows.n_workers[jobs], rows.n_ps[jobs]
+        both = (n_w > 0) & (n_p > 0)
+        out[jobs[both]] = np.minimum(
+            ps_by_workers[both] / n_p[both], workers_by_ps[both] / n_w[both]
+        )
         return out
 
     def interference_load(
-        self, types: Sequence[int], placements: Sequence[JobPlacement], n_servers: int
+        self,
+        types: Sequence[int],
+        placements: Sequence[JobPlacement],
+        n_servers: int,
+        rows: TaskRows | None = None,
     ) -> np.ndarray:
         """I_j: contention slowdown on each job's slowest server (0 for a job alone)."""
         if self.interference_scale == 0:
             return np.zeros(len(placements))
         t = np.asarray(types, dtype=int)
-        return self.contention.slowdown(t, placements, n_servers) * self.interference_scale
+        return self.contention.slowdown(t, placements, n_servers, rows) * self.interference_scale
 
     def placed(
         self,
@@ -218,6 +266,7 @@ class SpeedModel:
         """Speed of each job given every job's placement (noise not included)."""
         t = np.asarray(types, dtype=int)
         base = self.base(t, workers, ps)
-        local = 1.0 / (1.0 - self.beta[t] * self.locality(placements))
-        interf = 1.0 / (1.0 + self.interference_load(t, placements, n_servers))
+        rows = task_rows(placements, n_servers)  # shared by locality and contention
+        local = 1.0 / (1.0 - self.beta[t] * self.locality(placements, rows))
+        interf = 1.0 / (1.0 + self.interference_load(t, placements, n_servers, rows))
         return base * local * interf

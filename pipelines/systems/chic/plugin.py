@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from pipelines.system import LearnedSystem
 
 if TYPE_CHECKING:
@@ -18,9 +20,13 @@ class ChicOptions:
 
     iterations: int | None = None
     """Chic / Chic-Pair cross-entropy-method iterations (default: the budget's; 0 skips Chic)"""
+    arena_iterations: int | None = None
+    """Chic's cross-entropy-method iterations in the arena's DL2 setting (default: the
+    budget's; 0 enters no Chic policy into the evaluation on every workload set)"""
     deviations: bool = False
     """train Chic with the four departures from the paper's MDP under which it beats Optimus
-    (empty slots masked, work-conserving stop, shared sequence, no smoothing)"""
+    (empty slots masked, work-conserving stop, shared sequence, no smoothing), in its own
+    scenario and in the arena"""
 
 
 BUDGETS = {
@@ -31,8 +37,20 @@ BUDGETS = {
         "train.val_sequences": 2,
         "train.fit_epochs": 2,
         "eval.test_sequences": 2,
+        "arena.iterations": 1,
+        "arena.n_trajectories": 2,
+        "arena.fit_epochs": 2,
+        "arena.train_sequences": 1,
+        "arena.val_sequences": 1,
+        "arena.jobs_per_episode": 10,
     },
-    "large": {"train.iterations": 30},
+    "large": {
+        "train.iterations": 30,
+        "arena.iterations": 40,
+        "arena.n_trajectories": 35,
+        "arena.fit_epochs": 40,
+        "arena.val_sequences": None,
+    },
 }
 
 DEVIATIONS = {
@@ -46,18 +64,32 @@ the paper's gains over Optimus (README, Chic section)."""
 
 
 def apply(cfg: ChicRunConfig, opts: ChicOptions) -> ChicRunConfig | None:
-    """The options on the budget's config; 0 iterations skip Chic."""
+    """The options on the budget's config; 0 iterations skip Chic (0 arena iterations: its
+    arena training only)."""
     if opts.iterations is not None:
         cfg = replace(cfg, train=replace(cfg.train, iterations=opts.iterations))
+    if opts.arena_iterations is not None:
+        cfg = replace(cfg, arena=replace(cfg.arena, iterations=opts.arena_iterations))
     if opts.deviations:
-        cfg = replace(cfg, train=replace(cfg.train, **DEVIATIONS))
+        cfg = replace(
+            cfg,
+            train=replace(cfg.train, **DEVIATIONS),
+            arena=replace(cfg.arena, **DEVIATIONS),
+        )
     return cfg if cfg.train.iterations > 0 else None
 
 
 def seeded(cfg: ChicRunConfig, seed: int, workload_set: str) -> ChicRunConfig:
     """One seed for training and evaluation: their sequences' seeds are split from it
-    (`split_seeds`), so the test sequences are never trained on."""
-    return replace(cfg, train=replace(cfg.train, seed=seed), eval=replace(cfg.eval, seed=seed))
+    (`split_seeds`), so the test sequences are never trained on. The arena training gets
+    a child of it and the run's synthetic workload set."""
+    arena_seed = int(np.random.SeedSequence(seed).spawn(1)[0].generate_state(1)[0])
+    return replace(
+        cfg,
+        train=replace(cfg.train, seed=seed),
+        eval=replace(cfg.eval, seed=seed),
+        arena=replace(cfg.arena, seed=arena_seed, workload_set=workload_set),
+    )
 
 
 def summary_lines(summary: dict) -> list[str]:
@@ -66,6 +98,14 @@ def summary_lines(summary: dict) -> list[str]:
     for system, by_rate in summary["evaluation"]["act"].items():
         acts = ", ".join(f"{rate}/h {act:,.0f} s" for rate, act in sorted(by_rate.items()))
         lines.append(f"    chic {system:<26} ACT {acts}")
+    for variant, result in summary.get("arena", {}).items():
+        m = result["metrics"]
+        cached = " (already trained on these inputs)" if m.get("cached") else ""
+        lines.append(
+            f"  Chic arena {variant} {result['policy_id']}{cached}: validation ACT "
+            f"{m['best_val_act_s']:,.0f} s, {m['iterations']} iterations, {m['wall_s']:.0f} s; "
+            f"from {result['parent_policy_id'] or 'scratch'}"
+        )
     return lines
 
 

@@ -1,5 +1,5 @@
 """Chic's pipeline stages: CEM training per variant and arrival rate, and the evaluation
-against Optimus (Chic section 6).
+against Optimus (Chic section 6); CEM training in the arena.
 
     train_chic_stage     trains Chic or Chic-Pair at one arrival rate (from the newest
                          registered policy of that variant and rate, if any); registers it
@@ -10,6 +10,11 @@ against Optimus (Chic section 6).
                          300 s intervals, on the same unseen sequences -> eval_runs /
                          eval_jobs / eval_summary (sets chic@<rate>/h; the view
                          `chic_evaluation` keeps the old columns)
+    train_chic_arena_stage  trains Chic or Chic-Pair in the arena's DL2 setting on a
+                         workload set's train split (from the newest "<variant>-arena"
+                         policy whose network fits); registers it as system "chic-arena" /
+                         "chic-pair-arena" with its `chic_learning_curves` rows. The shared
+                         evaluation then runs it on every workload set's test split.
 
 Workloads are generated in-stage from the scenario's seeded generator (the paper's
 sequences are synthetic): train, validation and test sequences have disjoint seeds
@@ -22,17 +27,25 @@ policies it evaluates, so re-running it replaces nothing and writes nothing new.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
 
-from models.checkpoints import register_policy, resume_from
-from models.chic import CEMConfig, ChicPolicy, episode_results, policy_from_checkpoint, train_cem
+from models.checkpoints import Resumed, register_policy, resume_from
+from models.chic import (
+    CEMConfig,
+    ChicPolicy,
+    episode_results,
+    policy_from_checkpoint,
+    train_cem,
+)
 from models.chic.contracts import ChicLearningCurves
+from models.chic.policy import ARENA
 from models.heuristics.optimus import Optimus
 from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
+    EvalConfig,
     EvalTables,
     RunOutcome,
     Workload,
@@ -48,15 +61,19 @@ from pipelines.trained import (
     TrainResult,
     already_trained,
     input_key,
+    newest_policy,
     public_metrics,
     resume_note,
     save_checkpoint_file,
+    set_workloads,
 )
+from tracelib.envs.chic import ChicEnvConfig
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
 from tracelib.scenarios import chic_set
-from tracelib.scenarios.chic import ChicScenario, chic_speed, split_seeds
-from tracelib.sim import LoadBalancing, Scheduler, Simulator
+from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario, chic_speed, split_seeds
+from tracelib.sim import LoadBalancing, Scheduler, SimConfig, Simulator, jobs_from_frame
+from tracelib.sim.jobs import JobSpec
 from warehouse import connect, read_frame, transaction
 from warehouse.io import write_frame
 
@@ -401,3 +418,189 @@ def _summary(eval_id: str, frame: pl.DataFrame) -> ChicEvalResult:
         act.setdefault(row["system"], {})[row["rate_per_hour"]] = row["avg_jct_s"]
         imp.setdefault(row["system"], {})[row["rate_per_hour"]] = row["improvement_vs_optimus_600"]
     return ChicEvalResult(eval_id, frame.height, act, imp)
+
+
+# -- the arena ---------------------------------------------------------------------------
+
+
+def _eval_setting() -> SimConfig:
+    """The simulator the shared evaluation runs (its cluster, slot, window, speed realism)."""
+    return EvalConfig().sim_config(0)
+
+
+@dataclass(frozen=True)
+class ChicArenaConfig:
+    """Chic in the arena: the published MDP in the evaluation's DL2 setting
+    (`tracelib.envs.chic_arena`: I = the evaluation's window, the DL2 catalogue, a
+    schedule every slot, placed by the evaluation's default placement), trained by the
+    modified CEM on a workload set's train split and validated on its validation split.
+    At the default budget a training takes 20-27 s of one core here (Chic; Chic-Pair half:
+    a 30-job episode is ~5,000 actions at ~70 us); `large` runs the paper's N = 35 for 40
+    iterations."""
+
+    workload_set: str = "dl2-synthetic"
+    """Derivation whose train split is trained on and whose validation split validates."""
+    variants: tuple[str, ...] = ("chic", "chic-pair")
+    """Entered into the arena, each trained apart: "chic" (2I + 1 actions), "chic-pair"
+    (I + 1)."""
+    sim: SimConfig = field(default_factory=_eval_setting)
+    """Simulator of training and validation (default: the evaluation's)."""
+    placement: str = field(default_factory=lambda: EvalConfig().default_placement)
+    """Placement composed with the allocation (default: the evaluation's default)."""
+    window: int = 20
+    """I: visible jobs allocated to (the evaluation's window; Chic's own scenario: 3)."""
+    iterations: int = 6
+    """CEM iterations (0: no arena training)."""
+    n_trajectories: int = 8
+    """N: trajectories from the policy per iteration (paper: 35), plus the uniform one."""
+    fit_epochs: int = 10
+    """Passes over the elite pairs per iteration."""
+    train_sequences: int | None = None
+    """At most this many train sequences of the set (lowest numbers; None: all)."""
+    val_sequences: int | None = 2
+    """At most this many validation sequences (whole), every `val_every` iterations."""
+    val_every: int = 2
+    """Validate every so many iterations (paper: 2); the best validated policy is kept."""
+    jobs_per_episode: int | None = 30
+    """Training episodes are the train sequences cut into runs of this many jobs, each
+    starting at time 0 (Chic's W = 30; the sets' sequences have 60); None: whole."""
+    max_phase_steps: int = 1000
+    """Actions in one schedule before the env ends it (the cluster holds 384 tasks)."""
+    mask_absent: bool = False
+    """Deviation (CEMConfig.mask_absent): mask actions on absent jobs in training."""
+    work_conserving: bool = False
+    """Deviation (CEMConfig.work_conserving)."""
+    shared_sequence: bool = False
+    """Deviation (CEMConfig.shared_sequence)."""
+    smoothing: float = 0.7
+    """alpha of the smoothed update (1.0: none, a deviation)."""
+    init: str = "latest"
+    """Start from: "latest" (the newest "<variant>-arena" policy whose network fits, else
+    scratch), "scratch", or a policy id."""
+    seed: int = 0
+    """Root of initialization, dropout, minibatch order, episode choice and actions."""
+
+    def __post_init__(self) -> None:
+        unknown = set(self.variants) - {"chic", "chic-pair"}
+        if unknown:
+            raise ValueError(f"unknown Chic variant(s) {sorted(unknown)}")
+        if self.iterations < 0:
+            raise ValueError("iterations must be >= 0 (0: no arena training)")
+        if self.jobs_per_episode is not None and self.jobs_per_episode < 1:
+            raise ValueError("jobs_per_episode must be positive (or None)")
+
+    def scenario(self) -> ChicArenaScenario:
+        return ChicArenaScenario(sim=self.sim, window=self.window, placement=self.placement)
+
+    def cem_config(self, variant: str) -> CEMConfig:
+        """The trainer's config for one variant."""
+        return CEMConfig(
+            variant=variant,
+            scenario=self.scenario(),
+            iterations=self.iterations,
+            n_trajectories=self.n_trajectories,
+            fit_epochs=self.fit_epochs,
+            val_every=min(self.val_every, self.iterations),
+            smoothing=self.smoothing,
+            mask_absent=self.mask_absent,
+            shared_sequence=self.shared_sequence,
+            work_conserving=self.work_conserving,
+            env=ChicEnvConfig(variant=variant, max_phase_steps=self.max_phase_steps),
+            seed=self.seed,
+        )
+
+
+def arena_sequences(jobs: pl.DataFrame, jobs_per_episode: int | None) -> list[tuple[JobSpec, ...]]:
+    """Job sequences of workload_jobs rows, each workload cut into runs of
+    `jobs_per_episode` jobs by arrival whose arrivals start at 0 (None: whole workloads)."""
+    out = []
+    for _, frame in jobs.group_by("workload_id", maintain_order=True):
+        specs = jobs_from_frame(frame.sort("job_index"))
+        size = jobs_per_episode or len(specs)
+        for start in range(0, len(specs), size):
+            part = specs[start : start + size]
+            t0 = part[0].arrival_s
+            out.append(tuple(replace(j, arrival_s=j.arrival_s - t0) for j in part))
+    return out
+
+
+def _resume_fitting(con, parent: str | None, cem: CEMConfig) -> Resumed:
+    """The policy to start from if its network has the training's shape; else scratch,
+    with a note saying why."""
+    resumed = resume_from(con, parent, policy_from_checkpoint)
+    if resumed.policy is not None and resumed.policy.net.cfg != cem.net_config:
+        note = (
+            f"{resumed.policy_id} has network {resumed.policy.net.cfg}, the training "
+            f"{cem.net_config}: trained from scratch"
+        )
+        return Resumed(None, None, "; ".join(filter(None, [resumed.note, note])))
+    return resumed
+
+
+def train_chic_arena_stage(
+    warehouse: str | Path | None,
+    cfg: ChicArenaConfig,
+    variant: str = "chic",
+    progress: Reporter = QUIET,
+) -> TrainResult:
+    """Train one variant in the arena with the modified CEM; register the best validated
+    policy as system "<variant>-arena" (child of the policy it started from)."""
+    system = variant + ARENA
+    cem = cfg.cem_config(variant)
+    with connect(warehouse) as con:
+        train_jobs = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
+        val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
+        key = input_key(cfg.init, cem, f"episode:{cfg.jobs_per_episode}", train_jobs, val_jobs)
+        done = already_trained(con, key, system)
+        if done is not None:
+            return done
+        if cfg.init == "latest":
+            parent = newest_policy(con, system)
+        elif cfg.init == "scratch":
+            parent = None
+        else:
+            parent = cfg.init
+        resumed = _resume_fitting(con, parent, cem)
+    train = arena_sequences(train_jobs, cfg.jobs_per_episode)
+    validation = arena_sequences(val_jobs, None)
+    with (
+        scoped_torch(threads=1),
+        progress.bar(f"{system} CEM iterations", cem.iterations) as advance,
+    ):
+        policy, curve, metrics = train_cem(
+            train, validation, cem, init=resumed.policy, progress=advance
+        )
+    path, sha = save_checkpoint_file(policy, warehouse, system)
+    with connect(warehouse) as con, transaction(con):
+        policy_id = register_policy(
+            con,
+            system=system,
+            config=policy.checkpoint_config(),
+            checkpoint_path=path,
+            sha256=sha,
+            training_workloads=sorted(train_jobs["workload_id"].unique().to_list()),
+            metrics={
+                **metrics,
+                "workload_set": cfg.workload_set,
+                "episodes": len(train),
+                "stage_config": asdict(cfg),
+                "input_key": key,
+                **resume_note(resumed),
+            },
+            parent_policy_id=resumed.policy_id,
+            curve=None,
+        )
+        con.execute("DELETE FROM chic_learning_curves WHERE policy_id = ?", [policy_id])
+        write_frame(
+            con,
+            curve.with_columns(pl.lit(policy_id).alias("policy_id")).select(
+                list(ChicLearningCurves.to_schema().columns)
+            ),
+            ChicLearningCurves,
+        )
+    return TrainResult(
+        policy_id,
+        resumed.policy_id,
+        str(path),
+        public_metrics({**metrics, **resume_note(resumed)}),
+    )

@@ -1,5 +1,7 @@
 """Chic's steps in `schedlab run` (pipelines/system.py `Steps`): the cross-entropy method per
-variant and arrival rate, then one evaluation against Optimus at every rate."""
+variant and arrival rate, then one evaluation against Optimus at every rate; and the
+cross-entropy method in the arena's DL2 setting, whose policies (systems "chic-arena",
+"chic-pair-arena") run in the evaluation on every workload set (`arena`, `loaders`)."""
 
 from __future__ import annotations
 
@@ -7,16 +9,20 @@ from dataclasses import asdict, dataclass, field, replace
 
 from prefect import task
 
+from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
 from pipelines.progress import QUIET, Reporter
 from pipelines.retries import IO_RETRIES
 from pipelines.sections import Section, exists, frame_table
 from pipelines.system import Pending, RunContext
 from pipelines.systems.chic.stages import (
+    ChicArenaConfig,
     ChicEvalConfig,
     ChicTrainConfig,
     evaluate_chic_stage,
+    train_chic_arena_stage,
     train_chic_stage,
 )
+from tracelib.sim import DecisionPolicy, Scheduler
 from warehouse import read_frame
 
 
@@ -32,6 +38,8 @@ class ChicRunConfig:
     """Arrival rates (per hour) a policy is trained at; the evaluation also runs the one
     trained at `eval.reference_rate` at every rate (the paper's generality check)."""
     eval: ChicEvalConfig = field(default_factory=ChicEvalConfig)
+    arena: ChicArenaConfig = field(default_factory=ChicArenaConfig)
+    """Training in the arena (the DL2 setting of the evaluation on every workload set)."""
 
     def train_configs(self) -> list[ChicTrainConfig]:
         """One training config per variant and rate."""
@@ -48,6 +56,14 @@ def train_task(warehouse: str | None, cfg: ChicTrainConfig, progress: Reporter =
         return asdict(train_chic_stage(warehouse, cfg, progress))
 
 
+@task(name="chic-arena-train", **IO_RETRIES)
+def arena_task(
+    warehouse: str | None, cfg: ChicArenaConfig, variant: str, progress: Reporter = QUIET
+) -> dict:
+    with progress.stage(f"{variant} CEM training in the arena ({cfg.workload_set})"):
+        return asdict(train_chic_arena_stage(warehouse, cfg, variant, progress))
+
+
 @task(name="chic-evaluate", **IO_RETRIES)
 def evaluate_task(warehouse: str | None, cfg: ChicEvalConfig, progress: Reporter = QUIET) -> dict:
     with progress.stage("Chic evaluation"):
@@ -55,12 +71,14 @@ def evaluate_task(warehouse: str | None, cfg: ChicEvalConfig, progress: Reporter
 
 
 def train(run: RunContext, cfg: ChicRunConfig, pending: Pending) -> Pending:
-    """One CEM training per variant and rate."""
+    """One CEM training per variant and rate, and one per variant in the arena."""
+    arena = cfg.arena.variants if cfg.arena.iterations > 0 else ()
     return {
         "train": {
             f"{t.variant}@{t.rate_per_hour:g}": train_task.submit(run.warehouse, t, run.progress)
             for t in cfg.train_configs()
-        }
+        },
+        "arena": {v: arena_task.submit(run.warehouse, cfg.arena, v, run.progress) for v in arena},
     }
 
 
@@ -77,6 +95,7 @@ def collect(run: RunContext, cfg: ChicRunConfig, pending: Pending) -> dict:
     return {
         "train": {k: f.result() for k, f in pending["train"].items()},
         "evaluation": pending["evaluation"].result(),
+        "arena": {k: f.result() for k, f in pending.get("arena", {}).items()},
     }
 
 
@@ -107,10 +126,22 @@ def prepare(run: RunContext, cfg: ChicRunConfig) -> Pending:
 
 
 def arena(pending: Pending) -> dict[str, str]:
-    """Nothing yet: Chic is evaluated in its own scenario only."""
-    return {}
+    """Each variant trained in the arena, by scheduler name ("chic", "chic-pair")."""
+    return {v: f.result()["policy_id"] for v, f in pending.get("arena", {}).items()}
 
 
-def loaders() -> dict:
-    """None of its policies runs in the evaluation on every workload set yet."""
-    return {}
+def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
+    """An arena Chic / Chic-Pair checkpoint allocating in the evaluation, placed by the
+    evaluation's default placement (load balancing, as in its training)."""
+    from models.chic import load_policy
+    from models.heuristics.registry import PLACEMENTS
+
+    policy = load_policy(ref.checkpoint_path, sha256=ref.sha256)
+    if policy.system != ref.system:
+        raise NotApplicable(f"{ref.policy_id}: checkpoint of system {policy.system!r}")
+    return Scheduler(policy.arena(name=ref.policy_id), PLACEMENTS.create(cfg.default_placement))
+
+
+def loaders() -> dict[str, Loader]:
+    """Arena Chic and Chic-Pair checkpoints allocate in the evaluation."""
+    return dict.fromkeys(("chic-arena", "chic-pair-arena"), load_arena_policy)

@@ -58,6 +58,7 @@ from pipelines.trained import (
     public_metrics,
     resume_note,
     save_checkpoint_file,
+    set_workloads,
 )
 from tracelib.provenance import canonical_json
 from tracelib.sim import SimConfig
@@ -159,35 +160,16 @@ class RecordResult:
     steps: int
 
 
-def _workloads(con, workload_set: str, split: str, limit: int | None = None) -> pl.DataFrame:
-    """workload_jobs rows of one split of a set, in workload order (at most `limit`
-    sequences: the lowest sequence numbers)."""
-    jobs = read_frame(
-        con,
-        "SELECT j.* FROM workload_jobs j JOIN workloads w USING (workload_id) "
-        "WHERE w.derivation = ? AND w.split = ? AND w.sequence_no < ? "
-        "ORDER BY j.workload_id, j.job_index",
-        [workload_set, split, limit if limit is not None else 2**31 - 1],
-    )
-    if jobs.height == 0:
-        raise ValueError(
-            f"no {split!r} workloads in set {workload_set!r}; derive it first "
-            '(`schedlab derive`) or see `schedlab sql "SELECT derivation, split, count(*) '
-            'FROM workloads GROUP BY ALL"`'
-        )
-    return jobs
-
-
 def _set_workloads(con, cfg: DL2StageConfig, split: str) -> pl.DataFrame:
     """workload_jobs rows of one split of the main set (required) and of the further
     fine-tuning sets (where they have that split), each capped by the budget."""
     limit = _limit(cfg, split)
-    frames = [_workloads(con, cfg.workload_set, split, limit)]
+    frames = [set_workloads(con, cfg.workload_set, split, limit)]
     for extra in cfg.finetune_sets:
         if extra == cfg.workload_set:
             continue
         try:
-            frames.append(_workloads(con, extra, split, limit))
+            frames.append(set_workloads(con, extra, split, limit))
         except ValueError:
             continue
     return pl.concat(frames)
@@ -213,7 +195,7 @@ def record_stage(
     """Record the teacher's decisions on the set's training workloads into
     `decision_traces` (replacing an earlier recording of the same inputs)."""
     with connect(warehouse) as con:
-        jobs = _workloads(con, cfg.workload_set, "train", _limit(cfg, "train"))
+        jobs = set_workloads(con, cfg.workload_set, "train", _limit(cfg, "train"))
     run_id = _record_run_id(cfg, jobs)
     with connect(warehouse) as con:
         ((done,),) = con.sql(
@@ -251,7 +233,7 @@ def warmup_stage(
             "ORDER BY workload_id, seed, decision, step",
             [record_run_id],
         )
-        val_jobs = _workloads(con, cfg.workload_set, "validation", _limit(cfg, "validation"))
+        val_jobs = set_workloads(con, cfg.workload_set, "validation", _limit(cfg, "validation"))
     if traces.height == 0:
         raise ValueError(f"no decision traces of recording {record_run_id!r}; run record first")
     key = input_key(record_run_id, cfg.warmup_config(), val_jobs)

@@ -9,12 +9,20 @@ RL-TAPS' baselines (Random, SJF, Tetris job pickers with first-fit GPUs).
                            held-out set of job sequences -> eval_runs / eval_jobs /
                            eval_summary (set rl-taps-bimodal; the view `rltaps_evaluation`
                            keeps the old columns)
+    train_arena_stage      the arena policy (system "rl-taps-arena"): RL-TAPS' per-GPU
+                           decision on the evaluation's cluster, trained on a workload set's
+                           train split from the newest arena policy; the evaluation on every
+                           workload set runs it as "rl-taps" (steps.py `loaders`); its curve
+                           goes with `register_policy` to the shared curve table (phase
+                           "finetune"), as `rltaps_learning_curves.mode` admits only the
+                           paper's two modes
 
-Job sequences are not read from the warehouse: RL-TAPS' workload is DeepRM's synthetic
-bimodal mix on a fixed topology, generated in-stage from seeds (one job per step,
-`tracelib.synthetic.BimodalConfig.rl_taps`). The seeds are recorded: training ones in the
-policy's `metrics.train_seeds` and `training_workloads`, validation ones in each curve row,
-test ones in each evaluation row. Same config, same tables (bit for bit, timestamps aside).
+The own-scenario job sequences are not read from the warehouse: RL-TAPS' workload is
+DeepRM's synthetic bimodal mix on a fixed topology, generated in-stage from seeds (one job
+per step, `tracelib.synthetic.BimodalConfig.rl_taps`). The seeds are recorded: training ones
+in the policy's `metrics.train_seeds` and `training_workloads`, validation ones in each
+curve row, test ones in each evaluation row. Same config, same tables (bit for bit,
+timestamps aside).
 
 DL2's stage pattern (pipelines/systems/dl2/stages.py): train with the warehouse closed, write in one
 transaction, content-addressed checkpoints beside the warehouse, `metrics.input_key` so a
@@ -26,14 +34,14 @@ larger ones, and the paper's sizes are `RLTapsStageConfig.paper()` (hours).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from models.checkpoints import register_policy, resume_from
+from models.checkpoints import Resumed, register_policy, resume_from
 from models.rltaps import (
     BASELINES,
     ReinforceConfig,
@@ -43,11 +51,14 @@ from models.rltaps import (
     system_of,
     train,
 )
-from models.rltaps.config import MODES
+from models.rltaps.arena import RLTapsArenaPolicy, arena_policy_from_checkpoint
+from models.rltaps.arena_reinforce import train_arena
+from models.rltaps.config import ARENA_SYSTEM, MODES, ArenaTrainConfig
 from models.rltaps.contracts import RLTapsLearningCurves
 from models.rltaps.policy import Episode, scheduler_episodes, sequence_seeds
 from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
+    EvalConfig,
     EvalTables,
     RunOutcome,
     Workload,
@@ -64,12 +75,15 @@ from pipelines.trained import (
     public_metrics,
     resume_note,
     save_checkpoint_file,
+    set_workloads,
 )
 from tracelib.envs.gpu import GpuEnvConfig
+from tracelib.envs.gpu_arena import ArenaEnvConfig
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
 from tracelib.scenarios import RL_TAPS_SET
 from tracelib.scenarios.rltaps import job_length_s
+from tracelib.sim import SimConfig, jobs_from_frame
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.topology import RLTAPS_STEP_S
 from warehouse import connect, read_frame, transaction
@@ -197,6 +211,16 @@ class RLTapsEvalResult:
     seeds: list[int]
 
 
+def _start_from(con, init: str, system: str, build) -> Resumed:
+    """The policy a training starts from: `init` "latest" (the newest registered policy of
+    `system`), "scratch" (none) or a policy id, loaded by `build` (a lost or refused
+    checkpoint falls back to its ancestors: `resume_from`)."""
+    parent = {"latest": lambda: newest_policy(con, system), "scratch": lambda: None}.get(
+        init, lambda: init
+    )()
+    return resume_from(con, parent, build)
+
+
 def train_rltaps_stage(
     warehouse: str | Path | None, cfg: RLTapsStageConfig, progress: Reporter = QUIET
 ) -> RLTapsTrainResult:
@@ -210,13 +234,7 @@ def train_rltaps_stage(
         done = _cached(con, key, system)
         if done is not None:
             return done
-        if cfg.init == "latest":
-            parent = newest_policy(con, system)
-        elif cfg.init == "scratch":
-            parent = None
-        else:
-            parent = cfg.init
-        resumed = resume_from(con, parent, policy_from_checkpoint)
+        resumed = _start_from(con, cfg.init, system, policy_from_checkpoint)
         parent, init = resumed.policy_id, resumed.policy
     if init is not None:
         init.check_env(rl_cfg.env)
@@ -412,3 +430,139 @@ def _cached(con, key: str, system: str) -> RLTapsTrainResult | None:
     if done is None:
         return None
     return RLTapsTrainResult(**vars(done), system=system)
+
+
+# -- the arena: RL-TAPS' decision on the evaluation's cluster ------------------------------
+
+
+def _eval_setting() -> SimConfig:
+    """The simulator the evaluation runs (its cluster, slot, window and speed realism)."""
+    return EvalConfig().sim_config(0)
+
+
+@dataclass(frozen=True)
+class RLTapsArenaConfig:
+    """RL-TAPS trained for the evaluation on every workload set (system `rl-taps-arena`):
+    its per-GPU decision on the evaluation's cluster (`tracelib.envs.gpu_arena`), REINFORCE
+    on the run's synthetic workload set (`models.rltaps.arena_reinforce`).
+
+    The default budget is small (3 epochs of 3 episodes on each of 6 training sequences:
+    16-17 s on one core of this machine, 30-37 s of wall-clock time at a load average of 9;
+    smoke: 1-3 s); budgets are counted in epochs and episodes, not seconds, so
+    the same seed gives the same policy."""
+
+    workload_set: str = "dl2-synthetic"
+    """Derivation whose train split is trained on and whose validation split validates."""
+    sim: SimConfig = field(default_factory=_eval_setting)
+    """Simulator of training and validation (default: the evaluation's)."""
+    ps_rule: str = "at-least-workers"
+    """PSs of a job given w workers: "at-least-workers" (its request raised to w) or
+    "requested" (the evaluation's default allocation's count)."""
+    hidden: int = 64
+    """Units of the job-slot layer."""
+    context: int = 32
+    """Units of the cluster-image layer."""
+    prior: float = 6.0
+    """Initial logit structure of a fresh network (`ArenaNetConfig.prior`)."""
+    episodes: int = 3
+    """E: episodes per training sequence (RL-TAPS: 20)."""
+    batch_sequences: int = 1
+    """B: sequences per update."""
+    epochs: int = 3
+    """Passes over the training sequences (RL-TAPS: 50)."""
+    lr: float = 0.01
+    """Adam learning rate (RL-TAPS: 0.001; larger here, where a budget of seconds makes a
+    handful of updates; 0.03 and more diverged in trials on the validation split)."""
+    train_sequences: int | None = 6
+    """At most this many training sequences of the set (the lowest sequence numbers)."""
+    val_sequences: int | None = 2
+    """At most this many validation sequences."""
+    seed: int = 0
+    """Root seed of initialization, sampling, shuffling and simulator seeds."""
+    init: str = "latest"
+    """Training starts from: "latest" (the newest registered `rl-taps-arena` policy whose
+    shapes fit, else from scratch), "scratch", or a policy id."""
+
+    def train_config(self) -> ArenaTrainConfig:
+        """The trainer's config."""
+        env = ArenaEnvConfig(
+            cluster=self.sim.cluster, window=self.sim.window or 20, ps_rule=self.ps_rule
+        )
+        return ArenaTrainConfig(
+            sim=self.sim,
+            env=env,
+            hidden=self.hidden,
+            context=self.context,
+            prior=self.prior,
+            episodes=self.episodes,
+            batch_sequences=self.batch_sequences,
+            epochs=self.epochs,
+            lr=self.lr,
+            seed=self.seed,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able values (recorded in `policies.metrics.stage_config`)."""
+        return asdict(self)
+
+
+def _sequences(jobs: pl.DataFrame) -> list[tuple]:
+    """One job sequence per workload, in workload order."""
+    return [
+        jobs_from_frame(frame.sort("job_index"))
+        for _, frame in jobs.group_by("workload_id", maintain_order=True)
+    ]
+
+
+def _fits(policy: RLTapsArenaPolicy, cfg: ArenaTrainConfig) -> str:
+    """Why a registered arena policy cannot continue this training ("" when it can)."""
+    if policy.env != cfg.env:
+        return f"it reads {policy.env}, this training {cfg.env}"
+    shape, want = replace(policy.cfg, prior=0.0), replace(cfg.net, prior=0.0)
+    return "" if shape == want else f"its network is {policy.cfg}, this training's {cfg.net}"
+
+
+def train_arena_stage(
+    warehouse: str | Path | None, cfg: RLTapsArenaConfig, progress: Reporter = QUIET
+) -> TrainResult:
+    """Train RL-TAPS' arena policy from the newest registered `rl-taps-arena` policy whose
+    shapes fit (cfg.init = "latest"), else from scratch; register it (system
+    `rl-taps-arena`, parent: the policy it started from) with its learning curve."""
+    tr_cfg = cfg.train_config()
+    with connect(warehouse) as con:
+        train_jobs = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
+        val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
+        key = input_key(cfg.init, tr_cfg, train_jobs, val_jobs)
+        done = already_trained(con, key, ARENA_SYSTEM)
+        if done is not None:
+            return done
+        resumed = _start_from(con, cfg.init, ARENA_SYSTEM, arena_policy_from_checkpoint)
+    parent, init = resumed.policy_id, resumed.policy
+    notes = resume_note(resumed)
+    if init is not None and _fits(init, tr_cfg):
+        if cfg.init not in ("latest", "scratch"):
+            raise ValueError(
+                f"policy {parent} cannot continue this training: {_fits(init, tr_cfg)}"
+            )
+        why = _fits(init, tr_cfg)
+        notes = {"resume_note": f"newest policy {parent} not continued ({why}): from scratch"}
+        parent, init = None, None
+    with progress.bar("RL-TAPS arena training sequences") as advance:
+        policy, curve, metrics = train_arena(
+            tr_cfg, _sequences(train_jobs), _sequences(val_jobs), init=init, progress=advance
+        )
+    path, sha = save_checkpoint_file(policy, warehouse, ARENA_SYSTEM)
+    training = sorted(train_jobs["workload_id"].unique().to_list())
+    with connect(warehouse) as con, transaction(con):
+        policy_id = register_policy(
+            con,
+            system=ARENA_SYSTEM,
+            config=policy.checkpoint_config(),
+            checkpoint_path=path,
+            sha256=sha,
+            training_workloads=training,
+            metrics={**metrics, "stage_config": cfg.to_dict(), "input_key": key, **notes},
+            parent_policy_id=parent,
+            curve=curve,
+        )
+    return TrainResult(policy_id, parent, str(path), public_metrics({**metrics, **notes}))

@@ -1,5 +1,7 @@
 """RL-TAPS' steps in `schedlab run` (pipelines/system.py `Steps`): REINFORCE in each training
-mode, then the evaluation against the Random, SJF and Tetris job pickers."""
+mode, then the evaluation against the Random, SJF and Tetris job pickers in its own scenario;
+and REINFORCE of its arena policy (`rl-taps-arena`), which runs in the evaluation on every
+workload set under the scheduler name "rl-taps"."""
 
 from __future__ import annotations
 
@@ -8,24 +10,30 @@ from dataclasses import asdict, dataclass, field, replace
 from prefect import task
 
 from models.rltaps.config import MODES
+from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
 from pipelines.progress import QUIET, Reporter
 from pipelines.retries import IO_RETRIES
 from pipelines.sections import Section, exists, frame_table
 from pipelines.system import Pending, RunContext
 from pipelines.systems.rltaps.stages import (
+    RLTapsArenaConfig,
     RLTapsStageConfig,
     evaluate_rltaps_stage,
+    train_arena_stage,
     train_rltaps_stage,
 )
+from tracelib.sim import DecisionPolicy
 from warehouse import read_frame
 
 
 @dataclass(frozen=True)
 class RLTapsRunConfig:
-    """RL-TAPS in `schedlab run`: one policy per training mode, then the evaluation."""
+    """RL-TAPS in `schedlab run`: one policy per training mode, then the evaluation in its
+    own scenario; and its arena policy (None: not trained)."""
 
     stage: RLTapsStageConfig = field(default_factory=RLTapsStageConfig)
     modes: tuple[str, ...] = MODES
+    arena: RLTapsArenaConfig | None = field(default_factory=RLTapsArenaConfig)
 
     def train_configs(self) -> list[RLTapsStageConfig]:
         """One training config per mode."""
@@ -38,6 +46,12 @@ def train_task(warehouse: str | None, cfg: RLTapsStageConfig, progress: Reporter
         return asdict(train_rltaps_stage(warehouse, cfg, progress))
 
 
+@task(name="rltaps-arena-train", **IO_RETRIES)
+def arena_task(warehouse: str | None, cfg: RLTapsArenaConfig, progress: Reporter = QUIET) -> dict:
+    with progress.stage("RL-TAPS arena training"):
+        return asdict(train_arena_stage(warehouse, cfg, progress))
+
+
 @task(name="rltaps-evaluate", **IO_RETRIES)
 def evaluate_task(
     warehouse: str | None, cfg: RLTapsStageConfig, progress: Reporter = QUIET
@@ -47,12 +61,15 @@ def evaluate_task(
 
 
 def train(run: RunContext, cfg: RLTapsRunConfig, pending: Pending) -> Pending:
-    """One REINFORCE training per mode."""
-    return {
+    """One REINFORCE training per mode, and the arena training."""
+    out: Pending = {
         "train": {
             t.mode: train_task.submit(run.warehouse, t, run.progress) for t in cfg.train_configs()
         }
     }
+    if cfg.arena is not None:
+        out["arena"] = arena_task.submit(run.warehouse, cfg.arena, run.progress)
+    return out
 
 
 def evaluate(run: RunContext, cfg: RLTapsRunConfig, pending: Pending) -> Pending:
@@ -68,6 +85,7 @@ def collect(run: RunContext, cfg: RLTapsRunConfig, pending: Pending) -> dict:
     return {
         "train": {k: f.result() for k, f in pending["train"].items()},
         "evaluation": pending["evaluation"].result(),
+        "arena": pending["arena"].result() if "arena" in pending else None,
     }
 
 
@@ -98,10 +116,32 @@ def prepare(run: RunContext, cfg: RLTapsRunConfig) -> Pending:
 
 
 def arena(pending: Pending) -> dict[str, str]:
-    """Nothing yet: RL-TAPS is evaluated in its own scenario only."""
-    return {}
+    """Its arena policy, as scheduler "rl-taps" (when trained)."""
+    if "arena" not in pending:
+        return {}
+    return {"rl-taps": pending["arena"].result()["policy_id"]}
 
 
-def loaders() -> dict:
-    """None of its policies runs in the evaluation on every workload set yet."""
-    return {}
+def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
+    """An `rl-taps-arena` checkpoint assigning the GPUs of the evaluation's cluster, its
+    PSs placed by the evaluation's default placement (DL2's: load balancing). It runs only
+    on the cluster and window it was trained for (its network reads that cluster's image)."""
+    from models.heuristics.registry import PLACEMENTS
+    from models.rltaps.arena import load_arena_policy as load
+
+    policy = load(ref.checkpoint_path, sha256=ref.sha256)
+    if policy.system != ref.system:
+        raise NotApplicable(f"{ref.policy_id}: checkpoint of system {policy.system!r}")
+    if policy.env.cluster != cfg.cluster or policy.env.window != cfg.window:
+        raise NotApplicable(
+            f"{ref.policy_id}: trained for {policy.env.cluster} with window "
+            f"{policy.env.window}; the evaluation runs {cfg.cluster} with window {cfg.window}"
+        )
+    policy.ps_placement = PLACEMENTS.create(cfg.default_placement)
+    policy.name = f"{ref.policy_id}+{policy.ps_placement.name}"
+    return policy
+
+
+def loaders() -> dict[str, Loader]:
+    """Its arena checkpoints assign GPUs in the evaluation."""
+    return {"rl-taps-arena": load_arena_policy}

@@ -1,0 +1,166 @@
+"""The allocation hot path against plain references: `FreePool`'s buckets against a
+server-by-server scan, the vectorized task sums and (job, server) tables against the
+per-task and Counter versions they replaced, bit for bit."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import polars as pl
+import pytest
+
+from models.heuristics import make_scheduler
+from tracelib.sim import ClusterConfig, SimConfig, Simulator, dl2_like_frame, jobs_from_frame
+from tracelib.sim.cluster import FreePool, summed_demands, task_arrays
+from tracelib.sim.snapshot import JobPlacement
+from tracelib.sim.speed import SpeedModel, task_rows
+
+EPS = 1e-9
+WORKER, PS = (1.0, 4.0, 10.0), (0.0, 4.0, 10.0)
+DEMANDS = (WORKER, PS, (2.0, 8.0, 20.0), (0.0, 1.0, 1.0), (1.0, 2.5, 7.25))
+
+
+def reference_feasible_fit(free: list, demand) -> int:
+    """`feasible_fit` by scanning every server."""
+    gpu = demand[0] > EPS
+    fitting = [
+        ((-f[0] if gpu else f[0]), -f[1], -f[2], s)
+        for s, f in enumerate(free)
+        if all(f[k] >= demand[k] - EPS for k in range(3))
+    ]
+    return min(fitting)[3] if fitting else -1
+
+
+def reference_least_loaded(cap: list, free: list, demand) -> int:
+    """`least_loaded` (no random tie-break) by scanning every server."""
+    fitting = [
+        (round(sum((c - f) / c for c, f in zip(cap[s], free[s], strict=True) if c > 0), 9), s)
+        for s in range(len(free))
+        if all(free[s][k] + EPS >= demand[k] for k in range(3))
+    ]
+    return min(fitting)[1] if fitting else -1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pool_choices_match_a_server_by_server_scan(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    # mixed capacities: buckets of equal free resources but different servers tie on order
+    cap = np.array([[2.0, 16.0, 48.0], [4.0, 16.0, 48.0]])[rng.integers(0, 2, n)]
+    free = cap - np.array([0.0, 4.0, 10.0]) * rng.integers(0, 2, (n, 1))
+    pool = FreePool(cap, free)
+    ref_cap, ref_free = [tuple(c) for c in cap.tolist()], [tuple(f) for f in free.tolist()]
+    held: list[tuple[int, tuple]] = []
+    for _ in range(300):
+        demand = DEMANDS[int(rng.integers(len(DEMANDS)))]
+        op = int(rng.integers(4))
+        if op == 0:
+            want = reference_feasible_fit(ref_free, demand)
+            assert pool.feasible_fit(demand) == want
+            assert pool.take_feasible(demand) == want
+        elif op == 1:
+            want = reference_least_loaded(ref_cap, ref_free, demand)
+            assert pool.least_loaded(demand) == want
+            if want >= 0:
+                pool.take(want, demand)
+        elif op == 2 and held:
+            want, demand = held.pop(int(rng.integers(len(held))))
+            pool.give(want, demand)
+            ref_free[want] = tuple(f + d for f, d in zip(ref_free[want], demand, strict=True))
+            continue
+        else:
+            fits = [all(f[k] + EPS >= demand[k] for k in range(3)) for f in ref_free]
+            assert pool.fitting_mask(demand).tolist() == fits
+            assert pool.any_fit(demand) == any(fits)
+            assert pool.first_fit(demand) == (fits.index(True) if any(fits) else -1)
+            continue
+        if want >= 0:
+            held.append((want, demand))
+            ref_free[want] = tuple(f - d for f, d in zip(ref_free[want], demand, strict=True))
+        assert pool.free_array().tolist() == [list(f) for f in ref_free]
+
+
+def test_a_pool_groups_servers_as_a_dict_of_their_rows_would():
+    rng = np.random.default_rng(3)
+    cap = np.array([[2.0, 16.0, 48.0], [8.0, 64.0, 256.0]])[rng.integers(0, 2, 200)]
+    free = cap - rng.integers(0, 3, (200, 3)) * np.array([0.5, 4.0, 10.0])
+    groups: dict[tuple, list[int]] = {}
+    for s, row in enumerate(np.concatenate([cap, free], axis=1).tolist()):
+        groups.setdefault(tuple(row), []).append(s)
+    pool = FreePool(cap, free)
+    got = {(*b.cap, *b.free): b.servers for b in pool._active.values()}
+    assert got == groups
+    assert FreePool(np.zeros((0, 3))).first_fit(PS) == -1
+
+
+def test_summed_demands_add_in_task_order_like_add_at():
+    rng = np.random.default_rng(0)
+    shapes = [(0.46, 2.0, 5.5), (1.0, 4.0, 10.0), (0.1, 0.3, 0.7), (0.0, 4.0, 10.0)]
+    groups = [
+        (list(rng.integers(0, 7, rng.integers(0, 9))), shapes[int(rng.integers(4))])
+        for _ in range(60)
+    ]
+    servers, demands = task_arrays(groups)
+    flat_servers = [s for on, _ in groups for s in on]
+    flat_demands = [d for on, d in groups for _ in on]
+    assert servers.tolist() == flat_servers and demands.tolist() == [list(d) for d in flat_demands]
+    expected = np.zeros((7, 3))
+    np.add.at(expected, np.array(flat_servers), np.array(flat_demands))
+    assert summed_demands(servers, demands, 7).tobytes() == expected.tobytes()
+
+
+def reference_locality(place: JobPlacement) -> float:
+    """The Counter-based locality the vectorized one replaced."""
+    if not place.workers or not place.ps:
+        return 0.0
+    w_on, p_on = Counter(place.workers), Counter(place.ps)
+    worker_side = min(p_on.get(s, 0) for s in w_on) / len(place.ps)
+    ps_side = min(w_on.get(s, 0) for s in p_on) / len(place.workers)
+    return min(worker_side, ps_side)
+
+
+def test_task_rows_and_locality_match_counters():
+    rng = np.random.default_rng(1)
+    placements = [
+        JobPlacement.of(
+            rng.integers(0, 9, rng.integers(0, 6)), rng.integers(0, 9, rng.integers(0, 6))
+        )
+        for _ in range(40)
+    ]
+    rows = task_rows(placements, 9)
+    expected = []
+    for j, place in enumerate(placements):
+        w_on, p_on = Counter(place.workers), Counter(place.ps)
+        expected += [(j, s, w_on[s], p_on[s]) for s in sorted(set(w_on) | set(p_on))]
+    got = list(zip(*(a.tolist() for a in rows[:4]), strict=True))
+    assert got == expected
+    locality = SpeedModel().locality(placements)
+    assert locality.tolist() == [reference_locality(place) for place in placements]
+
+
+def test_placements_log_counts_each_jobs_tasks_per_server():
+    jobs = jobs_from_frame(dl2_like_frame(20, 5))
+    cfg = SimConfig(cluster=ClusterConfig(n_servers=8), seed=2)
+    result = Simulator(jobs, make_scheduler("drf"), cfg).run()
+    frame = result.placements
+    assert frame.schema == {
+        "decision": pl.Int64,
+        "time_s": pl.Float64,
+        "job_id": pl.Int64,
+        "server": pl.Int64,
+        "workers": pl.Int64,
+        "ps": pl.Int64,
+    }
+    # one row per (decision, job, server), servers ascending within a job
+    assert not frame.select("decision", "job_id", "server").is_duplicated().any()
+    assert frame.filter((pl.col("workers") == 0) & (pl.col("ps") == 0)).height == 0
+    totals = frame.group_by("time_s", "job_id", maintain_order=True).agg(
+        pl.col("workers").sum(), pl.col("ps").sum()
+    )
+    allocs = [
+        (e.time_s, e.job_id, e.workers, e.ps)
+        for e in result.events
+        if e.kind == "alloc" and (e.workers or e.ps)
+    ]
+    assert sorted(totals.rows()) == sorted(allocs)

@@ -1,0 +1,144 @@
+"""Chic in the arena: the training stage registers a "chic-arena" policy, is cached on
+unchanged inputs, resumes from the newest one whose network fits, gives the same policy
+from the same seed in another warehouse, and its loader runs the policy in the shared
+evaluation beside the heuristics; the run config wires it to the run's synthetic set."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from pipelines.config import run_config
+from pipelines.evaluation import EvalConfig, evaluate
+from pipelines.registry import SYSTEMS
+from pipelines.stages import derive_stage, learned_policies, synthetic_stage
+from pipelines.systems.chic import plugin, steps
+from pipelines.systems.chic.stages import ChicArenaConfig, train_chic_arena_stage
+from tracelib.sim import ClusterConfig
+from tracelib.synthetic import DiurnalConfig
+from tracelib.workloads import DeriveConfig
+from warehouse import connect, read_frame, table_counts
+
+SIM = replace(EvalConfig().sim_config(0), cluster=ClusterConfig(n_servers=8))
+TINY = ChicArenaConfig(
+    workload_set="tiny",
+    sim=SIM,
+    iterations=2,
+    n_trajectories=2,
+    fit_epochs=1,
+    train_sequences=2,
+    val_sequences=1,
+    jobs_per_episode=5,
+)
+
+
+def _warehouse(path) -> str:
+    """A warehouse with one synthetic trace derived as set "tiny" (4 train, 1 val, 1 test)."""
+    source = synthetic_stage(path, "dl2-diurnal", DiurnalConfig(n_jobs=60, seed=0))
+    derive_stage(path, [source.source_id], DeriveConfig(name="tiny", jobs_per_sequence=10))
+    return str(path)
+
+
+def _counts(path) -> dict[str, int]:
+    with connect(path) as con:
+        return dict(table_counts(con).select("table", "rows").rows())
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    path = _warehouse(tmp_path_factory.mktemp("chic-arena") / "wh.duckdb")
+    return path, train_chic_arena_stage(path, TINY)
+
+
+def test_registers_an_arena_policy_with_its_curve(trained):
+    path, first = trained
+    assert first.policy_id.startswith("chic-arena-") and first.parent_policy_id is None
+    with connect(path) as con:
+        row = read_frame(con, "SELECT * FROM policies WHERE policy_id = ?", [first.policy_id])
+        curve = read_frame(
+            con, "SELECT * FROM chic_learning_curves WHERE policy_id = ?", [first.policy_id]
+        )
+    assert row["system"][0] == "chic-arena"
+    config = json.loads(row["config"][0])
+    assert config["net"]["setting"] == "dl2" and config["net"]["window"] == 20
+    metrics = json.loads(row["metrics"][0])
+    assert metrics["workload_set"] == "tiny" and metrics["episodes"] == 4  # 2 x 10 jobs / 5
+    assert json.loads(row["training_workloads"][0]) == ["tiny/train/000", "tiny/train/001"]
+    assert curve["iteration"].to_list() == [1, 2]
+
+
+def test_unchanged_inputs_are_cached_and_new_ones_resume(trained, tmp_path):
+    path, first = trained
+    before = _counts(path)
+    again = train_chic_arena_stage(path, TINY)
+    assert again.policy_id == first.policy_id and again.metrics["cached"]
+    assert _counts(path) == before
+    # Another seed is a new input: it continues from the newest arena policy.
+    second = train_chic_arena_stage(path, replace(TINY, seed=1))
+    assert second.parent_policy_id == first.policy_id and not second.metrics.get("cached")
+    # A network of another shape cannot continue it: from scratch, said in the metrics.
+    other = train_chic_arena_stage(path, replace(TINY, window=10))
+    assert other.parent_policy_id is None and "from scratch" in other.metrics["resume_note"]
+    # Chic-Pair has its own lineage.
+    pair = train_chic_arena_stage(path, TINY, "chic-pair")
+    assert pair.policy_id.startswith("chic-pair-arena-") and pair.parent_policy_id is None
+
+
+def test_same_seed_same_policy_in_another_warehouse(trained, tmp_path):
+    _, first = trained
+    other = _warehouse(tmp_path / "other.duckdb")
+    assert train_chic_arena_stage(other, TINY).policy_id == first.policy_id
+
+
+def test_loader_runs_the_policy_beside_the_heuristics(trained):
+    path, first = trained
+    refs = learned_policies(path, {"chic": first.policy_id}, SYSTEMS.loaders())
+    with connect(path) as con:
+        workloads = read_frame(con, "SELECT * FROM workloads")
+        jobs = read_frame(con, "SELECT * FROM workload_jobs")
+    cfg = EvalConfig(
+        workload_sets=("tiny",),
+        schedulers=("drf", "optimus"),
+        n_seeds=2,
+        cluster=SIM.cluster,
+        learned=refs,
+    )
+    tables = evaluate(jobs, workloads, cfg)
+    policies = dict(tables.runs.select("scheduler", "policy").unique().rows())
+    assert policies["chic"] == f"{first.policy_id}+load-balancing"
+    chic = tables.summary.filter(tables.summary["scheduler"] == "chic").row(0, named=True)
+    assert chic["family"] == "chic" and chic["n_runs"] == 2
+    assert chic["best_heuristic"] in ("drf", "optimus") and chic["ratio_to_best_heuristic"] > 0
+    assert evaluate(jobs, workloads, cfg).runs.equals(tables.runs)  # deterministic
+
+
+def test_steps_enter_each_variant_and_load_both_systems():
+    class Done:
+        def __init__(self, value):
+            self.value = value
+
+        def result(self):
+            return self.value
+
+    pending = {"arena": {"chic": Done({"policy_id": "chic-arena-1"})}}
+    assert steps.arena(pending) == {"chic": "chic-arena-1"}
+    assert steps.arena({}) == {}
+    assert set(steps.loaders()) == {"chic-arena", "chic-pair-arena"}
+    assert {"chic-arena", "chic-pair-arena"} <= set(SYSTEMS.loaders())
+
+
+def test_run_config_trains_on_the_runs_synthetic_set():
+    default = run_config(SYSTEMS, seed=3).learned["chic"]
+    assert default.arena.workload_set == "dl2-synthetic"
+    assert default.arena.seed not in (default.train.seed, 3)  # its own stream
+    assert default.arena.sim == EvalConfig().sim_config(0)
+    assert default.arena.placement == EvalConfig().default_placement
+    sizes = [run_config(SYSTEMS, budget=b).learned["chic"].arena for b in plugin.BUDGETS]
+    smoke, large = sizes
+    assert smoke.iterations < default.arena.iterations < large.iterations
+    off = run_config(SYSTEMS, options={"chic_arena_iterations": 0}).learned["chic"]
+    assert off.arena.iterations == 0 and off.train.iterations > 0
+    paper = run_config(SYSTEMS, options={"chic_deviations": True}).learned["chic"].arena
+    assert paper.mask_absent and paper.work_conserving and paper.smoothing == 1.0

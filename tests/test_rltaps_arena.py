@@ -1,0 +1,235 @@
+"""RL-TAPS in the arena: its per-GPU decision on the evaluation's cluster (encoder, decoder,
+PS placement), the network's batch log-probabilities against the decoder's choices, the
+arena training stage (registration, caching, resuming, shapes, determinism) and its
+loader in the evaluation beside the heuristics."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from models.rltaps.arena import ArenaNet, RLTapsArenaPolicy, batch_of
+from models.rltaps.arena_reinforce import run_episode, slot_rewards
+from models.rltaps.config import ArenaNetConfig
+from pipelines.evaluation import EvalConfig, NotApplicable, evaluate
+from pipelines.registry import SYSTEMS
+from pipelines.stages import derive_stage, learned_policies, synthetic_stage
+from pipelines.systems.rltaps import plugin
+from pipelines.systems.rltaps.stages import RLTapsArenaConfig, train_arena_stage
+from pipelines.systems.rltaps.steps import RLTapsRunConfig
+from tracelib.envs.gpu_arena import ArenaEnvConfig, GpuLayout
+from tracelib.sim import ClusterConfig, JobSpec, Simulator
+from tracelib.synthetic import DiurnalConfig
+from tracelib.workloads import DeriveConfig
+from warehouse import connect, read_frame, table_counts
+
+SIM = replace(EvalConfig().sim_config(0), cluster=ClusterConfig(n_servers=8))
+ENV = ArenaEnvConfig(cluster=SIM.cluster, window=SIM.window)
+CFG = RLTapsArenaConfig(
+    workload_set="tiny",
+    sim=SIM,
+    hidden=16,
+    context=8,
+    episodes=2,
+    epochs=2,
+    train_sequences=2,
+    val_sequences=1,
+    lr=0.01,
+)
+
+
+def _policy(prior: float = 6.0, seed: int = 0, env: ArenaEnvConfig = ENV) -> RLTapsArenaPolicy:
+    torch.manual_seed(seed)
+    return RLTapsArenaPolicy(ArenaNet(ArenaNetConfig.for_env(env, 16, 8, prior)), env)
+
+
+def _jobs() -> tuple[JobSpec, ...]:
+    models = ["resnet-50", "vgg-16", "cnn-text", "seq2seq", "wlm", "dssm"]
+    return tuple(
+        JobSpec(
+            job_id=i,
+            model=m,
+            epochs=3.0 + i,
+            arrival_s=600.0 * i,
+            num_workers=1 + i % 3,
+            num_ps=1 + i % 2,
+        )
+        for i, m in enumerate(models)
+    )
+
+
+def _warehouse(path, synthetic_seed: int = 0) -> str:
+    """A warehouse with one synthetic trace derived as set "tiny" (4 train, 1 val, 1 test)."""
+    source = synthetic_stage(path, "dl2-diurnal", DiurnalConfig(n_jobs=60, seed=synthetic_seed))
+    derive_stage(path, [source.source_id], DeriveConfig(name="tiny", jobs_per_sequence=10))
+    return str(path)
+
+
+def _counts(path) -> dict[str, int]:
+    with connect(path) as con:
+        return dict(table_counts(con).select("table", "rows").rows())
+
+
+# -- the decision ------------------------------------------------------------------------
+
+
+def test_the_layout_numbers_every_gpu_of_every_server():
+    layout = GpuLayout.of(ClusterConfig(n_servers=3))
+    assert layout.server == (0, 0, 1, 1, 2, 2) and layout.index == (0, 1, 0, 1, 0, 1)
+    assert ENV.n_gpus == 16 and ENV.image_dim == 160
+    assert ArenaEnvConfig().n_gpus == 192  # the evaluation's cluster
+
+
+def test_the_prior_starts_as_the_requested_allocation_with_one_ps_per_worker():
+    """Greedy, a fresh network gives every job its requested GPUs and keeps them; PSs are
+    the request raised to one per worker, or the request alone under "requested"."""
+    jobs = _jobs()
+    for rule in ("at-least-workers", "requested"):
+        env = replace(ENV, ps_rule=rule)
+        result = Simulator(jobs, _policy(env=env), SIM).run()
+        allocs = result.events_frame().filter((pl.col("kind") == "alloc") & (pl.col("workers") > 0))
+        for job in jobs:
+            rows = allocs.filter(pl.col("job_id") == job.job_id)
+            assert rows.height > 0
+            assert set(rows["workers"].to_list()) == {job.num_workers}
+            want = max(job.num_ps, 1)
+            if rule == "at-least-workers":
+                want = max(want, job.num_workers)
+            assert set(rows["ps"].to_list()) == {want}
+        assert result.jobs["finish_s"].null_count() == 0
+
+
+def test_recorded_rows_are_the_networks_softmaxes():
+    """The batch log-probabilities (torch) see what the decoder (numpy) saw: greedy choices
+    are the rows' argmax, sampled ones are valid, and every decision accounts for at most
+    every GPU once (weights of runs of identical GPUs included)."""
+    policy = _policy(prior=2.0)
+    greedy = run_episode(policy, _jobs(), SIM, record=True)
+    sampled = run_episode(policy, _jobs(), SIM, rng=np.random.default_rng(3), record=True)
+    for episode in (greedy, sampled):
+        batch = batch_of(episode.records)
+        logits = policy.net.row_logits(batch).detach()
+        assert torch.isfinite(logits.gather(1, batch.choice.unsqueeze(1))).all()
+        per_step = torch.zeros(len(episode.records)).index_add(0, batch.step, batch.weight)
+        assert (per_step <= ENV.n_gpus).all() and (per_step > 0).all()
+        logp, entropy = policy.net.log_prob_and_entropy(batch)
+        assert logp.shape == (len(episode.records),) and float(entropy.detach()) >= 0
+    batch = batch_of(greedy.records)
+    logits = policy.net.row_logits(batch).detach()
+    assert torch.equal(logits.argmax(1), batch.choice)
+    assert len(greedy.rewards) == len(greedy.records)
+    # Minus the job-seconds in the system per slot and job: sums to minus the mean JCT.
+    assert -greedy.rewards.sum() * SIM.slot_s == pytest.approx(greedy.avg_jct_s, rel=0.05)
+
+
+def test_slot_rewards_count_each_jobs_time_in_the_system():
+    class Result:
+        jobs = pl.DataFrame({"arrival_s": [0.0, 100.0], "finish_s": [300.0, 250.0]})
+
+    r = slot_rewards(Result(), [0.0, 200.0], slot_s=100.0)
+    # [0, 200): 200 + 100 job-seconds; [200, 300): 100 + 50.
+    assert r.tolist() == pytest.approx([-300 / 200, -150 / 200])
+
+
+def test_the_policy_refuses_another_network_shape():
+    with pytest.raises(ValueError, match="does not read"):
+        RLTapsArenaPolicy(ArenaNet(ArenaNetConfig.for_env(ArenaEnvConfig(), 16, 8)), ENV)
+
+
+# -- the stage, the loader, the plugin -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    path = _warehouse(tmp_path_factory.mktemp("arena") / "wh.duckdb")
+    return path, train_arena_stage(path, CFG)
+
+
+def test_the_stage_registers_an_arena_policy_with_its_curve(trained):
+    path, result = trained
+    assert result.policy_id.startswith("rl-taps-arena-") and result.parent_policy_id is None
+    with connect(path) as con:
+        policy = read_frame(
+            con, "SELECT * FROM policies WHERE policy_id = ?", [result.policy_id]
+        ).row(0, named=True)
+        curve = read_frame(
+            con,
+            "SELECT step, metric FROM learning_curves WHERE policy_id = ? "
+            "AND metric = 'val_avg_jct_s' ORDER BY step",
+            [result.policy_id],
+        )
+    assert policy["system"] == "rl-taps-arena"
+    assert json.loads(policy["training_workloads"]) == ["tiny/train/000", "tiny/train/001"]
+    metrics = json.loads(policy["metrics"])
+    assert metrics["stage_config"]["epochs"] == 2 and metrics["episodes"] == 8
+    assert curve["step"].to_list() == [0, 1, 2]
+    config = json.loads(policy["config"])
+    assert config["env"]["cluster"]["n_servers"] == 8 and config["net"]["n_gpus"] == 16
+
+
+def test_unchanged_inputs_train_nothing_and_new_ones_resume(trained, tmp_path):
+    path, first = trained
+    before = _counts(path)
+    again = train_arena_stage(path, CFG)
+    assert again.policy_id == first.policy_id and again.metrics["cached"]
+    assert _counts(path) == before
+    # New traces arrive: the set is re-derived with other jobs; training continues.
+    other = _warehouse(tmp_path / "other.duckdb")
+    train_arena_stage(other, CFG)
+    source = synthetic_stage(other, "dl2-diurnal", DiurnalConfig(n_jobs=60, seed=5))
+    derive_stage(other, [source.source_id], DeriveConfig(name="tiny", jobs_per_sequence=10))
+    with connect(other) as con:
+        ((parent,),) = con.sql("SELECT policy_id FROM policies").fetchall()
+    second = train_arena_stage(other, CFG)
+    assert second.parent_policy_id == parent and not second.metrics.get("cached")
+    # Another network shape cannot continue it: from scratch, with a note.
+    third = train_arena_stage(other, replace(CFG, hidden=8))
+    assert third.parent_policy_id is None
+    assert "not continued" in third.metrics["resume_note"]
+
+
+def test_same_seed_same_policy_in_another_warehouse(trained, tmp_path):
+    _, first = trained
+    other = _warehouse(tmp_path / "wh.duckdb")
+    assert train_arena_stage(other, CFG).policy_id == first.policy_id
+
+
+def test_the_loader_runs_the_policy_beside_the_heuristics(trained):
+    path, result = trained
+    refs = learned_policies(path, {"rl-taps": "rl-taps-arena"}, SYSTEMS.loaders())
+    assert [r.policy_id for r in refs] == [result.policy_id]
+    with connect(path) as con:
+        workloads = read_frame(con, "SELECT * FROM workloads")
+        jobs = read_frame(con, "SELECT * FROM workload_jobs")
+    cfg = EvalConfig(
+        workload_sets=("tiny",),
+        schedulers=("drf", "sjf+first-fit"),
+        n_seeds=1,
+        cluster=SIM.cluster,
+        learned=refs,
+    )
+    tables = evaluate(jobs, workloads, cfg)
+    assert tables.runs.select("scheduler", "policy").rows() == [
+        ("drf", "drf+load-balancing"),
+        ("sjf+first-fit", "sjf+first-fit"),
+        ("rl-taps", f"{result.policy_id}+load-balancing"),
+    ]
+    summary = tables.summary.filter(pl.col("scheduler") == "rl-taps").row(0, named=True)
+    assert summary["family"] == "rl-taps" and summary["ratio_to_best_heuristic"] > 0
+    # On another cluster it does not apply (its network reads this cluster's image).
+    with pytest.raises(NotApplicable, match="trained for"):
+        evaluate(jobs, workloads, replace(cfg, cluster=ClusterConfig(n_servers=9)))
+
+
+def test_the_plugin_seeds_the_arena_on_the_runs_set_and_budgets_it():
+    cfg = plugin.seeded(RLTapsRunConfig(), 7, "dl2-synthetic")
+    assert cfg.arena.workload_set == "dl2-synthetic" and cfg.arena.seed not in (0, 7)
+    smoke = plugin.RLTAPS.configured("smoke", {})
+    assert smoke.arena.epochs == 1 and smoke.arena.train_sequences == 1
+    assert plugin.RLTAPS.configured("default", {"rltaps_arena_epochs": 0}).arena is None
+    assert plugin.RLTAPS.configured("default", {"rltaps_arena_epochs": 5}).arena.epochs == 5

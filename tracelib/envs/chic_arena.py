@@ -1,0 +1,357 @@
+"""Chic and Chic-Pair's decision process in the arena: the DL2 setting every scheduler is
+evaluated in (`tracelib.scenarios.chic.ChicArenaScenario`).
+
+The MDP is the published one (`tracelib.envs.chic`): per schedule, starting from zero
+workers and PSs, one action per step adds a worker (2i) or a PS (2i + 1) to job i (Chic,
+2I + 1 actions) or a worker+PS pair (i, Chic-Pair, I + 1), or takes void (last); the env
+takes void itself in S' (condition (1): no task of a visible job fits; condition (2): no
+addition shortens any job's iteration time g_i(w, p), read from the catalogue's analytical
+fit; no visible job); penalties p1 (an action on an absent job) and p2 (Chic: a job with
+workers but no PS, or PSs but no worker); the job-training phase earns r1 = -(jobs in the
+system) x (time to the next decision) / 20 minutes. What the setting changes:
+
+1. Trigger: a schedule every slot (20 minutes), the evaluation's trigger for every
+   scheduler, instead of at every arrival and completion. Each slot's schedule starts from
+   zero, as each of the paper's schedules does; r1 of a slot is -(jobs in the system).
+2. Window: I = 20, the evaluation's window, instead of 3: with I = 3, Chic could give at
+   most 3 x 16 workers of the cluster's 192 GPUs.
+3. Resources: condition (1) and the masks check placement on the 96 servers (a tentative
+   placement, `tracelib.sim.builder.AllocationBuilder`, as for every allocation policy
+   here) instead of the paper's pooled capacities; the evaluation's default placement
+   (load balancing) then places the allocation.
+4. State, per job row: model one-hot over the DL2 catalogue (8 types, not 3); remaining
+   epochs on a log scale, log1p(epochs) / log1p(10,000) clipped to 1 (DL2's encoding: the
+   DL2 jobs span 20 to 120,000 epochs, Chic's 100-200 iterations, so the paper's linear
+   s^B / 200 would be 0 or saturated); workers and PSs / the job's cap (16; Chic divides
+   by the cluster's 10 GPUs, the same order). Then the backlog N_t: visible jobs beyond
+   the first I / `backlog_scale` (the simulator's window hides the rest from every
+   scheduler; with I = the window it is 0).
+5. Void: masked while nothing trains and some job could (the paper masks it while no job
+   can train and none is still to arrive; a snapshot does not show future arrivals, so
+   the schedule never idles on a bet on them). A schedule that reaches S' training
+   nothing falls back to one worker + one PS for the first job and pays p1, as before.
+
+`ChicArenaSchedule` is one schedule on one snapshot: the environment steps through it in
+training, and the deployed policy (`models.chic.policy.ChicArenaPolicy`) runs it inside
+the simulator, so the two make the same decisions from the same actions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from tracelib.catalogue import JobType
+from tracelib.envs.chic import (
+    ChicEnvConfig,
+    ChicSchedule,
+    EpisodeStats,
+    chic_n_actions,
+    decode_chic_action,
+)
+from tracelib.envs.environments import ExternalPolicy
+from tracelib.scenarios.chic import ChicArenaScenario
+from tracelib.sim.builder import AllocationBuilder
+from tracelib.sim.engine import SimResult, SimSession, Simulator
+from tracelib.sim.jobs import JobSpec
+from tracelib.sim.placement import LoadBalancing
+from tracelib.sim.policy import PlacementPolicy
+from tracelib.sim.snapshot import Allocation, Placement, Snapshot
+
+EPOCHS_SCALE = 10_000.0
+"""remaining_epochs saturates at this many epochs, log scale (DL2's `AllocationObsConfig`)."""
+
+
+def chic_arena_features(variant: str, window: int, catalogue: Sequence[JobType]) -> tuple[str, ...]:
+    """Names of the arena observation's entries: window rows of job features, then backlog."""
+    types = [f"type={jt.model}" for jt in sorted(catalogue, key=lambda t: t.type_index)]
+    per_job = (*types, "remaining_epochs", "workers") + (() if variant == "chic-pair" else ("ps",))
+    rows = [f"job{i}.{name}" for i in range(window) for name in per_job]
+    return (*rows, "backlog")
+
+
+class ChicArenaSchedule(ChicSchedule):
+    """One schedule of the first `window` jobs of a DL2-setting snapshot, built one action
+    at a time through an `AllocationBuilder` (pure numpy). The paper's conditions,
+    penalties and masks are `ChicSchedule`'s; resources, the void rule and the encoding are
+    the arena's (module doc)."""
+
+    def __init__(self, snap: Snapshot, cfg: ChicEnvConfig, window: int) -> None:
+        jobs = tuple(snap.jobs[:window])
+        self.snap = snap
+        self.jobs = jobs
+        self.cfg = cfg
+        self.window = window
+        self.backlog = max(len(snap.jobs) - window, 0)
+        self.pending_arrivals = 0  # not in a snapshot; never idle on them (module doc, 5)
+        self.types = [snap.job_types[j.model] for j in jobs]
+        self.n_types = len(snap.catalogue)
+        self._width = self.n_types + (2 if cfg.pair else 3)
+        self.steps = 0
+        self._obs: np.ndarray | None = None
+        self._start()
+
+    def _start(self) -> None:
+        self.builder = AllocationBuilder(self.snap, self.jobs)
+        # The builder's own lists: an action updates counts and resources at once.
+        self.workers = self.builder.workers
+        self.ps = self.builder.ps
+        self._mask: np.ndarray | None = None
+        self._fit: np.ndarray | None = None
+        self._gain: list[bool | None] = [None] * len(self.jobs)
+
+    # -- resources: the builder's tentative placement ----------------------------------
+
+    def fits(self) -> np.ndarray:
+        """(n_jobs, 3) bool over (worker, PS, pair): fits on some server within the cap."""
+        if self._fit is None:
+            self._fit = self.builder.mask() if self.jobs else np.zeros((0, 3), dtype=bool)
+        return self._fit
+
+    def can_add(self, i: int, workers: int, ps: int) -> bool:
+        """Whether job i can take that many more workers and PSs (cap and servers)."""
+        if (workers, ps) == (1, 0):
+            return bool(self.fits()[i, 0])
+        if (workers, ps) == (0, 1):
+            return bool(self.fits()[i, 1])
+        if (workers, ps) == (1, 1):
+            return bool(self.fits()[i, 2])
+        return self.builder.can_add(i, workers, ps)
+
+    def resources_exhausted(self) -> bool:
+        """Condition (1) on servers: no task (Chic-Pair: pair) of a visible job fits."""
+        if not self.jobs:
+            return True
+        fit = self.fits()
+        return not (fit[:, 2].any() if self.cfg.pair else fit[:, :2].any())
+
+    def improvable(self, i: int) -> bool:
+        """`ChicSchedule.improvable`, remembered until job i changes (it is asked for every
+        job at every step)."""
+        gain = self._gain[i]
+        if gain is None:
+            gain = self._gain[i] = super().improvable(i)
+        return gain
+
+    def _compute_mask(self) -> np.ndarray:
+        n_act = chic_n_actions(self.cfg.variant, self.window)
+        out = np.zeros(n_act, dtype=bool)
+        n = len(self.jobs)
+        absent = not self.cfg.mask_absent
+        fit = self.fits()
+        if self.cfg.pair:
+            out[:n] = fit[:, 2]
+            out[n : self.window] = absent
+        else:
+            out[0 : 2 * n : 2] = fit[:, 0]
+            out[1 : 2 * n : 2] = fit[:, 1]
+            out[2 * n : 2 * self.window] = absent
+        out[-1] = self.trainable() or not self._could_train()
+        if out[-1] and self.cfg.work_conserving and self._idle_job_fits():
+            out[-1] = False
+        return out
+
+    def _could_train(self) -> bool:
+        """Some visible job can still get what it lacks to train."""
+        return any(
+            self.can_add(i, int(w == 0), int(p == 0))
+            for i, (w, p) in enumerate(zip(self.workers, self.ps, strict=True))
+        )
+
+    def _commit(self, row: int, dw: int, dp: int) -> None:
+        if not self.builder.add(row, dw, dp):
+            raise ValueError(f"job row {row}: {dw} worker(s), {dp} PS(s) do not fit")
+        self._mask = None
+        self._fit = None
+        self._gain[row] = None
+        if self._obs is not None:
+            self._encode_tasks(self._obs, row)
+
+    def _clear(self) -> None:
+        self._start()
+        self._obs = None
+
+    def allocation(self) -> Allocation:
+        """The schedule as an allocation (the placement policy places it)."""
+        return self.builder.allocation()
+
+    def placement(self) -> Placement:
+        raise NotImplementedError("the arena's placement policy places the allocation")
+
+    # -- observation -------------------------------------------------------------------
+
+    def observation(self) -> np.ndarray:
+        """The encoded state, float32 of len(chic_arena_features(...)) (a copy)."""
+        if self._obs is None:
+            self._obs = self._encode()
+        return self._obs.copy()
+
+    def _encode(self) -> np.ndarray:
+        cfg, n_types = self.cfg, self.n_types
+        width = self._width
+        obs = np.zeros(self.window * width + 1, dtype=np.float32)
+        log_scale = math.log1p(EPOCHS_SCALE)
+        for i, job in enumerate(self.jobs):
+            at = i * width
+            obs[at + job.type_index] = 1.0
+            obs[at + n_types] = min(math.log1p(job.remaining_epochs_est) / log_scale, 1.0)
+            self._encode_tasks(obs, i)
+        obs[-1] = self.backlog / cfg.backlog_scale
+        return obs
+
+    def _encode_tasks(self, obs: np.ndarray, i: int) -> None:
+        """Job row i's workers and PSs (what an action changes), in place."""
+        at = i * self._width + self.n_types + 1
+        cap = self.jobs[i].max_workers
+        obs[at] = self.workers[i] / cap
+        if not self.cfg.pair:
+            obs[at + 1] = self.ps[i] / cap
+
+
+def play_schedule(schedule: ChicArenaSchedule, choose) -> Allocation:
+    """Run one schedule to its end with `choose(observation, mask) -> action`: until void,
+    S' or `max_phase_steps`; a schedule training nothing falls back (module doc, 5).
+    What the deployed policy does at every decision."""
+    while not schedule.finished() and schedule.steps < schedule.cfg.max_phase_steps:
+        action = choose(schedule.observation(), schedule.mask())
+        if decode_chic_action(action, schedule.cfg.variant, schedule.window) is None:
+            break
+        schedule.apply(action)
+    if schedule.jobs and not schedule.trainable():
+        schedule.fallback()
+    return schedule.allocation()
+
+
+class ChicArenaEnv(gym.Env):
+    """Chic / Chic-Pair as a gymnasium environment in the arena's DL2 setting.
+
+    Same interface as `tracelib.envs.chic.ChicEnv` (what `models.chic` trains with): an
+    episode is one job sequence (`options={"workload": k}` or drawn); reset's info holds
+    "initial_reward"; `schedule` is the schedule being built (None once the episode is
+    over); `action_masks()` gives the valid actions; an invalid action raises."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(
+        self,
+        workloads: Sequence[Sequence[JobSpec]],
+        scenario: ChicArenaScenario | None = None,
+        cfg: ChicEnvConfig | None = None,
+        placement: PlacementPolicy | None = None,
+    ) -> None:
+        if not workloads or not all(workloads):
+            raise ValueError("need at least one non-empty workload")
+        self.workloads = tuple(tuple(w) for w in workloads)
+        self.scenario = scenario or ChicArenaScenario()
+        self.cfg = cfg or ChicEnvConfig()
+        self.placement = placement or LoadBalancing()
+        self.window = self.scenario.window
+        self.features = chic_arena_features(self.cfg.variant, self.window, self.scenario.catalogue)
+        self.observation_space = gym.spaces.Box(
+            0.0, np.inf, (len(self.features),), dtype=np.float32
+        )
+        self.action_space = gym.spaces.Discrete(chic_n_actions(self.cfg.variant, self.window))
+        self.session: SimSession | None = None
+        self.schedule: ChicArenaSchedule | None = None
+        self.stats = EpisodeStats()
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start a sequence; returns the first state the agent acts in."""
+        super().reset(seed=seed)
+        options = options or {}
+        k = options.get("workload")
+        if k is None:
+            k = int(self.np_random.integers(len(self.workloads)))
+        sim_seed = int(self.np_random.integers(2**31 - 1))
+        sim = Simulator(
+            self.workloads[k],
+            ExternalPolicy(),
+            self.scenario.sim_config(sim_seed),
+            self.scenario.catalogue,
+        )
+        self.workload_index = int(k)
+        self.session = sim.session()
+        self.stats = EpisodeStats()
+        reward = self._advance()
+        return self._obs(), {**self._info(), "initial_reward": reward}
+
+    def step(self, action):
+        """One action of the schedule; void (or reaching S') runs the slot."""
+        if self.schedule is None:
+            raise RuntimeError("episode is over; call reset()")
+        action = int(action)
+        mask = self.schedule.mask()
+        if not mask[action]:
+            raise ValueError(f"action {action} is not valid here (mask {mask.astype(int)})")
+        self.stats.steps += 1
+        reward = 0.0
+        if decode_chic_action(action, self.cfg.variant, self.window) is None:
+            reward += self._submit()
+        else:
+            penalty = self.schedule.apply(action)
+            self.stats.penalties += -penalty if penalty < 0 else 0.0
+            reward += penalty
+            if self.schedule.finished() or self.schedule.steps >= self.cfg.max_phase_steps:
+                reward += self._submit()
+        if self.schedule is None:
+            reward += self._advance()
+        terminated = self.schedule is None
+        return self._obs(), float(reward), terminated, False, self._info()
+
+    def action_masks(self) -> np.ndarray:
+        """Valid actions in the current state (only void once the episode is over)."""
+        if self.schedule is None:
+            out = np.zeros(self.action_space.n, dtype=bool)
+            out[-1] = True
+            return out
+        return self.schedule.mask()
+
+    def result(self) -> SimResult:
+        """The finished episode's simulation result."""
+        if self.session is None:
+            raise RuntimeError("reset the environment first")
+        return self.session.result()
+
+    def _obs(self) -> np.ndarray:
+        if self.schedule is None:
+            return np.zeros(len(self.features), dtype=np.float32)
+        return self.schedule.observation()
+
+    def _info(self) -> dict[str, Any]:
+        return {
+            "action_mask": self.action_masks(),
+            "time_s": self.session.time_s if self.session else 0.0,
+        }
+
+    def _submit(self) -> float:
+        """End the schedule: place it and train until the next slot; returns r1 (and -p1
+        for a fallback)."""
+        schedule, session = self.schedule, self.session
+        reward = 0.0
+        if schedule.jobs and not schedule.trainable():
+            reward += schedule.fallback()
+            self.stats.penalties += self.cfg.p1
+            self.stats.fallbacks += 1
+        alloc = schedule.allocation()
+        placement = self.placement.place(schedule.snap, alloc, session.rng)
+        self.stats.schedules += 1
+        self.schedule = None
+        t0, n = session.time_s, session.jobs_in_system()
+        session.submit(alloc, placement)
+        return -n * (session.time_s - t0) / self.cfg.reward_unit_s
+
+    def _advance(self) -> float:
+        """Run to the next slot where the agent acts; returns the reward of the slots that
+        ran meanwhile (nothing to decide, or a schedule in S' from the start)."""
+        reward = 0.0
+        while self.session is not None and not self.session.done:
+            self.schedule = ChicArenaSchedule(self.session.snapshot, self.cfg, self.window)
+            if not self.schedule.finished():
+                return reward
+            reward += self._submit()
+        self.schedule = None
+        return reward
