@@ -140,5 +140,6 @@ def test_run_config_trains_on_the_runs_synthetic_set():
     assert smoke.iterations < default.arena.iterations < large.iterations
     off = run_config(SYSTEMS, options={"chic_arena_iterations": 0}).learned["chic"]
     assert off.arena.iterations == 0 and off.train.iterations > 0
-    paper = run_config(SYSTEMS, options={"chic_deviations": True}).learned["chic"].arena
-    assert paper.mask_absent and paper.work_conserving and paper.smoothing == 1.0
+    assert default.arena.mask_absent and default.arena.smoothing == 1.0
+    paper = run_config(SYSTEMS, options={"chic_as_published": True}).learned["chic"].arena
+    assert not (paper.mask_absent or paper.work_conserving) and paper.smoothing == 0.7

@@ -71,12 +71,18 @@ def test_options_skips_and_unknown_names():
         _config(options={"dl2_update": 5})
 
 
-def test_chic_deviations_switch_on_all_four():
-    train = _config(options={"chic_deviations": True}).learned["chic"].train
-    assert train.mask_absent and train.work_conserving and train.shared_sequence
-    assert train.smoothing == 1.0
-    paper = _config().learned["chic"].train
-    assert not (paper.mask_absent or paper.work_conserving or paper.shared_sequence)
+def test_chic_trains_with_its_four_deviations_unless_asked_for_the_paper():
+    chic = _config().learned["chic"]
+    for cfg in (chic.train, chic.arena):
+        assert cfg.mask_absent and cfg.work_conserving and cfg.shared_sequence
+        assert cfg.smoothing == 1.0
+    paper = _config(options={"chic_as_published": True}).learned["chic"]
+    for cfg in (paper.train, paper.arena):
+        assert not (cfg.mask_absent or cfg.work_conserving or cfg.shared_sequence)
+        assert cfg.smoothing == 0.7
+    # Nothing else moves: the budget's sizes stay.
+    assert paper.train.iterations == chic.train.iterations
+    assert paper.arena.n_trajectories == chic.arena.n_trajectories
 
 
 def test_every_stage_gets_its_own_seed_spawned_from_the_run_seed():

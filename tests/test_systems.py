@@ -31,7 +31,7 @@ def test_run_flags_come_from_the_options_and_their_docstrings():
         "--harmony-gavel",
         "--harmony-online-update",
         "--chic-iterations",
-        "--chic-deviations",
+        "--chic-as-published",
         "--rltaps-epochs",
     ):
         assert flag in text, flag

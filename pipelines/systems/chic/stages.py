@@ -40,6 +40,7 @@ from models.chic import (
     policy_from_checkpoint,
     train_cem,
 )
+from models.chic.config import PUBLISHED
 from models.chic.contracts import ChicLearningCurves
 from models.chic.policy import ARENA
 from models.heuristics.optimus import Optimus
@@ -103,19 +104,23 @@ class ChicTrainConfig:
     """W: jobs per sequence (paper: 30)."""
     fit_epochs: int = 40
     """Adam passes over the elite pairs per iteration (ours)."""
-    smoothing: float = 0.7
-    """alpha of the smoothed update (ours; 1 = no smoothing)."""
-    mask_absent: bool = False
+    smoothing: float = 1.0
+    """alpha of the smoothed update (1 = no smoothing, a deviation; as published: 0.7)."""
+    mask_absent: bool = True
     """Deviation: mask actions on absent jobs in training instead of charging p1."""
-    shared_sequence: bool = False
+    shared_sequence: bool = True
     """Deviation: one sequence per iteration for all N + 1 trajectories."""
-    work_conserving: bool = False
+    work_conserving: bool = True
     """Deviation: void masked while an idle job's worker/PS fits (training and deployment)."""
     seed: int = 0
     """Root seed of the sequences' seeds, initialization and sampling."""
     init: str = "latest"
     """Start from "latest" (the newest registered policy of this variant and rate, else
     random), "scratch", or a policy id."""
+
+    def as_published(self) -> ChicTrainConfig:
+        """This config with Chic's MDP and update as the paper writes them."""
+        return replace(self, **PUBLISHED)
 
     def scenario(self) -> ChicScenario:
         return ChicScenario(
@@ -466,14 +471,14 @@ class ChicArenaConfig:
     starting at time 0 (Chic's W = 30; the sets' sequences have 60); None: whole."""
     max_phase_steps: int = 1000
     """Actions in one schedule before the env ends it (the cluster holds 384 tasks)."""
-    mask_absent: bool = False
+    mask_absent: bool = True
     """Deviation (CEMConfig.mask_absent): mask actions on absent jobs in training."""
-    work_conserving: bool = False
+    work_conserving: bool = True
     """Deviation (CEMConfig.work_conserving)."""
-    shared_sequence: bool = False
+    shared_sequence: bool = True
     """Deviation (CEMConfig.shared_sequence)."""
-    smoothing: float = 0.7
-    """alpha of the smoothed update (1.0: none, a deviation)."""
+    smoothing: float = 1.0
+    """alpha of the smoothed update (1.0: none, a deviation; as published: 0.7)."""
     init: str = "latest"
     """Start from: "latest" (the newest "<variant>-arena" policy whose network fits, else
     scratch), "scratch", or a policy id."""
@@ -488,6 +493,10 @@ class ChicArenaConfig:
             raise ValueError("iterations must be >= 0 (0: no arena training)")
         if self.jobs_per_episode is not None and self.jobs_per_episode < 1:
             raise ValueError("jobs_per_episode must be positive (or None)")
+
+    def as_published(self) -> ChicArenaConfig:
+        """This config with Chic's MDP and update as the paper writes them."""
+        return replace(self, **PUBLISHED)
 
     def scenario(self) -> ChicArenaScenario:
         return ChicArenaScenario(sim=self.sim, window=self.window, placement=self.placement)
