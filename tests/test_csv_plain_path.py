@@ -3,6 +3,7 @@ line-by-line way gives, and is taken only for plain files (tracelib.ingest.csvre
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
 
 import tracelib.ingest.csvrecords as csvrecords
@@ -30,6 +31,10 @@ def _assert_same(chosen, careful) -> None:
     n = careful.table.height
     numbers = [0, 1, *careful.table["record_no"].to_list(), n + 5, n + 50]
     assert chosen.raw(numbers) == careful.raw(numbers)
+    if chosen.blank_free:  # trimming would change nothing
+        text = [c for c, t in chosen.table.schema.items() if t == pl.Utf8]
+        trimmed = chosen.table.select(pl.col(text).str.strip_chars())
+        assert trimmed.equals(chosen.table.select(text))
 
 
 def _fuzz_files(tmp_path):
@@ -70,8 +75,12 @@ def test_plain_files_take_the_plain_way(tmp_path, monkeypatch, crlf, final_newli
         data = data.replace(b"\n", b"\r\n")
     if final_newline:
         data += b"\r\n" if crlf else b"\n"
-    assert csvrecords._plain_records(data, has_header=True, columns=None) is not None
+    plain = csvrecords._plain_records(data, has_header=True, columns=None)
+    assert plain is not None and plain.blank_free
     _assert_same(*_both(path, data, monkeypatch))
+    spaced = data.replace(b",u1", b", u1 ", 1)
+    assert not csvrecords._plain_records(spaced, has_header=True, columns=None).blank_free
+    _assert_same(*_both(path, spaced, monkeypatch))
     sample = (TRACES / "helios_sample.csv").read_bytes()
     _assert_same(*_both(path, sample, monkeypatch))
 

@@ -195,7 +195,7 @@ def test_jobs_are_unique_without_an_index(warehouse_path):
             "SELECT * FROM duckdb_constraints() WHERE table_name = 'jobs' "
             "AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')"
         ).fetchall()
-        with pytest.raises(ContractViolation, match="one_row_per_job.*row 2"):
+        with pytest.raises(ContractViolation, match=r"one_row_per_job.*row 2"):
             replace_rows(con, twice, Jobs, {"source_id": "s"})
         replace_rows(con, minimal_job(), Jobs, {"source_id": "s"})
         before = read_frame(con, "SELECT * FROM jobs")

@@ -56,6 +56,9 @@ class CsvRecords:
     records that could not be split into the expected fields."""
     raw: Callable[[Sequence[int]], list[str]]
     """record numbers -> the records' text as it appears in the file."""
+    blank_free: bool = False
+    """No field starts or ends with a blank (the file is plain ASCII without a space, tab,
+    vertical tab or form feed): trimming the fields would change nothing."""
 
 
 def read_csv_records(
@@ -136,8 +139,8 @@ def _plain_records(
     if (
         QUOTE.encode() in data
         or data.startswith(b"\xef\xbb\xbf")
-        or data.count(b"\r") != data.count(b"\r\n")
-        or not _is_utf8(data)
+        or (b"\r" in data and data.count(b"\r") != data.count(b"\r\n"))
+        or not is_utf8(data)
     ):
         return None
     n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
@@ -180,10 +183,13 @@ def _plain_records(
         n_fields=pl.Series("n_fields", [width], dtype=pl.UInt32).extend_constant(width, n - 1),
         problems=pl.DataFrame(schema=_PROBLEM_SCHEMA),
         raw=line_lookup(data),
+        # "\r" only ends lines here (the reader drops it) and "\n" never is in a field.
+        blank_free=data.isascii() and not any(b in data for b in (b" ", b"\t", b"\x0b", b"\x0c")),
     )
 
 
-def _is_utf8(data: bytes) -> bool:
+def is_utf8(data: bytes) -> bool:
+    """Whether the bytes are valid UTF-8 (ASCII checked first: it is 20 times faster)."""
     if data.isascii():
         return True
     try:
