@@ -598,14 +598,16 @@ def _refuse_unmatched_times(
 ) -> None:
     """A time column none of whose values parse is a wrong mapping, not bad records:
     fail naming the column and an example value instead of quarantining every record."""
-    usable = parsed.filter(~pl.col("record_no").is_in(broken.implode()))
+    usable = parsed
+    if broken.len():
+        usable = parsed.filter(~pl.col("record_no").is_in(broken.implode()))
     for fld in _TIME_FIELDS:
         if fld not in mapping.columns or kinds[fld] is None:
             continue
-        given = usable.get_column(f"_raw_{fld}").drop_nulls()
-        if given.len() and usable.get_column(fld).drop_nulls().len() == 0:
+        raw, times = usable.get_column(f"_raw_{fld}"), usable.get_column(fld)
+        if raw.null_count() < raw.len() and times.null_count() == times.len():
             col = mapping.columns[fld]
-            example = str(given[0])
+            example = str(raw.drop_nulls()[0])
             example = example if len(example) <= 40 else example[:37] + "..."
             raise IngestError(
                 path,
