@@ -185,7 +185,7 @@ def test_cli_duckdb_can_open_the_file(warehouse_path):
 
 
 def test_jobs_are_unique_without_an_index(warehouse_path):
-    # Migration 0020 dropped jobs' primary key; the contract and replace_rows hold it.
+    # Migration 0021 dropped jobs' primary key; the contract and replace_rows hold it.
     from tests.test_contracts import minimal_job
     from tracelib.contracts import Jobs
 

@@ -54,7 +54,7 @@ class Jobs(pa.DataFrameModel):
     them); null when the trace names none (migration 0017)."""
 
     __table_key__ = ("source_id", "job_id")
-    """The table's key, held by the code rather than an index (migration 0020): unique in
+    """The table's key, held by the code rather than an index (migration 0021): unique in
     each frame (`one_row_per_job`) and against the stored rows (`warehouse.io`)."""
 
     class Config:
@@ -64,7 +64,7 @@ class Jobs(pa.DataFrameModel):
 
     @pa.dataframe_check
     def one_row_per_job(cls, data: pa.PolarsData) -> pl.LazyFrame | bool:
-        """(source_id, job_id) is unique: the table has no key since migration 0020 (its
+        """(source_id, job_id) is unique: the table has no key since migration 0021 (its
         index was a third of a million-row ingest), so this check is the guarantee, with
         `warehouse.replace_rows` replacing a source's jobs as a whole. Hashes first: when
         all differ the keys do (0.04 s for a million rows); otherwise the exact check names

@@ -115,7 +115,7 @@ def replace_rows(
     The frame is validated before anything is deleted, and every row of it must match
     `where` (ContractViolation otherwise): a row outside it would survive the next replace
     and be stored twice. So a contract's uniqueness check on the frame holds for the table
-    too (`jobs` has no key of its own, migration 0020).
+    too (`jobs` has no key of its own, migration 0021).
     """
     table = contract.Config.name
     checked = validate(frame, contract)
