@@ -23,7 +23,8 @@ class PipelineRuns(pa.DataFrameModel):
         coerce = True
 
 
-# --- evaluation (DDL: warehouse/migrations/0003_evaluation.sql; writer: pipelines/evaluation.py)
+# --- evaluation (DDL: warehouse/migrations/0003_evaluation.sql, 0018, 0020;
+# writer: pipelines/evaluation.py)
 
 EVAL_SPLITS = ["train", "validation", "test"]
 _JCT_TOLERANCE_S = 1e-6
@@ -53,6 +54,8 @@ class EvalRuns(pa.DataFrameModel):
     trace_version: pl.Utf8
     config: pl.Utf8
     code_version: pl.Utf8
+    reward: pl.Float64 = pa.Field(nullable=True)
+    """The episode's return where the scenario's MDP defines one (RL-TAPS' G_1), else NULL."""
 
     class Config:
         name = "eval_runs"
@@ -150,6 +153,16 @@ class EvalSummary(pa.DataFrameModel):
     """Mean over (sequence, seed) pairs of JCT / the best heuristic's JCT."""
     ratio_ci_low: pl.Float64 = pa.Field(nullable=True)
     ratio_ci_high: pl.Float64 = pa.Field(nullable=True)
+    scenario: pl.Utf8 = pa.Field(nullable=True)
+    """The paper whose own scenario `workload_set` names (harmony, chic, rl-taps; the
+    scenario registry's sets); NULL for a workload set of the warehouse or a replay."""
+    ratio_metric: pl.Utf8 = pa.Field(nullable=True, isin=["avg_jct_s", "mean_slowdown"])
+    """The per-run cost `jct_ratio` and `ratio_to_best_heuristic` pair (RL-TAPS' scenario:
+    mean slowdown; NULL in rows written before migration 0020: avg_jct_s)."""
+    mean_reward: pl.Float64 = pa.Field(nullable=True)
+    """Mean of eval_runs.reward where every run has one."""
+    mean_reward_ci_low: pl.Float64 = pa.Field(nullable=True)
+    mean_reward_ci_high: pl.Float64 = pa.Field(nullable=True)
 
     class Config:
         name = "eval_summary"

@@ -7,6 +7,16 @@
 three tables in the caller's transaction, replacing the evaluation's previous rows;
 `write_jct_cdf_plots` draws one JCT CDF per workload set. pipelines/stages.py wires them.
 
+One evaluation for every system: `run_schedulers` is the loop (every scheduler x workload x
+seed -> eval_runs and eval_jobs rows) and `summarize_runs` the summary (means, intervals,
+paired ratios) that `evaluate` and each learned system's own-scenario evaluation
+(pipelines/systems/{harmony,chic,rltaps}/stages.py `*_tables`) go through. A scheduler is a
+`RunFn` (workload, seed) -> `RunOutcome`: `simulated` runs a DecisionPolicy in the
+simulator; a system whose policy acts through its own decision process (Chic's actions,
+RL-TAPS' per-GPU softmax) gives the episodes it ran. A paper's scenario is a workload set
+of its own (harmony-<pattern>, chic@<rate>/h, rl-taps-bimodal), marked by
+eval_summary.scenario.
+
 What a run is and what is measured
 ----------------------------------
 - Evaluation: a config (schedulers, seeds, cluster) applied to the `split` (default: test)
@@ -91,9 +101,11 @@ from pipelines.contracts import EvalJobs, EvalRuns, EvalSummary
 from tracelib.catalogue import DL2_CATALOGUE, JobType, by_name
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
+from tracelib.scenarios.dl2 import DL2_SMALL
 from tracelib.sim import (
     ClusterConfig,
     DecisionPolicy,
+    JobSpec,
     Scheduler,
     SimConfig,
     SimResult,
@@ -218,11 +230,12 @@ class EvalConfig:
     """Simulator seeds per workload (replicates)."""
     seed: int = 0
     """Root seed; the simulator seeds are spawned from it."""
-    cluster: ClusterConfig = field(default_factory=ClusterConfig.dl2_small)
-    """The cluster (default: DL2's small setting, 96 servers of 2 GPUs)."""
-    window: int | None = 20
+    cluster: ClusterConfig = field(default_factory=DL2_SMALL.cluster)
+    """The cluster (default: DL2's small setting, 96 servers of 2 GPUs; the scenario
+    dl2-small of tracelib.scenarios)."""
+    window: int | None = DL2_SMALL.window
     """Jobs visible to the scheduler per decision (DL2 small setting: 20)."""
-    slot_s: float = 1200.0
+    slot_s: float = DL2_SMALL.slot_s
     """Decision slot, seconds (DL2: 20 minutes)."""
     speed: SpeedConfig = field(default_factory=SpeedConfig)
     """Speed realism: the measured truth with +-10% per-job and +-5% per-slot variation
@@ -412,7 +425,11 @@ def _gpu_time(
     placed = result.placements
     if placed.height == 0:
         return {}
-    per_decision = placed.group_by("time_s", "job_id").agg(pl.col("workers").sum())
+    # Sorted: a job's seconds are summed below in time order, so the float total does not
+    # depend on the order polars' group_by happens to return groups in.
+    per_decision = (
+        placed.group_by("time_s", "job_id").agg(pl.col("workers").sum()).sort("time_s", "job_id")
+    )
     decisions = np.unique(
         np.concatenate(
             [
@@ -434,14 +451,20 @@ def _gpu_time(
 
 
 def job_rows(
-    result: SimResult, frame: pl.DataFrame, rates: dict[str, float], start_delay_s: float
+    result: SimResult,
+    frame: pl.DataFrame | None,
+    rates: Mapping[str, float],
+    start_delay_s: float,
+    catalogue: tuple[JobType, ...] | None = None,
 ) -> pl.DataFrame:
-    """Per-job rows of one run (without the run's keys): times, JCT, slowdown, GPU-time."""
+    """Per-job rows of one run (without the run's keys): times, JCT, slowdown, GPU-time.
+    `frame`: the workload's jobs with the trace's names (None: named by the simulator);
+    `catalogue`: the job types' GPUs per worker (None: every catalogue's, by name)."""
     jobs = result.jobs
     if jobs.get_column("finish_s").null_count():
         raise RuntimeError(f"{result.scheduler}: some jobs did not finish")
     events = result.events_frame()
-    types = by_name()
+    types = by_name() if catalogue is None else {jt.model: jt for jt in catalogue}
     gpus = {
         int(j): types[m].worker_gpu
         for j, m in zip(jobs["job_id"].to_list(), jobs["model"].to_list(), strict=True)
@@ -452,9 +475,13 @@ def job_rows(
         {"job_id": list(gpu_time), "gpu": list(gpu_time.values())},
         schema={"job_id": pl.Int64, "gpu": pl.Float64},
     )
-    names = frame.select(
-        pl.col("job_index").cast(pl.Int64).alias("job_id"), pl.col("job_id").alias("trace_job")
-    )
+    if frame is None:
+        names = pl.DataFrame(schema={"job_id": pl.Int64, "trace_job": pl.Utf8})
+    else:
+        names = frame.select(
+            pl.col("job_index").cast(pl.Int64).alias("job_id"),
+            pl.col("job_id").alias("trace_job"),
+        )
     best = pl.col("model").replace_strict(rates, return_dtype=pl.Float64)
     return (
         jobs.join(_start_times(result, events), on="job_id", how="left")
@@ -493,6 +520,137 @@ def run_metrics(jobs: pl.DataFrame, total_gpus: float) -> dict[str, float]:
     }
 
 
+@dataclass(frozen=True)
+class Workload:
+    """One job sequence an evaluation runs every scheduler on, with its simulator seeds."""
+
+    workload_set: str
+    """The set it belongs to: a derivation name or a paper scenario's (e.g. harmony-uniform)."""
+    workload_id: str
+    sequence_no: int
+    jobs: tuple[JobSpec, ...]
+    seeds: tuple[int, ...]
+    """Simulator seed of each replicate (the same for every scheduler: common random numbers)."""
+    split: str = "test"
+    trace_version: str = ""
+    names: pl.DataFrame | None = field(default=None, compare=False, repr=False)
+    """job_index -> job_id (the trace's job names), when the sequence has them."""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one run gave: its eval_jobs rows (without the run's keys) and, where the
+    scenario's MDP defines one, the episode's return."""
+
+    jobs: pl.DataFrame
+    policy: str
+    reward: float | None = None
+    result: SimResult | None = field(default=None, compare=False, repr=False)
+
+
+RunFn = Callable[[Workload, int], RunOutcome]
+"""How one scheduler runs: (workload, simulator seed) -> its outcome."""
+
+
+def simulated(
+    make_policy: Callable[[], DecisionPolicy],
+    sim_config: Callable[[int], SimConfig],
+    *,
+    catalogue: tuple[JobType, ...] | None = None,
+    rates: Mapping[str, float],
+    start_delay_s: float,
+    policy_name: str | None = None,
+    keep_result: bool = False,
+) -> RunFn:
+    """A decision policy run in `tracelib.sim`'s simulator (`sim_config(seed)`), its jobs'
+    slowdowns against `rates` (best epochs/s alone, `best_rates`). `make_policy()` is
+    called once per workload: the seeds of one workload share the policy object, as a
+    policy that keeps state across runs (Optimus' fitted curves) always did. `policy_name`:
+    eval_runs.policy (default: the policy's own name; a learned one's policy id)."""
+    made: dict[str, DecisionPolicy] = {}
+
+    def run(workload: Workload, seed: int) -> RunOutcome:
+        if workload.workload_id not in made:
+            made.clear()
+            made[workload.workload_id] = make_policy()
+        policy = made[workload.workload_id]
+        sim = Simulator(workload.jobs, policy, sim_config(seed), catalogue or DL2_CATALOGUE)
+        result = sim.run()
+        rows = job_rows(result, workload.names, rates, start_delay_s, catalogue)
+        name = policy_name or policy.name
+        return RunOutcome(rows, name, result=result if keep_result else None)
+
+    return run
+
+
+def run_schedulers(
+    schedulers: Mapping[str, RunFn],
+    workloads: Sequence[Workload],
+    *,
+    eval_id: str,
+    total_gpus: float,
+    run_config: Callable[[int], str],
+    version: str,
+    progress: ProgressFn = no_progress,
+    on_result: Callable[[str, Workload, RunOutcome], None] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """eval_runs and eval_jobs rows of every scheduler on every workload with each of its
+    seeds: the one loop every evaluation (the DL2-setting one on workload sets, each
+    system's own scenario) goes through. Pure but for `on_result`, which sees each outcome
+    (e.g. to keep the simulations a system learns from). Deterministic when the run
+    functions are. `run_config(seed)` is the run's config JSON."""
+    run_rows: list[dict] = []
+    job_frames: list[pl.DataFrame] = []
+    total_runs = sum(len(wl.seeds) for wl in workloads) * len(schedulers)
+    for wl in workloads:
+        for name, run in schedulers.items():
+            for replicate, seed in enumerate(wl.seeds):
+                try:
+                    outcome = run(wl, seed)
+                except NotApplicable:
+                    # A property of the scheduler, not of this run: the caller decides.
+                    raise
+                except Exception as exc:
+                    raise RuntimeError(
+                        f"evaluation run failed: scheduler {name!r}, workload "
+                        f"{wl.workload_id}, seed {seed}: {exc}"
+                    ) from exc
+                if on_result is not None:
+                    on_result(name, wl, outcome)
+                run_id = _run_id(eval_id, name, wl.workload_id, seed)
+                run_rows.append(
+                    {
+                        "run_id": run_id,
+                        "eval_id": eval_id,
+                        "scheduler": name,
+                        "policy": outcome.policy,
+                        "workload_set": wl.workload_set,
+                        "workload_id": wl.workload_id,
+                        "split": wl.split,
+                        "sequence_no": wl.sequence_no,
+                        "replicate": replicate,
+                        "seed": seed,
+                        **run_metrics(outcome.jobs, total_gpus),
+                        "reward": outcome.reward,
+                        "trace_version": wl.trace_version,
+                        "config": run_config(seed),
+                        "code_version": version,
+                    }
+                )
+                job_frames.append(
+                    outcome.jobs.with_columns(
+                        pl.lit(run_id).alias("run_id"),
+                        pl.lit(eval_id).alias("eval_id"),
+                        pl.lit(name).alias("scheduler"),
+                        pl.lit(wl.workload_id).alias("workload_id"),
+                        pl.lit(seed, dtype=pl.Int64).alias("seed"),
+                    )
+                )
+                progress(len(run_rows), total_runs)
+    runs = cast_to_contract(pl.DataFrame(run_rows, infer_schema_length=None), EvalRuns)
+    return runs, cast_to_contract(pl.concat(job_frames), EvalJobs)
+
+
 def evaluate(
     workload_jobs: pl.DataFrame,
     workloads: pl.DataFrame,
@@ -508,62 +666,46 @@ def evaluate(
     chosen = select_workloads(workloads, cfg)
     eval_id = evaluation_id(cfg, chosen, workload_jobs)
     version = code_version()
-    seeds = cfg.sim_seeds()
+    seeds = tuple(cfg.sim_seeds())
     rates = best_rates(cfg.cluster, cfg.speed)
-    total_gpus = cfg.cluster.gpus * cfg.cluster.n_servers
-    run_rows: list[dict] = []
-    job_frames: list[pl.DataFrame] = []
-    total_runs = chosen.height * len(cfg.names) * len(seeds)
+    selected = []
     for wl in chosen.iter_rows(named=True):
         frame = workload_jobs.filter(pl.col("workload_id") == wl["workload_id"]).sort("job_index")
         if frame.height == 0:
             raise ValueError(f"workload {wl['workload_id']} has no jobs")
-        specs = jobs_from_frame(frame)
-        for name in cfg.names:
-            policy = cfg.policy(name)
-            for replicate, seed in enumerate(seeds):
-                sim_cfg = cfg.sim_config(seed)
-                try:
-                    result = Simulator(specs, policy, sim_cfg).run()
-                except Exception as exc:
-                    raise RuntimeError(
-                        f"evaluation run failed: scheduler {name!r}, workload "
-                        f"{wl['workload_id']}, seed {seed}: {exc}"
-                    ) from exc
-                run_id = _run_id(eval_id, name, wl["workload_id"], seed)
-                jobs = job_rows(result, frame, rates, cfg.speed.start_delay_s)
-                run_rows.append(
-                    {
-                        "run_id": run_id,
-                        "eval_id": eval_id,
-                        "scheduler": name,
-                        "policy": policy.name,
-                        "workload_set": wl["derivation"],
-                        "workload_id": wl["workload_id"],
-                        "split": wl["split"],
-                        "sequence_no": wl["sequence_no"],
-                        "replicate": replicate,
-                        "seed": seed,
-                        **run_metrics(jobs, total_gpus),
-                        "trace_version": wl["source_hashes"],
-                        "config": canonical_json(
-                            {"evaluation": cfg.to_dict(), "sim": asdict(sim_cfg)}
-                        ),
-                        "code_version": version,
-                    }
-                )
-                job_frames.append(
-                    jobs.with_columns(
-                        pl.lit(run_id).alias("run_id"),
-                        pl.lit(eval_id).alias("eval_id"),
-                        pl.lit(name).alias("scheduler"),
-                        pl.lit(wl["workload_id"]).alias("workload_id"),
-                        pl.lit(seed, dtype=pl.Int64).alias("seed"),
-                    )
-                )
-                progress(len(run_rows), total_runs)
-    runs = cast_to_contract(pl.DataFrame(run_rows), EvalRuns)
-    jobs = cast_to_contract(pl.concat(job_frames), EvalJobs)
+        selected.append(
+            Workload(
+                workload_set=wl["derivation"],
+                workload_id=wl["workload_id"],
+                sequence_no=wl["sequence_no"],
+                jobs=tuple(jobs_from_frame(frame)),
+                seeds=seeds,
+                split=wl["split"],
+                trace_version=wl["source_hashes"],
+                names=frame,
+            )
+        )
+    schedulers = {
+        name: simulated(
+            lambda name=name: cfg.policy(name),
+            cfg.sim_config,
+            rates=rates,
+            start_delay_s=cfg.speed.start_delay_s,
+            catalogue=None,
+        )
+        for name in cfg.names
+    }
+    runs, jobs = run_schedulers(
+        schedulers,
+        selected,
+        eval_id=eval_id,
+        total_gpus=cfg.cluster.gpus * cfg.cluster.n_servers,
+        run_config=lambda seed: canonical_json(
+            {"evaluation": cfg.to_dict(), "sim": asdict(cfg.sim_config(seed))}
+        ),
+        version=version,
+        progress=progress,
+    )
     summary = summarize(runs, cfg, version)
     return EvalTables(eval_id, runs, jobs, summary)
 
@@ -633,13 +775,17 @@ def summarize_runs(
     config: str,
     version: str,
     families: Mapping[str, str] | None = None,
+    metric: str = "avg_jct_s",
+    scenario: str | None = None,
 ) -> pl.DataFrame:
     """eval_summary rows of any evaluation's `eval_runs` rows: means with intervals, the
-    JCT ratio to `reference` and to the set's best non-oracle heuristic, each paired by
-    (workload, replicate). `families`: scheduler -> learned system (others: heuristic)."""
+    ratio of `metric` (a per-run cost: average JCT, or RL-TAPS' mean slowdown) to
+    `reference` and to the set's best non-oracle heuristic (lowest mean `metric`), each
+    paired by (workload, replicate). `families`: scheduler -> learned system (others:
+    heuristic); `scenario`: the paper whose own scenario the sets are (None: workload sets)."""
     families = dict(families or {})
     sets = runs["workload_set"].unique().to_list()
-    to_reference = _paired_ratios(runs, dict.fromkeys(sets, reference), confidence)
+    to_reference = _paired_ratios(runs, dict.fromkeys(sets, reference), confidence, metric)
     rank = {name: i for i, name in enumerate(order)}
     rows = []
     for (workload_set, scheduler), group in runs.group_by(
@@ -660,6 +806,10 @@ def summarize_runs(
             mean, low, high = mean_ci(group[column].to_numpy(), confidence)
             row.update({column: mean, f"{stem}_ci_low": low, f"{stem}_ci_high": high})
         row["avg_jct_slots"] = row["avg_jct_s"] / slot_s
+        rewards = group["reward"].drop_nulls() if "reward" in group.columns else []
+        if len(rewards) == group.height:
+            mean, low, high = mean_ci(rewards.to_numpy(), confidence)
+            row.update(mean_reward=mean, mean_reward_ci_low=low, mean_reward_ci_high=high)
         ratio, low, high = to_reference.get((workload_set, scheduler), (math.nan, None, None))
         row.update(
             reference=reference,
@@ -668,40 +818,43 @@ def summarize_runs(
             jct_ratio_ci_high=high,
             config=config,
             code_version=version,
+            scenario=scenario,
+            ratio_metric=metric,
         )
         rows.append(row)
     for row in rows:
         row["family"] = families.get(row["scheduler"], "heuristic")
-    _add_best_heuristic(rows, runs, confidence)
+    _add_best_heuristic(rows, runs, confidence, metric)
     rows.sort(key=lambda r: (r["workload_set"], rank[r["scheduler"]]))
     frame = pl.DataFrame(rows, infer_schema_length=None)
     return cast_to_contract(frame, EvalSummary)
 
 
 def _paired_ratios(
-    runs: pl.DataFrame, reference_of: Mapping[str, str], confidence: float
+    runs: pl.DataFrame, reference_of: Mapping[str, str], confidence: float, metric: str
 ) -> dict[tuple[str, str], tuple[float, float | None, float | None]]:
-    """Per (workload set, scheduler): mean and interval of its JCT over the set's reference
-    scheduler's JCT on the same (workload, replicate); sets without a reference are left out."""
+    """Per (workload set, scheduler): mean and interval of its `metric` over the set's
+    reference scheduler's on the same (workload, replicate); sets without a reference are
+    left out."""
     chosen = pl.DataFrame(
         {"workload_set": list(reference_of), "scheduler": list(reference_of.values())},
         schema={"workload_set": pl.Utf8, "scheduler": pl.Utf8},
     )
     ref = runs.join(chosen, on=["workload_set", "scheduler"]).select(
-        "workload_set", "workload_id", "replicate", pl.col("avg_jct_s").alias("_ref_jct")
+        "workload_set", "workload_id", "replicate", pl.col(metric).alias("_ref")
     )
     paired = runs.join(ref, on=["workload_set", "workload_id", "replicate"])
     return {
-        (workload_set, scheduler): mean_ci(
-            (group["avg_jct_s"] / group["_ref_jct"]).to_numpy(), confidence
-        )
+        (workload_set, scheduler): mean_ci((group[metric] / group["_ref"]).to_numpy(), confidence)
         for (workload_set, scheduler), group in paired.group_by("workload_set", "scheduler")
     }
 
 
-def _add_best_heuristic(rows: list[dict], runs: pl.DataFrame, confidence: float) -> None:
-    """Per workload set: the non-oracle heuristic with the lowest mean JCT, and every
-    scheduler's paired JCT ratio to it (None where the set has no such heuristic)."""
+def _add_best_heuristic(
+    rows: list[dict], runs: pl.DataFrame, confidence: float, metric: str
+) -> None:
+    """Per workload set: the non-oracle heuristic with the lowest mean `metric`, and every
+    scheduler's paired ratio to it (None where the set has no such heuristic)."""
     best_of: dict[str, str] = {}
     for workload_set in {r["workload_set"] for r in rows}:
         fair = [
@@ -712,8 +865,8 @@ def _add_best_heuristic(rows: list[dict], runs: pl.DataFrame, confidence: float)
             and not is_oracle(r["scheduler"])
         ]
         if fair:
-            best_of[workload_set] = min(fair, key=lambda r: r["avg_jct_s"])["scheduler"]
-    to_best = _paired_ratios(runs, best_of, confidence)
+            best_of[workload_set] = min(fair, key=lambda r: r[metric])["scheduler"]
+    to_best = _paired_ratios(runs, best_of, confidence, metric)
     for row in rows:
         key = (row["workload_set"], row["scheduler"])
         if key in to_best:

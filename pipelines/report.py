@@ -52,7 +52,7 @@ def leaderboard_section(con: duckdb.DuckDBPyConnection) -> Section:
         "Every scheduler family on each workload set's held-out sequences: average job "
         "completion time (95% confidence interval over sequences x seeds; RL-TAPS rows: mean "
         "slowdown) and the ratio to the set's best heuristic (never an oracle), paired by "
-        "sequence and seed where the evaluation keeps its runs; `significance` says whether "
+        "sequence and seed (RL-TAPS rows: of mean slowdown); `significance` says whether "
         "the ratio's 95% interval excludes 1. Paper scenarios (kind `paper`) are each "
         "system's own evaluation. `n_runs` is each row's sample size; where an older "
         "evaluation of the same set and scheduler had more runs, `larger_evaluation` names "
@@ -63,7 +63,7 @@ def leaderboard_section(con: duckdb.DuckDBPyConnection) -> Section:
     for (kind, workload_set), rows in board.group_by(
         "workload_kind", "workload_set", maintain_order=True
     ):
-        # Columns a family does not fill (RL-TAPS has no JCT, Chic no paired interval).
+        # Columns an evaluation does not fill (e.g. no interval with a single run).
         shown = rows.drop([c for c in rows.columns if rows[c].null_count() == rows.height])
         section.tables.append(
             frame_table(f"{workload_set} ({kind})", shown.drop("workload_kind", "workload_set"))

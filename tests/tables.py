@@ -62,3 +62,16 @@ def without_clocks(metrics: str) -> str:
         return value
 
     return json.dumps(strip(json.loads(metrics)), sort_keys=True)
+
+
+def readme_queries(table: str) -> list[str]:
+    """The README's SQL statements that read `table` (from its ```sql blocks)."""
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    out = []
+    for block in re.findall(r"```sql\n(.*?)```", readme, flags=re.DOTALL):
+        for statement in block.split(";"):
+            if re.search(rf"\b{table}\b", statement):
+                out.append(statement.strip())
+    return out

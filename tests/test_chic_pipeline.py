@@ -8,7 +8,6 @@ from dataclasses import replace
 
 import pytest
 
-from models.chic.contracts import ChicEvaluation
 from pipelines.systems.chic.stages import (
     ChicEvalConfig,
     ChicTrainConfig,
@@ -16,6 +15,7 @@ from pipelines.systems.chic.stages import (
     latest_chic_policy,
     train_chic_stage,
 )
+from tests.tables import readme_queries
 from warehouse import connect, read_frame
 
 TINY = ChicTrainConfig(
@@ -63,7 +63,8 @@ def test_evaluation_rows_and_idempotence(trained):
     result = evaluate_chic_stage(path, EVAL)
     with connect(path) as con:
         rows = read_frame(con, "SELECT * FROM chic_evaluation ORDER BY rate_per_hour, system")
-    ChicEvaluation.validate(rows)
+    # The view keeps the old table's columns (migration 0011), so old queries still run.
+    assert rows.columns == CHIC_EVALUATION_COLUMNS
     at = {(r["system"], r["rate_per_hour"]): r for r in rows.iter_rows(named=True)}
     # Policies trained at 1.8 only: "chic" appears at 1.8, "chic-trained-at-1.8" everywhere.
     assert ("chic", 1.8) in at and ("chic", 0.9) not in at
@@ -83,7 +84,61 @@ def test_evaluation_rows_and_idempotence(trained):
     assert n == rows.height
 
 
+CHIC_EVALUATION_COLUMNS = [
+    "eval_id",
+    "system",
+    "rate_per_hour",
+    "avg_jct_s",
+    "ci95_s",
+    "n_sequences",
+    "policy_id",
+    "improvement_vs_optimus_600",
+    "sequence_seeds",
+    "config",
+    "seed",
+    "code_version",
+    "evaluated_at",
+]
+
+
+def test_own_evaluation_lands_in_the_eval_tables_with_paired_ratios(trained):
+    path, _, _ = trained
+    result = evaluate_chic_stage(path, EVAL)
+    with connect(path) as con:
+        runs = read_frame(con, "SELECT * FROM eval_runs WHERE eval_id = ?", [result.eval_id])
+        n_jobs = con.sql(
+            "SELECT count(*) FROM eval_jobs WHERE eval_id = ?", params=[result.eval_id]
+        ).fetchall()[0][0]
+        summary = read_frame(con, "SELECT * FROM eval_summary WHERE eval_id = ?", [result.eval_id])
+        board = read_frame(con, "SELECT * FROM leaderboard WHERE eval_id = ?", [result.eval_id])
+    # One run per scheduler x sequence (x one seed), one eval_jobs row per job.
+    per_rate = summary.group_by("workload_set").len()
+    assert runs.height == int(per_rate["len"].sum()) * 3
+    assert n_jobs == runs["n_jobs"].sum()
+    assert set(summary["workload_set"]) == {"chic@0.9/h", "chic@1.8/h"}
+    assert set(summary["scenario"]) == {"chic"}
+    chic = summary.filter(summary["family"] == "chic")
+    assert chic.height > 0 and chic["best_heuristic"].is_in(["optimus-600", "optimus-300"]).all()
+    # Paired by sequence, with an interval, in the leaderboard too.
+    assert chic["ratio_ci_low"].is_not_null().all()
+    learned = board.filter(board["family"] == "chic")
+    assert set(learned["kind"]) == {"paper"} and learned["ratio_paired"].all()
+    assert learned["ratio_ci_low"].is_not_null().all()
+    assert (learned["ratio_ci_low"] <= learned["ratio_to_best_heuristic"]).all()
+
+
 def test_same_seed_same_policy(tmp_path):
     other = train_chic_stage(str(tmp_path / "wh.duckdb"), replace(TINY, iterations=1))
     again = train_chic_stage(str(tmp_path / "wh2.duckdb"), replace(TINY, iterations=1))
     assert other.policy_id == again.policy_id
+
+
+def test_the_readmes_queries_on_chic_evaluation_still_answer(trained):
+    # chic_evaluation is a view over the evaluation tables since migration 0020.
+    path, _, _ = trained
+    evaluate_chic_stage(path, EVAL)
+    queries = readme_queries("chic_evaluation")
+    assert queries
+    with connect(path) as con:
+        for query in queries:
+            assert read_frame(con, query).height > 0, query

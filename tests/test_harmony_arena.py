@@ -15,7 +15,6 @@ from models.harmony.arena import ArenaPlacement, harmony_view
 from models.harmony.placement import HarmonyNetConfig, HarmonyPolicy, PolicyNet
 from models.harmony.reward import RewardTrainConfig
 from models.harmony.train import PlacementTrainConfig, train_placement
-from models.harmony.workloads import ArrivalConfig
 from models.heuristics.registry import ALLOCATIONS
 from pipelines.evaluation import EvalConfig, evaluate
 from pipelines.registry import SYSTEMS
@@ -31,6 +30,7 @@ from pipelines.systems.harmony.stages import (
 )
 from pipelines.trained import set_workloads
 from tracelib.interference import InterferenceConfig
+from tracelib.scenarios.harmony import ArrivalConfig
 from tracelib.sim import ClusterConfig, Scheduler, Simulator
 from tracelib.sim.snapshot import Allocation, ClusterView, JobPlacement, JobView, Snapshot
 from tracelib.synthetic import DiurnalConfig

@@ -14,7 +14,6 @@ from models.harmony.evaluate import HarmonyEvalConfig
 from models.harmony.placement import HarmonyNetConfig
 from models.harmony.reward import ESTIMATORS, RewardTrainConfig
 from models.harmony.train import PlacementTrainConfig
-from models.harmony.workloads import ArrivalConfig
 from pipelines.progress import Reporter
 from pipelines.stages import interference_stage
 from pipelines.systems.harmony.plugin import summary_lines
@@ -25,7 +24,9 @@ from pipelines.systems.harmony.stages import (
     online_update_stage,
     train_placement_stage,
 )
+from tests.tables import readme_queries
 from tracelib.interference import InterferenceConfig
+from tracelib.scenarios.harmony import ArrivalConfig
 from warehouse import connect, read_frame, table_counts
 
 GAVEL = Path(__file__).parent / "data" / "gavel" / "throughputs_sample.json"
@@ -105,6 +106,35 @@ def test_placement_policies_and_evaluation_rows(run):
     assert online["n"][0] == evaluated.online_samples > 0
 
 
+def test_own_evaluation_lands_in_the_eval_tables_with_paired_ratios(run):
+    path, _, placed, evaluated = run
+    with connect(path) as con:
+        runs = read_frame(con, "SELECT * FROM eval_runs WHERE eval_id = ?", [evaluated.eval_id])
+        jobs = read_frame(
+            con, "SELECT count(*) AS n FROM eval_jobs WHERE eval_id = ?", [evaluated.eval_id]
+        )
+        summary = read_frame(
+            con, "SELECT * FROM eval_summary WHERE eval_id = ?", [evaluated.eval_id]
+        )
+        board = read_frame(
+            con,
+            "SELECT * FROM leaderboard WHERE eval_id = ? AND scheduler = 'harmony'",
+            [evaluated.eval_id],
+        )
+    n_seq = CFG.eval.n_sequences
+    # One run per scheduler x sequence x seed (one seed per sequence), a row per job.
+    assert runs.height == 3 * 4 * n_seq
+    assert jobs["n"][0] == runs["n_jobs"].sum()
+    assert set(summary["workload_set"]) == {"harmony-uniform", "harmony-poisson", "harmony-google"}
+    assert set(summary["scenario"]) == {"harmony"}
+    learned = summary.filter(summary["scheduler"] == "harmony")
+    assert set(learned["policy"]) == {placed["harmony"].policy_id}
+    assert set(learned["family"]) == {"harmony"}
+    if n_seq > 1:
+        assert learned["ratio_ci_low"].is_not_null().all()
+    assert set(board["kind"]) == {"paper"} and board["ratio_paired"].all()
+
+
 def test_rerun_on_unchanged_inputs_trains_nothing(run):
     path, reward, placed, _ = run
     before = _counts(path)
@@ -125,7 +155,7 @@ def test_an_unchanged_evaluation_is_read_back_not_simulated(run, monkeypatch):
     def no_simulation(*args, **kwargs):
         raise AssertionError("an unchanged Harmony evaluation was simulated again")
 
-    monkeypatch.setattr(stages, "evaluate", no_simulation)
+    monkeypatch.setattr(stages, "harmony_tables", no_simulation)
     before = _counts(path)
     again = stages.evaluate_harmony_stage(path, CFG)
     assert again.eval_id == evaluated.eval_id
@@ -162,6 +192,16 @@ def test_same_seed_same_policies_in_another_warehouse(run, tmp_path):
     placed2 = train_placement_stage(other, replace(CFG, variants=("harmony",)))
     assert reward2.reward_model.policy_id == reward.reward_model.policy_id
     assert placed2["harmony"].policy_id == placed["harmony"].policy_id
+
+
+def test_the_readmes_queries_on_harmony_evaluation_still_answer(run):
+    # harmony_evaluation is a view over the evaluation tables since migration 0020.
+    path, _, _, _ = run
+    queries = readme_queries("harmony_evaluation")
+    assert queries
+    with connect(path) as con:
+        for query in queries:
+            assert read_frame(con, query).height > 0, query
 
 
 def test_gavel_types_default_to_the_file_and_print_beside_lif(run, capsys):

@@ -13,6 +13,7 @@ from pipelines.systems.rltaps.stages import (
     evaluate_rltaps_stage,
     train_rltaps_stage,
 )
+from tests.tables import readme_queries
 from warehouse import connect, read_frame, table_counts
 
 CFG = RLTapsStageConfig(
@@ -82,6 +83,37 @@ def test_stages_register_both_modes_with_curves_and_evaluate(done):
     assert set(ev.mean_slowdown) == set(rows["scheduler"])
 
 
+def test_own_evaluation_lands_in_the_eval_tables_with_paired_slowdown_ratios(done):
+    path, (_, ev) = done
+    with connect(path) as con:
+        runs = read_frame(con, "SELECT * FROM eval_runs WHERE eval_id = ?", [ev.run_id])
+        n_jobs = con.sql(
+            "SELECT count(*) FROM eval_jobs WHERE eval_id = ?", params=[ev.run_id]
+        ).fetchall()[0][0]
+        summary = read_frame(con, "SELECT * FROM eval_summary WHERE eval_id = ?", [ev.run_id])
+        board = read_frame(
+            con, "SELECT * FROM leaderboard WHERE eval_id = ? ORDER BY scheduler", [ev.run_id]
+        )
+    # One run per scheduler x sequence, one eval_jobs row per job of each run.
+    assert runs.height == 5 * 3 and n_jobs == 5 * 3 * CFG.n_jobs
+    assert runs["reward"].is_not_null().all()
+    # Eq. 17's slowdown is the mean of the runs' mean_slowdown.
+    for name, slowdowns in ev.slowdowns.items():
+        mine = runs.filter(runs["scheduler"] == name).sort("sequence_no")
+        assert mine["mean_slowdown"].to_list() == pytest.approx(slowdowns)
+    assert set(summary["workload_set"]) == {"rl-taps-bimodal"}
+    assert set(summary["scenario"]) == {"rl-taps"} and set(summary["ratio_metric"]) == {
+        "mean_slowdown"
+    }
+    learned = board.filter(board["family"] == "rl-taps")
+    assert learned.height == 2 and set(learned["kind"]) == {"paper"}
+    assert set(learned["metric"]) == {"mean_slowdown"} and learned["ratio_paired"].all()
+    assert (
+        learned["ratio_ci_low"].is_not_null().all() and learned["ratio_ci_high"].is_not_null().all()
+    )
+    assert set(board["best_heuristic"]) <= {"random", "sjf", "tetris"}
+
+
 def test_rerun_on_unchanged_inputs_trains_nothing_and_replaces_its_rows(done):
     path, ((plain, streaming), ev) = done
     before = _counts(path)
@@ -128,3 +160,13 @@ def test_a_failed_stage_leaves_the_warehouse_as_it_was(done):
     with pytest.raises(ValueError, match="hidden"):
         train_rltaps_stage(path, replace(CFG, hidden=16, seed=7))
     assert _counts(path) == before
+
+
+def test_the_readmes_queries_on_rltaps_evaluation_still_answer(done):
+    # rltaps_evaluation is a view over the evaluation tables since migration 0020.
+    path, _ = done
+    queries = readme_queries("rltaps_evaluation")
+    assert queries
+    with connect(path) as con:
+        for query in queries:
+            assert read_frame(con, query).height > 0, query

@@ -13,6 +13,7 @@ import re
 import signal
 import time
 
+import polars as pl
 import pytest
 
 from pipelines.runners import RunnerConfig, available_cores, default_runner, task_runner
@@ -21,11 +22,30 @@ from tests.tiny_run import TINY, finish, start_cli_run
 from warehouse import connect, read_frame
 
 
+def _difference(table: str, got: pl.DataFrame, expected: pl.DataFrame) -> str:
+    """Where two versions of a table part: the columns and the first rows that differ (a
+    nondeterminism is found from this message, not by re-running under the same load)."""
+    if got.shape != expected.shape:
+        return f"{table}: shape {got.shape}, expected {expected.shape}"
+    columns = [c for c in expected.columns if not got[c].equals(expected[c])]
+    rows = [i for i in range(expected.height) if got.row(i) != expected.row(i)][:3]
+    keys = [c for c in expected.columns if c not in columns][:4]
+    shown = [
+        {
+            "row": i,
+            **{c: expected[c][i] for c in keys},
+            **{c: (got[c][i], expected[c][i]) for c in columns},
+        }
+        for i in rows
+    ]
+    return f"{table} differs in columns {columns}; first rows (got, expected): {shown}"
+
+
 def _assert_same(warehouse, reference) -> None:
     got, expected = comparable_tables(warehouse), comparable_tables(reference)
     assert got.keys() == expected.keys()
     for table, frame in expected.items():
-        assert got[table].equals(frame), f"{table} differs between task runners"
+        assert got[table].equals(frame), _difference(table, got[table], frame)
 
 
 @pytest.mark.flow
@@ -106,14 +126,14 @@ def test_killed_run_restarted_ends_with_the_same_tables(tmp_path, reference_run,
     resumed, expected = comparable_tables(crashed), comparable_tables(reference_run)
     assert resumed.keys() == expected.keys()
     for table, frame in expected.items():
-        assert resumed[table].equals(frame), f"{table} differs after kill and restart"
+        assert resumed[table].equals(frame), _difference(table, resumed[table], frame)
     assert expected["eval_summary"].height > 0
     systems = set(expected["policies"]["system"])
     assert {"dl2", "harmony", "harmony-reward-model", "chic", "chic-pair", "rl-taps"} <= systems
+    # Every paper's own-scenario evaluation lands in the one family of evaluation tables.
+    assert {"harmony", "chic", "rl-taps"} <= set(expected["eval_summary"]["scenario"])
     assert "rl-taps-arena" in systems
     assert "rl-taps" in set(expected["eval_summary"]["scheduler"])
-    for table in ("harmony_evaluation", "chic_evaluation", "rltaps_evaluation"):
-        assert expected[table].height > 0, table
     with connect(crashed, read_only=True) as con:
         runs = read_frame(con, "SELECT status FROM pipeline_runs ORDER BY started_at")
     # The killed run stays visible as never finished; the restart completed.

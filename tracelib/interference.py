@@ -45,6 +45,7 @@ from tracelib.catalogue import DL2_CATALOGUE, JobType, by_name
 from tracelib.contracts import InterferenceSamples
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
+from tracelib.scenarios.harmony import harmony_testbed
 from tracelib.sim.config import ClusterConfig, SpeedConfig
 from tracelib.sim.snapshot import JobPlacement
 from tracelib.sim.speed import SpeedModel
@@ -62,7 +63,7 @@ class InterferenceConfig:
 
     n_samples: int = 13_177
     """Collect whole sample sets until at least this many job samples (Harmony: 13,177)."""
-    cluster: ClusterConfig = field(default_factory=ClusterConfig.harmony_testbed)
+    cluster: ClusterConfig = field(default_factory=harmony_testbed)
     """Cluster the jobs saturate (Harmony: its 6-server testbed)."""
     models: tuple[str, ...] = tuple(jt.model for jt in DL2_CATALOGUE)
     """Catalogue models jobs are drawn from, uniformly. Default: the whole catalogue, so the

@@ -1,8 +1,9 @@
 """Confidence intervals every evaluation shares: one mean interval, one paired ratio.
 
 Every table and benchmark that states "X is better than Y" goes through these two helpers,
-so the intervals in `eval_summary`, `harmony_evaluation`, `chic_evaluation`,
-`rltaps_evaluation` and the benchmarks' printouts are computed the same way: Student-t on
+so the intervals in `eval_summary` (every system's evaluation, its own scenario's too; the
+`harmony_evaluation`, `chic_evaluation`, `rltaps_evaluation` views read it) and the
+benchmarks' printouts are computed the same way: Student-t on
 the mean (the samples are few, 3 to 30, so the normal quantile would be too narrow).
 """
 

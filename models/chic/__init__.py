@@ -16,6 +16,7 @@ from models.chic.networks import ChicNetConfig, ChicPolicyNet, NumpyPolicy
 from models.chic.policy import (
     ChicArenaPolicy,
     ChicPolicy,
+    episode_results,
     evaluate_policy,
     load_policy,
     policy_from_checkpoint,
@@ -30,6 +31,7 @@ __all__ = [
     "ChicPolicyNet",
     "NumpyPolicy",
     "elite_bound",
+    "episode_results",
     "evaluate_policy",
     "load_policy",
     "policy_from_checkpoint",

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from models.chic.networks import ChicNetConfig
 from tracelib.envs.chic import ChicEnvConfig
-from tracelib.sim.chic import ChicArenaScenario, ChicScenario
+from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ from models.heuristics.registry import PLACEMENTS
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.envs.chic import ChicEnv, ChicEnvConfig, average_jct_s
 from tracelib.envs.chic_arena import ChicArenaEnv, ChicArenaSchedule, play_schedule
-from tracelib.sim.chic import ChicArenaScenario, ChicScenario
+from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario
+from tracelib.sim.engine import SimResult
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.snapshot import Allocation, Snapshot
 
@@ -163,15 +164,15 @@ def run_episode(
     return total, average_jct_s(env.result()), observations, masks, actions
 
 
-def evaluate_policy(
+def episode_results(
     policy: ChicPolicy | NumpyPolicy,
     sequences: Sequence[Sequence[JobSpec]],
     scenario: ChicScenario | ChicArenaScenario,
     env_cfg: ChicEnvConfig | None = None,
     greedy: bool = False,
     seed: int = 0,
-) -> list[float]:
-    """ACT (seconds) of the policy on each sequence, in order. Actions are sampled from
+) -> list[SimResult]:
+    """The simulation of the policy on each sequence, in order. Actions are sampled from
     pi(a | s) (the paper's policy is a distribution), seeded per sequence from `seed`, so
     the figures are reproducible; `greedy` takes the most probable valid action instead."""
     actor = policy.numpy() if isinstance(policy, ChicPolicy) else policy
@@ -189,8 +190,22 @@ def evaluate_policy(
     out = []
     for k, ss in enumerate(np.random.SeedSequence(seed).spawn(len(sequences))):
         rng = None if greedy else np.random.default_rng(ss)
-        out.append(run_episode(env, actor, rng, k, 0)[1])
+        run_episode(env, actor, rng, k, 0)
+        out.append(env.result())
     return out
+
+
+def evaluate_policy(
+    policy: ChicPolicy | NumpyPolicy,
+    sequences: Sequence[Sequence[JobSpec]],
+    scenario: ChicScenario | ChicArenaScenario,
+    env_cfg: ChicEnvConfig | None = None,
+    greedy: bool = False,
+    seed: int = 0,
+) -> list[float]:
+    """ACT (seconds) of the policy on each sequence, in order (`episode_results`)."""
+    results = episode_results(policy, sequences, scenario, env_cfg, greedy, seed)
+    return [average_jct_s(result) for result in results]
 
 
 class ChicArenaPolicy:

@@ -4,8 +4,8 @@
     placement.py  server rules (baselines, exploration), policy/value networks, policies
     train.py      actor-critic with job-aware exploration and experience replay
     workloads.py  uniform / Poisson / Google-like arrival sequences
-    evaluate.py   evaluation with the true speed model; observed speeds as new samples
-    contracts.py  reward_model_metrics, harmony_learning_curves, harmony_evaluation
+    evaluate.py   its own evaluation's config (true speed model); observed speeds as samples
+    contracts.py  reward_model_metrics, harmony_learning_curves
 
 Pipeline stages: `pipelines/systems/harmony/stages.py`; benchmark: `benchmarks/bench_harmony.py`.
 """

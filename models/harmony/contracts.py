@@ -2,7 +2,9 @@
 
 reward_model_metrics     reward-predictor accuracy against LIF and gradient boosting
 harmony_learning_curves  training curves of the reward predictor and placement policies
-harmony_evaluation       Harmony, its ablations and the baselines per arrival pattern
+
+(Harmony's evaluation in its own scenario writes eval_runs / eval_jobs / eval_summary,
+pipelines/contracts.py; `harmony_evaluation` is a view over them, migration 0020.)
 """
 
 from __future__ import annotations
@@ -53,37 +55,3 @@ class HarmonyLearningCurves(pa.DataFrameModel):
         strict = True
         coerce = True
         unique = ["policy_id", "phase", "step"]
-
-
-class HarmonyEvaluation(pa.DataFrameModel):
-    eval_id: pl.Utf8
-    pattern: pl.Utf8 = pa.Field(isin=PATTERNS)
-    scheduler: pl.Utf8 = pa.Field(str_length={"min_value": 1})
-    policy_id: pl.Utf8 = pa.Field(nullable=True)
-    n_sequences: pl.Int32 = pa.Field(ge=1)
-    avg_jct_s: pl.Float64 = pa.Field(gt=0)
-    avg_jct_intervals: pl.Float64 = pa.Field(gt=0)
-    ci_low_s: pl.Float64 = pa.Field(nullable=True)
-    ci_high_s: pl.Float64 = pa.Field(nullable=True)
-    best_baseline: pl.Utf8 = pa.Field(nullable=True)
-    improvement_over_best_baseline: pl.Float64 = pa.Field(nullable=True)
-    paired_ratio: pl.Float64 = pa.Field(nullable=True, gt=0)
-    paired_ratio_ci_low: pl.Float64 = pa.Field(nullable=True)
-    paired_ratio_ci_high: pl.Float64 = pa.Field(nullable=True)
-    eval_config: pl.Utf8 = pa.Field(str_startswith="{")
-    seed: pl.Int64
-    evaluated_at: pl.Datetime("us")
-    code_version: pl.Utf8
-
-    class Config:
-        name = "harmony_evaluation"
-        strict = True
-        coerce = True
-        unique = ["eval_id", "pattern", "scheduler"]
-
-    @pa.dataframe_check
-    def interval_contains_mean(cls, data: pa.PolarsData) -> pl.LazyFrame:
-        return data.lazyframe.select(
-            (pl.col("ci_low_s").is_null() | (pl.col("ci_low_s") <= pl.col("avg_jct_s")))
-            & (pl.col("ci_high_s").is_null() | (pl.col("ci_high_s") >= pl.col("avg_jct_s")))
-        )

@@ -1,33 +1,29 @@
-"""Harmony against its baselines in the simulator with the TRUE speed model (Fig. 8, Table
-II), and the speeds it observes there, as new interference samples (online update).
+"""Harmony's own evaluation scenario (Fig. 8, Table II): what it runs (`HarmonyEvalConfig`:
+arrival patterns, sequences, baselines, the simulator with the TRUE speed model), and the
+speeds Harmony observes there, as new interference samples (online update).
 
-Every scheduler runs the same job sequences of each arrival pattern with the same simulator
-seeds (common random numbers: a job's hidden speed deviation is the same under every
-scheduler). Per (pattern, scheduler): mean over sequences of the average JCT, a Student-t
-95% interval, and the improvement over the best baseline of that pattern,
-1 - JCT / best baseline JCT (positive: better).
+The runs and their summary go through the one evaluation (pipelines/evaluation.py, called
+by pipelines/systems/harmony/stages.py `harmony_tables`): every scheduler on the same job
+sequences of each arrival pattern with the same simulator seeds (common random numbers),
+into eval_runs / eval_jobs / eval_summary with paired ratios to the best baseline.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from models.harmony.placement import BASELINES, RulePlacement
-from models.harmony.train import harmony_sim
-from models.harmony.workloads import PATTERNS, ArrivalConfig, sequences
+from models.harmony.placement import BASELINES
 from tracelib.catalogue import DL2_CATALOGUE
-from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
-from tracelib.sim import SimConfig, SimResult, Simulator
+from tracelib.scenarios.harmony import PATTERNS, ArrivalConfig, harmony_sim
+from tracelib.sim import SimConfig, SimResult
 from tracelib.sim.snapshot import JobPlacement
 from tracelib.sim.speed import SpeedModel
-from tracelib.stats import mean_ci
 
 
 @dataclass(frozen=True)
@@ -47,100 +43,6 @@ class HarmonyEvalConfig:
 
     def to_json(self) -> str:
         return canonical_json(asdict(self))
-
-
-def evaluate(
-    learned: Mapping[str, tuple[Any, str | None]],
-    cfg: HarmonyEvalConfig,
-    progress: ProgressFn = no_progress,
-) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, list[SimResult]]]:
-    """Run the baselines and `learned` (name -> (decision policy, policy id)) on every
-    pattern; returns (summary rows, per-run rows, results by scheduler for the learned).
-    `paired_ratio`: mean over sequences of the scheduler's average JCT / the best baseline's
-    on the same sequence, with its own t-interval (much tighter than the JCT's, as the
-    sequences' load cancels out). `progress(runs done, total)` after every simulation."""
-    schedulers: dict[str, tuple[Any, str | None]] = {
-        b: (RulePlacement(b), None) for b in cfg.baselines
-    }
-    schedulers.update(learned)
-    runs: list[dict[str, Any]] = []
-    results: dict[str, list[SimResult]] = {name: [] for name in learned}
-    for p_idx, pattern in enumerate(cfg.patterns):
-        arr = replace(cfg.arrivals, pattern=pattern)
-        seqs = sequences(arr, cfg.n_sequences, cfg.seed + 7919 * p_idx)
-        for k, jobs in enumerate(seqs):
-            sim = replace(cfg.sim, seed=cfg.seed + k)
-            for name, (policy, _) in schedulers.items():
-                res = Simulator(jobs, policy, sim).run()
-                runs.append(
-                    {
-                        "pattern": pattern,
-                        "scheduler": name,
-                        "sequence": k,
-                        "avg_jct_s": res.avg_jct_s,
-                    }
-                )
-                if name in results:
-                    results[name].append(res)
-                progress(len(runs), len(cfg.patterns) * cfg.n_sequences * len(schedulers))
-    run_frame = pl.DataFrame(runs)
-    rows = []
-    for pattern in cfg.patterns:
-        part = run_frame.filter(pl.col("pattern") == pattern)
-        means = {
-            s: float(part.filter(pl.col("scheduler") == s)["avg_jct_s"].mean()) for s in schedulers
-        }
-        best = min(cfg.baselines, key=lambda b: means[b]) if cfg.baselines else None
-        ref = (
-            part.filter(pl.col("scheduler") == best).sort("sequence")["avg_jct_s"].to_numpy()
-            if best
-            else None
-        )
-        for name, (_, policy_id) in schedulers.items():
-            mine = part.filter(pl.col("scheduler") == name).sort("sequence")
-            vals = mine["avg_jct_s"].to_numpy()
-            _, lo, hi = mean_ci(vals)
-            # Paired by sequence (same jobs, same seed): the sequence's load cancels out.
-            ratio = vals / ref if ref is not None else None
-            r_lo, r_hi = mean_ci(ratio)[1:] if ratio is not None else (None, None)
-            rows.append(
-                {
-                    "pattern": pattern,
-                    "scheduler": name,
-                    "policy_id": policy_id,
-                    "n_sequences": len(vals),
-                    "avg_jct_s": float(vals.mean()),
-                    "avg_jct_intervals": float(vals.mean()) / cfg.sim.slot_s,
-                    "ci_low_s": lo,
-                    "ci_high_s": hi,
-                    "best_baseline": best,
-                    "improvement_over_best_baseline": (
-                        1.0 - float(vals.mean()) / means[best] if best else None
-                    ),
-                    "paired_ratio": float(ratio.mean()) if ratio is not None else None,
-                    "paired_ratio_ci_low": r_lo,
-                    "paired_ratio_ci_high": r_hi,
-                }
-            )
-    summary = pl.DataFrame(
-        rows,
-        schema={
-            "pattern": pl.Utf8,
-            "scheduler": pl.Utf8,
-            "policy_id": pl.Utf8,
-            "n_sequences": pl.Int32,
-            "avg_jct_s": pl.Float64,
-            "avg_jct_intervals": pl.Float64,
-            "ci_low_s": pl.Float64,
-            "ci_high_s": pl.Float64,
-            "best_baseline": pl.Utf8,
-            "improvement_over_best_baseline": pl.Float64,
-            "paired_ratio": pl.Float64,
-            "paired_ratio_ci_low": pl.Float64,
-            "paired_ratio_ci_high": pl.Float64,
-        },
-    )
-    return summary, run_frame, results
 
 
 def observed_samples(

@@ -80,7 +80,8 @@ from models.torch_scope import scoped_torch
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
 from tracelib.envs.observation import decode_placement_action
 from tracelib.progress import ProgressFn, no_progress
-from tracelib.sim import ClusterConfig, SimConfig, Simulator, SpeedConfig
+from tracelib.scenarios.harmony import harmony_sim
+from tracelib.sim import SimConfig, Simulator
 from tracelib.sim.jobs import JobSpec
 
 STREAMS = ("init", "envs", "actions", "exploration", "replay")
@@ -88,16 +89,6 @@ CREDITS = ("interval", "marginal", "marginal+rest")
 ROLLOUT_SPEEDS = ("predictor", "simulator")
 EXPLORERS = (bin_packing, load_balancing)
 """The rules epsilon-exploration borrows a server from (paper: bin packing or LB)."""
-
-
-def harmony_sim() -> SimConfig:
-    """Harmony's setting: its 6-server testbed, 20-minute intervals, fixed placement, and
-    the default run-to-run variation (10% per job, 5% per interval, as the evaluation)."""
-    return SimConfig(
-        cluster=ClusterConfig.harmony_testbed(),
-        speed=SpeedConfig(),
-        fixed_placement=True,
-    )
 
 
 @dataclass(frozen=True)

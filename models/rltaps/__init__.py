@@ -27,6 +27,7 @@ from models.rltaps.policy import (
     load_policy,
     policy_from_checkpoint,
     run_episode,
+    scheduler_episodes,
 )
 from models.rltaps.reinforce import train
 
@@ -43,6 +44,7 @@ __all__ = [
     "load_policy",
     "policy_from_checkpoint",
     "run_episode",
+    "scheduler_episodes",
     "system_of",
     "train",
 ]

@@ -5,9 +5,8 @@ table (systems "rl-taps" and "rl-taps-streaming").
 rltaps_learning_curves  one row per training epoch of a registered policy: validation mean
                         reward (G_1) and mean slowdown of the greedy policy, training
                         figures, entropy and surrogate loss (models/rltaps/reinforce.py)
-rltaps_evaluation       one row per scheduler x job-sequence set: mean reward, mean slowdown
-                        and their 95% CIs over the set's sequences
-                        (pipelines/systems/rltaps/stages.py)
+(RL-TAPS' evaluation in its own scenario writes eval_runs / eval_jobs / eval_summary,
+pipelines/contracts.py; `rltaps_evaluation` is a view over them, migration 0020.)
 """
 
 from __future__ import annotations
@@ -16,10 +15,6 @@ import pandera.polars as pa
 import polars as pl
 
 from models.rltaps.config import MODES
-from models.rltaps.policy import BASELINES
-
-EVAL_SCHEDULERS = ["rl-taps-nonstreaming", "rl-taps-streaming", *BASELINES]
-"""`rltaps_evaluation.scheduler`: RL-TAPS trained in each mode, and the job pickers."""
 
 
 class RLTapsLearningCurves(pa.DataFrameModel):
@@ -42,31 +37,3 @@ class RLTapsLearningCurves(pa.DataFrameModel):
         strict = True
         coerce = True
         unique = ["policy_id", "iteration"]
-
-
-class RLTapsEvaluation(pa.DataFrameModel):
-    run_id: pl.Utf8 = pa.Field(str_length={"min_value": 1})
-    scheduler: pl.Utf8 = pa.Field(isin=EVAL_SCHEDULERS)
-    sequence_set: pl.Utf8 = pa.Field(str_length={"min_value": 1})
-    n_sequences: pl.Int32 = pa.Field(ge=1)
-    n_jobs: pl.Int32 = pa.Field(ge=1)
-    mean_reward: pl.Float64
-    reward_ci95: pl.Float64 = pa.Field(ge=0)
-    mean_slowdown: pl.Float64 = pa.Field(gt=0)
-    slowdown_ci95: pl.Float64 = pa.Field(ge=0)
-    policy_id: pl.Utf8 = pa.Field(nullable=True)
-    seeds: pl.Utf8 = pa.Field(str_startswith="[")
-    config: pl.Utf8 = pa.Field(str_startswith="{")
-    code_version: pl.Utf8
-
-    class Config:
-        name = "rltaps_evaluation"
-        strict = True
-        coerce = True
-        unique = ["run_id", "scheduler", "sequence_set"]
-
-    @pa.dataframe_check
-    def learned_rows_name_their_policy(cls, data: pa.PolarsData) -> pl.LazyFrame:
-        """A policy id exactly on the RL-TAPS rows (baselines have none)."""
-        learned = pl.col("scheduler").str.starts_with("rl-taps")
-        return data.lazyframe.select(learned == pl.col("policy_id").is_not_null())

@@ -31,10 +31,10 @@ from models.rltaps.config import SYSTEM, RLTapsNetConfig
 from models.rltaps.networks import FastPolicy, PolicyNet
 from tracelib.envs.gpu import GpuAssignmentEnv, GpuEnvConfig
 from tracelib.progress import ProgressFn, no_progress
+from tracelib.scenarios.rltaps import job_length_s, rl_taps_jobs
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.policy import AllocationPolicy, Scheduler
 from tracelib.sim.snapshot import Allocation, Snapshot
-from tracelib.sim.topology import job_length_s, rl_taps_jobs
 from tracelib.synthetic import BimodalConfig
 
 BASELINES = ("random", "sjf", "tetris")
@@ -197,6 +197,8 @@ class Episode:
     """(T, M, N + 1) masks."""
     choices: np.ndarray | None = None
     """(T, M) per-GPU choices."""
+    finish_s: dict[int, float] | None = None
+    """job_id -> the time eq. 17 counts it finished (its step's end; T_max if unfinished)."""
 
     def first_return(self, gamma: float) -> float:
         """G_1: the discounted sum of the episode's rewards (the paper's "reward")."""
@@ -255,7 +257,11 @@ def run_episode(
         / job_length_s(j, env.catalogue)
         for j in jobs
     ]
-    out = Episode(np.asarray(rewards, dtype=float), float(np.mean(slowdowns)))
+    out = Episode(
+        np.asarray(rewards, dtype=float),
+        float(np.mean(slowdowns)),
+        finish_s={j.job_id: max(finish.get(j.job_id, horizon), j.arrival_s) for j in jobs},
+    )
     if record:
         out.obs = np.stack(states).astype(np.float32)
         out.masks = np.stack(masks)
@@ -272,10 +278,27 @@ def evaluate_schedulers(
     seed: int = 0,
     progress: ProgressFn = no_progress,
 ) -> dict[str, list[tuple[float, float]]]:
-    """(G_1, mean slowdown) per sequence of every scheduler: a name in BASELINES (value
-    None) or a learned policy (greedy). `progress(episodes done, total)` after each."""
+    """(G_1, mean slowdown) per sequence of every scheduler (`scheduler_episodes`)."""
+    episodes = scheduler_episodes(schedulers, sequences, env_cfg, seed=seed, progress=progress)
+    return {
+        name: [(ep.first_return(gamma), ep.slowdown) for ep in eps]
+        for name, eps in episodes.items()
+    }
+
+
+def scheduler_episodes(
+    schedulers: Mapping[str, RLTapsPolicy | None],
+    sequences: Sequence[Sequence[JobSpec]],
+    env_cfg: GpuEnvConfig,
+    *,
+    seed: int = 0,
+    progress: ProgressFn = no_progress,
+) -> dict[str, list[Episode]]:
+    """The episode of every scheduler on every sequence: a name in BASELINES (value None;
+    its picker's generator seeded from `seed` runs through the sequences in order) or a
+    learned policy (greedy). `progress(episodes done, total)` after each."""
     env = GpuAssignmentEnv(sequences, env_cfg)
-    out: dict[str, list[tuple[float, float]]] = {}
+    out: dict[str, list[Episode]] = {}
     # Single-state inferences are tiny matrix products: BLAS threads only contend.
     with threadpool_limits(limits=1):
         for name, policy in schedulers.items():
@@ -284,8 +307,7 @@ def evaluate_schedulers(
             scheduler = None if policy else baseline_scheduler(name, env_cfg.obs.slots, seed)
             rows = []
             for k in range(len(sequences)):
-                ep = run_episode(env, k, policy=policy, scheduler=scheduler)
-                rows.append((ep.first_return(gamma), ep.slowdown))
+                rows.append(run_episode(env, k, policy=policy, scheduler=scheduler))
                 progress(len(out) * len(sequences) + k + 1, len(schedulers) * len(sequences))
             out[name] = rows
     return out

@@ -12,7 +12,7 @@ import torch
 
 from models.chic import CEMConfig, ChicPolicy, elite_bound, evaluate_policy, load_policy, train_cem
 from tracelib.envs.chic import ChicEnv, ChicEnvConfig, ChicSchedule, chic_features, chic_n_actions
-from tracelib.sim.chic import CHIC_CATALOGUE, ChicScenario, iteration_time_s, split_seeds
+from tracelib.scenarios.chic import CHIC_CATALOGUE, ChicScenario, iteration_time_s, split_seeds
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.snapshot import JobView
 
@@ -262,7 +262,7 @@ def test_scenario_and_env_are_torch_free():
     import sys
 
     code = (
-        "import sys, tracelib.sim.chic, tracelib.envs.chic; "
+        "import sys, tracelib.scenarios.chic, tracelib.envs.chic; "
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

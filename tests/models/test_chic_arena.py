@@ -22,8 +22,8 @@ from tracelib.envs.chic_arena import (
     play_schedule,
 )
 from tracelib.envs.environments import ExternalPolicy
+from tracelib.scenarios.chic import ChicArenaScenario, iteration_time_s
 from tracelib.sim import ClusterConfig, Scheduler, SimConfig, Simulator
-from tracelib.sim.chic import ChicArenaScenario, iteration_time_s
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.placement import LoadBalancing
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from models.checkpoints import load_checkpoint
-from models.harmony.evaluate import HarmonyEvalConfig, evaluate, observed_samples
+from models.harmony.evaluate import HarmonyEvalConfig, observed_samples
 from models.harmony.placement import (
     MASKED,
     RULES,
@@ -40,14 +40,14 @@ from models.harmony.train import (
     PlacementTrainConfig,
     _interval,
     _Worker,
-    harmony_sim,
     train_placement,
 )
-from models.harmony.workloads import ArrivalConfig, sequence, sequences
+from pipelines.systems.harmony.stages import harmony_tables
 from tracelib.contracts import InterferenceSamples
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
 from tracelib.gavel import GavelConfig, gavel_samples, read_gavel
 from tracelib.interference import InterferenceConfig, collect_samples
+from tracelib.scenarios.harmony import ArrivalConfig, harmony_sim, sequence, sequences
 from tracelib.sim import Simulator
 from warehouse.io import validate
 
@@ -280,13 +280,16 @@ def test_tiny_drl_run_end_to_end(fitted, tmp_path):
     again, _, _ = train_placement(train, val, fitted.predictor, cfg)
     for a, b in zip(policy.net.parameters(), again.net.parameters(), strict=True):
         assert torch.equal(a, b)
-    summary, _, results = evaluate(
+    tables, results = harmony_tables(
         {"harmony": (loaded, None)},
         HarmonyEvalConfig(
             n_sequences=2, arrivals=ArrivalConfig(n_jobs=6), baselines=("load-balancing",)
         ),
+        "harmony-test",
     )
+    summary = tables.summary
     assert summary.height == 3 * 2 and (summary["avg_jct_s"] > 0).all()
+    assert tables.runs.height == 3 * 2 * 2 and len(results["harmony"]) == 3 * 2
     online = validate(
         observed_samples(results["harmony"], "harmony-online", 0), InterferenceSamples
     )
@@ -395,7 +398,7 @@ def test_greedy_reference_with_the_true_model_beats_load_balancing():
     from models.harmony.placement import GreedySpeedPlacement
     from tracelib.sim.speed import SpeedModel
 
-    summary, _, _ = evaluate(
+    tables, _ = harmony_tables(
         {"greedy": (GreedySpeedPlacement(SpeedModel()), None)},
         HarmonyEvalConfig(
             patterns=("poisson",),
@@ -403,8 +406,9 @@ def test_greedy_reference_with_the_true_model_beats_load_balancing():
             arrivals=ArrivalConfig(n_jobs=12),
             baselines=("load-balancing",),
         ),
+        "harmony-test",
     )
-    jct = dict(summary.select("scheduler", "avg_jct_s").rows())
+    jct = dict(tables.summary.select("scheduler", "avg_jct_s").rows())
     assert jct["greedy"] < jct["load-balancing"]
 
 

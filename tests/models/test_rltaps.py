@@ -25,8 +25,8 @@ from models.rltaps.networks import choose
 from models.rltaps.policy import VisibleSlots, baseline_scheduler
 from models.rltaps.reinforce import policy_gradient_loss, returns_and_advantages
 from tracelib.envs.gpu import GpuAssignmentEnv, GpuEnvConfig, GpuObsConfig
+from tracelib.scenarios.rltaps import rl_taps_scenario
 from tracelib.sim import Simulator
-from tracelib.sim.topology import rl_taps_scenario
 
 ENV = GpuEnvConfig(obs=GpuObsConfig(slots=4, backlog=8), max_steps=60)
 TINY = ReinforceConfig(

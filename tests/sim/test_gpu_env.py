@@ -10,8 +10,8 @@ from gymnasium.utils.env_checker import check_env
 
 from tracelib.catalogue import RLTAPS_CATALOGUE
 from tracelib.envs.gpu import GpuAssignmentEnv, GpuEnvConfig, GpuObsConfig
+from tracelib.scenarios.rltaps import rl_taps_jobs
 from tracelib.sim import JobPlacement, JobSpec
-from tracelib.sim.topology import rl_taps_jobs
 from tracelib.synthetic import BimodalConfig
 
 

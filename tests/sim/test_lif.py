@@ -18,6 +18,7 @@ from models.heuristics.lif import (
 )
 from tracelib.catalogue import DL2_CATALOGUE, by_name
 from tracelib.interference import InterferenceConfig, collect_samples, placement_counts
+from tracelib.scenarios.harmony import harmony_testbed
 from tracelib.sim import (
     Allocation,
     ClusterConfig,
@@ -254,7 +255,7 @@ def test_simulations_with_lif_run_to_completion(fixed_placement):
     )
     jobs = jobs_from_frame(frame)
     cfg = SimConfig(
-        cluster=ClusterConfig.harmony_testbed(),
+        cluster=harmony_testbed(),
         fixed_placement=fixed_placement,
         speed=SpeedConfig(slot_noise=0.05),
     )

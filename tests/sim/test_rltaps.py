@@ -11,14 +11,9 @@ import pytest
 
 from models.heuristics import make_scheduler
 from tracelib.catalogue import RLTAPS_CATALOGUE
+from tracelib.scenarios.rltaps import rl_taps_jobs, rl_taps_scenario
 from tracelib.sim import JobPlacement, Simulator
-from tracelib.sim.topology import (
-    TopologyConfig,
-    build_graph,
-    rl_taps_jobs,
-    rl_taps_scenario,
-    topology_for,
-)
+from tracelib.sim.topology import TopologyConfig, build_graph, topology_for
 from tracelib.synthetic import BimodalConfig
 
 BIG = max(RLTAPS_CATALOGUE, key=lambda jt: jt.model_size_mb)

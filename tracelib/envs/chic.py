@@ -58,7 +58,8 @@ import numpy as np
 
 from tracelib.catalogue import JobType
 from tracelib.envs.environments import ExternalPolicy
-from tracelib.sim.chic import CHIC_CATALOGUE, ChicScenario, iteration_time_s
+from tracelib.scenarios.chic import CHIC_CATALOGUE, ChicScenario, iteration_time_s
+from tracelib.sim.config import SimConfig
 from tracelib.sim.engine import SimResult, SimSession, Simulator
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.snapshot import Allocation, JobPlacement, JobView, Placement, Snapshot
@@ -339,40 +340,55 @@ class ChicSchedule:
         return obs
 
 
-class ChicEnv(gym.Env):
-    """Chic / Chic-Pair as a gymnasium environment over the event-driven simulator.
-
-        An episode is one job sequence (drawn with the env's generator or
-    `options={"workload": k}`); reset's info holds "initial_reward", the reward of anything
-    that ran before the first state the agent acts in. `action_masks()` and
-    `info["action_mask"]` give the valid actions; an invalid (masked) action raises, since
-    the paper has none."""
+class ChicEnvBase(gym.Env):
+    """What Chic's two decision processes share (`ChicEnv` here, `ChicArenaEnv` in the
+    arena): an episode is one job sequence (`options={"workload": k}` or drawn with the
+    env's generator); reset's info holds "initial_reward", the reward of anything that ran
+    before the first state the agent acts in; `schedule` is the schedule being built (None
+    once the episode is over); `action_masks()` and `info["action_mask"]` give the valid
+    actions; an invalid (masked) action raises, since the paper has none. A subclass says
+    how its simulator is configured (`_sim_config`), how a schedule ends (`_submit`) and
+    how the simulator runs to the next state the agent acts in (`_advance`)."""
 
     metadata: dict[str, Any] = {"render_modes": []}
 
     def __init__(
         self,
         workloads: Sequence[Sequence[JobSpec]],
-        scenario: ChicScenario | None = None,
-        cfg: ChicEnvConfig | None = None,
+        cfg: ChicEnvConfig,
+        window: int,
+        features: tuple[str, ...],
     ) -> None:
         if not workloads or not all(workloads):
             raise ValueError("need at least one non-empty workload")
         self.workloads = tuple(tuple(w) for w in workloads)
-        self.scenario = scenario or ChicScenario()
-        self.cfg = cfg or ChicEnvConfig()
-        self.window = self.scenario.window
-        self.types = {jt.model: jt for jt in self.scenario.catalogue}
-        self.features = chic_features(self.cfg.variant, self.window, self.scenario.catalogue)
+        self.cfg = cfg
+        self.window = window
+        self.features = features
         self.observation_space = gym.spaces.Box(
             0.0, np.inf, (len(self.features),), dtype=np.float32
         )
         self.action_space = gym.spaces.Discrete(chic_n_actions(self.cfg.variant, self.window))
         self.session: SimSession | None = None
         self.schedule: ChicSchedule | None = None
-        self._last_ids: tuple[int, ...] | None = None
-        self._last_decision: tuple[Allocation, Placement] | None = None
         self.stats = EpisodeStats()
+
+    # -- what a decision process defines -------------------------------------------------
+
+    def _sim_config(self, sim_seed: int) -> SimConfig:
+        raise NotImplementedError
+
+    def _catalogue(self) -> tuple[JobType, ...]:
+        raise NotImplementedError
+
+    def _submit(self) -> float:
+        raise NotImplementedError
+
+    def _advance(self) -> float:
+        raise NotImplementedError
+
+    def _on_reset(self) -> None:
+        """Forget what the last episode left (nothing by default)."""
 
     # -- episode -----------------------------------------------------------------------
 
@@ -385,16 +401,12 @@ class ChicEnv(gym.Env):
             k = int(self.np_random.integers(len(self.workloads)))
         sim_seed = int(self.np_random.integers(2**31 - 1))
         sim = Simulator(
-            self.workloads[k],
-            ExternalPolicy(),
-            self.scenario.sim_config("events", sim_seed),
-            self.scenario.catalogue,
+            self.workloads[k], ExternalPolicy(), self._sim_config(sim_seed), self._catalogue()
         )
         self.workload_index = int(k)
         self.session = sim.session()
-        self._last_ids = None
-        self._last_decision = None
         self.stats = EpisodeStats()
+        self._on_reset()
         reward = self._advance()
         return self._obs(), {**self._info(), "initial_reward": reward}
 
@@ -435,8 +447,6 @@ class ChicEnv(gym.Env):
             raise RuntimeError("reset the environment first")
         return self.session.result()
 
-    # -- internals ---------------------------------------------------------------------
-
     def _obs(self) -> np.ndarray:
         if self.schedule is None:
             return np.zeros(len(self.features), dtype=np.float32)
@@ -447,6 +457,40 @@ class ChicEnv(gym.Env):
             "action_mask": self.action_masks(),
             "time_s": self.session.time_s if self.session else 0.0,
         }
+
+
+class ChicEnv(ChicEnvBase):
+    """Chic / Chic-Pair in Chic's own scenario, over the event-driven simulator
+    (`ChicEnvBase` for the episode interface)."""
+
+    def __init__(
+        self,
+        workloads: Sequence[Sequence[JobSpec]],
+        scenario: ChicScenario | None = None,
+        cfg: ChicEnvConfig | None = None,
+    ) -> None:
+        scenario = scenario or ChicScenario()
+        cfg = cfg or ChicEnvConfig()
+        super().__init__(
+            workloads,
+            cfg,
+            scenario.window,
+            chic_features(cfg.variant, scenario.window, scenario.catalogue),
+        )
+        self.scenario = scenario
+        self.types = {jt.model: jt for jt in scenario.catalogue}
+        self._last_ids: tuple[int, ...] | None = None
+        self._last_decision: tuple[Allocation, Placement] | None = None
+
+    def _sim_config(self, sim_seed: int) -> SimConfig:
+        return self.scenario.sim_config("events", sim_seed)
+
+    def _catalogue(self) -> tuple[JobType, ...]:
+        return self.scenario.catalogue
+
+    def _on_reset(self) -> None:
+        self._last_ids = None
+        self._last_decision = None
 
     def _run(self, alloc: Allocation, placement: Placement) -> float:
         """Submit one simulator decision; r1 of the interval to the next decision."""

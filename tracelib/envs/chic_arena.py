@@ -1,5 +1,5 @@
 """Chic and Chic-Pair's decision process in the arena: the DL2 setting every scheduler is
-evaluated in (`tracelib.sim.chic.ChicArenaScenario`).
+evaluated in (`tracelib.scenarios.chic.ChicArenaScenario`).
 
 The MDP is the published one (`tracelib.envs.chic`): per schedule, starting from zero
 workers and PSs, one action per step adds a worker (2i) or a PS (2i + 1) to job i (Chic,
@@ -40,23 +40,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from tracelib.catalogue import JobType
 from tracelib.envs.chic import (
+    ChicEnvBase,
     ChicEnvConfig,
     ChicSchedule,
-    EpisodeStats,
     chic_n_actions,
     decode_chic_action,
 )
-from tracelib.envs.environments import ExternalPolicy
+from tracelib.scenarios.chic import ChicArenaScenario
 from tracelib.sim.builder import AllocationBuilder
-from tracelib.sim.chic import ChicArenaScenario
-from tracelib.sim.engine import SimResult, SimSession, Simulator
+from tracelib.sim.config import SimConfig
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.placement import LoadBalancing
 from tracelib.sim.policy import PlacementPolicy
@@ -226,15 +223,10 @@ def play_schedule(schedule: ChicArenaSchedule, choose) -> Allocation:
     return schedule.allocation()
 
 
-class ChicArenaEnv(gym.Env):
-    """Chic / Chic-Pair as a gymnasium environment in the arena's DL2 setting.
-
-    Same interface as `tracelib.envs.chic.ChicEnv` (what `models.chic` trains with): an
-    episode is one job sequence (`options={"workload": k}` or drawn); reset's info holds
-    "initial_reward"; `schedule` is the schedule being built (None once the episode is
-    over); `action_masks()` gives the valid actions; an invalid action raises."""
-
-    metadata: dict[str, Any] = {"render_modes": []}
+class ChicArenaEnv(ChicEnvBase):
+    """Chic / Chic-Pair as a gymnasium environment in the arena's DL2 setting: the episode
+    interface of `tracelib.envs.chic.ChicEnvBase` (what `models.chic` trains with), a
+    schedule of the first I visible jobs every slot, placed by `placement`."""
 
     def __init__(
         self,
@@ -243,89 +235,23 @@ class ChicArenaEnv(gym.Env):
         cfg: ChicEnvConfig | None = None,
         placement: PlacementPolicy | None = None,
     ) -> None:
-        if not workloads or not all(workloads):
-            raise ValueError("need at least one non-empty workload")
-        self.workloads = tuple(tuple(w) for w in workloads)
-        self.scenario = scenario or ChicArenaScenario()
-        self.cfg = cfg or ChicEnvConfig()
+        scenario = scenario or ChicArenaScenario()
+        cfg = cfg or ChicEnvConfig()
+        super().__init__(
+            workloads,
+            cfg,
+            scenario.window,
+            chic_arena_features(cfg.variant, scenario.window, scenario.catalogue),
+        )
+        self.scenario = scenario
         self.placement = placement or LoadBalancing()
-        self.window = self.scenario.window
-        self.features = chic_arena_features(self.cfg.variant, self.window, self.scenario.catalogue)
-        self.observation_space = gym.spaces.Box(
-            0.0, np.inf, (len(self.features),), dtype=np.float32
-        )
-        self.action_space = gym.spaces.Discrete(chic_n_actions(self.cfg.variant, self.window))
-        self.session: SimSession | None = None
         self.schedule: ChicArenaSchedule | None = None
-        self.stats = EpisodeStats()
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Start a sequence; returns the first state the agent acts in."""
-        super().reset(seed=seed)
-        options = options or {}
-        k = options.get("workload")
-        if k is None:
-            k = int(self.np_random.integers(len(self.workloads)))
-        sim_seed = int(self.np_random.integers(2**31 - 1))
-        sim = Simulator(
-            self.workloads[k],
-            ExternalPolicy(),
-            self.scenario.sim_config(sim_seed),
-            self.scenario.catalogue,
-        )
-        self.workload_index = int(k)
-        self.session = sim.session()
-        self.stats = EpisodeStats()
-        reward = self._advance()
-        return self._obs(), {**self._info(), "initial_reward": reward}
+    def _sim_config(self, sim_seed: int) -> SimConfig:
+        return self.scenario.sim_config(sim_seed)
 
-    def step(self, action):
-        """One action of the schedule; void (or reaching S') runs the slot."""
-        if self.schedule is None:
-            raise RuntimeError("episode is over; call reset()")
-        action = int(action)
-        mask = self.schedule.mask()
-        if not mask[action]:
-            raise ValueError(f"action {action} is not valid here (mask {mask.astype(int)})")
-        self.stats.steps += 1
-        reward = 0.0
-        if decode_chic_action(action, self.cfg.variant, self.window) is None:
-            reward += self._submit()
-        else:
-            penalty = self.schedule.apply(action)
-            self.stats.penalties += -penalty if penalty < 0 else 0.0
-            reward += penalty
-            if self.schedule.finished() or self.schedule.steps >= self.cfg.max_phase_steps:
-                reward += self._submit()
-        if self.schedule is None:
-            reward += self._advance()
-        terminated = self.schedule is None
-        return self._obs(), float(reward), terminated, False, self._info()
-
-    def action_masks(self) -> np.ndarray:
-        """Valid actions in the current state (only void once the episode is over)."""
-        if self.schedule is None:
-            out = np.zeros(self.action_space.n, dtype=bool)
-            out[-1] = True
-            return out
-        return self.schedule.mask()
-
-    def result(self) -> SimResult:
-        """The finished episode's simulation result."""
-        if self.session is None:
-            raise RuntimeError("reset the environment first")
-        return self.session.result()
-
-    def _obs(self) -> np.ndarray:
-        if self.schedule is None:
-            return np.zeros(len(self.features), dtype=np.float32)
-        return self.schedule.observation()
-
-    def _info(self) -> dict[str, Any]:
-        return {
-            "action_mask": self.action_masks(),
-            "time_s": self.session.time_s if self.session else 0.0,
-        }
+    def _catalogue(self) -> tuple[JobType, ...]:
+        return self.scenario.catalogue
 
     def _submit(self) -> float:
         """End the schedule: place it and train until the next slot; returns r1 (and -p1

@@ -39,14 +39,10 @@ import gymnasium as gym
 import numpy as np
 
 from tracelib.envs.environments import _SessionEnv
+from tracelib.scenarios.rltaps import RLTAPS_RESUME_COST_S, rl_taps_scenario
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.snapshot import Allocation, JobPlacement, JobView, Placement, Snapshot
-from tracelib.sim.topology import (
-    RLTAPS_RESUME_COST_S,
-    TopologyConfig,
-    TopologySpeedModel,
-    rl_taps_scenario,
-)
+from tracelib.sim.topology import TopologyConfig, TopologySpeedModel
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from tracelib.catalogue import DL2_CATALOGUE, JobType
+from tracelib.scenarios.dl2 import dl2_small
 from tracelib.sim.config import ClusterConfig
 from tracelib.sim.policy import PlacementPolicy
 from tracelib.sim.snapshot import (
@@ -107,7 +108,7 @@ def job_features(n_types: int) -> tuple[str, ...]:
 class ArenaEnvConfig:
     """The cluster and window the decision runs on, and how the state is scaled."""
 
-    cluster: ClusterConfig = field(default_factory=ClusterConfig.dl2_small)
+    cluster: ClusterConfig = field(default_factory=dl2_small)
     """The evaluation's cluster (default: DL2's small setting, 96 servers of 2 GPUs)."""
     window: int = 20
     """N: job slots = the evaluation's window of visible jobs."""

@@ -112,21 +112,6 @@ class ClusterConfig:
         types = tuple(t for g in self.groups for t in (g.gpu_type,) * g.n_servers)
         return None if all(t is None for t in types) else types
 
-    @classmethod
-    def dl2_small(cls) -> ClusterConfig:
-        """DL2 authors' small setting: 96 servers (192 GPUs)."""
-        return cls(n_servers=96)
-
-    @classmethod
-    def dl2_large(cls) -> ClusterConfig:
-        """DL2 authors' large setting: 500 servers (1000 GPUs, like DL2's production cluster)."""
-        return cls(n_servers=500)
-
-    @classmethod
-    def harmony_testbed(cls) -> ClusterConfig:
-        """Harmony's testbed: 6 servers of the same kind."""
-        return cls(n_servers=6)
-
 
 @dataclass(frozen=True)
 class SpeedConfig:

@@ -7,7 +7,9 @@ against Optimus (Chic section 6); CEM training in the arena.
                          `chic_learning_curves` rows
     evaluate_chic_stage  at every rate, the newest policies trained at that rate, the ones
                          trained at the reference rate (1.8 per hour), Optimus at 600 s and
-                         300 s intervals, on the same unseen sequences -> `chic_evaluation`
+                         300 s intervals, on the same unseen sequences -> eval_runs /
+                         eval_jobs / eval_summary (sets chic@<rate>/h; the view
+                         `chic_evaluation` keeps the old columns)
     train_chic_arena_stage  trains Chic or Chic-Pair in the arena's DL2 setting on a
                          workload set's train split (from the newest "<variant>-arena"
                          policy whose network fits); registers it as system "chic-arena" /
@@ -16,7 +18,7 @@ against Optimus (Chic section 6); CEM training in the arena.
 
 Workloads are generated in-stage from the scenario's seeded generator (the paper's
 sequences are synthetic): train, validation and test sequences have disjoint seeds
-(`tracelib.sim.chic.split_seeds`), recorded in the rows. Stages follow the DL2 pattern:
+(`tracelib.scenarios.chic.split_seeds`), recorded in the rows. Stages follow the DL2 pattern:
 read what they need, train with the warehouse closed, write in one transaction;
 content-addressed checkpoints `policies/<system>-<sha16>.pt`; `metrics.input_key` so a
 re-run on unchanged inputs trains nothing; an evaluation's id hashes its config and the
@@ -25,23 +27,35 @@ policies it evaluates, so re-running it replaces nothing and writes nothing new.
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import polars as pl
 
 from models.checkpoints import Resumed, register_policy, resume_from
-from models.chic import CEMConfig, ChicPolicy, evaluate_policy, policy_from_checkpoint, train_cem
-from models.chic.contracts import ChicEvaluation, ChicLearningCurves
+from models.chic import (
+    CEMConfig,
+    ChicPolicy,
+    episode_results,
+    policy_from_checkpoint,
+    train_cem,
+)
+from models.chic.contracts import ChicLearningCurves
 from models.chic.policy import ARENA
 from models.heuristics.optimus import Optimus
 from models.torch_scope import scoped_torch
-from pipelines.evaluation import EvalConfig
+from pipelines.evaluation import (
+    EvalConfig,
+    EvalTables,
+    RunOutcome,
+    Workload,
+    best_rates,
+    job_rows,
+    run_schedulers,
+    simulated,
+    store_evaluation,
+    summarize_runs,
+)
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     TrainResult,
@@ -54,11 +68,12 @@ from pipelines.trained import (
     set_workloads,
 )
 from tracelib.envs.chic import ChicEnvConfig
+from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
+from tracelib.scenarios import chic_set
+from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario, chic_speed, split_seeds
 from tracelib.sim import LoadBalancing, Scheduler, SimConfig, Simulator, jobs_from_frame
-from tracelib.sim.chic import ChicArenaScenario, ChicScenario, split_seeds
 from tracelib.sim.jobs import JobSpec
-from tracelib.stats import ci_half_width
 from warehouse import connect, read_frame, transaction
 from warehouse.io import write_frame
 
@@ -232,6 +247,10 @@ def train_chic_stage(
     )
 
 
+SCENARIO = "chic"
+"""eval_summary.scenario of Chic's own evaluation; its sets are chic@<rate>/h."""
+
+
 def optimus_acts(scenario: ChicScenario, seeds: tuple[int, ...], interval_s: float) -> list[float]:
     """Optimus' ACT on each sequence, deciding every `interval_s` seconds."""
     out = []
@@ -246,11 +265,109 @@ def optimus_acts(scenario: ChicScenario, seeds: tuple[int, ...], interval_s: flo
     return out
 
 
+def _replayed(
+    results: list, policy_id: str, rates: dict[str, float], delay: float, scenario: ChicScenario
+):
+    """A run function that reads each sequence's already simulated episode."""
+
+    def run(workload: Workload, _seed: int) -> RunOutcome:
+        result = results[workload.sequence_no]
+        return RunOutcome(job_rows(result, None, rates, delay, scenario.catalogue), policy_id)
+
+    return run
+
+
+def chic_tables(
+    cfg: ChicEvalConfig,
+    policies: dict[tuple[str, float], str],
+    loaded: dict[str, ChicPolicy],
+    eval_id: str,
+    progress: ProgressFn = no_progress,
+) -> EvalTables:
+    """Chic's own scenario (section 6) through the one evaluation: at every rate (set
+    chic@<rate>/h), Optimus at each interval and every policy of `policies` ((variant,
+    trained-at rate) -> policy id, loaded in `loaded`) on the same unseen sequences (one
+    run each; Optimus' simulator seed is the sequence's seed, a policy's actions are sampled
+    per sequence from `cfg.seed`, as Chic's own evaluation always ran them). Paired ratios
+    to the best Optimus interval. Pure: same inputs, same tables."""
+    seeds = split_seeds("test", cfg.test_sequences, cfg.seed)
+    version = code_version()
+    config = canonical_json({**asdict(cfg), "sequence_seeds": list(seeds)})
+    run_frames, job_frames, order, families = [], [], [], {}
+    for done, rate in enumerate(cfg.rates, 1):
+        scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
+        rates = best_rates(scenario.cluster(), chic_speed(), scenario.catalogue)
+        delay = chic_speed().start_delay_s
+        sequences = scenario.sequences(seeds)
+        workloads = [
+            Workload(
+                workload_set=chic_set(rate),
+                workload_id=f"{chic_set(rate)}:{seed}",
+                sequence_no=k,
+                jobs=jobs,
+                seeds=(seed,),
+                trace_version=f"scenario:{chic_set(rate)}",
+            )
+            for k, (seed, jobs) in enumerate(zip(seeds, sequences, strict=True))
+        ]
+        schedulers = {
+            f"optimus-{interval:g}": simulated(
+                lambda interval=interval: Scheduler(Optimus(interval_s=interval), LoadBalancing()),
+                lambda seed, scenario=scenario: scenario.sim_config("interval", seed),
+                catalogue=scenario.catalogue,
+                rates=rates,
+                start_delay_s=delay,
+                policy_name=f"optimus-{interval:g}",
+            )
+            for interval in cfg.optimus_intervals
+        }
+        for variant in ("chic", "chic-pair"):
+            for system, pid in (
+                (variant, policies.get((variant, rate))),
+                (
+                    f"{variant}-trained-at-{cfg.reference_rate:g}",
+                    policies.get((variant, cfg.reference_rate)),
+                ),
+            ):
+                if pid is None:
+                    continue
+                # One environment runs every sequence of the rate (as Chic's own evaluation
+                # always did): the episodes are simulated once, then read per sequence.
+                results = episode_results(loaded[pid], sequences, scenario, seed=cfg.seed)
+                schedulers[system] = _replayed(results, pid, rates, delay, scenario)
+                families[system] = SCENARIO
+        runs, jobs = run_schedulers(
+            schedulers,
+            workloads,
+            eval_id=eval_id,
+            total_gpus=scenario.gpus,
+            run_config=lambda seed: config,
+            version=version,
+        )
+        run_frames.append(runs)
+        job_frames.append(jobs)
+        order += [name for name in schedulers if name not in order]
+        progress(done, len(cfg.rates))
+    runs = pl.concat(run_frames)
+    summary = summarize_runs(
+        runs,
+        reference="optimus-600",
+        order=order,
+        confidence=0.95,
+        slot_s=600.0,
+        config=config,
+        version=version,
+        families=families,
+        scenario=SCENARIO,
+    )
+    return EvalTables(eval_id, runs, pl.concat(job_frames), summary)
+
+
 def evaluate_chic_stage(
     warehouse: str | Path | None, cfg: ChicEvalConfig, progress: Reporter = QUIET
 ) -> ChicEvalResult:
-    """Evaluate the newest Chic / Chic-Pair policies and Optimus at every rate; one
-    `chic_evaluation` row per system and rate."""
+    """Evaluate the newest Chic / Chic-Pair policies and Optimus at every rate (eval_runs,
+    eval_jobs, eval_summary; one `chic_evaluation` row per system and rate)."""
     policies: dict[tuple[str, float], str] = {}
     loaded: dict[str, ChicPolicy] = {}
     with connect(warehouse) as con:
@@ -274,80 +391,24 @@ def evaluate_chic_stage(
         existing = read_frame(con, "SELECT * FROM chic_evaluation WHERE eval_id = ?", [eval_id])
     if existing.height:
         return _summary(eval_id, existing)
-
-    rows: list[dict[str, Any]] = []
-    acts: dict[str, dict[float, list[float]]] = {}
-    evaluated_at = datetime.now(UTC).replace(tzinfo=None)
     # One intra-op thread, as in training: the sampled actions must not depend on how many
     # threads the calling process happens to have (a worker process or the flow's own).
     with (
         scoped_torch(threads=1),
         progress.bar("Chic evaluation: arrival rates", len(cfg.rates)) as advance,
     ):
-        for done, rate in enumerate(cfg.rates, 1):
-            rate_rows, runs = _evaluate_rate(cfg, rate, policies, loaded, eval_id, evaluated_at)
-            rows += rate_rows
-            for system, (values, _) in runs.items():
-                acts.setdefault(system, {})[float(rate)] = values
-            advance(done, len(cfg.rates))
-    frame = pl.DataFrame(rows, schema_overrides={"policy_id": pl.Utf8})
+        tables = chic_tables(cfg, policies, loaded, eval_id, progress=advance)
     with connect(warehouse) as con, transaction(con):
-        con.execute("DELETE FROM chic_evaluation WHERE eval_id = ?", [eval_id])
-        write_frame(con, frame, ChicEvaluation)
+        store_evaluation(con, tables)
+        frame = read_frame(con, "SELECT * FROM chic_evaluation WHERE eval_id = ?", [eval_id])
+    acts: dict[str, dict[float, list[float]]] = {}
+    for rate in cfg.rates:
+        of_rate = tables.runs.filter(pl.col("workload_set") == chic_set(rate))
+        for (system,), part in of_rate.group_by("scheduler", maintain_order=True):
+            acts.setdefault(system, {})[float(rate)] = part.sort("sequence_no")[
+                "avg_jct_s"
+            ].to_list()
     return replace(_summary(eval_id, frame), sequence_acts=acts)
-
-
-def _evaluate_rate(
-    cfg: ChicEvalConfig,
-    rate: float,
-    policies: dict[tuple[str, float], str],
-    loaded: dict[str, ChicPolicy],
-    eval_id: str,
-    evaluated_at: datetime,
-) -> tuple[list[dict[str, Any]], dict[str, tuple[list[float], str | None]]]:
-    """`chic_evaluation` rows of one arrival rate (Optimus and every policy) and each
-    system's (per-sequence completion times, policy id)."""
-    rows: list[dict[str, Any]] = []
-    scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
-    seeds = split_seeds("test", cfg.test_sequences, cfg.seed)
-    runs: dict[str, tuple[list[float], str | None]] = {}
-    for interval in cfg.optimus_intervals:
-        runs[f"optimus-{interval:g}"] = (optimus_acts(scenario, seeds, interval), None)
-    sequences = scenario.sequences(seeds)
-    for variant in ("chic", "chic-pair"):
-        targets = [(variant, policies.get((variant, rate)))]
-        targets.append(
-            (
-                f"{variant}-trained-at-{cfg.reference_rate:g}",
-                policies.get((variant, cfg.reference_rate)),
-            )
-        )
-        for system, pid in targets:
-            if pid is not None:
-                acts = evaluate_policy(loaded[pid], sequences, scenario, seed=cfg.seed)
-                runs[system] = (acts, pid)
-    base_key = "optimus-600"
-    base = float(np.mean(runs[base_key][0])) if base_key in runs else math.nan
-    for system, (acts, pid) in runs.items():
-        avg = float(np.mean(acts))
-        rows.append(
-            {
-                "eval_id": eval_id,
-                "system": system,
-                "rate_per_hour": float(rate),
-                "avg_jct_s": avg,
-                "ci95_s": ci_half_width(acts),
-                "n_sequences": len(acts),
-                "policy_id": pid,
-                "improvement_vs_optimus_600": 1.0 - avg / base if base > 0 else 0.0,
-                "sequence_seeds": json.dumps(list(seeds)),
-                "config": canonical_json({**asdict(cfg), "scenario": asdict(scenario)}),
-                "seed": cfg.seed,
-                "code_version": code_version(),
-                "evaluated_at": evaluated_at,
-            }
-        )
-    return rows, runs
 
 
 def _summary(eval_id: str, frame: pl.DataFrame) -> ChicEvalResult:

@@ -12,7 +12,9 @@
     train_placement_stage    actor-critic placement policies (Harmony and its Table II
                              ablations) on rollouts scored by the latest reward predictor
     evaluate_harmony_stage   every newest Harmony policy and the baselines in the simulator
-                             with the true speed model -> `harmony_evaluation`; the speeds
+                             with the true speed model -> eval_runs / eval_jobs /
+                             eval_summary (sets harmony-<pattern>; the view
+                             `harmony_evaluation` keeps the old columns); the speeds
                              Harmony observed there are appended to `interference_samples`
                              (source harmony-online)
     online_update_stage      the paper's online model update: re-fit the reward predictor
@@ -37,16 +39,20 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from models.checkpoints import load_registered, register_policy, resume_from
-from models.harmony.contracts import HarmonyEvaluation, HarmonyLearningCurves, RewardModelMetrics
-from models.harmony.evaluate import HarmonyEvalConfig, evaluate, observed_samples
-from models.harmony.placement import HarmonyNetConfig, HarmonyPolicy, policy_from_checkpoint
+from models.harmony.contracts import HarmonyLearningCurves, RewardModelMetrics
+from models.harmony.evaluate import HarmonyEvalConfig, observed_samples
+from models.harmony.placement import (
+    HarmonyNetConfig,
+    HarmonyPolicy,
+    RulePlacement,
+    policy_from_checkpoint,
+)
 from models.harmony.reward import (
     SYSTEM as REWARD_SYSTEM,
 )
@@ -57,9 +63,18 @@ from models.harmony.reward import (
     predictor_from_checkpoint,
 )
 from models.harmony.train import PlacementTrainConfig, train_placement
-from models.harmony.workloads import ArrivalConfig, sequences
 from models.torch_scope import scoped_torch
-from pipelines.evaluation import ARENA_SUFFIX, EvalConfig
+from pipelines.evaluation import (
+    ARENA_SUFFIX,
+    EvalConfig,
+    EvalTables,
+    Workload,
+    best_rates,
+    run_schedulers,
+    simulated,
+    store_evaluation,
+    summarize_runs,
+)
 from pipelines.progress import QUIET, Reporter
 from pipelines.systems.harmony.plugin import gavel_line, skipped_line
 from pipelines.trained import (
@@ -75,8 +90,11 @@ from pipelines.trained import (
 from tracelib.contracts import InterferenceSamples
 from tracelib.gavel import GavelConfig, read_gavel
 from tracelib.interference import store_samples
+from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import code_version
-from tracelib.sim import SimConfig, jobs_from_frame
+from tracelib.scenarios import harmony_set
+from tracelib.scenarios.harmony import ArrivalConfig, sequences
+from tracelib.sim import SimConfig, SimResult, jobs_from_frame
 from warehouse import connect, read_frame, transaction
 from warehouse.io import validate, write_frame
 
@@ -141,6 +159,9 @@ class RewardResult:
 
 _EVALUATION_ONLY = ("eval_id", "eval_config", "seed", "evaluated_at", "code_version")
 """harmony_evaluation columns that are not part of an evaluation's summary frame."""
+
+SCENARIO = "harmony"
+"""eval_summary.scenario of Harmony's own evaluation; its sets are harmony-<pattern>."""
 
 
 @dataclass(frozen=True)
@@ -372,12 +393,94 @@ def train_placement_stage(
     return out
 
 
+def harmony_tables(
+    learned: dict[str, tuple[Any, str | None]],
+    cfg: HarmonyEvalConfig,
+    eval_id: str,
+    progress: ProgressFn = no_progress,
+) -> tuple[EvalTables, dict[str, list[SimResult]]]:
+    """Harmony's own scenario (Fig. 8, Table II) through the one evaluation: the baselines
+    and `learned` (name -> (decision policy, policy id or None)) on `cfg.n_sequences`
+    sequences of every arrival pattern (set harmony-<pattern>), sequence k with simulator
+    seed `cfg.seed + k` under every scheduler (common random numbers, one replicate).
+    Returns the three tables and the simulations of the learned policies (what Harmony
+    observes for its online update). Pure: same inputs, same tables."""
+    rates = best_rates(cfg.sim.cluster, cfg.sim.speed)
+    baselines = {b: (RulePlacement(b), None) for b in cfg.baselines}
+    schedulers = {
+        name: simulated(
+            lambda policy=policy: policy,
+            lambda seed: replace(cfg.sim, seed=seed),
+            rates=rates,
+            start_delay_s=cfg.sim.speed.start_delay_s,
+            policy_name=policy_id or name,
+            keep_result=name in learned,
+        )
+        for name, (policy, policy_id) in {**baselines, **learned}.items()
+    }
+    workloads = []
+    for p_idx, pattern in enumerate(cfg.patterns):
+        seqs = sequences(
+            replace(cfg.arrivals, pattern=pattern), cfg.n_sequences, cfg.seed + 7919 * p_idx
+        )
+        root = cfg.seed + 7919 * p_idx
+        for k, jobs in enumerate(seqs):
+            workloads.append(
+                Workload(
+                    workload_set=harmony_set(pattern),
+                    workload_id=f"{harmony_set(pattern)}:{root}:{k}",
+                    sequence_no=k,
+                    jobs=jobs,
+                    seeds=(cfg.seed + k,),
+                    trace_version=f"scenario:{harmony_set(pattern)}",
+                )
+            )
+    results: dict[str, list[SimResult]] = {name: [] for name in learned}
+
+    def keep(name, _workload, outcome) -> None:
+        if name in results:
+            results[name].append(outcome.result)
+
+    version = code_version()
+    config = cfg.to_json()
+    runs, jobs = run_schedulers(
+        schedulers,
+        workloads,
+        eval_id=eval_id,
+        total_gpus=cfg.sim.cluster.gpus * cfg.sim.cluster.n_servers,
+        run_config=lambda seed: config,
+        version=version,
+        progress=progress,
+        on_result=keep,
+    )
+    summary = summarize_runs(
+        runs,
+        reference=cfg.baselines[0] if cfg.baselines else next(iter(schedulers)),
+        order=list(schedulers),
+        confidence=0.95,
+        slot_s=cfg.sim.slot_s,
+        config=config,
+        version=version,
+        families={name: SCENARIO for name in learned},
+        scenario=SCENARIO,
+    )
+    return EvalTables(eval_id, runs, jobs, summary), results
+
+
+def _stored_summary(con, eval_id: str) -> pl.DataFrame:
+    frame = read_frame(
+        con, "SELECT * FROM harmony_evaluation WHERE eval_id = ? ORDER BY ALL", [eval_id]
+    )
+    return frame.select([c for c in frame.columns if c not in _EVALUATION_ONLY])
+
+
 def evaluate_harmony_stage(
     warehouse: str | Path | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET
 ) -> HarmonyEvalResult:
     """Evaluate the newest policy of every `cfg.variants` system and the baselines in the
-    true simulator (`harmony_evaluation`), and append the speeds Harmony observed to
-    `interference_samples` (source harmony-online) for the online update."""
+    true simulator (eval_runs, eval_jobs, eval_summary; the `harmony_evaluation` view), and
+    append the speeds Harmony observed to `interference_samples` (source harmony-online)
+    for the online update."""
     learned: dict[str, tuple[Any, str | None]] = {}
     with connect(warehouse) as con:
         for variant in cfg.variants:
@@ -398,25 +501,15 @@ def evaluate_harmony_stage(
     # The id hashes the evaluation config and the evaluated policies: rows stored under it
     # are exactly what simulating again would give, so an unchanged run simulates nothing.
     with connect(warehouse) as con:
-        stored = read_frame(
-            con, "SELECT * FROM harmony_evaluation WHERE eval_id = ? ORDER BY ALL", [eval_id]
-        )
+        stored = _stored_summary(con, eval_id)
         [(online_rows,)] = con.sql(
             "SELECT count(*) FROM interference_samples WHERE source = ? AND seed = ?",
             params=[ONLINE_SOURCE, online_seed],
         ).fetchall()
     if stored.height:
-        columns = [c for c in stored.columns if c not in _EVALUATION_ONLY]
-        return HarmonyEvalResult(eval_id, stored.select(columns), online_rows)
+        return HarmonyEvalResult(eval_id, stored, online_rows)
     with scoped_torch(threads=1), progress.bar("Harmony evaluation runs") as advance:
-        summary, _, results = evaluate(learned, cfg.eval, progress=advance)
-    rows = summary.with_columns(
-        pl.lit(eval_id).alias("eval_id"),
-        pl.lit(cfg.eval.to_json()).alias("eval_config"),
-        pl.lit(cfg.eval.seed, dtype=pl.Int64).alias("seed"),
-        pl.lit(datetime.now(UTC).replace(tzinfo=None)).alias("evaluated_at"),
-        pl.lit(code_version()).alias("code_version"),
-    ).select(list(HarmonyEvaluation.to_schema().columns))
+        tables, results = harmony_tables(learned, cfg.eval, eval_id, progress=advance)
     online = pl.DataFrame()
     if "harmony" in results:
         seed = online_seed
@@ -425,14 +518,14 @@ def evaluate_harmony_stage(
             InterferenceSamples,
         )
     with connect(warehouse) as con, transaction(con):
-        con.execute("DELETE FROM harmony_evaluation WHERE eval_id = ?", [eval_id])
-        write_frame(con, rows, HarmonyEvaluation)
+        store_evaluation(con, tables)
         if online.height:
             con.execute(
                 "DELETE FROM interference_samples WHERE source = ? AND seed = ?",
                 [ONLINE_SOURCE, seed],
             )
             write_frame(con, online, InterferenceSamples)
+        summary = _stored_summary(con, eval_id)
     return HarmonyEvalResult(eval_id, summary, online.height)
 
 

@@ -6,7 +6,9 @@ RL-TAPS' baselines (Random, SJF, Tetris job pickers with first-fit GPUs).
                            system (or from scratch), registers it in `policies` and writes
                            its curve to `rltaps_learning_curves`
     evaluate_rltaps_stage  the newest policy of each system and the three baselines on a
-                           held-out set of job sequences -> `rltaps_evaluation`
+                           held-out set of job sequences -> eval_runs / eval_jobs /
+                           eval_summary (set rl-taps-bimodal; the view `rltaps_evaluation`
+                           keeps the old columns)
     train_arena_stage      the arena policy (system "rl-taps-arena"): RL-TAPS' per-GPU
                            decision on the evaluation's cluster, trained on a workload set's
                            train split from the newest arena policy; the evaluation on every
@@ -44,7 +46,6 @@ from models.rltaps import (
     BASELINES,
     ReinforceConfig,
     RLTapsPolicy,
-    evaluate_schedulers,
     job_sequences,
     policy_from_checkpoint,
     system_of,
@@ -53,10 +54,18 @@ from models.rltaps import (
 from models.rltaps.arena import RLTapsArenaPolicy, arena_policy_from_checkpoint
 from models.rltaps.arena_reinforce import train_arena
 from models.rltaps.config import ARENA_SYSTEM, MODES, ArenaTrainConfig
-from models.rltaps.contracts import RLTapsEvaluation, RLTapsLearningCurves
-from models.rltaps.policy import sequence_seeds
+from models.rltaps.contracts import RLTapsLearningCurves
+from models.rltaps.policy import Episode, scheduler_episodes, sequence_seeds
 from models.torch_scope import scoped_torch
-from pipelines.evaluation import EvalConfig
+from pipelines.evaluation import (
+    EvalConfig,
+    EvalTables,
+    RunOutcome,
+    Workload,
+    run_schedulers,
+    store_evaluation,
+    summarize_runs,
+)
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     TrainResult,
@@ -70,10 +79,14 @@ from pipelines.trained import (
 )
 from tracelib.envs.gpu import GpuEnvConfig
 from tracelib.envs.gpu_arena import ArenaEnvConfig
+from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
+from tracelib.scenarios import RL_TAPS_SET
+from tracelib.scenarios.rltaps import job_length_s
 from tracelib.sim import SimConfig, jobs_from_frame
-from tracelib.stats import ci_half_width
-from warehouse import connect, transaction
+from tracelib.sim.jobs import JobSpec
+from tracelib.sim.topology import RLTAPS_STEP_S
+from warehouse import connect, read_frame, transaction
 from warehouse.io import write_frame
 
 _TEST_STREAM = 0x7E57
@@ -262,12 +275,116 @@ def train_rltaps_stage(
     )
 
 
+SCENARIO = "rl-taps"
+"""eval_summary.scenario of RL-TAPS' own evaluation; its set is rl-taps-bimodal."""
+
+
+def episode_job_rows(episode: Episode, jobs: tuple[JobSpec, ...]) -> pl.DataFrame:
+    """eval_jobs rows of one RL-TAPS episode: eq. 17's finish (its step's end, T_max if
+    unfinished) and slowdown ((finish - arrival) / len(j), len(j) the `ideal_s`). The
+    episode does not record when a job first got GPUs (start_s is its arrival) nor the
+    GPU-seconds it held (0)."""
+    finish = [episode.finish_s[j.job_id] for j in jobs]
+    arrival = [j.arrival_s for j in jobs]
+    ideal = [job_length_s(j) for j in jobs]
+    jct = [f - a for f, a in zip(finish, arrival, strict=True)]
+    return pl.DataFrame(
+        {
+            "job_index": [j.job_id for j in jobs],
+            "job_id": [j.name or str(j.job_id) for j in jobs],
+            "model": [j.model for j in jobs],
+            "arrival_s": arrival,
+            "start_s": arrival,
+            "finish_s": finish,
+            "jct_s": jct,
+            "ideal_s": ideal,
+            "slowdown": [t / i for t, i in zip(jct, ideal, strict=True)],
+            "gpu_time_s": [0.0] * len(jobs),
+        },
+        schema_overrides={"job_index": pl.Int32},
+    )
+
+
+def rltaps_tables(
+    schedulers: dict[str, RLTapsPolicy | None],
+    policy_ids: dict[str, str],
+    cfg: RLTapsStageConfig,
+    eval_id: str,
+    progress: ProgressFn = no_progress,
+) -> EvalTables:
+    """RL-TAPS' own scenario (section 5) through the one evaluation: every scheduler (a
+    learned policy, greedy, or a picker name with first-fit GPUs) on `cfg.test_sequences`
+    held-out bimodal sequences (set rl-taps-bimodal, one run each), each run's reward G_1
+    in eval_runs.reward and its jobs' slowdowns in eval_jobs; the ratios pair mean
+    slowdown (the paper's metric) by sequence. Pure: same inputs, same tables."""
+    seeds = cfg.test_seeds()
+    sequences = job_sequences(seeds, cfg.n_jobs)
+    env_cfg = cfg.env_config()
+    # The pickers' generators run through the sequences in order (as RL-TAPS' evaluation
+    # always ran them), so the episodes are simulated first and read per sequence.
+    episodes = scheduler_episodes(schedulers, sequences, env_cfg, seed=cfg.seed, progress=progress)
+
+    def replayed(name: str):
+        def run(workload: Workload, _seed: int) -> RunOutcome:
+            ep = episodes[name][workload.sequence_no]
+            return RunOutcome(
+                episode_job_rows(ep, workload.jobs),
+                policy_ids.get(name, name),
+                reward=ep.first_return(cfg.gamma),
+            )
+
+        return run
+
+    sequence_set = f"rl-taps-bimodal-test:{cfg.n_jobs}x{cfg.test_sequences}:seed{cfg.seed}"
+    workloads = [
+        Workload(
+            workload_set=RL_TAPS_SET,
+            workload_id=f"{sequence_set}:{seed}",
+            sequence_no=k,
+            jobs=jobs,
+            seeds=(int(seed),),
+            trace_version=f"scenario:{RL_TAPS_SET}",
+        )
+        for k, (seed, jobs) in enumerate(zip(seeds, sequences, strict=True))
+    ]
+    eval_config = {
+        k: v
+        for k, v in cfg.to_dict().items()
+        if k in ("n_jobs", "max_steps", "test_sequences", "gamma", "resume_cost_s", "seed")
+    }
+    config = canonical_json({**eval_config, "sequence_set": sequence_set, "seeds": seeds})
+    version = code_version()
+    runs, jobs = run_schedulers(
+        {name: replayed(name) for name in schedulers},
+        workloads,
+        eval_id=eval_id,
+        total_gpus=env_cfg.topology.n_gpus,
+        run_config=lambda seed: config,
+        version=version,
+    )
+    baselines = [name for name in schedulers if schedulers[name] is None]
+    summary = summarize_runs(
+        runs,
+        reference="sjf" if "sjf" in baselines else (baselines or list(schedulers))[0],
+        order=list(schedulers),
+        confidence=0.95,
+        slot_s=RLTAPS_STEP_S,
+        config=config,
+        version=version,
+        families={name: SCENARIO for name in schedulers if schedulers[name] is not None},
+        metric="mean_slowdown",
+        scenario=SCENARIO,
+    )
+    return EvalTables(eval_id, runs, jobs, summary)
+
+
 def evaluate_rltaps_stage(
     warehouse: str | Path | None, cfg: RLTapsStageConfig, progress: Reporter = QUIET
 ) -> RLTapsEvalResult:
     """Evaluate the newest registered policy of each RL-TAPS system (those registered) and
     the Random, SJF and Tetris pickers (first-fit GPUs) on `cfg.test_sequences` held-out job
-    sequences; one `rltaps_evaluation` row per scheduler (re-running replaces its rows)."""
+    sequences: eval_runs / eval_jobs / eval_summary rows (one `rltaps_evaluation` row per
+    scheduler; re-running replaces its rows)."""
     learned: dict[str, RLTapsPolicy] = {}
     policy_ids: dict[str, str] = {}
     with connect(warehouse) as con:
@@ -278,9 +395,6 @@ def evaluate_rltaps_stage(
             if resumed.policy_id is not None:
                 learned[f"rl-taps-{mode}"] = resumed.policy
                 policy_ids[f"rl-taps-{mode}"] = resumed.policy_id
-    seeds = cfg.test_seeds()
-    env_cfg = cfg.env_config()
-    sequence_set = f"rl-taps-bimodal-test:{cfg.n_jobs}x{cfg.test_sequences}:seed{cfg.seed}"
     eval_config = {
         k: v
         for k, v in cfg.to_dict().items()
@@ -289,47 +403,24 @@ def evaluate_rltaps_stage(
     run_id = "rltaps-eval:" + input_key(eval_config, policy_ids)[:16]
     schedulers: dict[str, RLTapsPolicy | None] = {**learned, **dict.fromkeys(BASELINES)}
     with scoped_torch(threads=1), progress.bar("RL-TAPS evaluation episodes") as advance:
-        results = evaluate_schedulers(
-            schedulers,
-            job_sequences(seeds, cfg.n_jobs),
-            env_cfg,
-            gamma=cfg.gamma,
-            seed=cfg.seed,
-            progress=advance,
-        )
-    rows = []
-    for name, values in results.items():
-        rewards = [r for r, _ in values]
-        slowdowns = [s for _, s in values]
-        rows.append(
-            {
-                "run_id": run_id,
-                "scheduler": name,
-                "sequence_set": sequence_set,
-                "n_sequences": len(values),
-                "n_jobs": cfg.n_jobs,
-                "mean_reward": float(np.mean(rewards)),
-                "reward_ci95": ci_half_width(rewards),
-                "mean_slowdown": float(np.mean(slowdowns)),
-                "slowdown_ci95": ci_half_width(slowdowns),
-                "policy_id": policy_ids.get(name),
-                "seeds": canonical_json(seeds),
-                "config": canonical_json(eval_config),
-                "code_version": code_version(),
-            }
-        )
-    frame = pl.DataFrame(rows, schema_overrides={"policy_id": pl.Utf8})
+        tables = rltaps_tables(schedulers, policy_ids, cfg, run_id, progress=advance)
     with connect(warehouse) as con, transaction(con):
-        con.execute("DELETE FROM rltaps_evaluation WHERE run_id = ?", [run_id])
-        write_frame(con, frame, RLTapsEvaluation)
+        store_evaluation(con, tables)
+        rows = read_frame(
+            con, "SELECT * FROM rltaps_evaluation WHERE run_id = ? ORDER BY scheduler", [run_id]
+        )
+    runs = tables.runs.sort("sequence_no")
     return RLTapsEvalResult(
         run_id,
-        sequence_set,
+        rows["sequence_set"][0],
         policy_ids,
-        {r["scheduler"]: r["mean_slowdown"] for r in rows},
-        {r["scheduler"]: r["mean_reward"] for r in rows},
-        {name: [s for _, s in values] for name, values in results.items()},
-        seeds,
+        dict(zip(rows["scheduler"], rows["mean_slowdown"], strict=True)),
+        dict(zip(rows["scheduler"], rows["mean_reward"], strict=True)),
+        {
+            name: runs.filter(pl.col("scheduler") == name)["mean_slowdown"].to_list()
+            for name in schedulers
+        },
+        cfg.test_seeds(),
     )
 
 

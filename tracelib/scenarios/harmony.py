@@ -1,4 +1,7 @@
-"""Harmony's job sequences under its three arrival patterns (section VI.B, Fig. 8).
+"""Harmony's setting as named scenarios (harmony-uniform, harmony-poisson, harmony-google):
+its 6-server testbed (`harmony_testbed`), 20-minute intervals with fixed placement
+(`harmony_sim`), and its job sequences under the three arrival patterns (section VI.B,
+Fig. 8):
 
     uniform  a count drawn uniformly from 0..2*mean per interval (mean 3: the default)
     poisson  Poisson counts per interval (rate 2)
@@ -20,11 +23,27 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracelib.catalogue import by_name
+from tracelib.sim.config import ClusterConfig, SimConfig, SpeedConfig
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.speed import SpeedModel
 from tracelib.synthetic import HARMONY_MODELS
 
 PATTERNS = ("uniform", "poisson", "google")
+
+
+def harmony_testbed() -> ClusterConfig:
+    """Harmony's testbed: 6 servers of the same kind."""
+    return ClusterConfig(n_servers=6)
+
+
+def harmony_sim() -> SimConfig:
+    """Harmony's setting: its 6-server testbed, 20-minute intervals, fixed placement, and
+    the default run-to-run variation (10% per job, 5% per interval, as the evaluation)."""
+    return SimConfig(
+        cluster=harmony_testbed(),
+        speed=SpeedConfig(),
+        fixed_placement=True,
+    )
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from typing import ClassVar
 import numpy as np
 
 from tracelib.catalogue import DL2_CATALOGUE, JobType, by_name
+from tracelib.scenarios.dl2 import dl2_small
 from tracelib.sim.config import ClusterConfig, SimConfig, SpeedConfig
 from tracelib.sim.jobs import JobSpec
 from tracelib.synthetic import CHIC_MODELS, EPOCH, PoissonConfig, poisson_trace
@@ -204,7 +205,7 @@ def split_seeds(split: str, n: int, root_seed: int = 0) -> tuple[int, ...]:
 
 
 def _dl2_setting() -> SimConfig:
-    return SimConfig(cluster=ClusterConfig.dl2_small(), window=20)
+    return SimConfig(cluster=dl2_small(), window=20)
 
 
 @dataclass(frozen=True)
