@@ -41,7 +41,7 @@ from models.harmony.placement import GreedySpeedPlacement
 from models.harmony.reward import RewardTrainConfig, compare_estimators, fit_reward_model
 from models.harmony.train import PlacementTrainConfig, train_placement
 from pipelines.systems.harmony.stages import VARIANTS, harmony_tables
-from tracelib.gavel import GavelConfig, gavel_samples
+from tracelib.gavel import read_gavel
 from tracelib.interference import InterferenceConfig, collect_samples
 from tracelib.scenarios.harmony import ArrivalConfig, sequences
 from tracelib.sim.speed import SpeedModel
@@ -70,10 +70,13 @@ def reward_models(epochs: int, gavel: str | None) -> object:
         )
     )
     if gavel:
-        for gpu in ("v100", "p100", "k80"):
-            part = gavel_samples(gavel, GavelConfig(gpu_types=(gpu,)))
+        read = read_gavel(gavel)
+        for key, reason in read.skipped.items():
+            print(f"Gavel {key}: skipped ({reason})")
+        for gpu in read.gpu_types:
+            part = read.samples.filter(pl.col("source") == f"gavel:{gpu}")
             gfit = fit_reward_model(part, RewardTrainConfig(epochs=epochs))
-            gtab = compare_estimators(part, gfit, lif=False)
+            gtab = compare_estimators(part, gfit, lif_profile="measured")
             print(f"Gavel {gpu}: {part.height} measured samples")
             print(
                 gtab.filter(pl.col("job_type") == "all").pivot(

@@ -5,16 +5,18 @@ unchanged inputs and atomic failure."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 
 from models.harmony.evaluate import HarmonyEvalConfig
 from models.harmony.placement import HarmonyNetConfig
-from models.harmony.reward import RewardTrainConfig
+from models.harmony.reward import ESTIMATORS, RewardTrainConfig
 from models.harmony.train import PlacementTrainConfig
+from pipelines.progress import Reporter
 from pipelines.stages import interference_stage
+from pipelines.systems.harmony.plugin import summary_lines
 from pipelines.systems.harmony.stages import (
     HarmonyStageConfig,
     evaluate_harmony_stage,
@@ -200,3 +202,32 @@ def test_the_readmes_queries_on_harmony_evaluation_still_answer(run):
     with connect(path) as con:
         for query in queries:
             assert read_frame(con, query).height > 0, query
+
+
+def test_gavel_types_default_to_the_file_and_print_beside_lif(run, capsys):
+    # Last in this module: it adds k80's predictor to the shared warehouse.
+    path, _, _, _ = run
+    lines = Reporter("lines", 0.0)
+    reward = fit_reward_model_stage(path, replace(CFG, gavel_gpu_types=()), lines)
+    assert set(reward.gavel) == {"k80", "v100"}
+    assert set(reward.gavel_skipped) == {"v100_unconsolidated"}
+    for gpu in ("k80", "v100"):
+        errors = reward.gavel_errors[gpu]
+        assert set(errors) == {*ESTIMATORS, "test_samples"} and errors["test_samples"] >= 1
+    printed = capsys.readouterr().out.splitlines()
+    per_type = [line for line in printed if "Gavel " in line]
+    assert len(per_type) == 3
+    for gpu in ("k80", "v100"):
+        (line,) = [line for line in per_type if f"Gavel {gpu}:" in line]
+        for name in ("predictor", "LIF-Line", "LIF-Quad", "gradient boosting"):
+            assert f"{name} " in line and f"{name} n/a" not in line
+    assert any("Gavel v100_unconsolidated: skipped (no pair of its own" in x for x in per_type)
+    # The end summary lists the same lines.
+    summary = summary_lines(
+        {
+            "reward": asdict(reward),
+            "placement": {},
+            "evaluation": {"summary": []},
+        }
+    )
+    assert sum("Gavel " in line for line in summary) == 3

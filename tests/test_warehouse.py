@@ -182,3 +182,30 @@ def test_cli_duckdb_can_open_the_file(warehouse_path):
         timeout=60,
     )
     assert out.returncode == 0, out.stderr
+
+
+def test_jobs_are_unique_without_an_index(warehouse_path):
+    # Migration 0021 dropped jobs' primary key; the contract and replace_rows hold it.
+    from tests.test_contracts import minimal_job
+    from tracelib.contracts import Jobs
+
+    twice = pl.concat([minimal_job(), minimal_job(job_id="j2"), minimal_job()])
+    with connect(warehouse_path) as con:
+        assert not con.sql(
+            "SELECT * FROM duckdb_constraints() WHERE table_name = 'jobs' "
+            "AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')"
+        ).fetchall()
+        with pytest.raises(ContractViolation, match=r"one_row_per_job.*row 2"):
+            replace_rows(con, twice, Jobs, {"source_id": "s"})
+        replace_rows(con, minimal_job(), Jobs, {"source_id": "s"})
+        before = read_frame(con, "SELECT * FROM jobs")
+        # A row outside the rows replaced would be stored twice by the next replace.
+        other = pl.concat([minimal_job(job_id="j3"), minimal_job(source_id="t")])
+        with pytest.raises(ContractViolation, match="do not match source_id = 's'"):
+            with transaction(con):
+                replace_rows(con, other, Jobs, {"source_id": "s"})
+        assert read_frame(con, "SELECT * FROM jobs").equals(before)
+        for _ in range(2):  # replacing is idempotent
+            with transaction(con):
+                replace_rows(con, other.head(1), Jobs, {"source_id": "s"})
+        assert read_frame(con, "SELECT job_id FROM jobs")["job_id"].to_list() == ["j3"]

@@ -781,11 +781,19 @@ ESTIMATORS = ("harmony-nn", "lif-line", "lif-quad", "gradient-boosting")
 
 
 def compare_estimators(
-    frame: pl.DataFrame, fit: RewardFit, seed: int = 0, lif: bool = True
+    frame: pl.DataFrame,
+    fit: RewardFit,
+    seed: int = 0,
+    lif: bool = True,
+    lif_profile: str = "catalogue",
 ) -> pl.DataFrame:
     """Mean relative error of each estimator on the training and held-out rows, overall
-    and per job type (estimator, split, job_type, n_samples, mean_relative_error). LIF needs
-    the catalogue's usage profiles, so `lif=False` for samples of other job types (Gavel)."""
+    and per job type (estimator, split, job_type, n_samples, mean_relative_error).
+
+    LIF reads each job type's usage profile: the catalogue's (`lif_profile="catalogue"`), or
+    for job types outside it (Gavel's) one measured on the training rows
+    (`"measured"`, `models.heuristics.lif.measured_usage`: how much a type slows the jobs
+    it shares with); `lif=False` leaves LIF out."""
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     test = fit.test_mask
@@ -797,11 +805,19 @@ def compare_estimators(
     for split, sel in splits:
         rows += _per_type_rows("harmony-nn", split, frame.filter(pl.Series(sel)), err_nn[sel])
     if lif:
-        from models.heuristics.lif import fit_lif, relative_error
+        from models.heuristics.lif import fit_lif, measured_usage, relative_error
 
+        if lif_profile not in ("catalogue", "measured"):
+            raise ValueError(f"lif_profile must be catalogue or measured, got {lif_profile!r}")
         train = frame.filter(pl.Series(~test))
+        n_types = int(frame["type_index"].max()) + 1
+        # The profile comes from the training rows only: the held-out error stays held out.
+        usage = measured_usage(train, n_types) if lif_profile == "measured" else None
         for kind in ("line", "quad"):
-            model = fit_lif(train, kind)
+            if usage is None:
+                model = fit_lif(train, kind)
+            else:
+                model = fit_lif(train, kind, ("measured",), usage=usage)
             for split, sel in splits:
                 part = frame.filter(pl.Series(sel))
                 rows += _per_type_rows(f"lif-{kind}", split, part, relative_error(model, part))

@@ -155,19 +155,44 @@ def _lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.linalg.lstsq(x, y, rcond=None)[0]
 
 
+def measured_usage(frame: pl.DataFrame, n_types: int) -> np.ndarray:
+    """A one-channel usage profile, (n_types, 1) by type_index, for job types the catalogue
+    has no profile of (Gavel's): the mean slowdown of the jobs that share a sample set with
+    a job of the type, i.e. how hard it presses on what it shares (a GPU, for Gavel). A type
+    that presses on nobody in `frame` gets the mean over the types that do."""
+    group = pl.struct("source", "seed", "sample_set")
+    rows = frame.select(group.rank("dense").alias("g"), "job_in_set", "type_index", "slowdown")
+    pairs = rows.join(rows, on="g", suffix="_other").filter(
+        pl.col("job_in_set") != pl.col("job_in_set_other")
+    )
+    pressed = pairs.group_by("type_index_other").agg(pl.col("slowdown").mean())
+    usage = np.full((n_types, 1), np.nan)
+    for t, value in pressed.iter_rows():
+        usage[int(t), 0] = value
+    fill = np.nanmean(usage) if np.isfinite(usage).any() else 0.0
+    return np.where(np.isfinite(usage), usage, fill)
+
+
 def fit_lif(
     frame: pl.DataFrame,
     kind: Kind = "line",
     channels: tuple[str, ...] = LIF_CHANNELS,
     max_rounds: int = 20,
+    usage: np.ndarray | None = None,
 ) -> LifModel:
     """Fit LIF-Line (`kind="line"`) or LIF-Quad (`"quad"`) on interference samples (rows
-    with the `interference_samples` columns)."""
+    with the `interference_samples` columns). `usage` (L, C) replaces the catalogue's
+    profile on `channels` for job types outside the catalogue (`measured_usage`)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if frame.height == 0:
         raise ValueError("no samples to fit on")
-    usage = usage_matrix(channels)
+    if usage is None:
+        usage = usage_matrix(channels)
+        names = {jt.type_index: jt.model for jt in DL2_CATALOGUE}
+    else:
+        usage = np.array(usage, dtype=float)
+        names = dict(frame.select("type_index", "model").unique().iter_rows())
     types, tasks, group = _frame_arrays(frame)
     slowdown = frame["slowdown"].to_numpy()
     x_all = features(foreign_load(types, tasks, usage, group), kind)  # (N, S, P)
@@ -195,7 +220,6 @@ def fit_lif(
 
     coef.flags.writeable = False
     usage.flags.writeable = False
-    names = {jt.type_index: jt.model for jt in DL2_CATALOGUE}
     model = LifModel(
         kind=kind,
         channels=tuple(channels),

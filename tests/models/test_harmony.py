@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from models.harmony.placement import (
     predicted_reward,
 )
 from models.harmony.reward import (
+    ESTIMATORS,
     RewardNet,
     RewardTrainConfig,
     SetArrays,
@@ -43,7 +45,7 @@ from models.harmony.train import (
 from pipelines.systems.harmony.stages import harmony_tables
 from tracelib.contracts import InterferenceSamples
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
-from tracelib.gavel import GavelConfig, gavel_samples
+from tracelib.gavel import GavelConfig, gavel_samples, read_gavel
 from tracelib.interference import InterferenceConfig, collect_samples
 from tracelib.scenarios.harmony import ArrivalConfig, harmony_sim, sequence, sequences
 from tracelib.sim import Simulator
@@ -183,6 +185,39 @@ def test_predictor_fits_gavel_samples():
     fit = fit_reward_model(part, RewardTrainConfig(epochs=5, hidden=(16, 16, 8), test_fraction=0.2))
     table = compare_estimators(part, fit, lif=False)
     assert set(table["estimator"]) == {"harmony-nn", "gradient-boosting"}
+    # LIF on a usage profile measured on the training pairs (Gavel's types have no
+    # catalogue profile), on the same split as the others.
+    table = compare_estimators(part, fit, lif_profile="measured")
+    assert set(table["estimator"]) == set(ESTIMATORS)
+    test = table.filter((pl.col("split") == "test") & (pl.col("job_type") == "all"))
+    assert test["n_samples"].n_unique() == 1 and test["mean_relative_error"].is_finite().all()
+
+
+def test_gavel_unconsolidated_keys_are_read_when_they_have_pairs_of_their_own(tmp_path):
+    # The sample file is shaped like Gavel's published one: v100_unconsolidated repeats
+    # v100's 1-GPU pairs and differs only in a 2-GPU job's throughput alone (no pair fits).
+    read = read_gavel(GAVEL)
+    assert read.gpu_types == ("k80", "v100")
+    assert set(read.skipped) == {"v100_unconsolidated"}
+    assert "5 fitting pairs repeat v100's" in read.skipped["v100_unconsolidated"]
+    # A spread pair measured on its own is read: one worker per server, sharing them.
+    data = json.loads(GAVEL.read_text())
+    two = "('ResNet-18 (batch size 32)', 2)"
+    data["v100_unconsolidated"][two] = {"null": 62.0, two: [40.0, 40.0]}
+    data["k80"] = {two: {"null": 1.0, two: [0.0, 0.0]}}
+    path = tmp_path / "throughputs.json"
+    path.write_text(json.dumps(data))
+    read = read_gavel(path)
+    assert read.gpu_types == ("v100", "v100_unconsolidated")
+    assert read.skipped == {"k80": "no pair fits: all 1 pairs have a throughput of 0"}
+    spread = validate(read.samples, InterferenceSamples).filter(
+        pl.col("source") == "gavel:v100_unconsolidated"
+    )
+    assert spread.height == 2 and spread["worker_servers"].to_list() == ["[1, 1]"] * 2
+    assert (
+        spread["n_servers"].to_list() == [2, 2]
+        and spread["slowdown"].to_list() == [1 - 40 / 62] * 2
+    )
 
 
 def _over_capacity(env: PlacementEnv) -> bool:

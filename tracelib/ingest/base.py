@@ -218,10 +218,18 @@ def normalize(
 
     # Duplicates are judged among otherwise-clean records: a broken first copy must not
     # push a good second copy into quarantine.
-    clean = frame.filter(~pl.col("record_no").is_in(problems["record_no"].implode()))
-    is_first = clean.get_column("job_id").is_first_distinct()
-    accepted = clean.filter(is_first)
-    repeats = clean.filter(~is_first).select("record_no", "job_id")
+    clean = frame
+    if problems.height:
+        clean = frame.filter(~pl.col("record_no").is_in(problems["record_no"].implode()))
+    ids = clean.get_column("job_id")
+    if ids.hash().n_unique() == ids.len():
+        # All hashes differ, so all ids do: 0.03 s for a million, where finding the first
+        # of each id takes 0.2 s (needed only when two hashes meet).
+        accepted, repeats = clean, clean.head(0).select("record_no", "job_id")
+    else:
+        is_first = ids.is_first_distinct()
+        accepted = clean.filter(is_first)
+        repeats = clean.filter(~is_first).select("record_no", "job_id")
     if repeats.height:
         repeats = repeats.join(
             accepted.select("job_id", pl.col("record_no").alias("_first")), on="job_id"

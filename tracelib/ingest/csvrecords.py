@@ -16,6 +16,15 @@ Quoting follows Python's `csv` module (double quote, doubled to escape, a quote 
 quoted field only at the start of a field). Lines without any quote character are split
 column-wise by polars; only records that touch a quote go through `csv`, so a file with a
 few quoted fields costs about what a file without any does.
+
+A plain file (no quote at all, valid UTF-8 without a byte-order mark, "\n" or "\r\n" line
+ends, every line exactly the header's fields) is read by polars' multi-threaded CSV reader
+instead, about four times faster (`_plain_records`). The reader cannot say on its own that a
+file is plain: it pads a short line and reads a blank one as a row of empty fields. So a
+file is taken as plain only when, after reading, the row count is the line count and the
+comma count is exactly (fields - 1) per line (the reader refuses a line with extra fields,
+so no line can make up for a short one); anything else goes the way above, and both ways
+give the same records.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tracelib.ingest.base import IngestError
+from tracelib.ingest.base import IngestError, line_lookup
 
 DELIMITER = ","
 QUOTE = '"'
@@ -47,6 +56,9 @@ class CsvRecords:
     records that could not be split into the expected fields."""
     raw: Callable[[Sequence[int]], list[str]]
     """record numbers -> the records' text as it appears in the file."""
+    blank_free: bool = False
+    """No field starts or ends with a blank (the file is plain ASCII without a space, tab,
+    vertical tab or form feed): trimming the fields would change nothing."""
 
 
 def read_csv_records(
@@ -58,6 +70,9 @@ def read_csv_records(
     Invalid UTF-8 becomes U+FFFD (the caller reports it per field). Raises IngestError when
     the file has no header or no data record at all.
     """
+    plain = _plain_records(data, has_header=has_header, columns=columns)
+    if plain is not None:
+        return plain
     text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
     # One line per element; "\r\n" endings lose their "\r" (a lone "\r" is an ordinary
     # character, as in polars).
@@ -110,6 +125,78 @@ def read_csv_records(
     return CsvRecords(
         table=table, n_fields=n_fields, problems=problems, raw=_raw_lookup(raw_lines, last_lines)
     )
+
+
+_PROBLEM_SCHEMA = {"record_no": pl.Int64, "column": pl.Utf8, "reason": pl.Utf8}
+
+
+def _plain_records(
+    data: bytes, *, has_header: bool, columns: Sequence[str] | None
+) -> CsvRecords | None:
+    """The records of a plain file read by polars' CSV reader, or None when the file is not
+    plain (see the module docstring); the caller then reads it line by line. The records
+    are exactly those the line-by-line way gives."""
+    if (
+        QUOTE.encode() in data
+        or data.startswith(b"\xef\xbb\xbf")
+        or (b"\r" in data and data.count(b"\r") != data.count(b"\r\n"))
+        or not is_utf8(data)
+    ):
+        return None
+    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    try:
+        frame = pl.read_csv(
+            data,
+            has_header=False,
+            separator=DELIMITER,
+            quote_char=None,
+            infer_schema=False,
+            empty_string_is_null=False,
+            truncate_ragged_lines=False,
+        )
+    except (pl.exceptions.PolarsError, ValueError):
+        return None  # a line with extra fields, for one: the careful way reports it
+    width = frame.width
+    first = 1 if has_header else 0
+    # Blank lines, short lines: both break the comma count (width >= 2 keeps a blank line
+    # from passing for a one-field record).
+    if (
+        width < 2
+        or frame.height != n_lines
+        or frame.height <= first
+        or data.count(DELIMITER.encode()) != n_lines * (width - 1)
+    ):
+        return None
+    if has_header:
+        names = _column_names(list(frame.row(0)))
+    else:
+        names = list(columns or [])
+        if len(names) != width:
+            return None
+    table = frame.slice(first).rename(dict(zip(frame.columns, names, strict=True)))
+    n = table.height
+    table = table.select(
+        pl.int_range(first + 1, first + 1 + n, dtype=pl.Int64).alias("record_no"), pl.all()
+    )
+    return CsvRecords(
+        table=table,
+        n_fields=pl.Series("n_fields", [width], dtype=pl.UInt32).extend_constant(width, n - 1),
+        problems=pl.DataFrame(schema=_PROBLEM_SCHEMA),
+        raw=line_lookup(data),
+        # "\r" only ends lines here (the reader drops it) and "\n" never is in a field.
+        blank_free=data.isascii() and not any(b in data for b in (b" ", b"\t", b"\x0b", b"\x0c")),
+    )
+
+
+def is_utf8(data: bytes) -> bool:
+    """Whether the bytes are valid UTF-8 (ASCII checked first: it is 20 times faster)."""
+    if data.isascii():
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _lines(text: str) -> pl.Series:

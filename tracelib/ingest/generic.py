@@ -73,7 +73,7 @@ from tracelib.ingest.base import (
     first_problems,
     normalize_status,
 )
-from tracelib.ingest.csvrecords import read_csv_records
+from tracelib.ingest.csvrecords import is_utf8, read_csv_records
 from tracelib.provenance import sha256_hex
 
 FIELDS = (
@@ -420,12 +420,15 @@ def parse_mapped(
     raw,
     record_problems: pl.DataFrame | None = None,
     params: dict[str, Any] | None = None,
+    blank_free: bool = False,
 ) -> ParsedTrace:
     """Apply a mapping to a table that has `record_no` first: typed job fields plus one
     parse error per bad record.
 
     `record_problems` (record_no, column, reason) are records that could not even be split
     into fields (ragged CSV rows); they are reported under the job field of their column.
+    `blank_free`: no text value starts or ends with a blank (`CsvRecords.blank_free`), so
+    text is not trimmed (empty text is still missing).
     Raises IngestError when a mapped column is missing or has a type no field can hold, or
     when no value at all of a time column matches the mapping's time format.
     """
@@ -445,13 +448,13 @@ def parse_mapped(
                 col,
             )
     # Checking for replacement characters only matters if the bytes were not valid UTF-8.
-    check_encoding = not _is_utf8(data)
+    check_encoding = not is_utf8(data)
     targets = {fld: "duration_s" if fld == "duration" else fld for fld in mapping.columns}
     # Trim the raw text once, parse it once, then check column-wise which records failed.
     trimmed = table.select(
         "record_no",
         *[
-            _trimmed(col, table.schema[col]).alias(f"_raw_{fld}")
+            _trimmed(col, table.schema[col], strip=not blank_free).alias(f"_raw_{fld}")
             for fld, col in mapping.columns.items()
         ],
     )
@@ -595,14 +598,16 @@ def _refuse_unmatched_times(
 ) -> None:
     """A time column none of whose values parse is a wrong mapping, not bad records:
     fail naming the column and an example value instead of quarantining every record."""
-    usable = parsed.filter(~pl.col("record_no").is_in(broken.implode()))
+    usable = parsed
+    if broken.len():
+        usable = parsed.filter(~pl.col("record_no").is_in(broken.implode()))
     for fld in _TIME_FIELDS:
         if fld not in mapping.columns or kinds[fld] is None:
             continue
-        given = usable.get_column(f"_raw_{fld}").drop_nulls()
-        if given.len() and usable.get_column(fld).drop_nulls().len() == 0:
+        raw, times = usable.get_column(f"_raw_{fld}"), usable.get_column(fld)
+        if raw.null_count() < raw.len() and times.null_count() == times.len():
             col = mapping.columns[fld]
-            example = str(given[0])
+            example = str(raw.drop_nulls()[0])
             example = example if len(example) <= 40 else example[:37] + "..."
             raise IngestError(
                 path,
@@ -612,20 +617,13 @@ def _refuse_unmatched_times(
             )
 
 
-def _trimmed(col: str, dtype: pl.DataType) -> pl.Expr:
-    """Text with surrounding blanks removed and empty strings as missing; other types as is."""
+def _trimmed(col: str, dtype: pl.DataType, strip: bool = True) -> pl.Expr:
+    """Text with surrounding blanks removed (unless `strip` is False: the caller knows
+    there are none) and empty strings as missing; other types as is."""
     if dtype != pl.Utf8:
         return pl.col(col)
-    text = pl.col(col).str.strip_chars()
+    text = pl.col(col).str.strip_chars() if strip else pl.col(col)
     return pl.when(text == "").then(None).otherwise(text)
-
-
-def _is_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _convert(fld: str, col: pl.Expr, dtype: pl.DataType, mapping: Mapping):
@@ -694,10 +692,11 @@ def parse_generic(
     data = read_bytes(path) if data is None else data
     if is_parquet(path):
         table = read_parquet(path, data)
-        raw, problems = _row_lookup(table), None
+        raw, problems, blank_free = _row_lookup(table), None, False
     else:
         records = read_csv_records(path, data)
         table, raw, problems = records.table, records.raw, records.problems
+        blank_free = records.blank_free
     return parse_mapped(
         path,
         data,
@@ -707,6 +706,7 @@ def parse_generic(
         raw=raw,
         record_problems=problems,
         params=ingest_params(mapping),
+        blank_free=blank_free,
     )
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,8 @@ class HarmonyOptions:
     """updates of Harmony's placement policy trained for the evaluation on every workload
     set (default: the budget's; 0 leaves Harmony out of that evaluation)"""
     gavel: str | None = None
-    """Gavel throughputs JSON: ingest its measured co-locations and fit a predictor"""
+    """Gavel throughputs JSON: ingest its measured co-locations and fit a predictor per GPU
+    type (every key of the file), printed beside LIF's and gradient boosting's error"""
     online_update: bool = False
     """after evaluating, re-fit Harmony's networks on the speeds the evaluation observed"""
 
@@ -87,12 +89,42 @@ def seeded(cfg: HarmonyRunConfig, seed: int, workload_set: str) -> HarmonyRunCon
     )
 
 
+GAVEL_ESTIMATORS = (
+    ("harmony-nn", "predictor"),
+    ("lif-line", "LIF-Line"),
+    ("lif-quad", "LIF-Quad"),
+    ("gradient-boosting", "gradient boosting"),
+)
+"""The estimators of a Gavel GPU type's line, in order, with their printed names."""
+
+
+def gavel_line(gpu: str, errors: Mapping[str, float]) -> str:
+    """One GPU type's held-out mean relative error of the predictor beside LIF's and
+    gradient boosting's on the same split (`errors`: `RewardResult.gavel_errors[gpu]`)."""
+    parts = [
+        f"{name} {errors[key]:.1%}" if key in errors else f"{name} n/a"
+        for key, name in GAVEL_ESTIMATORS
+    ]
+    n = int(errors.get("test_samples", 0))
+    return f"Gavel {gpu}: held-out relative error ({n} samples) {', '.join(parts)}"
+
+
+def skipped_line(key: str, reason: str) -> str:
+    """A Gavel key that gave no samples, and why."""
+    return f"Gavel {key}: skipped ({reason})"
+
+
 def summary_lines(summary: dict) -> list[str]:
-    """The predictor's error, each policy, and the evaluation's average JCTs."""
+    """The predictor's error (and per Gavel GPU type beside LIF's and gradient boosting's),
+    each policy, and the evaluation's average JCTs."""
     reward = summary["reward"]["reward_model"]
     error = reward["metrics"].get("test_rel_error")
     error_text = f"held-out relative error {error:.1%}" if error is not None else ""
     lines = [f"  Harmony reward model {reward['policy_id']}: {error_text}"]
+    for gpu, errors in summary["reward"].get("gavel_errors", {}).items():
+        lines.append(f"    {gavel_line(gpu, errors)}")
+    for key, reason in summary["reward"].get("gavel_skipped", {}).items():
+        lines.append(f"    {skipped_line(key, reason)}")
     trained = {**summary["placement"], "harmony-arena": summary.get("arena")}
     for name, result in ((n, r) for n, r in trained.items() if r):
         lines.append(

@@ -5,7 +5,10 @@
                              boosting on the same split -> `reward_model_metrics`; with a
                              Gavel throughputs file, its measured pairs are ingested into
                              `interference_samples` (source gavel:<gpu>) and a predictor is
-                             fitted and measured on each GPU type too
+                             fitted and measured on each GPU type too (every key of the file
+                             by default; `_unconsolidated` keys without pairs of their own
+                             are skipped with the reason), each printed beside LIF's and
+                             gradient boosting's held-out error
     train_placement_stage    actor-critic placement policies (Harmony and its Table II
                              ablations) on rollouts scored by the latest reward predictor
     evaluate_harmony_stage   every newest Harmony policy and the baselines in the simulator
@@ -73,6 +76,7 @@ from pipelines.evaluation import (
     summarize_runs,
 )
 from pipelines.progress import QUIET, Reporter
+from pipelines.systems.harmony.plugin import gavel_line, skipped_line
 from pipelines.trained import (
     TrainResult,
     already_trained,
@@ -84,7 +88,7 @@ from pipelines.trained import (
     set_workloads,
 )
 from tracelib.contracts import InterferenceSamples
-from tracelib.gavel import GavelConfig, gavel_samples
+from tracelib.gavel import GavelConfig, read_gavel
 from tracelib.interference import store_samples
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import code_version
@@ -117,7 +121,9 @@ class HarmonyStageConfig:
     gavel_path: str | None = None
     """Optional Gavel throughputs JSON (scheduler/simulation_throughputs.json) to ingest and
     fit a predictor on, per GPU type."""
-    gavel_gpu_types: tuple[str, ...] = ("v100", "p100", "k80")
+    gavel_gpu_types: tuple[str, ...] = ()
+    """Keys of the Gavel file to read (empty: every key it has, `_unconsolidated` ones
+    included; see `tracelib.gavel` for how those are read or skipped)."""
     reward: RewardTrainConfig = field(default_factory=RewardTrainConfig)
     train: PlacementTrainConfig = field(default_factory=lambda: PlacementTrainConfig(updates=300))
     variants: tuple[str, ...] = tuple(VARIANTS)
@@ -143,6 +149,12 @@ class RewardResult:
     reward_model: TrainResult
     gavel: dict[str, TrainResult]
     """GPU type -> predictor fitted on Gavel's measurements."""
+    gavel_errors: dict[str, dict[str, float]] = field(default_factory=dict)
+    """GPU type -> held-out mean relative error by estimator (harmony-nn, lif-line,
+    lif-quad, gradient-boosting; absent when not measured) and `test_samples`."""
+    gavel_skipped: dict[str, str] = field(default_factory=dict)
+    """Gavel key -> why it gave no samples (e.g. a `_unconsolidated` key repeating its GPU
+    type's pairs)."""
 
 
 _EVALUATION_ONLY = ("eval_id", "eval_config", "seed", "evaluated_at", "code_version")
@@ -199,6 +211,7 @@ def _fit_and_register(
     system: str,
     lif: bool,
     progress: Reporter = QUIET,
+    lif_profile: str = "catalogue",
 ) -> TrainResult:
     """Fit (or skip, if done) one reward predictor on `frame`; register it with its
     comparison rows and curve."""
@@ -220,7 +233,9 @@ def _fit_and_register(
                 # cluster): train a new one (no parent).
                 parent = None
                 fit = fit_reward_model(frame, cfg.reward, progress=advance)
-        comparison = compare_estimators(frame, fit, seed=cfg.reward.seed, lif=lif)
+        comparison = compare_estimators(
+            frame, fit, seed=cfg.reward.seed, lif=lif, lif_profile=lif_profile
+        )
     path, sha = save_checkpoint_file(fit.predictor, warehouse, system)
     metrics = {
         **fit.metrics,
@@ -265,21 +280,48 @@ def fit_reward_model_stage(
             "interference stage first"
         )
     main = _fit_and_register(warehouse, frame, cfg, REWARD_SYSTEM, lif=True, progress=progress)
+    if not cfg.gavel_path:
+        return RewardResult(main, {})
+    read = read_gavel(cfg.gavel_path, GavelConfig(gpu_types=cfg.gavel_gpu_types))
+    samples = validate(read.samples, InterferenceSamples)
+    with connect(warehouse) as con:
+        store_samples(con, samples)
+    for key, reason in read.skipped.items():
+        progress.line(skipped_line(key, reason))
     gavel: dict[str, TrainResult] = {}
-    if cfg.gavel_path:
-        samples = validate(
-            gavel_samples(cfg.gavel_path, GavelConfig(gpu_types=cfg.gavel_gpu_types)),
-            InterferenceSamples,
+    errors: dict[str, dict[str, float]] = {}
+    for gpu in read.gpu_types:
+        part = samples.filter(pl.col("source") == f"gavel:{gpu}")
+        # Gavel's job types are not catalogue models: LIF reads a usage profile measured on
+        # the training pairs instead of the catalogue's.
+        gavel[gpu] = _fit_and_register(
+            warehouse,
+            part,
+            replace(cfg, init="scratch"),
+            GAVEL_SYSTEM,
+            lif=True,
+            progress=progress,
+            lif_profile="measured",
         )
         with connect(warehouse) as con:
-            store_samples(con, samples)
-        for gpu in cfg.gavel_gpu_types:
-            part = samples.filter(pl.col("source") == f"gavel:{gpu}")
-            # Gavel's job types are not catalogue models: LIF has no usage profile for them.
-            gavel[gpu] = _fit_and_register(
-                warehouse, part, replace(cfg, init="scratch"), GAVEL_SYSTEM, lif=False
-            )
-    return RewardResult(main, gavel)
+            errors[gpu] = held_out_errors(con, gavel[gpu].policy_id)
+        progress.line(gavel_line(gpu, errors[gpu]))
+    return RewardResult(main, gavel, errors, dict(read.skipped))
+
+
+def held_out_errors(con, reward_model_id: str) -> dict[str, float]:
+    """A predictor's held-out comparison as written in `reward_model_metrics`: mean relative
+    error by estimator over all job types, and `test_samples` (the split's rows)."""
+    rows = read_frame(
+        con,
+        "SELECT estimator, n_samples, mean_relative_error FROM reward_model_metrics "
+        "WHERE reward_model_id = ? AND split = 'test' AND job_type = 'all' ORDER BY estimator",
+        [reward_model_id],
+    )
+    out = {e: float(v) for e, _, v in rows.iter_rows()}
+    if rows.height:
+        out["test_samples"] = float(rows["n_samples"].max())
+    return out
 
 
 def _reward_model(con, reward_model_id: str | None):
