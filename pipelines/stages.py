@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from models.fidelity import FidelityConfig, fidelity_checks
+from models.torch_scope import scoped_torch
 from pipelines.contracts import FidelityChecks, PipelineRuns
 from pipelines.evaluation import (
     EvalConfig,
@@ -247,7 +248,13 @@ def evaluate_stage(
     cached = tables is not None
     if tables is None:
         # The simulations run with the warehouse closed, so other processes can read meanwhile.
-        with progress.bar(f"evaluation runs {', '.join(cfg.workload_sets)}") as advance:
+        # One intra-op thread: the learned policies that infer with torch (Harmony's) score
+        # one small batch per action, where a second thread only adds synchronization (3x
+        # slower on 2 busy cores), and their decisions must not depend on the machine.
+        with (
+            scoped_torch(threads=1),
+            progress.bar(f"evaluation runs {', '.join(cfg.workload_sets)}") as advance,
+        ):
             tables = evaluate(jobs, workloads, cfg, progress=advance)
         with connect(warehouse) as con, transaction(con):
             store_evaluation(con, tables)
