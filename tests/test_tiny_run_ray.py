@@ -16,7 +16,15 @@ def test_a_local_ray_instance_gives_the_same_tables(prefect_harness, tmp_path, r
 
     from pipelines.flows import nightly_flow
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # Idle workers are kept for the run: Ray ends one after a second idle by default, and
+    # the next task then waits while a new one imports torch and the pipeline again (seven
+    # workers started for this run instead of four, a fifth of its time).
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        _system_config={"idle_worker_killing_time_threshold_ms": 600_000},
+    )
     try:
         runner = task_runner(RunnerConfig("ray", address=ray.get_runtime_context().gcs_address))
         nightly_flow.with_options(task_runner=runner)(warehouse=str(tmp_path / "wh.duckdb"), **TINY)
