@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 # Before any test module imports prefect.
@@ -34,3 +35,13 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=90):
         yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """The modules with the most end-to-end flows first, the rest in their usual order:
+    pytest-xdist hands whole modules to its workers in this order (`--dist loadfile
+    --no-loadscope-reorder` in pyproject.toml), so the long ones start at once instead of
+    one of them running alone at the end."""
+    flows = Counter(item.nodeid.split("::")[0] for item in items if item.get_closest_marker("flow"))
+    items.sort(key=lambda item: -flows[item.nodeid.split("::")[0]])

@@ -49,6 +49,33 @@ def comparable_tables(warehouse: Path) -> dict[str, pl.DataFrame]:
     return out
 
 
+def assert_same_tables(warehouse: Path, reference: Path) -> None:
+    """`warehouse` has exactly `reference`'s tables (`comparable_tables`)."""
+    got, expected = comparable_tables(warehouse), comparable_tables(reference)
+    assert got.keys() == expected.keys()
+    for table, frame in expected.items():
+        assert got[table].equals(frame), difference(table, got[table], frame)
+
+
+def difference(table: str, got: pl.DataFrame, expected: pl.DataFrame) -> str:
+    """Where two versions of a table part: the columns and the first rows that differ (a
+    nondeterminism is found from this message, not by re-running under the same load)."""
+    if got.shape != expected.shape:
+        return f"{table}: shape {got.shape}, expected {expected.shape}"
+    columns = [c for c in expected.columns if not got[c].equals(expected[c])]
+    rows = [i for i in range(expected.height) if got.row(i) != expected.row(i)][:3]
+    keys = [c for c in expected.columns if c not in columns][:4]
+    shown = [
+        {
+            "row": i,
+            **{c: expected[c][i] for c in keys},
+            **{c: (got[c][i], expected[c][i]) for c in columns},
+        }
+        for i in rows
+    ]
+    return f"{table} differs in columns {columns}; first rows (got, expected): {shown}"
+
+
 def without_clocks(metrics: str) -> str:
     """A policy's metrics JSON without its elapsed-time figures."""
 

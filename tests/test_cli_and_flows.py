@@ -7,6 +7,7 @@ import pytest
 from pipelines.cli import build_parser, main, nightly_deployment
 from pipelines.config import stage_seed
 from tests.conftest import TRACES
+from tests.tiny_run import INCOMING, TINY
 from warehouse import connect, read_frame
 
 
@@ -54,25 +55,24 @@ def test_serve_builds_a_cron_deployment(warehouse_path):
 
 
 @pytest.mark.flow
-def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
+def test_nightly_flow_end_to_end(reference_run, prefect_harness, tmp_path):
     from pipelines.flows import nightly_flow
 
-    incoming = tmp_path / "incoming"
-    incoming.mkdir()
-    shutil.copy(TRACES / "helios_sample.csv", incoming / "helios-sample.csv")
-    (incoming / "helios-broken.csv").write_text("job_id,user\n1,a\n")
-
-    small = {"n_jobs": 120, "jobs_per_sequence": 30, "budget": "smoke"}
-    summary = nightly_flow(warehouse=str(warehouse_path), seed=1, incoming=str(incoming), **small)
-    assert [r["path"] for r in summary["rejected"]] == [str(incoming / "helios-broken.csv")]
+    # The tiny run (tests/tiny_run.py), which the task-runner tests compare with: its
+    # incoming folder holds a Helios sample and a Helios file missing its columns. It runs
+    # again below on a copy of its folder.
+    summary = reference_run.summary
+    assert [r["path"] for r in summary["rejected"]] == [str(INCOMING / "helios-broken.csv")]
     assert "missing required column" in summary["rejected"][0]["error"]
     assert {d["derivation"] for d in summary["derived"]} == {
         "dl2-synthetic",
         "helios-sample",
     }
+    warehouse_path = tmp_path / "run" / "wh.duckdb"
+    shutil.copytree(reference_run.warehouse.parent, warehouse_path.parent)
     with connect(warehouse_path) as con:
         runs = read_frame(con, "SELECT status, seed FROM pipeline_runs")
-        assert runs.rows() == [("completed", 1)]
+        assert runs.rows() == [("completed", TINY["seed"])]
         first = read_frame(con, "SELECT * FROM workload_jobs ORDER BY workload_id, job_index")
         samples = read_frame(
             con, "SELECT * FROM interference_samples WHERE source = 'synthetic' ORDER BY ALL"
@@ -85,7 +85,7 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
     assert catalogues.rows() == [("dl2", len(DL2_CATALOGUE)), ("rl-taps", len(RLTAPS_CATALOGUE))]
     assert summary["interference"]["samples"] == samples.height >= 13_177
     # The interference stage's own seed, spawned from the run seed.
-    assert samples["seed"].unique().to_list() == [stage_seed(1, "interference")]
+    assert samples["seed"].unique().to_list() == [stage_seed(TINY["seed"], "interference")]
 
     dl2 = summary["dl2"]
     assert dl2["finetune"]["parent_policy_id"] == dl2["warmup"]["policy_id"]
@@ -125,7 +125,7 @@ def test_nightly_flow_end_to_end(prefect_harness, warehouse_path, tmp_path):
     harmony = synthetic.filter(pl.col("family") == "harmony")
     assert harmony["scheduler"].to_list() == ["harmony"]
 
-    again = nightly_flow(warehouse=str(warehouse_path), seed=1, incoming=str(incoming), **small)
+    again = nightly_flow(warehouse=str(warehouse_path), **TINY)
     assert {i["outcome"] for i in again["ingested"]} == {"unchanged"}
     with connect(warehouse_path) as con:
         second = read_frame(con, "SELECT * FROM workload_jobs ORDER BY workload_id, job_index")

@@ -491,12 +491,17 @@ def test_evaluation_flows_end_to_end(prefect_harness, warehouse_path, tmp_path):
 
     from pipelines.flows import evaluate_flow, nightly_flow
 
+    # The smoke budget: with no learned system, what it changes is only that the simulator's
+    # large fidelity checks are skipped (most of this flow's time otherwise; they are tested
+    # in tests/test_fidelity.py); the evaluation is the default budget's (4 sequences at most).
     summary = nightly_flow(
         warehouse=str(warehouse_path),
         seed=2,
         n_jobs=60,
         jobs_per_sequence=10,
+        budget="smoke",
         eval_seeds=2,
+        eval_sequences=4,
         systems=[],
     )
     [evaluated] = summary["evaluated"]

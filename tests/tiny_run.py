@@ -1,33 +1,42 @@
 """One small but complete nightly run (every stage, every learned system, on 60 synthetic
-jobs), made once per test session and compared by several tests: the task runners and
-kill-and-restart each check that their way of running gives exactly these tables.
+jobs and a production trace from an incoming folder beside a file it rejects), made once per
+test session and compared by several tests: the task runners and kill-and-restart each check
+that their way of running gives exactly these tables.
 
-    reference  the flow in-process with the sequential runner (the flow's default)
+    reference  the flow in-process with the sequential runner (the flow's default); made
+               once per session even with several pytest-xdist workers (`shared_folder`):
+               tests/test_tiny_run*.py compare with it and test_nightly_flow_end_to_end
+               reads it and runs it again
     cli        `schedlab run` as a user starts it, with local worker processes (the default
                runner beyond the smoke budget), `schedlab sql` querying the warehouse all
-               along
-
-tests/test_tiny_run.py uses them; its tests run on one pytest-xdist worker, so each
-fixture is built once.
+               along (tests/test_tiny_run.py only)
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+INCOMING = Path(__file__).parent / "data" / "incoming"
+"""The run's incoming folder: a Helios sample and a Helios file missing its columns."""
+
 TINY = {
     "seed": 4,
     "n_jobs": 60,
     "jobs_per_sequence": 10,
+    "incoming": str(INCOMING),
     "budget": "smoke",
     "eval_seeds": 1,
     "eval_sequences": 1,
@@ -41,6 +50,8 @@ TINY_ARGS = [
     "60",
     "--jobs-per-sequence",
     "10",
+    "--incoming",
+    str(INCOMING),
     "--budget",
     "smoke",
     "--eval-seeds",
@@ -128,19 +139,53 @@ def query_while_running(proc: subprocess.Popen, warehouse: Path) -> tuple[list[i
     return codes, bad
 
 
-@pytest.fixture(scope="session")
-def reference_run(tmp_path_factory, prefect_harness) -> Path:
-    """The tiny run's warehouse, run in-process one task at a time."""
-    from pipelines.flows import nightly_flow
+def shared_folder(tmp_path_factory, name: str, make: Callable[[Path], None]) -> Path:
+    """A folder that `make` fills once per test session, even across pytest-xdist workers:
+    the first worker to ask makes it, under a lock in the workers' common temporary folder,
+    while any other waits and then reads the same folder. (A session fixture alone is made
+    once per worker; the tiny run's modules are spread over the workers to balance them.)"""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        folder = tmp_path_factory.mktemp(name)
+        make(folder)
+        return folder
+    root = tmp_path_factory.getbasetemp().parent  # shared by the session's workers
+    made = root / f"{name}.made"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not made.exists():
+            folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root))
+            make(folder)  # if it fails, the next worker to ask tries again (and fails too)
+            made.write_text(str(folder))
+        return Path(made.read_text())
 
-    path = tmp_path_factory.mktemp("reference") / "wh.duckdb"
-    summary = nightly_flow(warehouse=str(path), **TINY)
-    # Five DL2 fine-tunings, four Harmony placement trainings, two Chic and two RL-TAPS
-    # trainings and three system evaluations: a parallel runner has work to spread.
-    assert len(summary["dl2"]["variants"]) == 4
-    assert len(summary["harmony"]["placement"]) == 4
-    assert len(summary["chic"]["train"]) == len(summary["rltaps"]["train"]) == 2
-    return path
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    warehouse: Path
+    summary: dict
+    """The flow's summary as the run recorded it (`pipeline_runs.summary`)."""
+
+
+@pytest.fixture(scope="session")
+def reference_run(tmp_path_factory, prefect_harness) -> ReferenceRun:
+    """The tiny run, in-process one task at a time."""
+
+    def make(folder: Path) -> None:
+        from pipelines.flows import nightly_flow
+
+        summary = nightly_flow(warehouse=str(folder / "wh.duckdb"), **TINY)
+        # Five DL2 fine-tunings, four Harmony placement trainings, two Chic and two RL-TAPS
+        # trainings and three system evaluations: a parallel runner has work to spread.
+        assert len(summary["dl2"]["variants"]) == 4
+        assert len(summary["harmony"]["placement"]) == 4
+        assert len(summary["chic"]["train"]) == len(summary["rltaps"]["train"]) == 2
+
+    warehouse = shared_folder(tmp_path_factory, "reference", make) / "wh.duckdb"
+    from warehouse import connect, read_frame
+
+    with connect(warehouse, read_only=True) as con:
+        [recorded] = read_frame(con, "SELECT summary FROM pipeline_runs")["summary"]
+    return ReferenceRun(warehouse, json.loads(recorded))
 
 
 @pytest.fixture(scope="session")
