@@ -104,13 +104,13 @@ class ChicTrainConfig:
     """W: jobs per sequence (paper: 30)."""
     fit_epochs: int = 40
     """Adam passes over the elite pairs per iteration (ours)."""
-    smoothing: float = 1.0
+    smoothing: float = CEMConfig.smoothing
     """alpha of the smoothed update (1 = no smoothing, a deviation; as published: 0.7)."""
-    mask_absent: bool = True
+    mask_absent: bool = CEMConfig.mask_absent
     """Deviation: mask actions on absent jobs in training instead of charging p1."""
-    shared_sequence: bool = True
+    shared_sequence: bool = CEMConfig.shared_sequence
     """Deviation: one sequence per iteration for all N + 1 trajectories."""
-    work_conserving: bool = True
+    work_conserving: bool = CEMConfig.work_conserving
     """Deviation: void masked while an idle job's worker/PS fits (training and deployment)."""
     seed: int = 0
     """Root seed of the sequences' seeds, initialization and sampling."""
@@ -471,13 +471,13 @@ class ChicArenaConfig:
     starting at time 0 (Chic's W = 30; the sets' sequences have 60); None: whole."""
     max_phase_steps: int = 1000
     """Actions in one schedule before the env ends it (the cluster holds 384 tasks)."""
-    mask_absent: bool = True
+    mask_absent: bool = CEMConfig.mask_absent
     """Deviation (CEMConfig.mask_absent): mask actions on absent jobs in training."""
-    work_conserving: bool = True
+    work_conserving: bool = CEMConfig.work_conserving
     """Deviation (CEMConfig.work_conserving)."""
-    shared_sequence: bool = True
+    shared_sequence: bool = CEMConfig.shared_sequence
     """Deviation (CEMConfig.shared_sequence)."""
-    smoothing: float = 1.0
+    smoothing: float = CEMConfig.smoothing
     """alpha of the smoothed update (1.0: none, a deviation; as published: 0.7)."""
     init: str = "latest"
     """Start from: "latest" (the newest "<variant>-arena" policy whose network fits, else
