@@ -120,6 +120,7 @@ def _run_flow(args, progress) -> dict:
         eval_seeds=args.eval_seeds,
         eval_sequences=args.eval_sequences,
         budget=args.budget,
+        arena_training=args.arena_training,
         systems=args.systems.split(",") if args.systems else None,
         options={flag.dest: getattr(args, flag.dest) for s in args.registry for flag in s.flags()},
         registry=args.registry,
@@ -490,6 +491,14 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         default="default",
         help="training and evaluation sizes of every learned system: smoke (about a minute, "
         "numbers meaningless), default, large (hours); the flags below override it",
+    )
+    run.add_argument(
+        "--arena-training",
+        choices=["synthetic", "every-set"],
+        default=None,
+        help="which workload sets each learned system trains its arena policy on: the "
+        "synthetic set only, or every derived set, each set then evaluated with its own "
+        "policy (default: the budget's: every-set, smoke synthetic)",
     )
     run.add_argument(
         "--systems",

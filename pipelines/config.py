@@ -6,16 +6,13 @@ The whole config is stored, as JSON, with the run's row in `pipeline_runs`.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import Any, Literal
 
 from models.fidelity import FidelityConfig
-from pipelines.system import BUDGETS, LearnedSystem
+from pipelines.system import BUDGETS, LearnedSystem, stage_seed
 from tracelib.interference import InterferenceConfig
 from tracelib.synthetic import DiurnalConfig
 from tracelib.workloads import DeriveConfig
@@ -54,20 +51,14 @@ class RunConfig:
     eval_sequences: int | None = 4
     """DL2-setting evaluation: at most this many test sequences per workload set (None:
     all), so a large trace's many sequences do not multiply the evaluation."""
+    arena_training: Literal["synthetic", "every-set"] = "every-set"
+    """Which workload sets each learned system trains its arena policy on: the synthetic
+    set only (the smoke budget's: production sets are then evaluated with the policy
+    trained on it), or every derived set, each with its own policy (each production
+    trace's set adds one training per system, at the system's budget)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def stage_seed(run_seed: int, stage: str) -> int:
-    """The seed of one stage: a child of the run's `SeedSequence`, keyed by the stage's name.
-
-    Copying the run seed into every stage made their streams identical (the synthetic
-    arrivals, the derivation's model draws and the interference jobs drew the same
-    numbers). A child keyed by name rather than by position (`spawn` numbers children 0, 1,
-    ...) keeps every stage's seed the same whichever systems a run trains."""
-    key = int.from_bytes(hashlib.sha256(stage.encode()).digest()[:4], "big")
-    return int(np.random.SeedSequence(run_seed, spawn_key=(key,)).generate_state(1)[0])
 
 
 def trace_inputs_from_dir(folder: str | Path) -> tuple[TraceInput, ...]:
@@ -84,6 +75,10 @@ def trace_inputs_from_dir(folder: str | Path) -> tuple[TraceInput, ...]:
             TraceInput(str(entry), fmt, str(mapping) if mapping and mapping.exists() else None)
         )
     return tuple(found)
+
+
+ARENA_TRAINING = ("synthetic", "every-set")
+"""`RunConfig.arena_training`'s choices."""
 
 
 def budgeted(cfg: RunConfig, budget: str) -> RunConfig:
@@ -104,6 +99,7 @@ def budgeted(cfg: RunConfig, budget: str) -> RunConfig:
     small = budget == "smoke"
     return replace(
         cfg,
+        arena_training="synthetic" if small else "every-set",
         eval_seeds=1 if small else 3,
         eval_sequences=1 if small else 16,
         fidelity=replace(cfg.fidelity, large=not small),
@@ -122,12 +118,14 @@ def run_config(
     options: Mapping[str, Any] | None = None,
     eval_seeds: int | None = None,
     eval_sequences: int | None = None,
+    arena_training: str | None = None,
 ) -> RunConfig:
     """The run's config from the nightly flow's parameters: the budget first, then each
     system's options (flat, by flag dest: `dl2_updates`; 0 updates, epochs or iterations
     skip that system; None keeps the budget's), then the seeds spawned for every stage.
     `systems` names the learned systems to train (default: every one of `registry`);
-    `eval_sequences=0` evaluates every test sequence."""
+    `eval_sequences=0` evaluates every test sequence; `arena_training` (None: the
+    budget's) says which sets the arena policies train on (`RunConfig.arena_training`)."""
     names = [s.name for s in registry]
     chosen = tuple(systems) if systems is not None else tuple(names)
     unknown = sorted(set(chosen) - set(names))
@@ -153,6 +151,12 @@ def run_config(
         cfg = replace(cfg, eval_seeds=eval_seeds)
     if eval_sequences is not None:
         cfg = replace(cfg, eval_sequences=eval_sequences or None)
+    if arena_training is not None:
+        if arena_training not in ARENA_TRAINING:
+            raise ValueError(
+                f"unknown arena training {arena_training!r}; choose one of {ARENA_TRAINING}"
+            )
+        cfg = replace(cfg, arena_training=arena_training)
     learned = {}
     for system in registry:
         configured = system.configured(budget, options) if system.name in chosen else None

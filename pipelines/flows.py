@@ -31,7 +31,7 @@ from pipelines.stages import (
     start_run,
     synthetic_stage,
 )
-from pipelines.system import Registry, RunContext
+from pipelines.system import ArenaPolicies, Registry, RunContext, arena_policy
 from tracelib.ingest import IngestError
 from tracelib.interference import InterferenceConfig
 from tracelib.synthetic import DiurnalConfig
@@ -168,6 +168,7 @@ def nightly_flow(
     eval_seeds: int | None = None,
     eval_sequences: int | None = None,
     budget: str = "default",
+    arena_training: str | None = None,
     systems: list[str] | None = None,
     options: dict[str, Any] | None = None,
     registry: Registry | None = None,
@@ -176,9 +177,9 @@ def nightly_flow(
     """The nightly job: ingest new traces, generate the synthetic trace, derive workloads,
     collect interference samples, train every learned system of `registry` (default
     `pipelines.registry.SYSTEMS`: DL2, Harmony, Chic and Chic-Pair, RL-TAPS), each from its
-    latest registered policy, evaluate the heuristics and the policies the systems enter
-    (DL2's) on each derived set's test workloads and every system in its own paper's
-    scenario, and write the HTML report (`reports/` beside the warehouse).
+    latest registered policy, evaluate the heuristics and the policies the systems enter on
+    each derived set's test workloads and every system in its own paper's scenario, and
+    write the HTML report (`reports/` beside the warehouse).
 
     A trace that cannot be ingested is reported and skipped; the rest of the run proceeds.
     `budget` (smoke, default, large) sizes every system's training and evaluation;
@@ -188,8 +189,11 @@ def nightly_flow(
     (default all). The DL2-setting evaluation (one per derived set with test workloads) runs
     `eval_seeds` seeds on at most `eval_sequences` test sequences per set (None: the
     budget's, 3 seeds and 4 sequences by default, 1 and 1 with smoke; `eval_sequences=0`:
-    all; `eval_seeds=0` skips it). `progress` (made by the command line) prints a line per
-    stage and draws progress bars; None prints nothing.
+    all; `eval_seeds=0` skips it). Each system trains its arena policy on the synthetic set
+    and, with `arena_training="every-set"` (None: the budget's; every budget but smoke), on
+    each production set, whose evaluation then runs that set's own policy. `progress` (made
+    by the command line) prints a line per stage and draws progress bars; None prints
+    nothing.
     """
     logger = get_run_logger()
     progress = progress or QUIET
@@ -205,6 +209,7 @@ def nightly_flow(
         options=options,
         eval_seeds=eval_seeds,
         eval_sequences=eval_sequences,
+        arena_training=arena_training,
     )
     trained = [s for s in registry if s.name in cfg.learned]
     evaluation = (
@@ -261,11 +266,20 @@ def nightly_flow(
         # interference sampling, while the sequential one runs them in this order.
         interference = interference_task.submit(warehouse, cfg.interference, progress)
         fidelity = fidelity_task.submit(warehouse, cfg.fidelity, run_id, progress)
+        production_sets = tuple(d["derivation"] for d in summary["derived"][1:])
+        # A set is trained on when it has training and validation workloads to do it with.
+        trainable = tuple(
+            d["derivation"]
+            for d in summary["derived"][1:]
+            if d["splits"].get("train") and d["splits"].get("validation")
+        )
         run = RunContext(
             warehouse,
             progress,
             interference,
-            production_sets=tuple(d["derivation"] for d in summary["derived"][1:]),
+            production_sets=production_sets,
+            synthetic_set=cfg.derive.name,
+            arena_sets=(cfg.derive.name, *(trainable if cfg.arena_training == "every-set" else ())),
         )
         pending = {s.name: s.steps().prepare(run, cfg.learned[s.name]) for s in trained}
         # Systems that prepared nothing train first: their tasks are ready to run at once,
@@ -280,18 +294,24 @@ def nightly_flow(
             f"training submitted: {', '.join(s.key for s in trained) or 'nothing'}; each "
             "stage prints a line as it starts and ends"
         )
-        learned: dict[str, str] = {}
+        entered: ArenaPolicies = {}
         for s in trained:
-            learned |= s.steps().arena(pending[s.name])
-        refs = learned_policies(warehouse, learned, registry.loaders())
+            entered |= s.steps().arena(run, pending[s.name])
+        loaders = registry.loaders()
         evaluations = []
         for derived in summary["derived"] if evaluation else ():
+            name = derived["derivation"]
             if not derived["splits"].get(evaluation.split):
-                logger.warning(
-                    "no %s workloads in %s: not evaluated", evaluation.split, derived["derivation"]
-                )
+                logger.warning("no %s workloads in %s: not evaluated", evaluation.split, name)
                 continue
-            one_set = replace(evaluation, workload_sets=(derived["derivation"],), learned=refs)
+            # Each set's evaluation runs the policy trained on it, where there is one.
+            wanted = {
+                scheduler: policy
+                for scheduler, by_set in entered.items()
+                if (policy := arena_policy(by_set, name, run.synthetic_set)) is not None
+            }
+            refs = learned_policies(warehouse, wanted, loaders)
+            one_set = replace(evaluation, workload_sets=(name,), learned=refs)
             evaluations.append(evaluate_task.submit(warehouse, one_set, progress=progress))
         summary["evaluated"] = [future.result() for future in evaluations]
         summary["interference"] = interference.result()

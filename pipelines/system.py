@@ -13,18 +13,26 @@ system's flags before it knows which command runs:
     apply      (config, options) -> the config with the options applied, or None when
                they skip the system (0 updates, ...)
     seeded     (config, seed, workload_set) -> the config with its seed (spawned for it
-               from the run's) and the run's synthetic workload set
+               from the run's) and the run's synthetic workload set; a policy it trains
+               for the arena on another set gets `arena_configs`' seed for that set
     summary_lines  its lines of `schedlab run`'s end summary
     steps      loads `steps.py` (torch, Prefect), which implements `Steps`: its run
                config, the Prefect tasks it submits, and its report sections
 
 Each step receives the `RunContext` (warehouse, progress, what the shared stages produced)
 and the futures its earlier steps returned (`Pending`: their dicts merged).
+
+The arena: the evaluation on every workload set runs, beside the heuristics, the policies a
+system enters (`Steps.arena`), per set: a system trains one policy per set of
+`RunContext.arena_sets` (`arena_configs` gives its config for each) and the evaluation of a
+set runs that set's own policy, or the one trained on the run's synthetic set where it has
+none (`arena_policy`).
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import inspect
 import itertools
 import textwrap
@@ -32,6 +40,8 @@ import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import MISSING, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 if TYPE_CHECKING:
     import duckdb
@@ -46,6 +56,22 @@ BUDGETS = ("smoke", "default", "large")
 Pending = dict[str, Any]
 """A system's futures so far, by its own names (merged from each step's return value)."""
 
+ArenaPolicies = dict[str, dict[str, str]]
+"""What a system enters into the evaluation on every workload set: scheduler name ->
+{workload set it was trained on -> policy id}."""
+
+
+def stage_seed(run_seed: int, stage: str) -> int:
+    """The seed of one stage: a child of the run's `SeedSequence`, keyed by the stage's name.
+
+    Copying the run seed into every stage made their streams identical (the synthetic
+    arrivals, the derivation's model draws and the interference jobs drew the same
+    numbers). A child keyed by name rather than by position (`spawn` numbers children 0, 1,
+    ...) keeps every stage's seed the same whichever systems a run trains (and a set's
+    arena seed the same whichever other traces arrive)."""
+    key = int.from_bytes(hashlib.sha256(stage.encode()).digest()[:4], "big")
+    return int(np.random.SeedSequence(run_seed, spawn_key=(key,)).generate_state(1)[0])
+
 
 @dataclass(frozen=True)
 class RunContext:
@@ -57,6 +83,30 @@ class RunContext:
     """The future of the interference-samples task (Harmony's reward model waits for it)."""
     production_sets: tuple[str, ...]
     """The workload sets derived from this run's production traces."""
+    synthetic_set: str = "dl2-synthetic"
+    """The run's synthetic workload set: every system trains an arena policy on it."""
+    arena_sets: tuple[str, ...] = ("dl2-synthetic",)
+    """The workload sets each system trains an arena policy on (the synthetic set first;
+    `RunConfig.arena_training`)."""
+
+
+def arena_configs(run: RunContext, cfg: Any) -> dict[str, Any]:
+    """A system's arena training config (a frozen dataclass with `workload_set` and `seed`,
+    made for the run's synthetic set by `LearnedSystem.seeded`) for each set of
+    `run.arena_sets`: another set's training gets the same budget and a seed spawned from
+    the synthetic one's, keyed by the set's name."""
+    return {
+        name: cfg
+        if name == cfg.workload_set
+        else replace(cfg, workload_set=name, seed=stage_seed(cfg.seed, name))
+        for name in run.arena_sets
+    }
+
+
+def arena_policy(by_set: Mapping[str, str], workload_set: str, synthetic_set: str) -> str | None:
+    """The policy id a scheduler runs with in the evaluation of `workload_set`: the one
+    trained on that set, else the one trained on the synthetic set, else none."""
+    return by_set.get(workload_set) or by_set.get(synthetic_set)
 
 
 class Steps(Protocol):
@@ -75,9 +125,9 @@ class Steps(Protocol):
     def evaluate(self, run: RunContext, cfg: Any, pending: Pending) -> Pending:
         """Submit its evaluation in its own paper's scenario; {} when none."""
 
-    def arena(self, pending: Pending) -> dict[str, str]:
-        """The policies it enters into the evaluation on every workload set (scheduler
-        name -> policy id), once trained; {} when none."""
+    def arena(self, run: RunContext, pending: Pending) -> ArenaPolicies:
+        """The policies it enters into the evaluation on every workload set, once trained:
+        scheduler name -> {the set each was trained on -> policy id}; {} when none."""
 
     def loaders(self) -> dict[str, Loader]:
         """How its checkpoints run in that evaluation: `policies.system` -> loader

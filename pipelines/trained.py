@@ -112,12 +112,19 @@ def resume_note(resumed: Resumed) -> dict[str, str]:
     return {"resume_note": resumed.note}
 
 
-def newest_policy(con, system: str) -> str | None:
-    """Id of the newest registered policy of `system` (None if none)."""
+def newest_policy(con, system: str, workload_set: str | None = None) -> str | None:
+    """Id of the newest registered policy of `system` (None if none); with `workload_set`,
+    of those trained on that set (`metrics.workload_set`, or its stage config's).
+
+    A set's first training does not start from a policy of another set: the sets of one
+    run train at the same time, so which of them would be newest depends on which task
+    finished first, and the same seed must give the same tables."""
     rows = con.sql(
-        "SELECT policy_id FROM policies WHERE system = ? ORDER BY created_at DESC, policy_id "
-        "LIMIT 1",
-        params=[system],
+        "SELECT policy_id FROM policies WHERE system = ? AND (? IS NULL OR coalesce("
+        "json_extract_string(metrics, '$.workload_set'), "
+        "json_extract_string(metrics, '$.stage_config.workload_set')) = ?) "
+        "ORDER BY created_at DESC, policy_id LIMIT 1",
+        params=[system, workload_set, workload_set],
     ).fetchall()
     return rows[0][0] if rows else None
 

@@ -12,8 +12,10 @@ import pytest
 
 from pipelines.config import run_config
 from pipelines.evaluation import EvalConfig, evaluate
+from pipelines.progress import QUIET
 from pipelines.registry import SYSTEMS
 from pipelines.stages import derive_stage, learned_policies, synthetic_stage
+from pipelines.system import RunContext
 from pipelines.systems.chic import plugin, steps
 from pipelines.systems.chic.stages import ChicArenaConfig, train_chic_arena_stage
 from tracelib.sim import ClusterConfig
@@ -122,9 +124,19 @@ def test_steps_enter_each_variant_and_load_both_systems():
         def result(self):
             return self.value
 
-    pending = {"arena": {"chic": Done({"policy_id": "chic-arena-1"})}}
-    assert steps.arena(pending) == {"chic": "chic-arena-1"}
-    assert steps.arena({}) == {}
+    pending = {
+        "arena": {
+            "chic": {
+                "dl2-synthetic": Done({"policy_id": "chic-arena-1"}),
+                "prod": Done({"policy_id": "chic-arena-2"}),
+            }
+        }
+    }
+    run = RunContext(None, QUIET, None, ("prod",), "dl2-synthetic", ("dl2-synthetic", "prod"))
+    assert steps.arena(run, pending) == {
+        "chic": {"dl2-synthetic": "chic-arena-1", "prod": "chic-arena-2"}
+    }
+    assert steps.arena(run, {}) == {}
     assert set(steps.loaders()) == {"chic-arena", "chic-pair-arena"}
     assert {"chic-arena", "chic-pair-arena"} <= set(SYSTEMS.loaders())
 

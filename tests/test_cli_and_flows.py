@@ -91,7 +91,32 @@ def test_nightly_flow_end_to_end(reference_run, prefect_harness, tmp_path):
     assert dl2["finetune"]["parent_policy_id"] == dl2["warmup"]["policy_id"]
     evaluated = {row["scheduler"] for e in summary["evaluated"] for row in e["summary"]}
     assert {"dl2", "dl2-warmup", "drf", "rl-taps"} <= evaluated  # synthetic and helios sets
-    assert summary["rltaps"]["arena"]["policy_id"].startswith("rl-taps-arena-")
+    # Every arena policy trained on each set (arena_training="every-set"), and each set's
+    # evaluation running the policy trained on it.
+    sets = [d["derivation"] for d in summary["derived"]]
+    assert len(sets) == 2
+    arena = {
+        "rl-taps": summary["rltaps"]["arena"],
+        "harmony": summary["harmony"]["arena"],
+        "chic": summary["chic"]["arena"]["chic"],
+        "chic-pair": summary["chic"]["arena"]["chic-pair"],
+    }
+    with connect(warehouse_path) as con:
+        ran = read_frame(
+            con,
+            "SELECT DISTINCT workload_set, scheduler, policy FROM eval_runs "
+            "WHERE workload_set IN (?, ?)",
+            sets,
+        )
+    for scheduler, by_set in arena.items():
+        assert list(by_set) == sets, scheduler
+        ids = {name: result["policy_id"] for name, result in by_set.items()}
+        assert len(set(ids.values())) == 2, scheduler  # a policy per set
+        for workload_set, policy_id in ids.items():
+            policies = ran.filter(
+                (ran["scheduler"] == scheduler) & (ran["workload_set"] == workload_set)
+            )["policy"]
+            assert policies.len() == 1 and policy_id in policies[0], (scheduler, workload_set)
     with connect(warehouse_path) as con:
         board = read_frame(
             con,

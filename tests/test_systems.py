@@ -1,14 +1,25 @@
 """The registry of learned systems: flags generated from option docstrings, and a fifth
 system added as a folder plus a registry line."""
 
+import hashlib
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from pipelines.cli import build_parser
 from pipelines.config import run_config
+from pipelines.progress import QUIET
 from pipelines.registry import SYSTEMS
-from pipelines.system import Registry, field_docs
+from pipelines.system import (
+    Registry,
+    RunContext,
+    arena_configs,
+    arena_policy,
+    field_docs,
+    stage_seed,
+)
 from pipelines.systems.dl2.plugin import DL2Options
 from tests.toy_system import TOY
 
@@ -88,3 +99,57 @@ def test_the_nightly_flow_and_the_report_run_the_fifth_system(prefect_harness, w
     html = Path(summary["report"]).read_text()
     assert ">Toy system</h2>" in html and "toy table" in html
     assert ">Harmony: interference-aware placement</h2>" in html  # registered: its section too
+
+
+def test_arena_configs_give_each_set_its_own_seed_and_the_set_its_policy():
+    chic = run_config(SYSTEMS, seed=3).learned["chic"].arena
+    run = RunContext(None, QUIET, None, ("prod",), "dl2-synthetic", ("dl2-synthetic", "prod"))
+    configs = arena_configs(run, chic)
+    assert list(configs) == ["dl2-synthetic", "prod"]
+    assert configs["dl2-synthetic"] == chic  # the synthetic set's training is unchanged
+    prod = configs["prod"]
+    assert prod.workload_set == "prod" and prod.seed == stage_seed(chic.seed, "prod")
+    assert (
+        prod.seed != chic.seed
+        and replace(prod, workload_set=chic.workload_set, seed=chic.seed) == chic
+    )
+    only = replace(run, arena_sets=("dl2-synthetic",))
+    assert list(arena_configs(only, chic)) == ["dl2-synthetic"]
+    # A set's evaluation runs its own policy, else the synthetic set's, else none.
+    by_set = {"dl2-synthetic": "p-syn", "prod": "p-prod"}
+    assert arena_policy(by_set, "prod", "dl2-synthetic") == "p-prod"
+    assert arena_policy(by_set, "other", "dl2-synthetic") == "p-syn"
+    assert arena_policy({}, "prod", "dl2-synthetic") is None
+
+
+def test_newest_policy_of_a_set_never_takes_another_sets(warehouse_path, tmp_path):
+    from models.checkpoints import register_policy
+    from pipelines.trained import newest_policy
+    from warehouse import connect, transaction
+
+    checkpoint = tmp_path / "policy.pt"
+    checkpoint.write_bytes(b"weights")
+    sha = hashlib.sha256(b"weights").hexdigest()
+    rows = [
+        ("a-1", {"workload_set": "dl2-synthetic"}, datetime(2026, 1, 1)),
+        ("a-2", {"stage_config": {"workload_set": "prod"}}, datetime(2026, 1, 2)),
+        ("a-3", {"workload_set": "dl2-synthetic"}, datetime(2026, 1, 3)),
+    ]
+    with connect(warehouse_path) as con, transaction(con):
+        for policy_id, metrics, created in rows:
+            register_policy(
+                con,
+                system="toy-arena",
+                config={},
+                checkpoint_path=checkpoint,
+                sha256=sha,
+                training_workloads=[],
+                metrics=metrics,
+                policy_id=policy_id,
+                created_at=created,
+            )
+    with connect(warehouse_path) as con:
+        assert newest_policy(con, "toy-arena") == "a-3"
+        assert newest_policy(con, "toy-arena", "dl2-synthetic") == "a-3"
+        assert newest_policy(con, "toy-arena", "prod") == "a-2"  # from its stage config
+        assert newest_policy(con, "toy-arena", "new-trace") is None  # trains from its start

@@ -38,6 +38,7 @@ TINY = {
     "jobs_per_sequence": 10,
     "incoming": str(INCOMING),
     "budget": "smoke",
+    "arena_training": "every-set",
     "eval_seeds": 1,
     "eval_sequences": 1,
 }
@@ -54,6 +55,8 @@ TINY_ARGS = [
     str(INCOMING),
     "--budget",
     "smoke",
+    "--arena-training",
+    "every-set",
     "--eval-seeds",
     "1",
     "--eval-sequences",

@@ -53,7 +53,7 @@ def evaluate(run: RunContext, cfg: ToyConfig, pending: Pending) -> Pending:
     return {"evaluation": evaluate_task.submit(run.warehouse, cfg, wait_for=[pending["train"]])}
 
 
-def arena(pending: Pending) -> dict[str, str]:
+def arena(run: RunContext, pending: Pending) -> dict[str, dict[str, str]]:
     return {}
 
 

@@ -86,14 +86,15 @@ def summary_lines(summary: dict) -> list[str]:
     for system, by_rate in summary["evaluation"]["act"].items():
         acts = ", ".join(f"{rate}/h {act:,.0f} s" for rate, act in sorted(by_rate.items()))
         lines.append(f"    chic {system:<26} ACT {acts}")
-    for variant, result in summary.get("arena", {}).items():
-        m = result["metrics"]
-        cached = " (already trained on these inputs)" if m.get("cached") else ""
-        lines.append(
-            f"  Chic arena {variant} {result['policy_id']}{cached}: validation ACT "
-            f"{m['best_val_act_s']:,.0f} s, {m['iterations']} iterations, {m['wall_s']:.0f} s; "
-            f"from {result['parent_policy_id'] or 'scratch'}"
-        )
+    for variant, by_set in summary.get("arena", {}).items():
+        for workload_set, result in by_set.items():
+            m = result["metrics"]
+            cached = " (already trained on these inputs)" if m.get("cached") else ""
+            lines.append(
+                f"  Chic arena {variant} on {workload_set} {result['policy_id']}{cached}: "
+                f"validation ACT {m['best_val_act_s']:,.0f} s, {m['iterations']} iterations, "
+                f"{m['wall_s']:.0f} s; from {result['parent_policy_id'] or 'scratch'}"
+            )
     return lines
 
 

@@ -564,7 +564,7 @@ def train_chic_arena_stage(
         if done is not None:
             return done
         if cfg.init == "latest":
-            parent = newest_policy(con, system)
+            parent = newest_policy(con, system, cfg.workload_set)
         elif cfg.init == "scratch":
             parent = None
         else:

@@ -1,7 +1,8 @@
 """Chic's steps in `schedlab run` (pipelines/system.py `Steps`): the cross-entropy method per
 variant and arrival rate, then one evaluation against Optimus at every rate; and the
-cross-entropy method in the arena's DL2 setting, whose policies (systems "chic-arena",
-"chic-pair-arena") run in the evaluation on every workload set (`arena`, `loaders`)."""
+cross-entropy method in the arena's DL2 setting on each arena set, whose policies (systems
+"chic-arena", "chic-pair-arena") run in the evaluation on every workload set (`arena`,
+`loaders`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicabl
 from pipelines.progress import QUIET, Reporter
 from pipelines.retries import IO_RETRIES
 from pipelines.sections import Section, exists, frame_table
-from pipelines.system import Pending, RunContext
+from pipelines.system import ArenaPolicies, Pending, RunContext, arena_configs
 from pipelines.systems.chic.stages import (
     ChicArenaConfig,
     ChicEvalConfig,
@@ -71,14 +72,21 @@ def evaluate_task(warehouse: str | None, cfg: ChicEvalConfig, progress: Reporter
 
 
 def train(run: RunContext, cfg: ChicRunConfig, pending: Pending) -> Pending:
-    """One CEM training per variant and rate, and one per variant in the arena."""
-    arena = cfg.arena.variants if cfg.arena.iterations > 0 else ()
+    """One CEM training per variant and rate, and one per variant and arena set."""
+    variants = cfg.arena.variants if cfg.arena.iterations > 0 else ()
+    by_set = arena_configs(run, cfg.arena)
     return {
         "train": {
             f"{t.variant}@{t.rate_per_hour:g}": train_task.submit(run.warehouse, t, run.progress)
             for t in cfg.train_configs()
         },
-        "arena": {v: arena_task.submit(run.warehouse, cfg.arena, v, run.progress) for v in arena},
+        "arena": {
+            v: {
+                name: arena_task.submit(run.warehouse, one, v, run.progress)
+                for name, one in by_set.items()
+            }
+            for v in variants
+        },
     }
 
 
@@ -95,7 +103,10 @@ def collect(run: RunContext, cfg: ChicRunConfig, pending: Pending) -> dict:
     return {
         "train": {k: f.result() for k, f in pending["train"].items()},
         "evaluation": pending["evaluation"].result(),
-        "arena": {k: f.result() for k, f in pending.get("arena", {}).items()},
+        "arena": {
+            v: {name: f.result() for name, f in by_set.items()}
+            for v, by_set in pending.get("arena", {}).items()
+        },
     }
 
 
@@ -125,9 +136,12 @@ def prepare(run: RunContext, cfg: ChicRunConfig) -> Pending:
     return {}
 
 
-def arena(pending: Pending) -> dict[str, str]:
-    """Each variant trained in the arena, by scheduler name ("chic", "chic-pair")."""
-    return {v: f.result()["policy_id"] for v, f in pending.get("arena", {}).items()}
+def arena(run: RunContext, pending: Pending) -> ArenaPolicies:
+    """Each variant trained in the arena, by scheduler name ("chic", "chic-pair"), per set."""
+    return {
+        v: {name: f.result()["policy_id"] for name, f in by_set.items()}
+        for v, by_set in pending.get("arena", {}).items()
+    }
 
 
 def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:

@@ -13,7 +13,7 @@ from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicabl
 from pipelines.progress import QUIET, Reporter
 from pipelines.retries import IO_RETRIES
 from pipelines.sections import Section, exists, frame_table
-from pipelines.system import Pending, RunContext
+from pipelines.system import ArenaPolicies, Pending, RunContext
 from pipelines.systems.dl2.stages import (
     VARIANTS,
     DL2StageConfig,
@@ -101,11 +101,18 @@ def loaders() -> dict[str, Loader]:
     return dict.fromkeys(VARIANTS, load_arena_policy)
 
 
-def arena(pending: Pending) -> dict[str, str]:
-    """The warm-up and every fine-tuned policy, by scheduler name."""
+def arena(run: RunContext, pending: Pending) -> ArenaPolicies:
+    """The warm-up and every fine-tuned policy, by scheduler name: one policy for every
+    set, as each fine-tuning learns from the synthetic set and every production set at
+    once (`finetune_sets`), the way DL2 trains one policy on its whole trace; the warm-up
+    imitates the teacher on the synthetic set."""
+    sets = (run.synthetic_set, *run.production_sets)
     warm = pending["warmup"].result()
     tuned = {name: f.result()["policy_id"] for name, f in pending["finetune"].items()}
-    return {"dl2-warmup": warm["policy_id"], **tuned}
+    return {
+        name: dict.fromkeys(sets, policy_id)
+        for name, policy_id in {"dl2-warmup": warm["policy_id"], **tuned}.items()
+    }
 
 
 def collect(run: RunContext, cfg: DL2StageConfig, pending: Pending) -> dict:

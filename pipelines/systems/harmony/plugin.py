@@ -125,8 +125,8 @@ def summary_lines(summary: dict) -> list[str]:
         lines.append(f"    {gavel_line(gpu, errors)}")
     for key, reason in summary["reward"].get("gavel_skipped", {}).items():
         lines.append(f"    {skipped_line(key, reason)}")
-    trained = {**summary["placement"], "harmony-arena": summary.get("arena")}
-    for name, result in ((n, r) for n, r in trained.items() if r):
+    arena = {f"harmony-arena on {k}": r for k, r in (summary.get("arena") or {}).items()}
+    for name, result in {**summary["placement"], **arena}.items():
         lines.append(
             f"  {name} {result['policy_id']} (from {result['parent_policy_id'] or 'scratch'})"
         )

@@ -629,7 +629,9 @@ def _arena_start(
     if cfg.init == "scratch":
         return None, None, "scratch", {}
     notes: dict[str, str] = {}
-    resumed = resume_from(con, newest_policy(con, ARENA_SYSTEM), policy_from_checkpoint)
+    resumed = resume_from(
+        con, newest_policy(con, ARENA_SYSTEM, cfg.workload_set), policy_from_checkpoint
+    )
     notes |= resume_note(resumed)
     if resumed.policy is not None and resumed.policy.cfg == net:
         return resumed.policy, resumed.policy_id, "latest", notes
@@ -686,6 +688,7 @@ def train_arena_stage(
     metrics = {
         **metrics,
         "start": start,
+        "workload_set": cfg.workload_set,
         "reward_model_id": rid,
         "stage_config": asdict(cfg),
         "input_key": key,

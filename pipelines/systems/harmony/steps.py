@@ -14,7 +14,7 @@ from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicabl
 from pipelines.progress import QUIET, Reporter
 from pipelines.retries import IO_RETRIES
 from pipelines.sections import Section, exists, frame_table
-from pipelines.system import Pending, RunContext
+from pipelines.system import ArenaPolicies, Pending, RunContext, arena_configs
 from pipelines.systems.harmony.stages import (
     ARENA_SYSTEM,
     HarmonyArenaConfig,
@@ -70,7 +70,7 @@ def arena_task(
     own: dict | None,
     progress: Reporter = QUIET,
 ) -> dict:
-    with progress.stage(f"Harmony placement {ARENA_SYSTEM}"):
+    with progress.stage(f"Harmony placement {ARENA_SYSTEM} ({cfg.workload_set})"):
         trained = train_arena_stage(
             warehouse,
             cfg,
@@ -109,18 +109,20 @@ def prepare(run: RunContext, cfg: HarmonyRunConfig) -> Pending:
 
 def train(run: RunContext, cfg: HarmonyRunConfig, pending: Pending) -> Pending:
     """Harmony and each ablation on rollouts scored by that predictor; then Harmony for the
-    arena, from this run's own-scenario Harmony when the arena has no policy yet (it waits
-    for that training, so what it starts from never depends on which task finishes
-    first)."""
+    arena on each arena set, from this run's own-scenario Harmony when the arena has no
+    policy yet (it waits for that training, so what it starts from never depends on which
+    task finishes first)."""
     placement = {
         v: placement_task.submit(run.warehouse, cfg.stage, v, pending["reward"], run.progress)
         for v in cfg.stage.variants
     }
     if cfg.arena.train.updates <= 0:
         return {"placement": placement}
-    arena = arena_task.submit(
-        run.warehouse, cfg.arena, pending["reward"], placement.get("harmony"), run.progress
-    )
+    own = placement.get("harmony")
+    arena = {
+        name: arena_task.submit(run.warehouse, one, pending["reward"], own, run.progress)
+        for name, one in arena_configs(run, cfg.arena).items()
+    }
     return {"placement": placement, "arena": arena}
 
 
@@ -138,7 +140,7 @@ def collect(run: RunContext, cfg: HarmonyRunConfig, pending: Pending) -> dict:
     out = {
         "reward": pending["reward"].result(),
         "placement": {v: f.result() for v, f in pending["placement"].items()},
-        "arena": pending["arena"].result() if "arena" in pending else None,
+        "arena": {name: f.result() for name, f in pending.get("arena", {}).items()},
         "evaluation": pending["evaluation"].result(),
     }
     if cfg.online_update:
@@ -172,11 +174,12 @@ def config() -> HarmonyRunConfig:
     return HarmonyRunConfig()
 
 
-def arena(pending: Pending) -> dict[str, str]:
-    """Its arena policy, under the scheduler name "harmony" (none when not trained)."""
+def arena(run: RunContext, pending: Pending) -> ArenaPolicies:
+    """Its arena policy per set, under the scheduler name "harmony" (none when not
+    trained)."""
     if "arena" not in pending:
         return {}
-    return {"harmony": pending["arena"].result()["policy_id"]}
+    return {"harmony": {name: f.result()["policy_id"] for name, f in pending["arena"].items()}}
 
 
 def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:

@@ -81,12 +81,11 @@ def seeded(cfg: RLTapsRunConfig, seed: int, workload_set: str) -> RLTapsRunConfi
 def summary_lines(summary: dict) -> list[str]:
     """Each policy, each scheduler's mean slowdown and reward, and the arena policy."""
     lines = [f"  RL-TAPS {mode} {result['policy_id']}" for mode, result in summary["train"].items()]
-    arena = summary.get("arena")
-    if arena:
+    for workload_set, arena in (summary.get("arena") or {}).items():
         m = arena["metrics"]
         cached = " (already trained on these inputs)" if m.get("cached") else ""
         lines.append(
-            f"  RL-TAPS arena {arena['policy_id']}{cached}: validation JCT "
+            f"  RL-TAPS arena on {workload_set} {arena['policy_id']}{cached}: validation JCT "
             f"{m['initial_val_avg_jct_s']:,.0f} s -> {m['val_avg_jct_s']:,.0f} s, "
             f"from {arena['parent_policy_id'] or 'scratch'}, {m['wall_s']:.0f} s"
         )

@@ -211,13 +211,15 @@ class RLTapsEvalResult:
     seeds: list[int]
 
 
-def _start_from(con, init: str, system: str, build) -> Resumed:
+def _start_from(con, init: str, system: str, build, workload_set: str | None = None) -> Resumed:
     """The policy a training starts from: `init` "latest" (the newest registered policy of
-    `system`), "scratch" (none) or a policy id, loaded by `build` (a lost or refused
-    checkpoint falls back to its ancestors: `resume_from`)."""
-    parent = {"latest": lambda: newest_policy(con, system), "scratch": lambda: None}.get(
-        init, lambda: init
-    )()
+    `system`, preferring one trained on `workload_set`), "scratch" (none) or a policy id,
+    loaded by `build` (a lost or refused checkpoint falls back to its ancestors:
+    `resume_from`)."""
+    parent = {
+        "latest": lambda: newest_policy(con, system, workload_set),
+        "scratch": lambda: None,
+    }.get(init, lambda: init)()
     return resume_from(con, parent, build)
 
 
@@ -536,7 +538,9 @@ def train_arena_stage(
         done = already_trained(con, key, ARENA_SYSTEM)
         if done is not None:
             return done
-        resumed = _start_from(con, cfg.init, ARENA_SYSTEM, arena_policy_from_checkpoint)
+        resumed = _start_from(
+            con, cfg.init, ARENA_SYSTEM, arena_policy_from_checkpoint, cfg.workload_set
+        )
     parent, init = resumed.policy_id, resumed.policy
     notes = resume_note(resumed)
     if init is not None and _fits(init, tr_cfg):
@@ -561,7 +565,13 @@ def train_arena_stage(
             checkpoint_path=path,
             sha256=sha,
             training_workloads=training,
-            metrics={**metrics, "stage_config": cfg.to_dict(), "input_key": key, **notes},
+            metrics={
+                **metrics,
+                "workload_set": cfg.workload_set,
+                "stage_config": cfg.to_dict(),
+                "input_key": key,
+                **notes,
+            },
             parent_policy_id=parent,
             curve=curve,
         )

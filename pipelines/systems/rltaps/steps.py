@@ -14,7 +14,7 @@ from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicabl
 from pipelines.progress import QUIET, Reporter
 from pipelines.retries import IO_RETRIES
 from pipelines.sections import Section, exists, frame_table
-from pipelines.system import Pending, RunContext
+from pipelines.system import ArenaPolicies, Pending, RunContext, arena_configs
 from pipelines.systems.rltaps.stages import (
     RLTapsArenaConfig,
     RLTapsStageConfig,
@@ -48,7 +48,7 @@ def train_task(warehouse: str | None, cfg: RLTapsStageConfig, progress: Reporter
 
 @task(name="rltaps-arena-train", **IO_RETRIES)
 def arena_task(warehouse: str | None, cfg: RLTapsArenaConfig, progress: Reporter = QUIET) -> dict:
-    with progress.stage("RL-TAPS arena training"):
+    with progress.stage(f"RL-TAPS arena training ({cfg.workload_set})"):
         return asdict(train_arena_stage(warehouse, cfg, progress))
 
 
@@ -61,14 +61,17 @@ def evaluate_task(
 
 
 def train(run: RunContext, cfg: RLTapsRunConfig, pending: Pending) -> Pending:
-    """One REINFORCE training per mode, and the arena training."""
+    """One REINFORCE training per mode, and the arena training on each arena set."""
     out: Pending = {
         "train": {
             t.mode: train_task.submit(run.warehouse, t, run.progress) for t in cfg.train_configs()
         }
     }
     if cfg.arena is not None:
-        out["arena"] = arena_task.submit(run.warehouse, cfg.arena, run.progress)
+        out["arena"] = {
+            name: arena_task.submit(run.warehouse, one, run.progress)
+            for name, one in arena_configs(run, cfg.arena).items()
+        }
     return out
 
 
@@ -85,7 +88,7 @@ def collect(run: RunContext, cfg: RLTapsRunConfig, pending: Pending) -> dict:
     return {
         "train": {k: f.result() for k, f in pending["train"].items()},
         "evaluation": pending["evaluation"].result(),
-        "arena": pending["arena"].result() if "arena" in pending else None,
+        "arena": {name: f.result() for name, f in pending.get("arena", {}).items()},
     }
 
 
@@ -115,11 +118,11 @@ def prepare(run: RunContext, cfg: RLTapsRunConfig) -> Pending:
     return {}
 
 
-def arena(pending: Pending) -> dict[str, str]:
-    """Its arena policy, as scheduler "rl-taps" (when trained)."""
+def arena(run: RunContext, pending: Pending) -> ArenaPolicies:
+    """Its arena policy per set, as scheduler "rl-taps" (when trained)."""
     if "arena" not in pending:
         return {}
-    return {"rl-taps": pending["arena"].result()["policy_id"]}
+    return {"rl-taps": {name: f.result()["policy_id"] for name, f in pending["arena"].items()}}
 
 
 def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
