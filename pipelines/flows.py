@@ -298,7 +298,7 @@ def nightly_flow(
         for s in trained:
             entered |= s.steps().arena(run, pending[s.name])
         loaders = registry.loaders()
-        evaluations = []
+        to_evaluate = {}
         for derived in summary["derived"] if evaluation else ():
             name = derived["derivation"]
             if not derived["splits"].get(evaluation.split):
@@ -310,9 +310,17 @@ def nightly_flow(
                 for scheduler, by_set in entered.items()
                 if (policy := arena_policy(by_set, name, run.synthetic_set)) is not None
             }
-            refs = learned_policies(warehouse, wanted, loaders)
-            one_set = replace(evaluation, workload_sets=(name,), learned=refs)
-            evaluations.append(evaluate_task.submit(warehouse, one_set, progress=progress))
+            # Every set's policies are looked up before any evaluation is submitted: a
+            # submitted task may hold the warehouse open in this process (thread runners).
+            to_evaluate[name] = learned_policies(warehouse, wanted, loaders)
+        evaluations = [
+            evaluate_task.submit(
+                warehouse,
+                replace(evaluation, workload_sets=(name,), learned=refs),
+                progress=progress,
+            )
+            for name, refs in to_evaluate.items()
+        ]
         summary["evaluated"] = [future.result() for future in evaluations]
         summary["interference"] = interference.result()
         summary["fidelity"] = fidelity.result()
