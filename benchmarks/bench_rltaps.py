@@ -14,6 +14,10 @@ SEEDS (comma-separated, default 0) trains once per seed and reports paired ratio
     python -m benchmarks.bench_rltaps medium [out_dir] [seeds]   # 8 x 8 episodes, 15 epochs
     python -m benchmarks.bench_rltaps large [out_dir] [seeds]    # 16 x 8 episodes, 20 epochs
     python -m benchmarks.bench_rltaps paper [out_dir]    # RL-TAPS 5.1's sizes (hours)
+    python -m benchmarks.bench_rltaps default /tmp/out 0,1,2,3,4 --as-published
+
+By default a fresh network first imitates SJF's decisions (`ReinforceConfig.teacher`, a
+measured deviation); `--as-published` trains from random weights as the paper.
 """
 
 from __future__ import annotations
@@ -100,10 +104,15 @@ def _figures(curves: pl.DataFrame, evaluation: pl.DataFrame, folder: Path) -> li
     return out
 
 
-def run_seed(budget: str, folder: Path, seed: int) -> dict[str, list[float]]:
+def run_seed(
+    budget: str, folder: Path, seed: int, as_published: bool = False
+) -> dict[str, list[float]]:
     """Train both modes with training seed `seed` and evaluate on the held-out sequences
-    (the same for every seed); returns each scheduler's slowdown per test sequence."""
+    (the same for every seed); returns each scheduler's slowdown per test sequence.
+    `as_published`: from random weights (no imitation of SJF first)."""
     cfg = replace(BUDGETS[budget], seed=seed)
+    if as_published:
+        cfg = cfg.as_published()
     folder.mkdir(parents=True, exist_ok=True)
     warehouse = folder / "wh.duckdb"
     start = time.perf_counter()
@@ -114,9 +123,16 @@ def run_seed(budget: str, folder: Path, seed: int) -> dict[str, list[float]]:
         print(
             f"seed {seed}, {mode}: {result.policy_id}, {m['epochs']} epochs, {m['updates']} "
             f"updates, {m['episodes']} episodes, {time.perf_counter() - t:.0f} s; validation "
-            f"slowdown {m['initial_val_slowdown']:.2f} untrained -> {m['val_slowdown']:.2f} "
+            f"slowdown {m['initial_val_slowdown']:.2f} at the start -> {m['val_slowdown']:.2f} "
             f"(kept epoch {m['kept_iteration']})"
         )
+        if "imitation_accuracy" in m:
+            print(
+                f"  imitating {m['teacher']}: validation slowdown "
+                f"{m['untrained_val_slowdown']:.2f} untrained -> {m['initial_val_slowdown']:.2f}, "
+                f"per-GPU accuracy {m['imitation_accuracy']:.1%} on {m['imitation_steps']} "
+                f"steps, {m['imitation_wall_s']:.0f} s"
+            )
     t = time.perf_counter()
     # Held-out sequences do not depend on the training seed: every seed meets the same ones.
     ev = evaluate_rltaps_stage(warehouse, replace(cfg, seed=0))
@@ -162,13 +178,22 @@ def run_seed(budget: str, folder: Path, seed: int) -> dict[str, list[float]]:
     return slowdowns
 
 
-def run(budget: str = "default", out: str | None = None, seeds: str | int = "0") -> None:
+def run(
+    budget: str = "default",
+    out: str | None = None,
+    seeds: str | int = "0",
+    as_published: bool = False,
+) -> None:
     """Train and evaluate once per training seed (comma-separated), then print each RL-TAPS
-    mode's paired slowdown ratio to every baseline over (seed, test sequence) pairs."""
+    mode's paired slowdown ratio to every baseline over (seed, test sequence) pairs.
+    `as_published`: the paper's training from random weights (default: imitate SJF first)."""
     folder = Path(out or tempfile.mkdtemp(prefix="bench-rltaps-"))
     seed_list = [int(s) for s in str(seeds).split(",")]
     start = time.perf_counter()
-    per_seed = [run_seed(budget, folder / f"seed-{s}", s) for s in seed_list]
+    print(
+        f"RL-TAPS {budget} budget, {'as published' if as_published else 'default (SJF warm start)'}"
+    )
+    per_seed = [run_seed(budget, folder / f"seed-{s}", s, as_published) for s in seed_list]
     pooled = {k: [x for run in per_seed for x in run[k]] for k in per_seed[0]}
     means = {k: float(np.mean(v)) for k, v in pooled.items()}
     print(f"\nmean slowdown over {len(seed_list)} training seeds x held-out sequences:")
@@ -192,4 +217,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    run(*sys.argv[1:4])
+    args = [a for a in sys.argv[1:] if a != "--as-published"]
+    run(*args[:3], as_published="--as-published" in sys.argv[1:])

@@ -13,7 +13,7 @@ small budget (`pipelines.systems.rltaps.stages.RLTapsStageConfig`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tracelib.envs.gpu import GpuEnvConfig
 from tracelib.envs.gpu_arena import (
@@ -119,6 +119,17 @@ class ReinforceConfig:
     """Adam learning rate (RL-TAPS: 0.001)."""
     gamma: float = 1.0
     """Discount per step (not in the paper; DeepRM's 1)."""
+    teacher: str | None = "sjf"
+    """A fresh network first imitates this baseline's decisions on the training sequences
+    (`models.rltaps.imitation`), then REINFORCE continues from it; None: from random
+    weights, as the paper. A measured deviation (README, RL-TAPS): from random weights a
+    budget of minutes leaves the policy as slow as Random."""
+    imitation_epochs: int = 30
+    """Supervised passes over the teacher's decisions (0: no imitation)."""
+    imitation_batch: int = 64
+    """Teacher decisions per supervised step."""
+    imitation_lr: float = 0.001
+    """Adam learning rate of the imitation."""
     keep_best: bool = True
     """Return the weights with the lowest validation mean slowdown (else the last)."""
     max_wall_s: float | None = None
@@ -133,6 +144,17 @@ class ReinforceConfig:
             raise ValueError("sequence counts, episodes, batch and epochs must be positive")
         if self.refresh_every < 1 or self.lr <= 0 or not 0.0 < self.gamma <= 1.0:
             raise ValueError("need refresh_every >= 1, lr > 0 and gamma in (0, 1]")
+        if self.imitation_epochs < 0 or self.imitation_batch < 1 or self.imitation_lr <= 0:
+            raise ValueError("need imitation_epochs >= 0, imitation_batch >= 1, lr > 0")
+
+    def as_published(self) -> ReinforceConfig:
+        """The paper's training: REINFORCE from random weights (no imitation)."""
+        return replace(self, teacher=None)
+
+    @property
+    def imitates(self) -> bool:
+        """Whether a fresh network imitates the teacher first."""
+        return self.teacher is not None and self.imitation_epochs > 0
 
     @property
     def system(self) -> str:

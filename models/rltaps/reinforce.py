@@ -1,5 +1,7 @@
 """RL-TAPS training: REINFORCE with a per-time-step baseline (RL-TAPS 4.5.2, Algorithm 1).
 
+A fresh network first imitates a baseline (`cfg.teacher`, default SJF; a deviation, see
+`models.rltaps.imitation`; `cfg.as_published()` trains from random weights as the paper).
 For every training job sequence (in a shuffled order each epoch), E episodes are played with
 the current policy, every GPU's slot sampled from its masked softmax. Each step t of episode
 i gets the return G_t^i (discount `gamma`); the baseline b_t is the mean of G_t over the E
@@ -32,6 +34,7 @@ from threadpoolctl import threadpool_limits
 
 from models.dl2.config import to_dict
 from models.rltaps.config import ReinforceConfig
+from models.rltaps.imitation import warm_start
 from models.rltaps.networks import PolicyNet
 from models.rltaps.policy import (
     Episode,
@@ -122,7 +125,7 @@ def _train(
     cfg: ReinforceConfig, init: RLTapsPolicy | None, progress: ProgressFn
 ) -> tuple[RLTapsPolicy, pl.DataFrame, dict[str, Any]]:
     start = time.perf_counter()
-    s_init, s_train, s_val, s_shuffle, s_act = np.random.SeedSequence(cfg.seed).spawn(5)
+    s_init, s_train, s_val, s_shuffle, s_act, s_imitate = np.random.SeedSequence(cfg.seed).spawn(6)
     if init is not None:
         policy = clone(init)
         policy.check_env(cfg.env)
@@ -145,6 +148,12 @@ def _train(
     train_env, train_seeds = new_env(train_rng, cfg.train_sequences)
     val_env, val_seeds = new_env(val_rng, cfg.val_sequences)
     all_train_seeds = [list(train_seeds)]
+    imitation: dict[str, Any] = {}
+    if init is None and cfg.imitates:
+        # A fresh network first imitates the teacher on the training sequences (deviation:
+        # models/rltaps/imitation.py); iteration 0 of the curve is then its result.
+        _, imitation["untrained_val_slowdown"] = _validate(policy, val_env, cfg.gamma)
+        imitation |= warm_start(policy, train_env, cfg, int(s_imitate.generate_state(1)[0]))
     rows: list[dict[str, Any]] = []
     updates = episodes = 0
     best: tuple[float, int, dict[str, torch.Tensor]] | None = None
@@ -240,5 +249,6 @@ def _train(
         "val_reward": float(kept["val_reward"][0]),
         "initial_val_slowdown": float(rows[0]["val_slowdown"]),
         "train_seeds": all_train_seeds,
+        **imitation,
     }
     return policy, curve, metrics

@@ -180,6 +180,20 @@ class GpuAssignmentEnv(_SessionEnv):
         placement = Placement.of({j: JobPlacement.of(gs, ()) for j, gs in gpus.items()})
         return alloc, placement, invalid
 
+    def choice_of(self, placement: Placement) -> np.ndarray:
+        """The per-GPU choice (M,) that means `placement` in the current state (the inverse
+        of `decision`): each GPU holding a worker of the job in slot n chooses n, a free GPU
+        the null slot N, and a GPU held by a job outside the slots (a baseline may run a
+        job RL-TAPS' action cannot name) -1."""
+        snap = self.session.snapshot
+        n = self.cfg.obs.slots
+        slot_of = {j.job_id: k for k, j in enumerate(self._slots(snap))}
+        choice = np.full(self.n_gpus, n, dtype=np.int64)
+        for job in snap.jobs:
+            for g in placement.get(job.job_id).workers:
+                choice[g] = slot_of.get(job.job_id, -1)
+        return choice
+
     def step_reward(self, snap: Snapshot, placement: Placement) -> float:
         """RL-TAPS' reward (module docstring) of a step's decision."""
         cfg = self.cfg

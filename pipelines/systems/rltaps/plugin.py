@@ -23,6 +23,9 @@ class RLTapsOptions:
     arena_epochs: int | None = None
     """RL-TAPS arena REINFORCE epochs on the synthetic workload set (default: the budget's;
     0 skips the arena policy)"""
+    as_published: bool = False
+    """train RL-TAPS in its own scenario from random weights, as the paper, instead of
+    first imitating SJF's decisions (the measured default)"""
 
 
 BUDGETS = {
@@ -34,6 +37,7 @@ BUDGETS = {
         "stage.episodes": 2,
         "stage.batch_sequences": 1,
         "stage.test_sequences": 2,
+        "stage.imitation_epochs": 1,
         "arena.epochs": 1,
         "arena.episodes": 2,
         "arena.train_sequences": 1,
@@ -57,6 +61,8 @@ def apply(cfg: RLTapsRunConfig, opts: RLTapsOptions) -> RLTapsRunConfig | None:
     policy."""
     if opts.epochs is not None:
         cfg = replace(cfg, stage=replace(cfg.stage, epochs=opts.epochs))
+    if opts.as_published:
+        cfg = replace(cfg, stage=cfg.stage.as_published())
     if opts.arena_epochs is not None and cfg.arena is not None:
         arena = replace(cfg.arena, epochs=opts.arena_epochs) if opts.arena_epochs > 0 else None
         cfg = replace(cfg, arena=arena)

@@ -129,6 +129,11 @@ class RLTapsStageConfig:
     """Discount (DeepRM: 1)."""
     resume_cost_s: float = 0.0
     """Training time lost when a job resumes or moves (RL-TAPS: not modelled)."""
+    teacher: str | None = "sjf"
+    """A fresh network first imitates this baseline (`ReinforceConfig.teacher`; None: from
+    random weights, as the paper)."""
+    imitation_epochs: int = 30
+    """Supervised passes over the teacher's decisions on the training sequences."""
     seed: int = 0
     """Root seed of sequences, initialization, sampling; test sequences too."""
     init: str = "latest"
@@ -176,8 +181,14 @@ class RLTapsStageConfig:
             refresh_every=self.refresh_every,
             lr=self.lr,
             gamma=self.gamma,
+            teacher=self.teacher,
+            imitation_epochs=self.imitation_epochs,
             seed=self.seed,
         )
+
+    def as_published(self) -> RLTapsStageConfig:
+        """The paper's training: from random weights, no imitation."""
+        return replace(self, teacher=None)
 
     def test_seeds(self) -> list[int]:
         """Generator seeds of the evaluation's job sequences."""
