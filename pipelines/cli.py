@@ -113,6 +113,8 @@ def cmd_run(args) -> int:
 
 
 def _run_flow(args, progress) -> dict:
+    from importlib import import_module
+
     from pipelines.prestart import PrestartedPool, WarmUp, shared_api
     from pipelines.runners import RunnerConfig, task_runner
 
@@ -126,7 +128,8 @@ def _run_flow(args, progress) -> dict:
                 WarmUp(("pipelines.flows",), tuple(s.steps for s in args.registry), progress)
             )
             stack.callback(runner.stop)
-            stack.enter_context(shared_api(progress))
+            # This process imports the flow while the API server starts.
+            stack.enter_context(shared_api(progress, lambda: import_module("pipelines.flows")))
         from pipelines.flows import nightly_flow
 
         return nightly_flow.with_options(task_runner=runner)(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -109,21 +110,40 @@ class PrestartedPool(ProcessPoolTaskRunner):
 
 
 @contextmanager
-def shared_api(progress: Reporter = QUIET) -> Iterator[None]:
+def shared_api(
+    progress: Reporter = QUIET, meanwhile: Callable[[], Any] = lambda: None
+) -> Iterator[None]:
     """Inside, Prefect's settings name one API for this process and the pool's workers:
     the configured one if there is one, else a temporary local server started now (and
     stopped when this process exits, as Prefect's own temporary server is). Local workers
-    only: the address is this machine's loopback."""
+    only: the address is this machine's loopback. `meanwhile()` runs while the server
+    starts (this process would otherwise only wait for it)."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     if PREFECT_API_URL.value():
+        meanwhile()
         yield
         return
     from prefect.server.api.server import SubprocessASGIServer
 
     start = time.perf_counter()
     server = SubprocessASGIServer()
-    server.start()
+    failed: list[BaseException] = []
+
+    def start_server() -> None:
+        try:
+            server.start()
+        except BaseException as exc:  # raised in this process below
+            failed.append(exc)
+
+    starting = threading.Thread(target=start_server, name="prefect-api-start", daemon=True)
+    starting.start()
+    try:
+        meanwhile()
+    finally:
+        starting.join()
+    if failed:
+        raise failed[0]
     progress.line(f"Prefect's temporary API up in {time.perf_counter() - start:.1f} s")
     with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
         yield

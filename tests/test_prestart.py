@@ -12,7 +12,7 @@ import cloudpickle
 import pytest
 from prefect import flow, task
 
-from pipelines.prestart import PrestartedPool, WarmUp
+from pipelines.prestart import PrestartedPool, WarmUp, shared_api
 from pipelines.progress import Reporter
 
 
@@ -52,3 +52,17 @@ def test_the_flow_runs_on_the_prestarted_workers_with_the_flows_api(prefect_harn
     out = capfd.readouterr().out
     ready = re.findall(r"worker process (\d+) ready \(\d+\.\d s importing", out)
     assert {int(pid) for pid in ready} == workers
+
+
+@pytest.mark.flow
+def test_shared_api_names_one_api_and_runs_meanwhile(prefect_harness):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    configured, ran = PREFECT_API_URL.value(), []
+    with shared_api(meanwhile=lambda: ran.append("configured")):
+        assert PREFECT_API_URL.value() == configured  # a configured API is used as is
+    # None configured: a temporary server, whose address the settings now name.
+    with temporary_settings(updates={PREFECT_API_URL: None}):
+        with shared_api(meanwhile=lambda: ran.append("started")):
+            assert PREFECT_API_URL.value().startswith("http://127.0.0.1:")
+    assert ran == ["configured", "started"]
