@@ -140,6 +140,19 @@ def test_rerun_on_unchanged_inputs_trains_and_simulates_nothing(done, monkeypatc
         )
 
 
+def test_the_run_summary_says_when_the_evaluation_was_stored_already(done):
+    from dataclasses import asdict
+
+    from pipelines.systems.rltaps.plugin import summary_lines
+
+    _, (_, ev) = done
+    summary = {"train": {}, "arena": None}
+    fresh = summary_lines({**summary, "evaluation": asdict(ev)})
+    stored = summary_lines({**summary, "evaluation": {**asdict(ev), "cached": True}})
+    assert f"  RL-TAPS evaluation {ev.run_id}" in fresh
+    assert f"  RL-TAPS evaluation {ev.run_id} (already evaluated on these inputs" in stored[0]
+
+
 def test_new_training_continues_from_the_latest_policy(tmp_path):
     path = tmp_path / "wh.duckdb"
     first = train_rltaps_stage(path, CFG)
