@@ -7,6 +7,7 @@ malformed trace file, bad mapping, bad arguments), 3 the warehouse is busy.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import sys
@@ -100,6 +101,11 @@ def cmd_run(args) -> int:
         display.reporter.line(
             f"schedlab run: task runner {args.task_runner}{workers}; starting Prefect (its "
             "temporary local API takes 10-20 s)"
+            + (
+                " and the worker processes (each imports torch, Prefect and the pipeline)"
+                if workers
+                else ""
+            )
         )
         summary = _run_flow(args, display.reporter)
     _print_run_summary(args, summary)
@@ -107,25 +113,42 @@ def cmd_run(args) -> int:
 
 
 def _run_flow(args, progress) -> dict:
-    from pipelines.flows import nightly_flow
+    from importlib import import_module
+
+    from pipelines.prestart import PrestartedPool, WarmUp, shared_api
     from pipelines.runners import RunnerConfig, task_runner
 
     runner = task_runner(RunnerConfig(args.task_runner, args.workers, args.ray_address))
-    return nightly_flow.with_options(task_runner=runner)(
-        warehouse=args.warehouse,
-        seed=args.seed,
-        n_jobs=args.jobs,
-        jobs_per_sequence=args.jobs_per_sequence,
-        incoming=args.incoming,
-        eval_seeds=args.eval_seeds,
-        eval_sequences=args.eval_sequences,
-        budget=args.budget,
-        arena_training=args.arena_training,
-        systems=args.systems.split(",") if args.systems else None,
-        options={flag.dest: getattr(args, flag.dest) for s in args.registry for flag in s.flags()},
-        registry=args.registry,
-        progress=progress,
-    )
+    with contextlib.ExitStack() as stack:
+        if isinstance(runner, PrestartedPool):
+            # The workers import torch and the pipeline while Prefect's API server starts and
+            # this process imports the flow, instead of after, at the first submitted task;
+            # they use this process's API server instead of starting one each.
+            runner.start(
+                WarmUp(("pipelines.flows",), tuple(s.steps for s in args.registry), progress)
+            )
+            stack.callback(runner.stop)
+            # This process imports the flow while the API server starts.
+            stack.enter_context(shared_api(progress, lambda: import_module("pipelines.flows")))
+        from pipelines.flows import nightly_flow
+
+        return nightly_flow.with_options(task_runner=runner)(
+            warehouse=args.warehouse,
+            seed=args.seed,
+            n_jobs=args.jobs,
+            jobs_per_sequence=args.jobs_per_sequence,
+            incoming=args.incoming,
+            eval_seeds=args.eval_seeds,
+            eval_sequences=args.eval_sequences,
+            budget=args.budget,
+            arena_training=args.arena_training,
+            systems=args.systems.split(",") if args.systems else None,
+            options={
+                flag.dest: getattr(args, flag.dest) for s in args.registry for flag in s.flags()
+            },
+            registry=args.registry,
+            progress=progress,
+        )
 
 
 def _print_run_summary(args, summary: dict) -> None:

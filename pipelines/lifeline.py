@@ -10,8 +10,10 @@ with a parent-death signal, so the run guards its children from outside:
   process the run starts afterwards (the Prefect server, task-runner workers, a local Ray)
   inherits the mark.
 - The watchdog blocks reading the pipe. The kernel closes the run's end when the run exits,
-  however it exits (SIGKILL included), so the read returns; the watchdog then stops (SIGTERM,
-  then SIGKILL after a grace period) every process still carrying the mark, and says so.
+  however it exits (SIGKILL included), so the read returns; the watchdog then waits for the
+  run to be gone and gives the marked processes a moment to end by themselves (Python's
+  multiprocessing resource tracker ends when the run does), then stops (SIGTERM, then
+  SIGKILL after a grace period) every process still carrying the mark, and says so.
 
 The mark is an environment variable because that is the one thing a child inherits whatever
 code starts it, and it cannot be faked by an unrelated process that reuses a pid. Linux
@@ -35,6 +37,10 @@ from pathlib import Path
 ENV_VAR = "SCHEDLAB_LIFELINE"
 GRACE_S = 10.0
 """How long marked processes get to stop after SIGTERM before SIGKILL."""
+SETTLE_S = 3.0
+"""How long marked processes get to end by themselves once the run is gone."""
+RUN_EXIT_S = 30.0
+"""How long the watchdog waits for a run that closed its pipe to finish exiting."""
 
 
 def start_lifeline() -> subprocess.Popen | None:
@@ -67,13 +73,11 @@ def start_lifeline() -> subprocess.Popen | None:
 
 
 def _release(watchdog: subprocess.Popen) -> None:
-    """Close the watchdog's pipe and wait for it to finish its (normally empty) sweep."""
+    """Close the watchdog's pipe. Not waiting for its sweep: it waits for this process to be
+    gone (whatever this process started that ends with it, such as multiprocessing's
+    resource tracker, then ends by itself and is left alone)."""
     if watchdog.stdin is not None:
         watchdog.stdin.close()
-    try:
-        watchdog.wait(timeout=GRACE_S + 5)
-    except subprocess.TimeoutExpired:
-        watchdog.kill()
 
 
 def marked(mark: str, *, exclude: set[int]) -> list[int]:
@@ -100,6 +104,21 @@ def _alive(pid: int) -> bool:
         return False
     # The state follows the parenthesized command name, which may itself hold spaces.
     return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (a reused pid has another)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def _wait_until(done, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _command(pid: int) -> str:
@@ -137,8 +156,17 @@ def main(argv: list[str]) -> int:
     # Ctrl-C in a terminal reaches the whole process group; the run handles it, and this
     # process must live on to clean up after it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sys.stdin.buffer.read()  # returns at EOF: the run has exited
-    stopped = stop_marked(mark, exclude={os.getpid(), run_pid})
+    started = _start_time(run_pid)
+    sys.stdin.buffer.read()  # returns at EOF: the run has exited or is exiting
+    # A normal exit closes the pipe from its last exit hook: wait for the run to be gone
+    # (or a zombie, or its pid reused), then let what ends with it end by itself.
+    _wait_until(
+        lambda: not _alive(run_pid) or _start_time(run_pid) != started, timeout_s=RUN_EXIT_S
+    )
+    exclude = {os.getpid(), run_pid}
+    left = marked(mark, exclude=exclude)
+    _wait_until(lambda: not any(_alive(pid) for pid in left), timeout_s=SETTLE_S)
+    stopped = stop_marked(mark, exclude=exclude)
     if stopped:
         print(
             f"schedlab: run {run_pid} ended without stopping its child processes; stopped "

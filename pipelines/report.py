@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from pipelines.evaluation import jct_cdf_figure
-from pipelines.sections import Figure, Section, Table, exists, fmt, frame_table, png
+from pipelines.sections import Figure, Plots, Section, Table, exists, fmt, frame_table
 from pipelines.system import LearnedSystem
 from tracelib.provenance import code_version
 from warehouse import connect, files_dir, read_frame, resolve_path
@@ -31,7 +31,7 @@ from warehouse import connect, files_dir, read_frame, resolve_path
 # -- sections --------------------------------------------------------------------------------
 
 
-def leaderboard_section(con: duckdb.DuckDBPyConnection) -> Section:
+def leaderboard_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -> Section:
     """Each workload set's newest evaluation, ranked: every family side by side, each
     scheduler's ratio to the set's best non-oracle heuristic and whether it is significant."""
     board = read_frame(
@@ -60,6 +60,7 @@ def leaderboard_section(con: duckdb.DuckDBPyConnection) -> Section:
         'Query it yourself: `schedlab sql "SELECT * FROM leaderboard WHERE latest"`.',
         empty="No evaluation has been stored yet.",
     )
+    plots = plots or Plots()
     for (kind, workload_set), rows in board.group_by(
         "workload_kind", "workload_set", maintain_order=True
     ):
@@ -69,11 +70,13 @@ def leaderboard_section(con: duckdb.DuckDBPyConnection) -> Section:
             frame_table(f"{workload_set} ({kind})", shown.drop("workload_kind", "workload_set"))
         )
         if rows["avg_jct_h"].null_count() < rows.height:
-            section.figures.append(_bar_figure(rows.drop_nulls("avg_jct_h"), workload_set))
+            shown_rows = rows.drop_nulls("avg_jct_h")
+            drawn = plots.png(_bar_figure, shown_rows, workload_set)
+            section.figures.append(Figure(f"Average JCT: {workload_set}", drawn))
     return section
 
 
-def _bar_figure(rows: pl.DataFrame, workload_set: str) -> Figure:
+def _bar_figure(rows: pl.DataFrame, workload_set: str):
     from matplotlib.figure import Figure as MplFigure
 
     fig = MplFigure(figsize=(7, 0.35 * rows.height + 1.2), dpi=100)
@@ -89,10 +92,10 @@ def _bar_figure(rows: pl.DataFrame, workload_set: str) -> Figure:
     ax.set_title(workload_set)
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
-    return Figure(f"Average JCT: {workload_set}", png(fig))
+    return fig
 
 
-def cdf_section(con: duckdb.DuckDBPyConnection) -> Section:
+def cdf_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -> Section:
     """JCT CDFs of each workload set's newest evaluation."""
     section = Section(
         "JCT distributions",
@@ -118,12 +121,13 @@ def cdf_section(con: duckdb.DuckDBPyConnection) -> Section:
             "ORDER BY rank, scheduler",
             [eval_id, workload_set],
         )["scheduler"].to_list()
-        fig = jct_cdf_figure(jobs, order, f"JCT CDF: {workload_set} ({eval_id})")
-        section.figures.append(Figure(f"JCT CDF: {workload_set}", png(fig)))
+        title = f"JCT CDF: {workload_set} ({eval_id})"
+        drawn = (plots or Plots()).png(jct_cdf_figure, jobs, order, title)
+        section.figures.append(Figure(f"JCT CDF: {workload_set}", drawn))
     return section
 
 
-def learning_section(con: duckdb.DuckDBPyConnection) -> Section:
+def learning_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -> Section:
     """Each learned system's newest policy: its training curve."""
     section = Section(
         "Learning curves",
@@ -142,27 +146,35 @@ def learning_section(con: duckdb.DuckDBPyConnection) -> Section:
         "FROM learning_curves c JOIN newest n USING (system, phase, policy_id) "
         "WHERE c.value IS NOT NULL ORDER BY ALL",
     )
-    from matplotlib.figure import Figure as MplFigure
-
+    plots = plots or Plots()
     for (system, policy_id, phase), rows in curves.group_by(
         "system", "policy_id", "phase", maintain_order=True
     ):
-        metrics = sorted(set(rows["metric"].to_list()))
-        fig = MplFigure(figsize=(7, 2.2 * len(metrics) + 0.6), dpi=100)
-        for k, metric in enumerate(metrics, start=1):
-            ax = fig.add_subplot(len(metrics), 1, k)
-            one = rows.filter(pl.col("metric") == metric).sort("step")
-            ax.plot(one["step"].to_numpy(), one["value"].to_numpy(), marker=".", lw=1)
-            ax.set_ylabel(metric, fontsize="small")
-            ax.grid(True, alpha=0.3)
-        fig.axes[-1].set_xlabel("step")
-        fig.suptitle(f"{system} ({phase}): {policy_id}", fontsize="medium")
-        fig.tight_layout()
-        section.figures.append(Figure(f"{system} {phase}", png(fig)))
+        title = f"{system} ({phase}): {policy_id}"
+        drawn = plots.png(_curve_figure, rows, title)
+        section.figures.append(Figure(f"{system} {phase}", drawn))
     return section
 
 
-def fidelity_section(con: duckdb.DuckDBPyConnection) -> Section:
+def _curve_figure(rows: pl.DataFrame, title: str):
+    """One panel per metric of one policy's learning curve."""
+    from matplotlib.figure import Figure as MplFigure
+
+    metrics = sorted(set(rows["metric"].to_list()))
+    fig = MplFigure(figsize=(7, 2.2 * len(metrics) + 0.6), dpi=100)
+    for k, metric in enumerate(metrics, start=1):
+        ax = fig.add_subplot(len(metrics), 1, k)
+        one = rows.filter(pl.col("metric") == metric).sort("step")
+        ax.plot(one["step"].to_numpy(), one["value"].to_numpy(), marker=".", lw=1)
+        ax.set_ylabel(metric, fontsize="small")
+        ax.grid(True, alpha=0.3)
+    fig.axes[-1].set_xlabel("step")
+    fig.suptitle(title, fontsize="medium")
+    fig.tight_layout()
+    return fig
+
+
+def fidelity_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -> Section:
     """The newest fidelity checks of the simulator's ground truth."""
     section = Section(
         "Simulator fidelity",
@@ -185,7 +197,7 @@ def fidelity_section(con: duckdb.DuckDBPyConnection) -> Section:
     return section
 
 
-def traces_section(con: duckdb.DuckDBPyConnection) -> list[Section]:
+def traces_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -> list[Section]:
     """What each ingested trace is (`schedlab describe SOURCE_ID` prints the same): an
     overview row per source, then one section per source with its tables and plots."""
     from pipelines.describe import describe_from, trace_figure
@@ -260,7 +272,8 @@ def traces_section(con: duckdb.DuckDBPyConnection) -> list[Section]:
             ],
         ]
         one.tables.append(Table("summary", ["", "value"], facts))
-        one.figures.append(Figure(f"{source_id}", png(trace_figure(d))))
+        drawn = (plots or Plots()).png(trace_figure, d)
+        one.figures.append(Figure(f"{source_id}", drawn))
         if d.top_users.height or d.top_vcs.height:
             who = [
                 [kind, name, f"{jobs:,}", f"{gpu_h:,.0f}"]
@@ -276,7 +289,7 @@ def traces_section(con: duckdb.DuckDBPyConnection) -> list[Section]:
     return sections
 
 
-def lineage_section(con: duckdb.DuckDBPyConnection) -> Section:
+def lineage_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -> Section:
     section = Section(
         "Policies",
         "Registered policies, newest first, with their lineage (generation 0 was trained "
@@ -348,16 +361,19 @@ def render_report(
     con: duckdb.DuckDBPyConnection,
     meta: dict[str, Any] | None = None,
     systems: Iterable[LearnedSystem] = (),
+    plots: Plots | None = None,
 ) -> str:
-    """The report's HTML from the warehouse behind `con`, with the sections of `systems`."""
+    """The report's HTML from the warehouse behind `con`, with the sections of `systems`;
+    figures through `plots` (default: every one drawn)."""
+    plots = plots or Plots()
     sections = []
     for build in SECTIONS_BEFORE_SYSTEMS:
-        built = build(con)
+        built = build(con, plots)
         sections.extend(built if isinstance(built, list) else [built])
     for system in systems:
         sections.extend(system.steps().report(con))
     for build in SECTIONS_AFTER_SYSTEMS:
-        sections.append(build(con))
+        sections.append(build(con, plots))
     pairs = [(k, fmt(v)) for k, v in (meta or {}).items()]
     return _TEMPLATE.render(title="schedlab report", meta=pairs, sections=sections)
 
@@ -389,14 +405,17 @@ def write_report(
     }
     if run_id:
         meta = {"run": run_id, **meta}
+    folder = reports_dir(warehouse)
+    # Figures whose data did not change since an earlier report are read back, not drawn.
+    plots = Plots(folder / "plots")
     with connect(warehouse, read_only=True) as con:
-        html = render_report(con, meta, systems)
+        html = render_report(con, meta, systems, plots)
+    plots.prune()
     if out is not None:
         target = Path(out)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(html)
         return target
-    folder = reports_dir(warehouse)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"report-{run_id or 'adhoc'}.html"
     target.write_text(html)

@@ -63,9 +63,10 @@ def task_runner(cfg: RunnerConfig):
 
         return ThreadPoolTaskRunner(max_workers=1)
     if cfg.kind == "processes":
-        from prefect.task_runners import ProcessPoolTaskRunner
+        # Prefect's process task runner, whose workers `schedlab run` can start early.
+        from pipelines.prestart import PrestartedPool
 
-        return ProcessPoolTaskRunner(max_workers=cfg.workers or available_cores())
+        return PrestartedPool(max_workers=cfg.workers or available_cores())
     try:
         from prefect_ray import RayTaskRunner
     except ImportError as exc:  # an optional extra: keep the error actionable

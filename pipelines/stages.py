@@ -26,6 +26,7 @@ from pipelines.evaluation import (
     evaluate,
     evaluation_id,
     headline,
+    plot_name,
     select_workloads,
     store_evaluation,
     write_jct_cdf_plots,
@@ -258,8 +259,13 @@ def evaluate_stage(
             tables = evaluate(jobs, workloads, cfg, progress=advance)
         with connect(warehouse) as con, transaction(con):
             store_evaluation(con, tables)
-    base = Path(out_dir) if out_dir is not None else evaluation_dir(warehouse)
-    plots = write_jct_cdf_plots(tables, base / tables.eval_id)
+    folder = (Path(out_dir) if out_dir is not None else evaluation_dir(warehouse)) / eval_id
+    sets = sorted(set(tables.runs["workload_set"].to_list()))
+    plots = {s: str(folder / plot_name(s)) for s in sets}
+    # A stored evaluation's plots drawn before are the same figure (its id hashes what they
+    # plot): drawn only when one is missing.
+    if not (cached and all(Path(path).exists() for path in plots.values())):
+        plots = write_jct_cdf_plots(tables, folder)
     return EvaluateResult(
         eval_id=tables.eval_id,
         workload_sets=sorted(set(tables.runs["workload_set"].to_list())),

@@ -462,6 +462,10 @@ def test_an_unchanged_evaluation_is_not_simulated_again(warehouse_path, tmp_path
     name = plot_name("tiny")
     fresh = (tmp_path / "a" / first.eval_id / name).read_bytes()
     assert (tmp_path / "b" / again.eval_id / name).read_bytes() == fresh
+    # Where they were drawn already, they are not drawn again.
+    monkeypatch.setattr(stages, "write_jct_cdf_plots", must_not_run)
+    third = stages.evaluate_stage(warehouse_path, cfg, tmp_path / "a")
+    assert third.cached and third.plots == first.plots
     # A different config is a different evaluation, and runs.
     with pytest.raises(AssertionError, match="reused"):
         stages.evaluate_stage(warehouse_path, replace(cfg, n_seeds=1), tmp_path / "c")

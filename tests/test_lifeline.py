@@ -143,3 +143,32 @@ def test_sigkill_of_schedlab_run_stops_its_prefect_server(tmp_path):
             proc.kill()
         if server is not None and _alive(server):
             os.kill(server, signal.SIGKILL)
+
+
+def test_a_normal_exit_leaves_nothing_to_stop_and_says_nothing():
+    # Python's multiprocessing resource tracker (started by a spawn-context queue, as
+    # Prefect's process task runner does) ends by itself when the run ends: the watchdog
+    # waits for that instead of stopping it and reporting a leftover.
+    parent = textwrap.dedent(
+        """
+        import multiprocessing
+        from multiprocessing import resource_tracker
+        from pipelines.lifeline import start_lifeline
+        start_lifeline()
+        queue = multiprocessing.get_context("spawn").Queue()
+        queue.put(1)
+        print(resource_tracker._resource_tracker._pid, flush=True)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    proc = subprocess.run(
+        [sys.executable, "-c", parent],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).resolve().parent.parent,
+        timeout=120,
+    )
+    tracker = int(proc.stdout.split()[0])
+    assert _wait_gone([tracker]) == []
+    assert "ended without stopping" not in proc.stderr, proc.stderr

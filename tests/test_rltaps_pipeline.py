@@ -114,9 +114,16 @@ def test_own_evaluation_lands_in_the_eval_tables_with_paired_slowdown_ratios(don
     assert set(board["best_heuristic"]) <= {"random", "sjf", "tetris"}
 
 
-def test_rerun_on_unchanged_inputs_trains_nothing_and_replaces_its_rows(done):
+def test_rerun_on_unchanged_inputs_trains_and_simulates_nothing(done, monkeypatch):
     path, ((plain, streaming), ev) = done
     before = _counts(path)
+    with connect(path) as con:
+        stored = read_frame(con, "SELECT * FROM eval_summary WHERE eval_id = ?", [ev.run_id])
+
+    def simulate(*args, **kwargs):
+        raise AssertionError("an unchanged evaluation was simulated again")
+
+    monkeypatch.setattr("pipelines.systems.rltaps.stages.rltaps_tables", simulate)
     (again_plain, again_streaming), again_ev = _run(path)
     assert (again_plain.policy_id, again_streaming.policy_id) == (
         plain.policy_id,
@@ -124,7 +131,26 @@ def test_rerun_on_unchanged_inputs_trains_nothing_and_replaces_its_rows(done):
     )
     assert again_plain.metrics["cached"] and again_streaming.metrics["cached"]
     assert again_ev.run_id == ev.run_id and again_ev.mean_slowdown == ev.mean_slowdown
+    assert not ev.cached and again_ev.cached
+    assert again_ev.slowdowns == ev.slowdowns and again_ev.mean_reward == ev.mean_reward
     assert _counts(path) == before
+    with connect(path) as con:  # not even rewritten
+        assert read_frame(con, "SELECT * FROM eval_summary WHERE eval_id = ?", [ev.run_id]).equals(
+            stored
+        )
+
+
+def test_the_run_summary_says_when_the_evaluation_was_stored_already(done):
+    from dataclasses import asdict
+
+    from pipelines.systems.rltaps.plugin import summary_lines
+
+    _, (_, ev) = done
+    summary = {"train": {}, "arena": None}
+    fresh = summary_lines({**summary, "evaluation": asdict(ev)})
+    stored = summary_lines({**summary, "evaluation": {**asdict(ev), "cached": True}})
+    assert f"  RL-TAPS evaluation {ev.run_id}" in fresh
+    assert f"  RL-TAPS evaluation {ev.run_id} (already evaluated on these inputs" in stored[0]
 
 
 def test_new_training_continues_from_the_latest_policy(tmp_path):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import nnls
@@ -62,15 +62,50 @@ def fit_speed_model(
     return tuple(float(x) for x in theta)  # type: ignore[return-value]
 
 
-def merged_points(history: tuple[SpeedSample, ...]) -> list[tuple[int, int, float, float]]:
-    """Observations merged per (workers, PSs): time-weighted mean speed, weight = time."""
-    acc: dict[tuple[int, int], list[float]] = {}
-    for s in history:
+Sums = dict[tuple[int, int], list[float]]
+"""Per (workers, PSs): [sum of speed x duration, sum of duration], in history order."""
+
+
+def _accumulate(acc: Sums, samples: tuple[SpeedSample, ...]) -> Sums:
+    for s in samples:
         if s.workers > 0 and s.ps > 0 and s.duration_s > 0:
             a = acc.setdefault((s.workers, s.ps), [0.0, 0.0])
             a[0] += s.speed * s.duration_s
             a[1] += s.duration_s
+    return acc
+
+
+def _points(acc: Sums) -> list[tuple[int, int, float, float]]:
     return [(w, p, a[0] / a[1], a[1]) for (w, p), a in sorted(acc.items())]
+
+
+def merged_points(history: tuple[SpeedSample, ...]) -> list[tuple[int, int, float, float]]:
+    """Observations merged per (workers, PSs): time-weighted mean speed, weight = time."""
+    return _points(_accumulate({}, history))
+
+
+class MergedHistories:
+    """`merged_points` of each job's history, carried forward as the history grows.
+
+    A job's history only grows during a run (the simulator appends a sample per interval),
+    and merging it whole at every decision made Optimus quadratic in a job's length (half
+    of the fidelity checks' minutes). The sums are extended with the new samples only, in
+    the same order, so the points are exactly `merged_points(history)`; a history that does
+    not extend the one seen before (another run, or a job id reused) is merged from
+    scratch."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[tuple[SpeedSample, ...], Sums]] = {}
+
+    def points(self, job_id: int, history: tuple[SpeedSample, ...]):
+        """`merged_points(history)` of job `job_id`."""
+        seen, acc = self._seen.get(job_id, ((), {}))
+        n = len(seen)
+        if len(history) < n or history[:n] != seen:
+            n, acc = 0, {}
+        _accumulate(acc, history[n:])
+        self._seen[job_id] = (history, acc)
+        return _points(acc)
 
 
 def _speed_fn(theta: tuple[float, ...], scale: float = 1.0) -> SpeedFn:
@@ -84,9 +119,15 @@ def _speed_fn(theta: tuple[float, ...], scale: float = 1.0) -> SpeedFn:
     return speed
 
 
-def fitted_speed(job: JobView, jt: JobType, min_points: int = 5) -> SpeedFn:
-    """The job's speed model: NNLS on its observations, else the scaled catalogue prior."""
-    points = merged_points(job.history)
+def fitted_speed(
+    job: JobView,
+    jt: JobType,
+    min_points: int = 5,
+    points: list[tuple[int, int, float, float]] | None = None,
+) -> SpeedFn:
+    """The job's speed model: NNLS on its observations (`points`: `merged_points` of its
+    history, computed when None), else the scaled catalogue prior."""
+    points = merged_points(job.history) if points is None else points
     if len(points) >= min_points:
         theta = fit_speed_model(points)
         if theta is not None:
@@ -108,10 +149,16 @@ class Optimus:
     uses_oracle: bool = False
     min_points: int = 5
     """Distinct observed (workers, PSs) configurations before the job's own fit is used."""
+    merged: MergedHistories = field(
+        default_factory=MergedHistories, init=False, repr=False, compare=False
+    )
+    """Each job's merged observations so far (a memo: decisions are those of merging the
+    whole history every time)."""
 
     def speed_model(self, snap: Snapshot, job: JobView) -> SpeedFn:
         """The job's estimated speed(w, p)."""
-        return fitted_speed(job, snap.job_types[job.model], self.min_points)
+        points = self.merged.points(job.job_id, job.history)
+        return fitted_speed(job, snap.job_types[job.model], self.min_points, points)
 
     def allocate(self, snap: Snapshot) -> Allocation:
         """One pair per job, then the best task per dominant share while it helps."""

@@ -32,6 +32,7 @@ from models.harmony.reward import (
     compare_estimators,
     encode_sets,
     fit_reward_model,
+    gbr_features,
     net_config_from_dict,
     predictor_from_checkpoint,
     set_arrays,
@@ -149,6 +150,23 @@ def test_comparison_reports_every_estimator_per_split_and_type(samples, fitted):
     test_n = overall.filter(pl.col("split") == "test")["n_samples"].unique().to_list()
     assert test_n == [int(fitted.test_mask.sum())]
     assert set(table["job_type"]) - {"all"} <= set(samples["model"])
+
+
+def test_gradient_boosting_is_the_same_model_with_one_thread(samples, fitted):
+    # compare_estimators fits it on one OpenMP thread (threads waiting on each other cost
+    # 30x the CPU on a busy machine); the model must not depend on the count.
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from threadpoolctl import threadpool_limits
+
+    x = gbr_features(samples, len(fitted.predictor.cfg.type_names))
+    y = np.log(samples["measured_speed"].to_numpy())
+
+    def predictions(threads: int) -> np.ndarray:
+        with threadpool_limits(limits=threads, user_api="openmp"):
+            model = HistGradientBoostingRegressor(max_iter=50, random_state=0).fit(x, y)
+            return model.predict(x)
+
+    assert np.array_equal(predictions(1), predictions(2))
 
 
 def test_predictor_scores_a_simulator_placement(fitted):

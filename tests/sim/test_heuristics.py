@@ -18,7 +18,12 @@ from models.heuristics import (
     RandomPlacement,
     make_scheduler,
 )
-from models.heuristics.optimus import fit_speed_model, fitted_speed, merged_points
+from models.heuristics.optimus import (
+    MergedHistories,
+    fit_speed_model,
+    fitted_speed,
+    merged_points,
+)
 from tests.sim.golden import CONFIG, EXPECTED, WORKLOAD, run_all
 from tracelib.catalogue import by_name
 from tracelib.sim import (
@@ -177,6 +182,30 @@ def test_optimus_uses_scaled_prior_until_five_configurations():
     odd = (*hist, SpeedSample(8, 8, 3.0 * jt.speed(8, 8), 600.0, 3000.0))
     assert fitted_speed(view(odd), jt)(8, 8) > 1.5 * jt.speed(8, 8)
     assert fitted_speed(view(()), jt)(6, 6) == pytest.approx(jt.speed(6, 6))
+
+
+def test_optimus_merges_a_growing_history_as_merging_it_whole():
+    rng = np.random.default_rng(3)
+    samples = [
+        SpeedSample(int(w), int(p), float(s), float(d), 600.0 * i)
+        for i, (w, p, s, d) in enumerate(
+            zip(
+                rng.integers(0, 4, 300),
+                rng.integers(0, 4, 300),
+                rng.random(300) * 10,
+                rng.choice([0.0, 17.3, 600.0], 300),
+                strict=True,
+            )
+        )
+    ]
+    memo = MergedHistories()
+    for n in (0, 1, 5, 5, 40, 300):  # the history grows (and is asked twice unchanged)
+        assert memo.points(7, tuple(samples[:n])) == merged_points(tuple(samples[:n]))
+    # Another run's job with the same id, shorter or not extending it: merged from scratch.
+    other = tuple(reversed(samples[:50]))
+    assert memo.points(7, other) == merged_points(other)
+    assert memo.points(7, other[:10]) == merged_points(other[:10])
+    assert memo.points(8, tuple(samples)) == merged_points(tuple(samples))
 
 
 @dataclass(frozen=True)

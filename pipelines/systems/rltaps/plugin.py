@@ -96,6 +96,10 @@ def summary_lines(summary: dict) -> list[str]:
             f"from {arena['parent_policy_id'] or 'scratch'}, {m['wall_s']:.0f} s"
         )
     evaluation = summary["evaluation"]
+    stored = " (already evaluated on these inputs: nothing simulated)"
+    lines.append(
+        f"  RL-TAPS evaluation {evaluation['run_id']}{stored if evaluation.get('cached') else ''}"
+    )
     for name, slowdown in evaluation["mean_slowdown"].items():
         lines.append(
             f"    rl-taps {name:<22} mean slowdown {slowdown:6.2f}, mean reward "

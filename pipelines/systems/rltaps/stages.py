@@ -220,6 +220,9 @@ class RLTapsEvalResult:
     """Scheduler -> mean slowdown of each test sequence (in `seeds` order, for paired
     comparisons)."""
     seeds: list[int]
+    cached: bool = False
+    """True when this evaluation was already stored (same config, policies and code
+    version) and nothing was simulated."""
 
 
 def _start_from(con, init: str, system: str, build, workload_set: str | None = None) -> Resumed:
@@ -397,7 +400,8 @@ def evaluate_rltaps_stage(
     """Evaluate the newest registered policy of each RL-TAPS system (those registered) and
     the Random, SJF and Tetris pickers (first-fit GPUs) on `cfg.test_sequences` held-out job
     sequences: eval_runs / eval_jobs / eval_summary rows (one `rltaps_evaluation` row per
-    scheduler; re-running replaces its rows)."""
+    scheduler). Stored rows of the same config, policies and code version are read back
+    instead of simulated again (`cached` in the result)."""
     learned: dict[str, RLTapsPolicy] = {}
     policy_ids: dict[str, str] = {}
     with connect(warehouse) as con:
@@ -415,14 +419,40 @@ def evaluate_rltaps_stage(
     }
     run_id = "rltaps-eval:" + input_key(eval_config, policy_ids)[:16]
     schedulers: dict[str, RLTapsPolicy | None] = {**learned, **dict.fromkeys(BASELINES)}
+    # The id hashes the evaluation's config and policies, so rows stored under it by this
+    # code version are what simulating again would give: an unchanged run simulates nothing.
+    with connect(warehouse) as con:
+        [(stored,)] = con.sql(
+            "SELECT count(*) FROM eval_summary WHERE eval_id = ? AND code_version = ?",
+            params=[run_id, code_version()],
+        ).fetchall()
+        if stored == len(schedulers):
+            return _evaluation_result(con, run_id, policy_ids, list(schedulers), cfg, True)
     with scoped_torch(threads=1), progress.bar("RL-TAPS evaluation episodes") as advance:
         tables = rltaps_tables(schedulers, policy_ids, cfg, run_id, progress=advance)
     with connect(warehouse) as con, transaction(con):
         store_evaluation(con, tables)
-        rows = read_frame(
-            con, "SELECT * FROM rltaps_evaluation WHERE run_id = ? ORDER BY scheduler", [run_id]
-        )
-    runs = tables.runs.sort("sequence_no")
+        return _evaluation_result(con, run_id, policy_ids, list(schedulers), cfg, False)
+
+
+def _evaluation_result(
+    con,
+    run_id: str,
+    policy_ids: dict[str, str],
+    names: list[str],
+    cfg: RLTapsStageConfig,
+    cached: bool,
+) -> RLTapsEvalResult:
+    """The stage's result from the stored rows of evaluation `run_id`."""
+    rows = read_frame(
+        con, "SELECT * FROM rltaps_evaluation WHERE run_id = ? ORDER BY scheduler", [run_id]
+    )
+    runs = read_frame(
+        con,
+        "SELECT scheduler, mean_slowdown FROM eval_runs WHERE eval_id = ? "
+        "ORDER BY sequence_no, replicate",
+        [run_id],
+    )
     return RLTapsEvalResult(
         run_id,
         rows["sequence_set"][0],
@@ -431,9 +461,10 @@ def evaluate_rltaps_stage(
         dict(zip(rows["scheduler"], rows["mean_reward"], strict=True)),
         {
             name: runs.filter(pl.col("scheduler") == name)["mean_slowdown"].to_list()
-            for name in schedulers
+            for name in names
         },
         cfg.test_seeds(),
+        cached,
     )
 
 
