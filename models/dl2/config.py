@@ -141,7 +141,8 @@ class RecorderConfig:
     FIFO's), "remaining" (shortest estimated remaining time first, SRTF's), "teacher" (the
     additions in the order the teacher made them, for a teacher that gives them,
     `allocate_in_order`: Optimus' pairs by arrival, then its tasks by marginal gain), "rows"
-    (one pair per job by arrival, then job by job its other pairs, workers and PSs), or
+    (one pair per job by arrival, then job by job the other pairs, then job by job the
+    single workers and PSs), or
     "auto" (drf -> share, fifo -> arrival, srtf -> remaining, optimus -> rows, others share).
     Optimus in its own order is imitated badly (measured: 42% of the actions, its
     allocations 14% slower on validation, workers given too few); job by job, 85% and 7%."""

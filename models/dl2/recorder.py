@@ -177,8 +177,6 @@ class _AtInterval:
     """A teacher deciding every `interval_s` seconds (None: every slot), nothing else
     changed: the recording's decisions happen when the student's will."""
 
-    uses_oracle = False
-
     def __init__(self, policy: AllocationPolicy, interval_s: float | None) -> None:
         self.policy = policy
         self.name = policy.name

@@ -211,13 +211,19 @@ def test_optimus_teacher_is_replayed_in_its_own_order():
         decisions += 1
         session.submit(alloc, LoadBalancing().place(snap, alloc, session.rng))
     assert decisions == frame["decision"].n_unique() > 3
-    # "rows" (Optimus' default): one pair per job by arrival, then job by job
+    # "rows" (Optimus' default): one pair per job by arrival, then job by job the other
+    # pairs, then job by job the single workers and PSs
     rows, _ = record_runs(wl, None, replace(cfg, order="auto"))
     for _, logged in rows.filter(pl.col("kind") != "stop").group_by("decision"):
-        rows_acted = [a // 3 for a in logged.sort("step")["action"].to_list()]
-        first = len(set(rows_acted))
-        assert rows_acted[:first] == sorted(set(rows_acted))
-        assert rows_acted[first:] == sorted(rows_acted[first:])
+        logged = logged.sort("step")
+        acted = [a // 3 for a in logged["action"].to_list()]
+        first = len(set(acted))
+        assert acted[:first] == sorted(set(acted))
+        kinds = logged["kind"].to_list()[first:]
+        pairs = [r for r, k in zip(acted[first:], kinds, strict=True) if k == "both"]
+        singles = [r for r, k in zip(acted[first:], kinds, strict=True) if k != "both"]
+        assert kinds == ["both"] * len(pairs) + [k for k in kinds if k != "both"]
+        assert pairs == sorted(pairs) and singles == sorted(singles)
     with pytest.raises(ValueError, match="does not give its order"):
         record_runs(wl, "drf", replace(cfg, order="teacher"))
 

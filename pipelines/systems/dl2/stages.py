@@ -1,7 +1,8 @@
 """DL2's pipeline stages: decision logs, supervised warm-up, RL fine-tuning.
 
-    record_stage    a heuristic (DRF by default) runs over a workload set's training
-                    sequences; every inference step goes to `decision_traces`
+    record_stage    a heuristic (Optimus by default; the paper's: DRF) runs over a workload
+                    set's training sequences; every inference step goes to
+                    `decision_traces`
     warmup_stage    imitation of those decisions; the warm policy is registered
     finetune_stage  actor-critic in the simulator, from the latest registered fine-tuned
                     policy (retraining as new traces arrive) or else the warm-up
