@@ -85,6 +85,27 @@ def test_chic_trains_with_its_four_deviations_unless_asked_for_the_paper():
     assert paper.arena.n_trajectories == chic.arena.n_trajectories
 
 
+def test_dl2_trains_with_its_deviations_unless_asked_for_the_paper():
+    from models.dl2.config import PUBLISHED_DEVIATIONS
+
+    dl2 = _config().learned["dl2"]
+    paper = _config(options={"dl2_as_published": True}).learned["dl2"]
+    for name, (published, default) in PUBLISHED_DEVIATIONS.items():
+        assert getattr(dl2, name) == default and getattr(paper, name) == published, name
+    # the paper's choices: DRF's decisions, a decision every 20-minute slot, job-aware
+    # exploration, the plain policy gradient at lr 0.0001
+    assert (paper.teacher, paper.interval_s, paper.exploration) == ("drf", None, True)
+    assert (paper.clip, paper.kl_init, paper.lr) == (None, 0.0, 1e-4)
+    assert (dl2.clip, dl2.kl_init, dl2.lr) == (0.2, 1.0, 1e-4)
+    assert paper.recorder().net.interval_s is None and paper.finetune_config().exploration
+    assert dl2.recorder().teacher == "optimus" and dl2.recorder().net.bundle_first
+    assert dl2.recorder().net.interval_s == dl2.finetune_config().net.interval_s == 600.0
+    # Nothing else moves: the budget's sizes stay; a teacher option still applies.
+    assert (paper.updates, paper.warmup_epochs) == (dl2.updates, dl2.warmup_epochs)
+    fifo = _config(options={"dl2_as_published": True, "dl2_teacher": "fifo"}).learned["dl2"]
+    assert fifo.teacher == "fifo" and not fifo.recorder().net.bundle_first
+
+
 def test_every_stage_gets_its_own_seed_spawned_from_the_run_seed():
     cfg = _config(seed=7)
     seeds = {

@@ -22,6 +22,14 @@ Each slot starts with a worker+PS pair for every job that fits one (`bundle_firs
 greedy policy is validated every `val_every` updates (average JCT on the validation
 workloads); the best validated weights are returned.
 
+Two additions that are not in the paper, both off by default in this module (the pipeline's
+`DL2StageConfig` sets what was measured best): `clip`, PPO's clipped surrogate, the ratio
+of the policy's probability of a replayed action to the probability it had when played
+clipped to 1 +- clip (so an update cannot push a sample far, however old it is); and
+`kl_init`, a penalty on KL(initial policy || policy) over each minibatch's states, which
+keeps fine-tuning near its warm-up. The policy decides every `net.interval_s` seconds (a
+"slot" below is one decision interval).
+
 Switches (DL2 Table 2): `value_net=False` replaces V by an exponential moving average of
 slot rewards (advantage = r - average: the TD advantage with V held at the average
 return), `exploration=False` drops the job-aware exploration (the entropy bonus stays),
@@ -110,6 +118,7 @@ class Replay:
         self.reward = np.zeros(size, dtype=np.float32)
         self.last = np.zeros(size, dtype=bool)
         self.done = np.zeros(size, dtype=np.float32)
+        self.logp = np.zeros(size, dtype=np.float32)
         self.count = 0
         self._next = 0
 
@@ -117,7 +126,7 @@ class Replay:
         """Append the samples of one slot (`slot_batch` arrays)."""
         for k in range(len(slot["action"])):
             i = self._next
-            for name in ("obs", "step_next", "slot_next", "mask", "action", "reward"):
+            for name in ("obs", "step_next", "slot_next", "mask", "action", "reward", "logp"):
                 getattr(self, name)[i] = slot[name][k]
             self.last[i], self.done[i] = slot["last"][k], slot["done"][k]
             self._next = (i + 1) % self.size
@@ -125,7 +134,17 @@ class Replay:
 
     def batch(self, index: np.ndarray) -> dict[str, torch.Tensor]:
         """Tensors of the samples at `index`."""
-        names = ("obs", "step_next", "slot_next", "mask", "action", "reward", "last", "done")
+        names = (
+            "obs",
+            "step_next",
+            "slot_next",
+            "mask",
+            "action",
+            "reward",
+            "last",
+            "done",
+            "logp",
+        )
         return {name: torch.from_numpy(getattr(self, name)[index]) for name in names}
 
 
@@ -137,8 +156,10 @@ def slot_batch(
     reward: float,
     slot_next: np.ndarray,
     done: bool,
+    logp: list[float] | None = None,
 ) -> dict[str, np.ndarray]:
-    """The samples of one slot as arrays; the last one's next state is the next slot's."""
+    """The samples of one slot as arrays; the last one's next state is the next slot's.
+    `logp`: the acting policy's log-probability of each action (PPO's ratio)."""
     n = len(action)
     step_next = [*step_next[: n - 1], slot_next]
     return {
@@ -150,6 +171,7 @@ def slot_batch(
         "reward": np.full(n, reward, dtype=np.float32),
         "last": np.arange(n) == n - 1,
         "done": np.full(n, float(done), dtype=np.float32),
+        "logp": np.asarray(logp if logp is not None else [0.0] * n, dtype=np.float32),
     }
 
 
@@ -192,6 +214,7 @@ def finetune(
         torch.manual_seed(int(init_ss.generate_state(1)[0]))
         policy_net = clone_net(init.net) if init is not None else PolicyNet(net_cfg)
         value_net = ValueNet(net_cfg) if cfg.value_net else None
+    anchor = clone_net(policy_net) if cfg.kl_init > 0 else None  # frozen initial policy
     opt_pi = torch.optim.Adam(policy_net.parameters(), lr=cfg.lr)
     opt_v = torch.optim.Adam(value_net.parameters(), lr=cfg.lr) if value_net else None
     fast = FastPolicy(policy_net)
@@ -199,7 +222,9 @@ def finetune(
     # -- environment ------------------------------------------------------------------------
     window = net_cfg.window
     sim = cfg.train_sim(window)
-    env = AllocationEnv(train_jobs, AllocationEnvConfig(obs=net_cfg.obs, sim=sim))
+    env = AllocationEnv(
+        train_jobs, AllocationEnvConfig(obs=net_cfg.obs, sim=sim, interval_s=net_cfg.interval_s)
+    )
     replay = Replay(cfg.replay_size, net_cfg.input_dim, net_cfg.n_actions)
 
     # -- bookkeeping ----------------------------------------------------------------------
@@ -241,11 +266,24 @@ def finetune(
             advantage = batch["reward"] - baseline
         if cfg.normalize_advantage and len(advantage) > 1:
             advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-        logits = policy_net.masked_logits(batch["obs"], batch["mask"])
-        logp = torch.log_softmax(logits, dim=-1).gather(1, batch["action"][:, None]).squeeze(1)
+        logits = policy_net.masked_logits(batch["obs"], batch["mask"])  # (B, 3J + 1)
+        log_pi = torch.log_softmax(logits, dim=-1)
+        logp = log_pi.gather(1, batch["action"][:, None]).squeeze(1)  # (B,)
         entropy = masked_entropy(logits, batch["mask"]).mean()
         bonus = cfg.entropy_weight * entropy / net_cfg.n_actions
-        policy_loss = -(logp * advantage).mean() - bonus
+        if cfg.clip is None:
+            policy_loss = -(logp * advantage).mean() - bonus
+        else:
+            # PPO's clipped surrogate against the policy that played each sample
+            ratio = torch.exp(logp - batch["logp"])
+            clipped = torch.clamp(ratio, 1.0 - cfg.clip, 1.0 + cfg.clip)
+            policy_loss = -torch.min(ratio * advantage, clipped * advantage).mean() - bonus
+        if anchor is not None:
+            with torch.no_grad():
+                log_init = torch.log_softmax(anchor.masked_logits(batch["obs"], batch["mask"]), -1)
+            # KL(init || pi) over the valid actions (masked ones have probability 0 in both)
+            kl = (log_init.exp() * (log_init - log_pi)).masked_fill(~batch["mask"], 0.0)
+            policy_loss = policy_loss + cfg.kl_init * kl.sum(-1).mean()
         if updates >= cfg.critic_warmup or value_net is None:
             opt_pi.zero_grad()
             policy_loss.backward()
@@ -271,6 +309,7 @@ def finetune(
         slot_mask: list[np.ndarray] = []
         slot_action: list[int] = []
         slot_step_next: list[np.ndarray] = []
+        slot_logp: list[float] = []
         slots_in_episode = 0
         stop_k = int(act_rng.integers(1, 16))
         while updates < cfg.max_updates:
@@ -282,7 +321,8 @@ def finetune(
                 needy = needy_rows(env.builder, mask, window)
                 if needy:
                     mask = bundle_mask(mask, needy)
-            action = choose(fast.full_logits(obs), mask, act_rng)
+            logits = fast.full_logits(obs)
+            action = choose(logits, mask, act_rng)
             if cfg.exploration and env.builder is not None:
                 fix = corrective_action(env.builder, mask, window, cfg.ratio_threshold)
                 if fix is not None and act_rng.random() < cfg.epsilon:
@@ -299,6 +339,9 @@ def finetune(
                 slot_obs.append(obs)
                 slot_mask.append(mask)
                 slot_action.append(action)
+                z = np.where(mask, logits, -np.inf)  # the acting policy's log-probability
+                top = z.max()
+                slot_logp.append(float(z[action] - top - np.log(np.exp(z - top).sum())))
             decision = info["decision"]
             obs, reward, terminated, truncated, info = env.step(action)
             if stored:
@@ -318,7 +361,14 @@ def finetune(
                 )
             if slot_action:
                 slot = slot_batch(
-                    slot_obs, slot_mask, slot_action, slot_step_next, reward, obs, terminated
+                    slot_obs,
+                    slot_mask,
+                    slot_action,
+                    slot_step_next,
+                    reward,
+                    obs,
+                    terminated,
+                    slot_logp,
                 )
                 samples += len(slot_action)
                 if cfg.replay:
@@ -345,7 +395,7 @@ def finetune(
                 else:
                     bar.update(task, completed=updates)
                 progress(updates, cfg.max_updates)
-            slot_obs, slot_mask, slot_action, slot_step_next = [], [], [], []
+            slot_obs, slot_mask, slot_action, slot_step_next, slot_logp = [], [], [], [], []
             stop_k = int(act_rng.integers(1, 16))
             if terminated or truncated:
                 episodes += 1

@@ -65,6 +65,7 @@ class DL2Policy:
     ) -> None:
         self.net = net
         self.cfg: DL2NetConfig = net.cfg
+        self.interval_s = self.cfg.interval_s  # decides when it was trained to
         self.name = name
         self.greedy = greedy
         self.value_net = value_net

@@ -93,6 +93,11 @@ def record_runs(
         policy, teacher_name = teacher, teacher.name
     placement = PLACEMENTS.create(cfg.placement)
     order = cfg.resolved_order()
+    if order == "teacher" and not hasattr(policy, "allocate_in_order"):
+        raise ValueError(f"teacher {teacher_name!r} does not give its order (allocate_in_order)")
+    # The teacher decides at the student's interval, so the recorded states are the
+    # states the student meets (DL2NetConfig.interval_s; None: every slot).
+    timed = _AtInterval(policy, cfg.net.interval_s)
     obs_json = json.dumps(
         {
             "window": cfg.net.window,
@@ -100,6 +105,7 @@ def record_runs(
             "slots_scale": cfg.net.slots_scale,
             "epochs_scale": cfg.net.epochs_scale,
             "bundle_first": cfg.net.bundle_first,
+            "interval_s": cfg.net.interval_s,
         },
         sort_keys=True,
     )
@@ -109,13 +115,16 @@ def record_runs(
     results: dict[str, SimResult] = {}
     for (workload_id, jobs), seed in zip(items, seeds, strict=True):
         sim_cfg = replace(cfg.sim, window=cfg.net.window, seed=seed)
-        sim = Simulator(jobs, Scheduler(policy, placement), sim_cfg)
+        sim = Simulator(jobs, Scheduler(timed, placement), sim_cfg)
         _check_catalogue(sim.catalogue, cfg.net.models)
         session = sim.session()
         while not session.done:
             snap = session.snapshot
-            alloc = policy.allocate(snap)
-            for step, row in enumerate(replay(snap, alloc, order, cfg.net)):
+            if order == "teacher":
+                alloc, trail = policy.allocate_in_order(snap)
+            else:
+                alloc, trail = policy.allocate(snap), None
+            for step, row in enumerate(replay(snap, alloc, order, cfg.net, trail)):
                 time_s, n_jobs, obs, mask, action, kind, job_index = row
                 columns["run_id"].append(run_id)
                 columns["workload_id"].append(workload_id)
@@ -164,15 +173,37 @@ def record_runs(
     return frame, results
 
 
+class _AtInterval:
+    """A teacher deciding every `interval_s` seconds (None: every slot), nothing else
+    changed: the recording's decisions happen when the student's will."""
+
+    def __init__(self, policy: AllocationPolicy, interval_s: float | None) -> None:
+        self.policy = policy
+        self.name = policy.name
+        self.interval_s = interval_s
+        self.uses_oracle = policy.uses_oracle
+
+    def allocate(self, snap: Snapshot) -> Allocation:
+        """Never called: the recorder asks the teacher itself."""
+        raise RuntimeError("the recorder asks the teacher directly")
+
+
 def _check_catalogue(catalogue, models: tuple[str, ...]) -> None:
     ordered = tuple(jt.model for jt in sorted(catalogue, key=lambda jt: jt.type_index))
     if ordered != tuple(models):
         raise ValueError(f"observation models {models} do not match the catalogue {ordered}")
 
 
-def replay(snap: Snapshot, alloc: Allocation, order: str, net: DL2NetConfig) -> list[tuple]:
+def replay(
+    snap: Snapshot,
+    alloc: Allocation,
+    order: str,
+    net: DL2NetConfig,
+    trail: Sequence[tuple[int, int, int]] | None = None,
+) -> list[tuple]:
     """The DL2 action sequence that rebuilds `alloc` on `snap`, one tuple per step, masks as
-    a policy of config `net` sees them (`policy_mask`):
+    a policy of config `net` sees them (`policy_mask`). Order "teacher" replays `trail`, the
+    teacher's own additions ((job row, workers, PSs) of 1 each: both, worker, PS), as given:
     (time_s, n_jobs, observation rows (list of float), mask (3 n_jobs + 1 bools), action in
     the 3J + 1 space, kind, job id or None). Raises ReplayMismatch if it does not rebuild it."""
     builder = AllocationBuilder(snap)
@@ -218,7 +249,12 @@ def replay(snap: Snapshot, alloc: Allocation, order: str, net: DL2NetConfig) -> 
                 raise ReplayMismatch(f"decision {snap.decision}: {kind} on row {row} failed")
             refresh_allocation_row(obs, builder, row)
 
-    for row in _pair_order(builder, pairs, order, snap):
+    if order == "teacher":
+        if trail is None:
+            raise ValueError("order 'teacher' needs the teacher's additions (trail)")
+        for row, workers, ps in trail:
+            act(row, _TRAIL_KINDS[(workers, ps)])
+    for row in _pair_order(builder, pairs, order, snap) if order != "teacher" else ():
         act(row, "both")
     for row in range(n):
         w, p = target[row]
@@ -236,6 +272,9 @@ def replay(snap: Snapshot, alloc: Allocation, order: str, net: DL2NetConfig) -> 
     return steps
 
 
+_TRAIL_KINDS = {(1, 1): "both", (1, 0): "worker", (0, 1): "ps"}
+
+
 def _pair_order(builder: AllocationBuilder, pairs: list[int], order: str, snap: Snapshot):
     """Rows receiving worker+PS pairs, one per pair, in the teacher's order (a generator:
     "share" reads the builder's dominant shares as the pairs are added)."""
@@ -249,7 +288,14 @@ def _pair_order(builder: AllocationBuilder, pairs: list[int], order: str, snap: 
             _, i = min(candidates)
             left[i] -= 1
             yield i
-    if order == "arrival":
+    if order == "rows":
+        # one pair each by arrival (what bundle_first asks), then each job's other pairs
+        for i in range(n):
+            if left[i] > 0:
+                left[i] -= 1
+                yield i
+        ranked = list(range(n))
+    elif order == "arrival":
         ranked = list(range(n))
     elif order == "remaining":
         rem = [nominal_remaining_s(snap, j) for j in builder.jobs]

@@ -47,6 +47,7 @@ def decode_traces(traces: pl.DataFrame) -> tuple[DL2NetConfig, dict[str, np.ndar
         slots_scale=obs_cfg["slots_scale"],
         epochs_scale=obs_cfg["epochs_scale"],
         bundle_first=obs_cfg.get("bundle_first", False),
+        interval_s=obs_cfg.get("interval_s"),
     )
     if set(traces["n_features"].unique().to_list()) != {net.n_features}:
         raise ValueError("traces' n_features do not match their obs_config")
@@ -142,6 +143,7 @@ def warmup(
         slots_scale=shape.slots_scale,
         epochs_scale=shape.epochs_scale,
         bundle_first=shape.bundle_first,
+        interval_s=shape.interval_s,
     )
     if val_traces is not None:
         val_shape, val_data = decode_traces(val_traces)

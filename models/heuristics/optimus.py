@@ -162,12 +162,21 @@ class Optimus:
 
     def allocate(self, snap: Snapshot) -> Allocation:
         """One pair per job, then the best task per dominant share while it helps."""
+        return self.allocate_in_order(snap)[0]
+
+    def allocate_in_order(self, snap: Snapshot) -> tuple[Allocation, list[tuple[int, int, int]]]:
+        """`allocate`'s allocation and the additions that built it, in Optimus' order:
+        (row of the job in `AllocationBuilder(snap).jobs`, workers added, PSs added), first
+        the pairs by arrival, then one task at a time by marginal gain. DL2's recorder
+        replays this order (`models/dl2/recorder.py`, order "teacher")."""
         builder = AllocationBuilder(snap)
         jobs = builder.jobs
         speed = [self.speed_model(snap, j) for j in jobs]
         work = [remaining_epochs(j) * snap.job_types[j.model].iters_per_epoch for j in jobs]
+        steps: list[tuple[int, int, int]] = []
         for i in range(len(jobs)):
-            builder.add(i, 1, 1)
+            if builder.add(i, 1, 1):
+                steps.append((i, 1, 1))
 
         def gains(i: int) -> list[tuple[float, int]]:
             """(gain per dominant share, kind) for one more worker (0) / PS (1) of job i."""
@@ -199,11 +208,12 @@ class Optimus:
             if not builder.add(i, 1 - kind, kind):
                 blocked.add((i, kind))  # the cluster (or the cap) has no room for it
                 continue
+            steps.append((i, 1 - kind, kind))
             version[i] += 1
             for g, k in gains(i):
                 if (i, k) not in blocked:
                     heapq.heappush(heap, (-g, i, k, version[i]))
-        return builder.allocation()
+        return builder.allocation(), steps
 
 
 @dataclass(frozen=True)

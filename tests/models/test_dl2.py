@@ -31,7 +31,13 @@ from models.dl2.config import (
 )
 from models.dl2.finetune import corrective_action, finetune
 from models.dl2.networks import FastPolicy, PolicyNet, choose, policy_mask
-from models.dl2.policy import DL2Policy, load_policy, policy_from_checkpoint, run_workloads
+from models.dl2.policy import (
+    DL2Policy,
+    load_policy,
+    policy_from_checkpoint,
+    run_workloads,
+    workload_seeds,
+)
 from models.dl2.recorder import ReplayMismatch, record_runs, replay
 from models.dl2.warmup import decode_traces, warmup
 from models.heuristics import make_scheduler
@@ -142,12 +148,15 @@ def test_job_aware_exploration_corrects_poor_states():
 # -- decision logs ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("teacher", ["drf", "fifo", "srtf"])
+@pytest.mark.parametrize("teacher", ["drf", "fifo", "srtf", "optimus"])
 def test_recorder_reproduces_the_teacher_and_leaves_its_run_unchanged(teacher):
     wl = tiny_workloads(count=2)
-    # FIFO and SRTF fill one job at a time: not a DL2 policy that hands out bundles first
-    net = NET if teacher == "drf" else replace(NET, bundle_first=False)
-    if teacher != "drf":
+    # FIFO and SRTF fill one job at a time: not a DL2 policy that hands out bundles first;
+    # Optimus gives every job a pair first, and is recorded at its own 600 s interval
+    net = NET if teacher in ("drf", "optimus") else replace(NET, bundle_first=False)
+    if teacher == "optimus":
+        net = replace(net, interval_s=600.0)
+    if teacher not in ("drf", "optimus"):
         with pytest.raises(ReplayMismatch, match="bundle_first=False"):
             record_runs(wl, teacher, RecorderConfig(net=NET, sim=SIM, seed=5))
     frame, results = record_runs(wl, teacher, RecorderConfig(net=net, sim=SIM, seed=5))
@@ -171,6 +180,52 @@ def test_recorder_reproduces_the_teacher_and_leaves_its_run_unchanged(teacher):
             at = allocs.filter(pl.col("time_s") == t).select("job_id", "workers", "ps")
             expected = {(decision, j): [w, p] for j, w, p in at.iter_rows()}
             assert {k: v for k, v in built.items() if k[0] == decision} == expected
+
+
+def test_optimus_teacher_is_replayed_in_its_own_order():
+    """The recorded actions of each decision are Optimus' additions in the order it made
+    them (pairs by arrival, then tasks by marginal gain), then stop where anything fits."""
+    from models.heuristics.optimus import Optimus
+
+    wl = tiny_workloads(count=1, n_jobs=10)
+    net = replace(NET, interval_s=600.0)
+    cfg = RecorderConfig(teacher="optimus", net=net, sim=SIM, seed=3, order="teacher")
+    assert replace(cfg, order="auto").resolved_order() == "rows"  # imitated better
+    frame, _ = record_runs(wl, None, cfg)
+    (jobs,) = wl.values()
+    optimus = Optimus()
+    kinds = {(1, 1): 2, (1, 0): 0, (0, 1): 1}
+    decisions = 0
+    session = Simulator(
+        jobs, Scheduler(optimus, LoadBalancing()), replace(SIM, seed=workload_seeds(3, 1)[0])
+    ).session()
+    while not session.done:
+        snap = session.snapshot
+        alloc, trail = optimus.allocate_in_order(snap)
+        assert alloc == optimus.allocate(snap)
+        logged = frame.filter(pl.col("decision") == snap.decision).sort("step")
+        actions = logged["action"].to_list()
+        expected = [3 * row + kinds[w, p] for row, w, p in trail]
+        assert actions[: len(expected)] == expected
+        assert actions[len(expected) :] in ([], [3 * WINDOW])  # then stop, if anything fits
+        decisions += 1
+        session.submit(alloc, LoadBalancing().place(snap, alloc, session.rng))
+    assert decisions == frame["decision"].n_unique() > 3
+    # "rows" (Optimus' default): one pair per job by arrival, then job by job the other
+    # pairs, then job by job the single workers and PSs
+    rows, _ = record_runs(wl, None, replace(cfg, order="auto"))
+    for _, logged in rows.filter(pl.col("kind") != "stop").group_by("decision"):
+        logged = logged.sort("step")
+        acted = [a // 3 for a in logged["action"].to_list()]
+        first = len(set(acted))
+        assert acted[:first] == sorted(set(acted))
+        kinds = logged["kind"].to_list()[first:]
+        pairs = [r for r, k in zip(acted[first:], kinds, strict=True) if k == "both"]
+        singles = [r for r, k in zip(acted[first:], kinds, strict=True) if k != "both"]
+        assert kinds == ["both"] * len(pairs) + [k for k in kinds if k != "both"]
+        assert pairs == sorted(pairs) and singles == sorted(singles)
+    with pytest.raises(ValueError, match="does not give its order"):
+        record_runs(wl, "drf", replace(cfg, order="teacher"))
 
 
 def test_replay_refuses_an_allocation_it_cannot_rebuild():
@@ -238,8 +293,15 @@ def test_warmup_loss_decreases_and_the_policy_imitates(recorded):
 
 @pytest.mark.parametrize(
     "switches",
-    [{}, {"value_net": False}, {"exploration": False}, {"replay": False}, {"offline": True}],
-    ids=["actor-critic", "no-value-net", "no-exploration", "no-replay", "offline-rl"],
+    [
+        {},
+        {"value_net": False},
+        {"exploration": False},
+        {"replay": False},
+        {"offline": True},
+        {"clip": 0.2, "kl_init": 0.5},
+    ],
+    ids=["actor-critic", "no-value-net", "no-exploration", "no-replay", "offline-rl", "ppo-kl"],
 )
 def test_finetune_end_to_end(switches, warm):
     wl = tiny_workloads(count=2, n_jobs=6)
@@ -263,13 +325,46 @@ def test_finetune_end_to_end(switches, warm):
     assert curve["entropy"].drop_nulls().min() >= 0
     validate(curve.with_columns(pl.lit("p").alias("policy_id")), LearningCurves)
     expected = {"value_net": "dl2-without-critic", "exploration": "dl2-without-exploration"}
-    expected |= {"replay": "dl2-without-replay", "offline": "offline-rl"}
+    expected |= {"replay": "dl2-without-replay", "offline": "offline-rl", "clip": "dl2"}
     assert policy.system == (expected[next(iter(switches))] if switches else "dl2")
+    assert replace(cfg, variant="dl2").system == "dl2"  # the pipeline names its variants
     if init is not None:
         assert curve["val_avg_jct_s"].null_count() == 0, "a warm policy never stalls"
         # the result runs in the simulator like any heuristic
         result = run_workloads(policy, list(val.values()), SIM)[0]
         assert result.jobs["finish_s"].null_count() == 0
+
+
+def test_finetune_decides_at_the_policy_interval_and_is_deterministic(warm):
+    """A policy trained every 600 s is trained, validated and run every 600 s; the same
+    seed gives the same weights bit for bit (clip and KL on)."""
+    wl = tiny_workloads(count=2, n_jobs=6)
+    val = tiny_workloads(count=1, n_jobs=6, first_seed=50)
+    init = DL2Policy(PolicyNet(replace(warm.cfg, interval_s=600.0)))
+    init.net.load_state_dict(warm.net.state_dict())
+    cfg = FinetuneConfig(
+        net=NET,
+        sim=SIM,
+        max_updates=8,
+        val_every=4,
+        batch_size=16,
+        replay_size=64,
+        critic_warmup=2,
+        progress=False,
+        exploration=False,
+        clip=0.2,
+        kl_init=0.5,
+    )
+    first, _, m1 = finetune(wl, val, cfg, init=init)
+    second, _, m2 = finetune(wl, val, cfg, init=init)
+    assert first.interval_s == 600.0 and first.cfg.interval_s == 600.0
+    for a, b in zip(first.net.state_dict().values(), second.net.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert m1 == {**m2, "train_wall_s": m1["train_wall_s"]}
+    (jobs,) = val.values()
+    result = run_workloads(first, [jobs], SIM)[0]
+    times = result.events_frame().filter(pl.col("kind") == "alloc")["time_s"].unique()
+    assert (times % 600 == 0).all() and (times % 1200 != 0).any()
 
 
 def test_offline_rl_trains_in_the_analytical_simulator():

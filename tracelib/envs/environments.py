@@ -170,6 +170,9 @@ class AllocationEnvConfig:
     max_steps: int = 100_000
     """Actions per episode before truncation (at most `sim.max_decisions`)."""
     invalid_action_penalty: float = 0.0
+    interval_s: float | None = None
+    """Seconds between decisions (None: every `sim.slot_s`); the reward of a decision is
+    the progress until the next."""
 
 
 class AllocationEnv(_SessionEnv):
@@ -190,7 +193,7 @@ class AllocationEnv(_SessionEnv):
             catalogue,
             self.cfg.max_steps,
             self.cfg.invalid_action_penalty,
-            None,
+            self.cfg.interval_s,
         )
         self.placement = placement or LoadBalancing()
         self.features = allocation_features(catalogue)

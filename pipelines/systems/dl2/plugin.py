@@ -20,10 +20,14 @@ class DL2Options:
     """DL2 RL fine-tuning updates (default: the budget's; 0 skips DL2)"""
     warmup_epochs: int | None = None
     """DL2 supervised warm-up epochs at most (default: the budget's; early stopping)"""
-    teacher: Literal["drf", "fifo", "srtf"] = "drf"
-    """heuristic whose decisions DL2's warm-up imitates (default drf)"""
+    teacher: Literal["drf", "fifo", "srtf", "optimus"] | None = None
+    """heuristic whose decisions DL2's warm-up imitates (default optimus; the paper's: drf)"""
     baselines: bool = True
     """train the OfflineRL baseline and the paper's three ablations beside DL2"""
+    as_published: bool = False
+    """train DL2 with the paper's choices instead of the measured deviations (teacher drf,
+    a decision every 20-minute slot, job-aware exploration, the plain policy gradient
+    without clip or KL to the warm-up)"""
 
 
 BUDGETS = {
@@ -46,7 +50,11 @@ BUDGETS = {
 
 def apply(cfg: DL2StageConfig, opts: DL2Options) -> DL2StageConfig | None:
     """The options on the budget's config; 0 updates skip DL2."""
-    cfg = replace(cfg, teacher=opts.teacher, variants=cfg.variants if opts.baselines else ())
+    cfg = replace(cfg, variants=cfg.variants if opts.baselines else ())
+    if opts.as_published:
+        cfg = cfg.as_published()
+    if opts.teacher is not None:
+        cfg = replace(cfg, teacher=opts.teacher)
     if opts.updates is not None:
         # Validating less often than once per run would never keep a best policy.
         cfg = replace(cfg, updates=opts.updates, val_every=min(cfg.val_every, max(opts.updates, 1)))

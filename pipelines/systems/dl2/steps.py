@@ -79,7 +79,7 @@ def train(run: RunContext, cfg: DL2StageConfig, pending: Pending) -> Pending:
     return {
         "finetune": {
             name: finetune_task.submit(run.warehouse, cfg, pending["warmup"], name, run.progress)
-            for name in ("dl2", *cfg.variants)
+            for name in ("dl2", *cfg.trained_variants())
         }
     }
 
