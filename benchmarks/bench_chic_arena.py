@@ -20,24 +20,14 @@ less one: mask_absent, work_conserving, shared_sequence, smoothing).
 from __future__ import annotations
 
 import sys
-import tempfile
 import time
 from dataclasses import replace
-from pathlib import Path
 
-import polars as pl
-
+from benchmarks.arena import evaluate_with_heuristics, make_warehouse, print_ratios
 from models.chic.config import PUBLISHED
 from pipelines.config import run_config
-from pipelines.evaluation import EvalConfig, default_schedulers, evaluate
 from pipelines.registry import SYSTEMS
-from pipelines.stages import derive_stage, learned_policies, synthetic_stage
 from pipelines.systems.chic.stages import ChicArenaConfig, train_chic_arena_stage
-from tracelib.stats import paired_ratio
-from warehouse import connect, read_frame
-
-TARGET = 1.0
-"""Issue 18: the paired ratio's upper end below 1 (better than the best heuristic)."""
 
 CONFIGS = ("default", "as-published", *(f"without-{name}" for name in PUBLISHED))
 
@@ -82,10 +72,8 @@ def run(argv: list[str]) -> None:
     """Train every (variant, config, seed), evaluate them with the heuristics, print."""
     opts = _parse(argv)
     started = time.perf_counter()
-    warehouse = str(Path(tempfile.mkdtemp(prefix="bench-chic-arena-")) / "wh.duckdb")
     cfg = run_config(SYSTEMS)
-    source = synthetic_stage(warehouse, "dl2-diurnal", cfg.synthetic)
-    derive_stage(warehouse, [source.source_id], cfg.derive)
+    warehouse = make_warehouse(cfg, "bench-chic-arena-")
     base = cfg.learned["chic"].arena
     if opts["iterations"] is not None:
         base = replace(base, iterations=opts["iterations"])
@@ -103,52 +91,17 @@ def run(argv: list[str]) -> None:
                     f"({time.perf_counter() - t0:.0f} s)",
                     flush=True,
                 )
-    heuristics = default_schedulers()
-    eval_cfg = EvalConfig(
-        workload_sets=(cfg.derive.name,),
-        max_sequences=opts["sequences"],
-        n_seeds=opts["sim_seeds"],
-        schedulers=heuristics,
-        learned=learned_policies(warehouse, wanted, SYSTEMS.loaders()),
+    runs, heuristics = evaluate_with_heuristics(
+        warehouse, cfg.derive.name, wanted, opts["sequences"], opts["sim_seeds"]
     )
-    with connect(warehouse) as con:
-        workloads = read_frame(con, "SELECT * FROM workloads")
-        jobs = read_frame(con, "SELECT * FROM workload_jobs")
-    t0 = time.perf_counter()
-    runs = evaluate(jobs, workloads, eval_cfg).runs
-    print(f"evaluated {runs.height} runs in {time.perf_counter() - t0:.0f} s")
-    report(runs, heuristics, opts)
+    # Each (variant, config): its training seeds pooled.
+    groups = {
+        f"{variant} {config}": f"{variant}/{config}/"
+        for variant in opts["variants"]
+        for config in opts["configs"]
+    }
+    print_ratios(runs, heuristics, groups)
     print(f"total wall time {time.perf_counter() - started:.0f} s")
-
-
-def report(runs: pl.DataFrame, heuristics: tuple[str, ...], opts: dict) -> None:
-    """Each (variant, config)'s paired ratio to the best non-oracle heuristic, pooled over
-    training seeds; the heuristics' own ratios for scale."""
-    means = (
-        runs.filter(
-            pl.col("scheduler").is_in(heuristics) & ~pl.col("scheduler").str.ends_with("-oracle")
-        )
-        .group_by("scheduler")
-        .agg(pl.col("avg_jct_s").mean())
-        .sort("avg_jct_s", "scheduler")
-    )
-    best = means["scheduler"][0]
-    key = ["workload_id", "seed"]
-    reference = runs.filter(pl.col("scheduler") == best).select(*key, ref=pl.col("avg_jct_s"))
-    print(
-        f"\nbest non-oracle heuristic: {best}; paired ratio of average JCT "
-        f"(target: upper end < {TARGET})"
-    )
-    for name in means["scheduler"][1:4]:
-        mine = runs.filter(pl.col("scheduler") == name).join(reference, on=key)
-        print(f"  {name:34s} {paired_ratio(mine['avg_jct_s'], mine['ref'])}")
-    for variant in opts["variants"]:
-        for config in opts["configs"]:
-            prefix = f"{variant}/{config}/"
-            mine = runs.filter(pl.col("scheduler").str.starts_with(prefix)).join(reference, on=key)
-            ratio = paired_ratio(mine["avg_jct_s"], mine["ref"])
-            met = "met" if ratio.high is not None and ratio.high < TARGET else "not met"
-            print(f"  {variant + ' ' + config:34s} {ratio}  ({met})")
 
 
 def main() -> None:

@@ -27,29 +27,19 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 import time
 from dataclasses import replace
-from pathlib import Path
 
-import polars as pl
-
+from benchmarks.arena import evaluate_with_heuristics, make_warehouse, print_ratios
 from models.dl2.config import PUBLISHED_DEVIATIONS
 from pipelines.config import run_config
-from pipelines.evaluation import EvalConfig, default_schedulers, evaluate
 from pipelines.registry import SYSTEMS
-from pipelines.stages import derive_stage, learned_policies, synthetic_stage
 from pipelines.systems.dl2.stages import (
     DL2StageConfig,
     finetune_stage,
     record_stage,
     warmup_stage,
 )
-from tracelib.stats import paired_ratio
-from warehouse import connect, read_frame
-
-TARGET = 1.0
-"""Issue 18: the paired ratio's upper end below 1 (better than the best heuristic)."""
 
 CONFIGS = ("default", "as-published", *(f"without-{name}" for name in PUBLISHED_DEVIATIONS))
 
@@ -94,17 +84,6 @@ def _parse(argv: list[str]) -> dict:
     return opts
 
 
-def _warehouse(path: str | None, cfg) -> str:
-    """The benchmark's warehouse: the run's synthetic set, made once."""
-    if path is None:
-        path = str(Path(tempfile.mkdtemp(prefix="bench-dl2-arena-")) / "wh.duckdb")
-    elif Path(path).exists():
-        return path
-    source = synthetic_stage(path, "dl2-diurnal", cfg.synthetic)
-    derive_stage(path, [source.source_id], cfg.derive)
-    return path
-
-
 def train(warehouse: str, cfg: DL2StageConfig) -> tuple[str, str]:
     """Record, warm up and fine-tune DL2 under `cfg`; prints what each stage did and returns
     (warm-up policy id, fine-tuned policy id)."""
@@ -133,7 +112,7 @@ def run(argv: list[str]) -> None:
     opts = _parse(argv)
     started = time.perf_counter()
     cfg = run_config(SYSTEMS)
-    warehouse = _warehouse(opts["warehouse"], cfg)
+    warehouse = make_warehouse(cfg, "bench-dl2-arena-", opts["warehouse"])
     base = replace(cfg.learned["dl2"], variants=(), init="warmup", **opts["set"])
     if opts["updates"] is not None:
         base = replace(
@@ -147,53 +126,17 @@ def run(argv: list[str]) -> None:
             warm, tuned = train(warehouse, stage_cfg)
             wanted[f"dl2/{name}/{seed}"] = tuned
             wanted[f"warmup/{name}/{seed}"] = warm
-    heuristics = default_schedulers()
-    eval_cfg = EvalConfig(
-        workload_sets=(cfg.derive.name,),
-        max_sequences=opts["sequences"],
-        n_seeds=opts["sim_seeds"],
-        schedulers=heuristics,
-        learned=learned_policies(warehouse, wanted, SYSTEMS.loaders()),
+    runs, heuristics = evaluate_with_heuristics(
+        warehouse, cfg.derive.name, wanted, opts["sequences"], opts["sim_seeds"]
     )
-    with connect(warehouse) as con:
-        workloads = read_frame(con, "SELECT * FROM workloads")
-        jobs = read_frame(con, "SELECT * FROM workload_jobs")
-    t0 = time.perf_counter()
-    runs = evaluate(jobs, workloads, eval_cfg).runs
-    print(f"evaluated {runs.height} runs in {time.perf_counter() - t0:.0f} s")
-    report(runs, heuristics, opts)
+    # Each config, fine-tuned and warm-up: its training seeds pooled.
+    groups = {
+        f"{config} ({'fine-tuned' if stage == 'dl2' else 'warm-up'})": f"{stage}/{config}/"
+        for config in opts["configs"]
+        for stage in ("dl2", "warmup")
+    }
+    print_ratios(runs, heuristics, groups)
     print(f"total wall time {time.perf_counter() - started:.0f} s")
-
-
-def report(runs: pl.DataFrame, heuristics: tuple[str, ...], opts: dict) -> None:
-    """Each config's paired ratio to the best non-oracle heuristic, pooled over training
-    seeds (fine-tuned and warm-up); the heuristics' own ratios for scale."""
-    means = (
-        runs.filter(
-            pl.col("scheduler").is_in(heuristics) & ~pl.col("scheduler").str.ends_with("-oracle")
-        )
-        .group_by("scheduler")
-        .agg(pl.col("avg_jct_s").mean())
-        .sort("avg_jct_s", "scheduler")
-    )
-    best = means["scheduler"][0]
-    key = ["workload_id", "seed"]
-    reference = runs.filter(pl.col("scheduler") == best).select(*key, ref=pl.col("avg_jct_s"))
-    print(
-        f"\nbest non-oracle heuristic: {best}; paired ratio of average JCT "
-        f"(target: upper end < {TARGET})"
-    )
-    for name in means["scheduler"][1:4]:
-        mine = runs.filter(pl.col("scheduler") == name).join(reference, on=key)
-        print(f"  {name:34s} {paired_ratio(mine['avg_jct_s'], mine['ref'])}")
-    for config in opts["configs"]:
-        for stage in ("dl2", "warmup"):
-            prefix = f"{stage}/{config}/"
-            mine = runs.filter(pl.col("scheduler").str.starts_with(prefix)).join(reference, on=key)
-            ratio = paired_ratio(mine["avg_jct_s"], mine["ref"])
-            met = "met" if ratio.high is not None and ratio.high < TARGET else "not met"
-            label = f"{config} ({'fine-tuned' if stage == 'dl2' else 'warm-up'})"
-            print(f"  {label:34s} {ratio}  ({met})")
 
 
 def main() -> None:
