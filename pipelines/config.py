@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from models.fidelity import FidelityConfig
 from pipelines.system import BUDGETS, LearnedSystem, stage_seed
@@ -26,6 +26,10 @@ class TraceInput:
     format: str
     mapping: str | None = None
     source_id: str | None = None
+
+
+ArenaTraining = Literal["synthetic", "every-set"]
+"""Which workload sets the arena policies train on (`RunConfig.arena_training`)."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,7 @@ class RunConfig:
     eval_sequences: int | None = 4
     """DL2-setting evaluation: at most this many test sequences per workload set (None:
     all), so a large trace's many sequences do not multiply the evaluation."""
-    arena_training: Literal["synthetic", "every-set"] = "every-set"
+    arena_training: ArenaTraining = "every-set"
     """Which workload sets each learned system trains its arena policy on: the synthetic
     set only (the smoke budget's: production sets are then evaluated with the policy
     trained on it), or every derived set, each with its own policy (each production
@@ -77,7 +81,7 @@ def trace_inputs_from_dir(folder: str | Path) -> tuple[TraceInput, ...]:
     return tuple(found)
 
 
-ARENA_TRAINING = ("synthetic", "every-set")
+ARENA_TRAINING = get_args(ArenaTraining)
 """`RunConfig.arena_training`'s choices."""
 
 

@@ -129,10 +129,10 @@ class RLTapsStageConfig:
     """Discount (DeepRM: 1)."""
     resume_cost_s: float = 0.0
     """Training time lost when a job resumes or moves (RL-TAPS: not modelled)."""
-    teacher: str | None = "sjf"
+    teacher: str | None = ReinforceConfig.teacher
     """A fresh network first imitates this baseline (`ReinforceConfig.teacher`; None: from
     random weights, as the paper)."""
-    imitation_epochs: int = 30
+    imitation_epochs: int = ReinforceConfig.imitation_epochs
     """Supervised passes over the teacher's decisions on the training sequences."""
     seed: int = 0
     """Root seed of sequences, initialization, sampling; test sequences too."""
