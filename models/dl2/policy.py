@@ -153,6 +153,9 @@ class DL2Policy:
         stale = [False] * n_rows
         old = np.empty(3, dtype=np.float32)  # a row's (dominant_share, workers, ps) before
         delta = np.empty(3, dtype=np.float32)  # ... and their change
+        # Per job row: its three inputs an action changes (views) and their weights.
+        segs = [obs[row, base : base + 3] for row in range(n_rows)]
+        weights = [fast.inputs(slice(at, at + 3)) for at in range(base, n_rows * width, width)]
         minus_inf = np.float32(-np.inf)
         steps = 0
         while True:
@@ -190,7 +193,7 @@ class DL2Policy:
                 key = (keys[row], workers_of[row], ps_of[row], kind)
                 move = moves.get(key)
                 if move is None:
-                    seg = obs[row, base : base + 3]
+                    seg = segs[row]
                     if stale[row]:
                         refresh_allocation_row(obs, builder, row)
                         stale[row] = False
@@ -218,8 +221,7 @@ class DL2Policy:
                     refresh_allocation_row(obs, builder, row)
                     np.subtract(seg, old, out=delta)
                     # (H1,): what `fast.changed` adds (the same product, bit for bit)
-                    at = row * width + base
-                    move = moves[key] = delta @ fast.inputs(slice(at, at + 3))
+                    move = moves[key] = delta @ weights[row]
                 else:
                     stale[row] = True
                 pre += move
