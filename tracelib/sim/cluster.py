@@ -37,7 +37,7 @@ import numpy as np
 Vec = tuple[float, float, float]
 _UNKNOWN = object()
 _MAX_SETS = 4096
-"""Sets of active buckets a pool keeps `_feasible_bucket`'s answers for."""
+"""Sets of active buckets a pool keeps `_feasible_bucket`'s (`least_loaded`'s) answers for."""
 _EPS = 1e-9
 Shared = tuple[tuple[float, ...], ...]
 """Per partly used GPU of a server, the shares of the tasks on it (canonically sorted)."""
@@ -165,6 +165,7 @@ class FreePool:
         # which servers a bucket holds (a tie in order) is not kept.
         self._sig = 0
         self._feasible: dict[int, dict[Vec, _Bucket | None]] = {}
+        self._least: dict[int, dict[Vec, _Bucket | None]] = {}  # least_loaded's, likewise
         if self._plain:
             groups = _group_rows(cap, fr)
         else:
@@ -333,21 +334,34 @@ class FreePool:
         """A fitting server with the least load (used share summed over resources, as
         Harmony's load-balancing baseline); ties inside a bucket broken by `rng` (else the
         lowest index), ties between buckets by lowest index. -1 if none fits."""
-        best: _Bucket | None = None
-        best_load = 0.0
-        for bucket in self._fitting(demand, allowed):
-            load = bucket.load
-            if load is None:
-                cap, free = bucket.cap, bucket.free
-                used = sum((c - f) / c for c, f in zip(cap, free, strict=True) if c > 0)
-                load = bucket.load = round(used, 9)
-            # the smallest (load, first server)
-            if (
-                best is None
-                or load < best_load
-                or (load == best_load and bucket.servers[0] < best.servers[0])
-            ):
-                best, best_load = bucket, load
+        known = None
+        best = _UNKNOWN
+        if allowed is None and self._plain:  # the bucket is kept as `take_feasible`'s is
+            known = self._least.get(self._sig)
+            if known is None:
+                if len(self._least) >= _MAX_SETS:
+                    self._least.clear()
+                known = self._least[self._sig] = {}
+            else:
+                best = known.get(demand, _UNKNOWN)
+        if best is _UNKNOWN:
+            best, best_load = None, 0.0
+            tie = False  # another fitting bucket as loaded: servers[0] decides
+            for bucket in self._fitting(demand, allowed):
+                load = bucket.load
+                if load is None:
+                    cap, free = bucket.cap, bucket.free
+                    used = sum((c - f) / c for c, f in zip(cap, free, strict=True) if c > 0)
+                    load = bucket.load = round(used, 9)
+                # the smallest (load, first server)
+                if best is None or load < best_load:
+                    best, best_load, tie = bucket, load, False
+                elif load == best_load:
+                    tie = True
+                    if bucket.servers[0] < best.servers[0]:
+                        best = bucket
+            if known is not None and not tie:
+                known[demand] = best
         if best is None:
             return -1
         servers = best.servers
