@@ -148,18 +148,24 @@ class FastPolicy:
         `pre += delta @ inputs(index)` (a view, so the same product bit for bit)."""
         return self.w[0][index]
 
-    def logits(self, pre: np.ndarray) -> np.ndarray:
-        """(H1,) pre-activation -> (3J+1,) unmasked logits."""
+    def logits(self, pre: np.ndarray, last_bias: np.ndarray | None = None) -> np.ndarray:
+        """(H1,) pre-activation -> (3J+1,) unmasked logits; with `last_bias` (the output
+        layer's bias, -inf at invalid actions: `masked_bias`) the masked ones in the same
+        addition, each valid logit the same bits as unmasked."""
         h = np.maximum(pre, self._zeros[0], out=self._h[0])
         last = len(self.w) - 1
         for k in range(1, last + 1):
             out = self._h[k]
             np.dot(h, self.w[k], out=out)
-            out += self.b[k]
+            out += self.b[k] if k < last or last_bias is None else last_bias
             if k < last:
                 np.maximum(out, self._zeros[k], out=out)
             h = out
         return h
+
+    def masked_bias(self, valid: np.ndarray) -> np.ndarray:
+        """(3J+1,) the output layer's bias where `valid`, -inf elsewhere (for `logits`)."""
+        return np.where(valid, self.b[-1], np.float32(-np.inf))
 
     def full_logits(self, obs: np.ndarray) -> np.ndarray:
         """(J*F,) -> (3J+1,) logits, no incremental state."""

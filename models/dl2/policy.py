@@ -41,6 +41,8 @@ from tracelib.sim.jobs import JobSpec
 from tracelib.sim.policy import AllocationPolicy, Scheduler
 from tracelib.sim.snapshot import Allocation, Snapshot
 
+_MAX_MOVES = 8192
+"""First-layer changes `DL2Policy` keeps (1 KB each with 256 units) before starting afresh."""
 _TASKS = {Action.WORKER: (1, 0), Action.PS: (0, 1), Action.BOTH: (1, 1)}
 _KIND_TASKS = tuple(_TASKS[kind] for kind in Action)
 """Workers and PSs an action of each kind adds, indexed by `Action` (`AllocationBuilder.step`)."""
@@ -81,6 +83,12 @@ class DL2Policy:
     def refresh(self) -> None:
         """Re-read the network's weights (after training changed them)."""
         self.fast = FastPolicy(self.net)
+        # An action changes three inputs of its job's row, by amounts that depend only on
+        # the row, the job's shape (`AllocationBuilder.shape`) and its counts before: the
+        # first layer's change is kept, per (row and shape, workers, PSs, kind), across
+        # decisions (a job keeps its row from slot to slot, and the same steps recur).
+        self._shapes: dict[tuple, int] = {}
+        self._moves: dict[tuple[int, int, int, int], np.ndarray] = {}
 
     # -- AllocationPolicy ------------------------------------------------------------------
 
@@ -109,17 +117,20 @@ class DL2Policy:
         acted job's caps updated) allows every valid action and maybe a few that no longer
         fit. The chosen action is tried; if it fails nothing changed, the exact mask is
         computed and the choice made again from the same state. Greedy, this is the exact
-        masked argmax; sampled, the exact masked distribution (rejection sampling).
+        masked argmax; sampled, the exact masked distribution (rejection sampling). A
+        single valid action (the last job waiting for its pair) is taken without an
+        inference: greedy, it is the argmax; sampled, the one `rng` draw is still made, so
+        the stream and every later decision stay the same.
 
-        Hot loop (hundreds of inferences per decision at 500 servers): `invalid` (the
-        complement of the valid actions) is kept beside `valid` so the logits are masked in
-        place, and the three observation inputs an action changes go through preallocated
-        float32 buffers; every number is the same as encoding and masking afresh."""
+        Hot loop (hundreds of inferences per decision at 500 servers): the output layer's
+        bias carries the mask (-inf at invalid actions, `FastPolicy.masked_bias`), and the
+        first layer's change of an action comes from `_moves` (see `refresh`) once seen;
+        every number is the same as encoding and masking afresh and updating the first
+        layer from the changed inputs."""
         cfg = self.cfg
         obs_cfg = cfg.obs
-        n_types = len(cfg.models)
         width = cfg.n_features
-        base = n_types + 3  # dominant_share, workers, ps: what an action changes
+        base = len(cfg.models) + 3  # dominant_share, workers, ps: what an action changes
         stop = cfg.n_actions - 1
         fast = self.fast
         obs = encode_allocation(builder, obs_cfg)  # (J, F) float32
@@ -130,11 +141,22 @@ class DL2Policy:
         # bundle_first: first a worker+PS pair for every job that fits one; `needy` holds
         # those rows until they get it (or their pair no longer fits).
         needy = set(needy_rows(builder, mask, cfg.window)) if cfg.bundle_first else set()
+        n_rows = min(len(builder.jobs), len(obs))
+        moves, shapes = self._moves, self._shapes
+        if len(moves) > _MAX_MOVES or len(shapes) > _MAX_MOVES:
+            moves.clear()  # together: a move's key holds its shape's number
+            shapes.clear()
+        keys = [shapes.setdefault((row, *builder.shape(row)), len(shapes)) for row in range(n_rows)]
+        workers_of, ps_of = builder.workers, builder.ps
+        # A row's inputs in `obs` are brought up to date only when a move is computed:
+        # `stale` rows moved through `_moves` since.
+        stale = [False] * n_rows
         old = np.empty(3, dtype=np.float32)  # a row's (dominant_share, workers, ps) before
         delta = np.empty(3, dtype=np.float32)  # ... and their change
         # Per job row: its three inputs an action changes (views) and their weights.
-        segs = [obs[row, base : base + 3] for row in range(len(obs))]
-        weights = [fast.inputs(slice(at, at + 3)) for at in range(base, obs.size, width)]
+        segs = [obs[row, base : base + 3] for row in range(n_rows)]
+        weights = [fast.inputs(slice(at, at + 3)) for at in range(base, n_rows * width, width)]
+        minus_inf = np.float32(-np.inf)
         steps = 0
         while True:
             if needy:
@@ -142,7 +164,6 @@ class DL2Policy:
                 valid[-1] = False
             else:
                 valid = mask
-            invalid = ~valid
             n_valid = np.count_nonzero(valid)
             if not n_valid:
                 if exact:
@@ -155,37 +176,55 @@ class DL2Policy:
                 continue
             if not needy and n_valid == valid[-1]:
                 return steps  # only stop is left (exact or not, nothing else is worth a try)
+            bias = fast.masked_bias(valid)  # (3J + 1,) float32, -inf where invalid
+            forced = int(valid.argmax()) if n_valid == 1 else -1
             while True:  # inferences while `valid` changes only by the acted job's caps
-                z = fast.logits(pre)  # (3J + 1,) buffer, masked in place
-                np.putmask(z, invalid, -np.inf)
-                steps += 1
-                action = int(z.argmax()) if rng is None else choose_masked(z, rng)
-                if action == stop:
-                    return steps
+                if forced < 0:
+                    z = fast.logits(pre, bias)  # (3J + 1,) buffer, masked
+                    steps += 1
+                    action = int(z.argmax()) if rng is None else choose_masked(z, rng)
+                    if action == stop:
+                        return steps
+                else:
+                    action = forced
+                    if rng is not None:
+                        rng.random()  # the draw `choose_masked` makes, whatever the logits
                 row, kind = divmod(action, 3)
-                seg = segs[row]
-                old[:] = seg
-                workers, ps = _KIND_TASKS[kind]
-                if not builder.add(row, workers, ps):
+                key = (keys[row], workers_of[row], ps_of[row], kind)
+                move = moves.get(key)
+                if move is None:
+                    seg = segs[row]
+                    if stale[row]:
+                        refresh_allocation_row(obs, builder, row)
+                        stale[row] = False
+                    old[:] = seg
+                n_workers, n_ps = _KIND_TASKS[kind]
+                if not builder.add(row, n_workers, n_ps):
                     # infeasible under a stale mask: nothing changed; refresh and infer again
                     # (same state, same logits: greedy gives the exact masked argmax,
                     # sampling the exact masked distribution)
                     mask, exact = allocation_mask(builder, obs_cfg), True
                     needy = {i for i in needy if mask[3 * i + 2]}
-                    steps -= 1
+                    if forced < 0:
+                        steps -= 1
                     break
                 exact = False
                 cap = builder.jobs[row].max_workers
-                full = [3 * row] if builder.workers[row] >= cap else []
-                if builder.ps[row] >= cap:
+                full = [3 * row] if workers_of[row] >= cap else []
+                if ps_of[row] >= cap:
                     full.append(3 * row + 1)
                 if full:
                     full.append(3 * row + 2)
                     mask[full] = False
-                    invalid[full] = True  # `valid` is `mask` or a subset of it
-                refresh_allocation_row(obs, builder, row)
-                np.subtract(seg, old, out=delta)
-                pre += delta @ weights[row]  # fast.changed, with the slice made once
+                    bias[full] = minus_inf  # `valid` is `mask` or a subset of it
+                if move is None:
+                    refresh_allocation_row(obs, builder, row)
+                    np.subtract(seg, old, out=delta)
+                    # (H1,): what `fast.changed` adds (the same product, bit for bit)
+                    move = moves[key] = delta @ weights[row]
+                else:
+                    stale[row] = True
+                pre += move
                 if needy:
                     needy.discard(row)
                     break  # the bundle mask changes with `needy`

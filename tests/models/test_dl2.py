@@ -432,6 +432,59 @@ def test_incremental_greedy_decisions_match_a_fresh_forward_pass_each_step(bundl
         assert DL2Policy(net).allocate(snap) == builder.allocation(), seed
 
 
+def _decide_afresh(net: PolicyNet, snap, rng: np.random.Generator | None) -> Allocation:
+    """One decision with the torch network run on a fresh encoding and mask at every step."""
+    builder = AllocationBuilder(snap)
+    stop = net.cfg.n_actions - 1
+    while True:
+        obs = torch.from_numpy(encode_allocation(builder, net.cfg.obs).reshape(1, -1))
+        with torch.no_grad():
+            logits = net(obs)[0].numpy()
+        action = choose(logits, policy_mask(builder, net.cfg), rng)
+        if action == stop:
+            return builder.allocation()
+        assert builder.step(*divmod(action, 3))
+
+
+@pytest.fixture(scope="module")
+def large_snapshots():
+    """Three snapshots with 40 visible jobs of a DRF run in DL2's large setting (500
+    servers: hundreds of steps per decision), one of the same jobs on 64 servers (full)."""
+    jobs = jobs_from_frame(dl2_like_frame(200, 7, max_arrivals_per_slot=10))
+    out = {}
+    for n_servers in (500, 64):
+        drf = make_scheduler("drf")
+        session = Simulator(jobs, drf, dl2_sim(n_servers, 40)).session()
+        snaps = out[n_servers] = []
+        while len(snaps) < (3 if n_servers == 500 else 1):
+            if len(session.snapshot.jobs) == 40:
+                snaps.append(session.snapshot)
+            session.submit(*drf.decide(session.snapshot, session.rng))
+    return out
+
+
+def test_decisions_at_500_servers_match_the_torch_network(large_snapshots):
+    """`DL2Policy` (the first layer's changes kept across decisions, the last bias carrying
+    the mask, a lone valid action taken without inference) decides as the torch network
+    run afresh at every step: greedy on 500 and 64 servers, sampled with the same draws on
+    500 (where no step is infeasible, so the fresh masks never need a second draw). Stop's
+    bias is set so decisions are hundreds of steps and end with jobs at different counts:
+    an allocation that every order of steps reaches (all jobs at their cap) proves nothing."""
+    cfg = DL2NetConfig(window=40)
+    for seed, stop_bias, greedy in ((1, 0.0, True), (0, -1.0, False), (1, -1.0, False)):
+        torch.manual_seed(seed)
+        net = PolicyNet(cfg)
+        with torch.no_grad():
+            net.body[-1].bias[-1] = stop_bias
+        policy = DL2Policy(net, greedy=greedy, seed=seed)
+        rng = None if greedy else np.random.default_rng(seed)
+        snaps = large_snapshots[500] + (large_snapshots[64] if greedy else [])
+        for snap in snaps:
+            alloc = policy.allocate(snap)
+            assert alloc == _decide_afresh(net, snap, rng), (seed, greedy)
+            assert policy.inferences > 100 and len(set(alloc.counts.values())) > 3
+
+
 def test_no_job_starves_in_a_slot():
     """bundle_first: a network that always prefers stop still gives every job a worker and
     a PS first (in its own order); without the rule it stops at once."""

@@ -81,6 +81,37 @@ def test_pool_choices_match_a_server_by_server_scan(seed):
         assert pool.free_array().tolist() == [list(f) for f in ref_free]
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_remembered_choices_match_a_scan_as_sets_of_buckets_recur(seed):
+    """`take_feasible` and `least_loaded` keep their answers per set of active buckets: pairs
+    taken (as the allocation builder does) and given back cycle the pool through the same
+    sets, where every choice must still be what a server-by-server scan picks (ties between
+    buckets of equal free resources or load and different capacity included)."""
+    rng = np.random.default_rng(seed)
+    n = 12
+    cap = np.array([[2.0, 16.0, 48.0], [4.0, 16.0, 48.0]])[rng.integers(0, 2, n)]
+    pool = FreePool(cap)
+    cap_rows = [tuple(c) for c in cap.tolist()]
+    ref_free = list(cap_rows)
+    held: list[tuple[int, tuple]] = []
+    for _ in range(1500):
+        if held and (rng.random() < 0.45 or len(held) > 30):
+            server, demand = held.pop(int(rng.integers(len(held))))
+            pool.give(server, demand)
+            ref_free[server] = tuple(f + d for f, d in zip(ref_free[server], demand, strict=True))
+            continue
+        for demand in (WORKER, PS) if rng.random() < 0.8 else (DEMANDS[2],):
+            assert pool.least_loaded(demand) == reference_least_loaded(cap_rows, ref_free, demand)
+            want = reference_feasible_fit(ref_free, demand)
+            assert pool.take_feasible(demand) == want
+            if want >= 0:
+                held.append((want, demand))
+                ref_free[want] = tuple(f - d for f, d in zip(ref_free[want], demand, strict=True))
+    assert pool.free_array().tolist() == [list(f) for f in ref_free]
+    assert sum(map(len, pool._feasible.values())) > 10  # answers were kept, and used
+    assert sum(map(len, pool._least.values())) > 10
+
+
 def test_a_pool_groups_servers_as_a_dict_of_their_rows_would():
     rng = np.random.default_rng(3)
     cap = np.array([[2.0, 16.0, 48.0], [8.0, 64.0, 256.0]])[rng.integers(0, 2, 200)]

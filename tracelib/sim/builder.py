@@ -88,6 +88,11 @@ class AllocationBuilder:
         ws, ps = self._w_share[i], self._p_share[i]
         return max(w * ws[0] + p * ps[0], w * ws[1] + p * ps[1], w * ws[2] + p * ps[2])
 
+    def shape(self, i: int) -> tuple[tuple[float, ...], tuple[float, ...], int]:
+        """(shares of one worker, shares of one PS, cap) of job i: with its counts, what its
+        dominant share and its count fractions depend on (a key for caching them)."""
+        return self._w_share[i], self._p_share[i], self._caps[i]
+
     def worker_share(self, i: int) -> float:
         """Dominant share of one more worker of job i."""
         return max(self._w_share[i])

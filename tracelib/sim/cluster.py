@@ -10,7 +10,9 @@ A bucket's state never changes (a server whose free resources change moves to an
 bucket), so what a bucket derives from it is computed once: its load, its order for
 `feasible_fit`, and where its servers go after taking or giving back a given demand. An
 allocation step is then a scan of a few buckets and two list operations, with no tuple built
-or hashed. Building a pool groups the servers with numpy, not server by server.
+or hashed; and since a step's choice depends only on which buckets are non-empty (bar ties),
+the scan's answer is kept per such set, which an allocation's steps keep returning to.
+Building a pool groups the servers with numpy, not server by server.
 
 Two things real traces need, neither of which changes a homogeneous whole-GPU cluster (its
 buckets, and so every choice, stay exactly as they were):
@@ -33,6 +35,9 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 Vec = tuple[float, float, float]
+_UNKNOWN = object()
+_MAX_SETS = 4096
+"""Sets of active buckets a pool keeps `_feasible_bucket`'s (`least_loaded`'s) answers for."""
 _EPS = 1e-9
 Shared = tuple[tuple[float, ...], ...]
 """Per partly used GPU of a server, the shares of the tasks on it (canonically sorted)."""
@@ -89,12 +94,14 @@ class _Bucket:
     left); the fields after it are derived once, since every server of the bucket shares them."""
 
     __slots__ = (
-        "cap", "cpu_order", "free", "given", "gpu_order", "gtype", "key", "load", "servers",
-        "shared", "taken",
+        "bit", "cap", "cpu_order", "free", "given", "gpu_order", "gtype", "key", "load",
+        "servers", "shared", "taken",
     )  # fmt: skip
 
-    def __init__(self, key: tuple) -> None:
+    def __init__(self, key: tuple, bit: int) -> None:
         self.key = key
+        self.bit = bit
+        """This bucket's bit in its pool's `_sig` (1 << the order it was made in)."""
         self.cap, self.free, self.shared, self.gtype = key
         self.servers: list[int] = []
         f0, f1, f2 = self.free
@@ -151,6 +158,14 @@ class FreePool:
         self._plain = (gpu_types is None or all(t is None for t in types)) and not shared
         self._all: dict[tuple, _Bucket] = {}
         self._active: dict[tuple, _Bucket] = {}
+        # Which buckets are active, as a bitmask (one bit per bucket of `_all`), and per such
+        # set `_feasible_bucket`'s answers for plain demands: fit and order depend only on a
+        # bucket's immutable state, so the answer holds whenever the same set is active
+        # again (allocation steps cycle through a few sets); an answer that depended on
+        # which servers a bucket holds (a tie in order) is not kept.
+        self._sig = 0
+        self._feasible: dict[int, dict[Vec, _Bucket | None]] = {}
+        self._least: dict[int, dict[Vec, _Bucket | None]] = {}  # least_loaded's, likewise
         if self._plain:
             groups = _group_rows(cap, fr)
         else:
@@ -162,7 +177,8 @@ class FreePool:
             groups = list(by_key.items())
         self._of: list[_Bucket] = [None] * n  # type: ignore[list-item]  # filled below
         for key, servers in groups:
-            bucket = self._all[key] = self._active[key] = _Bucket(key)
+            bucket = self._all[key] = self._active[key] = _Bucket(key, 1 << len(self._all))
+            self._sig |= bucket.bit
             bucket.servers = servers
             for s in servers:
                 self._of[s] = bucket
@@ -219,7 +235,7 @@ class FreePool:
         key = (bucket.cap, free, shared, bucket.gtype)
         found = self._all.get(key)
         if found is None:
-            found = self._all[key] = _Bucket(key)
+            found = self._all[key] = _Bucket(key, 1 << len(self._all))
         if shared:
             self._plain = False
         return found
@@ -244,6 +260,7 @@ class FreePool:
         if len(servers) == 1:
             servers.clear()
             del self._active[old.key]
+            self._sig ^= old.bit
         else:
             del servers[bisect_left(servers, server)]
         servers = new.servers
@@ -252,6 +269,7 @@ class FreePool:
         else:
             servers.append(server)
             self._active[new.key] = new
+            self._sig ^= new.bit
         self._of[server] = new
 
     def take_unchecked(self, server: int, demand: Vec) -> None:
@@ -316,21 +334,34 @@ class FreePool:
         """A fitting server with the least load (used share summed over resources, as
         Harmony's load-balancing baseline); ties inside a bucket broken by `rng` (else the
         lowest index), ties between buckets by lowest index. -1 if none fits."""
-        best: _Bucket | None = None
-        best_load = 0.0
-        for bucket in self._fitting(demand, allowed):
-            load = bucket.load
-            if load is None:
-                cap, free = bucket.cap, bucket.free
-                used = sum((c - f) / c for c, f in zip(cap, free, strict=True) if c > 0)
-                load = bucket.load = round(used, 9)
-            # the smallest (load, first server)
-            if (
-                best is None
-                or load < best_load
-                or (load == best_load and bucket.servers[0] < best.servers[0])
-            ):
-                best, best_load = bucket, load
+        known = None
+        best = _UNKNOWN
+        if allowed is None and self._plain:  # the bucket is kept as `take_feasible`'s is
+            known = self._least.get(self._sig)
+            if known is None:
+                if len(self._least) >= _MAX_SETS:
+                    self._least.clear()
+                known = self._least[self._sig] = {}
+            else:
+                best = known.get(demand, _UNKNOWN)
+        if best is _UNKNOWN:
+            best, best_load = None, 0.0
+            tie = False  # another fitting bucket as loaded: servers[0] decides
+            for bucket in self._fitting(demand, allowed):
+                load = bucket.load
+                if load is None:
+                    cap, free = bucket.cap, bucket.free
+                    used = sum((c - f) / c for c, f in zip(cap, free, strict=True) if c > 0)
+                    load = bucket.load = round(used, 9)
+                # the smallest (load, first server)
+                if best is None or load < best_load:
+                    best, best_load, tie = bucket, load, False
+                elif load == best_load:
+                    tie = True
+                    if bucket.servers[0] < best.servers[0]:
+                        best = bucket
+            if known is not None and not tie:
+                known[demand] = best
         if best is None:
             return -1
         servers = best.servers
@@ -356,29 +387,32 @@ class FreePool:
     def _feasible_bucket(self, demand: Vec, allowed: frozenset[str] | None) -> _Bucket | None:
         """`feasible_fit`'s bucket (its lowest server is the choice), None if none fits."""
         g = demand[0]
-        best = None
         if self._plain and allowed is None and (g <= _EPS or g >= 1.0 - _EPS):
-            d0, d1, d2 = g - _EPS, demand[1] - _EPS, demand[2] - _EPS
-            if g > _EPS:
-                for b in self._active.values():
-                    f0, f1, f2 = b.free
-                    if f0 >= d0 and f1 >= d1 and f2 >= d2:
-                        if best is None:
-                            best, bo = b, b.gpu_order
-                        else:
-                            o = b.gpu_order
-                            if o < bo or (o == bo and b.servers[0] < best.servers[0]):
-                                best, bo = b, o
+            known = self._feasible.get(self._sig)
+            if known is None:
+                if len(self._feasible) >= _MAX_SETS:
+                    self._feasible.clear()  # a long-lived pool: bounded memory
+                known = self._feasible[self._sig] = {}
             else:
-                for b in self._active.values():
-                    f0, f1, f2 = b.free
-                    if f0 >= d0 and f1 >= d1 and f2 >= d2:
-                        if best is None:
-                            best, bo = b, b.cpu_order
-                        else:
-                            o = b.cpu_order
-                            if o < bo or (o == bo and b.servers[0] < best.servers[0]):
-                                best, bo = b, o
+                best = known.get(demand, _UNKNOWN)
+                if best is not _UNKNOWN:
+                    return best
+            best, bo = None, ()
+            tie = False  # another fitting bucket in the same order: servers[0] decides
+            d0, d1, d2 = g - _EPS, demand[1] - _EPS, demand[2] - _EPS
+            gpu = g > _EPS
+            for b in self._active.values():
+                f0, f1, f2 = b.free
+                if f0 >= d0 and f1 >= d1 and f2 >= d2:
+                    o = b.gpu_order if gpu else b.cpu_order
+                    if best is None or o < bo:
+                        best, bo, tie = b, o, False
+                    elif o == bo:
+                        tie = True
+                        if b.servers[0] < best.servers[0]:
+                            best = b
+            if not tie:
+                known[demand] = best
             return best
         fitting = list(self._fitting(demand, allowed))
         if g > _EPS and not is_share(g):
@@ -396,7 +430,10 @@ class FreePool:
     def take_feasible(self, demand: Vec, allowed: frozenset[str] | None = None) -> int:
         """`feasible_fit` and `take_unchecked` of its server in one step (the allocation
         builder's step); returns the server, -1 (nothing taken) if none fits."""
-        old = self._feasible_bucket(demand, allowed)
+        known = self._feasible.get(self._sig) if allowed is None else None
+        old = _UNKNOWN if known is None else known.get(demand, _UNKNOWN)
+        if old is _UNKNOWN:
+            old = self._feasible_bucket(demand, allowed)
         if old is None:
             return -1
         new = old.taken.get(demand)
@@ -408,6 +445,7 @@ class FreePool:
         if len(servers) == 1:
             servers.clear()
             del self._active[old.key]
+            self._sig ^= old.bit
         else:
             del servers[0]
         servers = new.servers
@@ -416,6 +454,7 @@ class FreePool:
         else:
             servers.append(server)
             self._active[new.key] = new
+            self._sig ^= new.bit
         self._of[server] = new
         return server
 
