@@ -11,7 +11,7 @@ verdicts).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,23 +30,23 @@ def insert_csv(
     table: str,
     path: str | Path,
     *,
-    width: int,
+    types: Sequence[str],
     typed: str,
     columns: list[str],
     constants: Mapping[str, Any],
 ) -> int:
-    """Insert the rows of `typed` (SQL over a relation `raw` whose columns c0..c{width-1}
-    are the file's fields as text, empty ones NULL; it yields `columns` and `_bad`) whose
+    """Insert the rows of `typed` (SQL over a relation `raw` whose columns c0, c1, ... are
+    the file's fields read as `types`, empty ones NULL; it yields `columns` and `_bad`) whose
     `_bad` is false, with `constants` as further columns. Returns the rows inserted.
 
     A line DuckDB's strict reader cannot split into `width` fields is skipped, not an
     error (an error would abort the caller's transaction): the caller compares the count
     with the file's lines.
 
-    The file is read without quoting, header line skipped, every field as VARCHAR; call
-    inside `warehouse.transaction`.
+    A value DuckDB cannot read as its type drops its line too. The file is read without
+    quoting, header line skipped; call inside `warehouse.transaction`.
     """
-    spec = ", ".join(f"'c{i}': 'VARCHAR'" for i in range(width))
+    spec = ", ".join(f"'c{i}': '{kind}'" for i, kind in enumerate(types))
     names = ", ".join(f'"{n}"' for n in [*constants, *columns])
     sql = (
         f"WITH raw AS (SELECT * FROM read_csv(?, delim=',', quote='', escape='', header=false,"

@@ -492,7 +492,7 @@ def ingest_trace(
             con,
             "jobs",
             trace.path,
-            width=plan.width,
+            types=plan.types,
             typed=plan.typed,
             columns=COLUMNS,
             constants={"source_id": match.source_id},

@@ -9,13 +9,15 @@ rows the fast way wrote in the same transaction are replaced, so the stored tabl
 those of the careful way, bit for bit (tests/test_ingest_bulk.py compares both ways).
 
 What the fast way takes (`plan_bulk`): a generic mapping (or one extending a shipped
-mapping) over a CSV that is plain (`csvrecords._plain_records`: no quote, one header, every
-line the header's width) and, more narrowly, ASCII without a blank (no field to trim),
-without a NUL byte, with a job id column, times as epoch numbers (no strptime format: DuckDB
-and polars read formats differently) and no GPU share. Numbers are read by DuckDB's
-`TRY_CAST(... AS DOUBLE)`, which agrees with polars' cast on every ASCII text without a
-blank except digits separated by "_" (DuckDB reads "1_000" as 1000): such a value counts as
-unparsable here, so its file goes the careful way, which decides.
+mapping) with a job id column, times as epoch numbers (no strptime format: DuckDB and polars
+read formats differently) and no GPU share, over a CSV that is ASCII without a quote, a
+blank or a NUL (no field to unquote or trim) and whose line breaks are all LF or all
+CRLF. Every data line must come out as one row: DuckDB's strict reader skips a line of
+another width, or with a value it cannot read as a number, and then the careful way runs.
+Numbers are read by DuckDB (its CSV reader, or `TRY_CAST(... AS DOUBLE)`), which agrees with
+polars' cast on every ASCII text without a blank except digits separated by "_" (DuckDB
+reads "1_000" as 1000): in a file holding a "_", number columns are read as text and such a
+value counts as unparsable, so the careful way decides.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ _EPOCH_SCALE = {"s": 1_000_000, "ms": 1_000, "us": 1}
 _LIMIT_US = "4611686018427387904.0"  # 2**62 us: beyond it the careful way has no time either
 _NO_BLANKS = (b" ", b"\t", b"\x0b", b"\x0c", b"\x00")
 _MICROSECOND = timedelta(microseconds=1)
+_NUMERIC = (*_TIME_FIELDS, *_NUMBER_FIELDS, *_INT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,9 @@ class BulkPlan:
     """How DuckDB turns the file's text columns (`c0`, `c1`, ... in a relation `raw`) into
     `jobs` rows, and which rows the careful way would not accept as they are."""
 
-    width: int
-    """Fields per line (the header's)."""
+    types: tuple[str, ...]
+    """The DuckDB type each field is read as (VARCHAR, or DOUBLE for a column only read
+    as a number)."""
     records: int
     """Data lines in the file: every one must become a job, or the careful way decides."""
     typed: str
@@ -85,21 +89,33 @@ def plan_bulk(
     header = (data if end < 0 else data[:end]).removesuffix(b"\r").decode()
     names = _column_names(header.split(DELIMITER))
     width = len(names)
-    # Every line has exactly width - 1 delimiters, or DuckDB's strict reader skips a line
-    # with more (the rows fall short); a blank or short line leaves the count short too.
-    if width < 2 or n_lines < 2 or data.count(DELIMITER.encode()) != n_lines * (width - 1):
+    # A line that is not exactly `width` fields (blank, short, long) is skipped by DuckDB's
+    # strict reader, so fewer rows than data lines come out and the careful way runs.
+    if width < 2 or n_lines < 2:
         return None
     index = {name: i for i, name in reversed(list(enumerate(names)))}
     if any(col not in index for col in mapping.columns.values()):
         return None  # the careful way names the missing column
     raw = {fld: f"c{index[col]}" for fld, col in mapping.columns.items()}
-    # DuckDB reads digits grouped by "_" as a number, polars does not: where the file has
-    # a "_" at all, such a value counts as unparsable (the careful way then decides).
+    # DuckDB reads digits grouped by "_" as a number, polars does not. Without a "_" in
+    # the file, a column read only as a number is parsed by DuckDB's CSV reader (a value
+    # it cannot read drops the row, so the file goes the careful way); with one, every
+    # column is text and such a value counts as unparsable (the careful way decides).
     guard = b"_" in data
-    return BulkPlan(width, n_lines - 1, _typed_sql(raw, mapping, max_duration_s, guard))
+    numeric = set() if guard else {col for fld, col in raw.items() if fld in _NUMERIC}
+    numeric -= {col for fld, col in raw.items() if fld not in _NUMERIC}
+    types = tuple("DOUBLE" if f"c{i}" in numeric else "VARCHAR" for i in range(width))
+    typed = _typed_sql(raw, mapping, max_duration_s, guard, numeric)
+    return BulkPlan(types, n_lines - 1, typed)
 
 
-def _typed_sql(raw: dict[str, str], mapping: Mapping, max_duration_s: float, guard: bool) -> str:
+def _typed_sql(
+    raw: dict[str, str],
+    mapping: Mapping,
+    max_duration_s: float,
+    guard: bool,
+    read_as_number: set[str],
+) -> str:
     """The SQL twin of `generic.parse_mapped` then `base.normalize` for a plain, blank-free
     file: the same values, and `_bad` true exactly where the careful way would quarantine
     (plus values whose reading could differ, which the careful way then decides)."""
@@ -107,9 +123,9 @@ def _typed_sql(raw: dict[str, str], mapping: Mapping, max_duration_s: float, gua
     # Layers, so each value is parsed once: numbers (n*), typed fields (t_*), defaults
     # and parse failures, the duration, then the checks.
     numbers = {
-        col: _number(col, guard)
+        col: col if col in read_as_number else _number(col, guard)
         for fld, col in raw.items()
-        if fld in (*_TIME_FIELDS, *_NUMBER_FIELDS, *_INT_FIELDS)
+        if fld in _NUMERIC
     }
     layer0 = ", ".join(f"{expr} AS n{col[1:]}" for col, expr in numbers.items())
     typed: dict[str, str] = {}
