@@ -21,6 +21,12 @@ import pandera.polars as pa
 
 from warehouse.io import ContractViolation, _table_key
 
+
+class BulkRefused(Exception):
+    """The file is not what the bulk load was planned for (a row it must not accept as
+    it is, a line of another width): the caller's transaction is to be rolled back."""
+
+
 KEY_UNIQUE = "key is unique"
 """`__sql_checks__` value for a dataframe check that says the table key is unique."""
 
@@ -39,24 +45,28 @@ def insert_csv(
     the file's fields read as `types`, empty ones NULL; it yields `columns` and `_bad`) whose
     `_bad` is false, with `constants` as further columns. Returns the rows inserted.
 
-    A line DuckDB's strict reader cannot split into `width` fields is skipped, not an
-    error (an error would abort the caller's transaction): the caller compares the count
-    with the file's lines.
+    Raises BulkRefused at the first row whose `_bad` is true, or line DuckDB's strict
+    reader cannot read (another number of fields, a value that is not of its type):
+    DuckDB stops there, and the caller's transaction is aborted (roll it back).
 
-    A value DuckDB cannot read as its type drops its line too. The file is read without
-    quoting, header line skipped; call inside `warehouse.transaction`.
+    The file is read without quoting, header line skipped; call inside
+    `warehouse.transaction`.
     """
     spec = ", ".join(f"'c{i}': '{kind}'" for i, kind in enumerate(types))
     names = ", ".join(f'"{n}"' for n in [*constants, *columns])
     sql = (
         f"WITH raw AS (SELECT * FROM read_csv(?, delim=',', quote='', escape='', header=false,"
         f" skip=1, columns={{{spec}}}, auto_detect=false, strict_mode=true,"
-        f" null_padding=false, ignore_errors=true, parallel=true))\n"
+        f" null_padding=false, parallel=true))\n"
         f'INSERT INTO "{table}" ({names})\n'
         f"SELECT {', '.join(['?'] * len(constants) + columns)} FROM ({typed}) "
-        f"WHERE NOT _bad"
+        # Stop at the first row the careful way must decide, rather than read on.
+        "WHERE CASE WHEN _bad THEN error('a record needs the careful way') ELSE true END"
     )
-    [(count,)] = con.execute(sql, [str(path), *constants.values()]).fetchall()
+    try:
+        [(count,)] = con.execute(sql, [str(path), *constants.values()]).fetchall()
+    except (duckdb.InvalidInputException, duckdb.ConversionException) as exc:
+        raise BulkRefused(str(exc).splitlines()[0]) from None
     return int(count)
 
 

@@ -468,20 +468,34 @@ def ingest_trace(
 
     Such a file (`tracelib.ingest.bulk`) is read, typed and checked by DuckDB inside the
     transaction, and the `jobs` contract is enforced on the stored rows in SQL
-    (`warehouse.bulk.check_stored`). When a record would be quarantined, a job id
-    repeats, or the file is not what the plan assumed, the careful way runs in the same
-    transaction and replaces those rows: quarantine reasons, record numbers and raw text
-    always come from it. Raises IngestError (nothing written) for an unusable file and
-    ContractViolation (nothing written) for rows that break a contract. `plan`: the
-    trace's `bulk_plan`, when the caller has it already.
+    (`warehouse.bulk.check_stored`). At the first record that would be quarantined, a
+    repeated job id, or a file that is not what the plan assumed, that transaction is
+    rolled back and the careful way runs (`store_trace(load_trace(...))`, its own
+    transaction): quarantine reasons, record numbers and raw text always come from it.
+    Raises IngestError (nothing written) for an unusable file and ContractViolation
+    (nothing written) for rows that break a contract. `plan`: the trace's `bulk_plan`,
+    when the caller has it already.
     """
-    from tracelib.ingest.bulk import COLUMNS
-    from warehouse import replace_rows, transaction
-    from warehouse.bulk import check_stored, insert_csv
+    from warehouse.bulk import BulkRefused
 
     plan = plan or bulk_plan(trace)
-    if plan is None:
-        return store_trace(con, load_trace(trace, source_id=source_id))
+    if plan is not None:
+        try:
+            return _ingest_bulk(con, trace, plan, source_id)
+        except BulkRefused:
+            pass  # rolled back: nothing of the fast way is stored
+    return store_trace(con, load_trace(trace, source_id=source_id))
+
+
+def _ingest_bulk(
+    con: duckdb.DuckDBPyConnection, trace: TraceFile, plan: Any, source_id: str | None
+) -> StoreResult:
+    """The fast way, in one transaction; BulkRefused (rolled back) when the careful way
+    must decide."""
+    from tracelib.ingest.bulk import COLUMNS
+    from warehouse import replace_rows, transaction
+    from warehouse.bulk import BulkRefused, check_stored, insert_csv
+
     with transaction(con):
         match = find_source_of(con, trace, source_id)
         if match.unchanged:
@@ -498,13 +512,11 @@ def ingest_trace(
             constants={"source_id": match.source_id},
         )
         # DuckDB read the file again: it must still be the bytes hashed and planned.
-        if inserted == plan.records and _size(trace.path) == len(trace.data):
-            checked = check_stored(con, Jobs, where, repeats_ok=True)
-            if checked.repeated == 0:
-                return _finish_bulk(con, trace, plan.records, match)
-        # Some record needs the careful way: it decides every row, as `store_trace` would.
-        loaded = load_trace(trace, source_id=source_id)
-        return _replace_source(con, loaded, match)
+        if inserted != plan.records or _size(trace.path) != len(trace.data):
+            raise BulkRefused(f"{inserted} of {plan.records} records read")
+        if check_stored(con, Jobs, where, repeats_ok=True).repeated:
+            raise BulkRefused("a job id repeats")
+        return _finish_bulk(con, trace, plan.records, match)
 
 
 def _finish_bulk(

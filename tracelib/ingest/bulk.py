@@ -3,16 +3,16 @@ transaction, so a million rows never cross into Python and back.
 
 It is an optimization of the careful way (`load_trace` then `store_trace`), never a second
 meaning: it is taken only for files and mappings whose every step it reproduces exactly, and
-only when every record of the file is accepted. A file with a record the checks refuse (a
-quarantine) goes the careful way, which finds each reason, record number and raw text; the
-rows the fast way wrote in the same transaction are replaced, so the stored tables are
-those of the careful way, bit for bit (tests/test_ingest_bulk.py compares both ways).
+only when every record of the file is accepted. At the first record the checks refuse (a
+quarantine), DuckDB stops, the transaction is rolled back and the careful way runs, which
+finds each reason, record number and raw text; so the stored tables are those of the
+careful way, bit for bit (tests/test_ingest_bulk.py compares both ways).
 
 What the fast way takes (`plan_bulk`): a generic mapping (or one extending a shipped
 mapping) with a job id column, times as epoch numbers (no strptime format: DuckDB and polars
 read formats differently) and no GPU share, over a CSV that is ASCII without a quote, a
 blank or a NUL (no field to unquote or trim) and whose line breaks are all LF or all
-CRLF. Every data line must come out as one row: DuckDB's strict reader skips a line of
+CRLF. Every data line must come out as one row: DuckDB's strict reader stops at a line of
 another width, or with a value it cannot read as a number, and then the careful way runs.
 Numbers are read by DuckDB (its CSV reader, or `TRY_CAST(... AS DOUBLE)`), which agrees with
 polars' cast on every ASCII text without a blank except digits separated by "_" (DuckDB
@@ -89,8 +89,8 @@ def plan_bulk(
     header = (data if end < 0 else data[:end]).removesuffix(b"\r").decode()
     names = _column_names(header.split(DELIMITER))
     width = len(names)
-    # A line that is not exactly `width` fields (blank, short, long) is skipped by DuckDB's
-    # strict reader, so fewer rows than data lines come out and the careful way runs.
+    # A line that is not exactly `width` fields (short, long) stops DuckDB's strict
+    # reader, and one it skips (blank) leaves fewer rows than data lines: the careful way.
     if width < 2 or n_lines < 2:
         return None
     index = {name: i for i, name in reversed(list(enumerate(names)))}
@@ -99,7 +99,7 @@ def plan_bulk(
     raw = {fld: f"c{index[col]}" for fld, col in mapping.columns.items()}
     # DuckDB reads digits grouped by "_" as a number, polars does not. Without a "_" in
     # the file, a column read only as a number is parsed by DuckDB's CSV reader (a value
-    # it cannot read drops the row, so the file goes the careful way); with one, every
+    # it cannot read stops it, so the file goes the careful way); with one, every
     # column is text and such a value counts as unparsable (the careful way decides).
     guard = b"_" in data
     numeric = set() if guard else {col for fld, col in raw.items() if fld in _NUMERIC}
