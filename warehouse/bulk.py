@@ -133,11 +133,11 @@ def check_stored(
     )
     # One pass for the verdict; the failing checks are looked up only when there are any.
     any_fails = " OR ".join(f"coalesce({sql}, false)" for _, _, sql in tests) or "false"
-    total, unique, failing = con.execute(
+    [(total, unique, failing)] = con.execute(
         f'SELECT count(*), {distinct}, count(*) FILTER (WHERE {any_fails}) FROM "{table}" '
         f"WHERE {clause}",
         params,
-    ).fetchone()
+    ).fetchall()
     lines = []
     for column, check, sql in tests if failing else ():
         shown = con.execute(
