@@ -140,9 +140,9 @@ def check_stored(
     ).fetchall()
     lines = []
     for column, check, sql in tests if failing else ():
+        shown_sql = f'"{column}"' if column else key_sql or "*"
         shown = con.execute(
-            f"SELECT {f'{chr(34)}{column}{chr(34)}' if column else key_sql or '*'} "
-            f'FROM "{table}" WHERE {clause} AND coalesce({sql}, false) LIMIT 3',
+            f'SELECT {shown_sql} FROM "{table}" WHERE {clause} AND coalesce({sql}, false) LIMIT 3',
             params,
         ).fetchall()
         if shown:

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import duckdb
 import polars as pl
 
-from tracelib.contracts import JOB_COLUMNS, Jobs, Quarantine, TraceSources
+from tracelib.contracts import Jobs, Quarantine, TraceSources
 from tracelib.ingest.base import MAX_DURATION_S, IngestError, ParsedTrace, normalize
 from tracelib.ingest.generic import Mapping
 from tracelib.provenance import canonical_json, code_version, sha256_hex
@@ -569,11 +569,9 @@ def _finish_bulk(
 
 
 def _empty(contract) -> pl.DataFrame:
-    return pl.DataFrame(schema=JOB_COLUMNS if contract is Jobs else _schema_of(contract))
-
-
-def _schema_of(contract) -> dict[str, pl.DataType]:
-    return {name: col.dtype.type for name, col in contract.to_schema().columns.items()}
+    """No rows, shaped by the contract (to clear a source's rows with `replace_rows`)."""
+    columns = contract.to_schema().columns
+    return pl.DataFrame(schema={name: col.dtype.type for name, col in columns.items()})
 
 
 def _size(path: Path) -> int:
