@@ -36,7 +36,9 @@ from tracelib.contracts import Quarantine
 from tracelib.ingest import (
     LoadedTrace,
     StoreResult,
+    bulk_plan,
     find_source_of,
+    ingest_trace,
     load_trace,
     read_trace,
     store_trace,
@@ -70,21 +72,28 @@ def ingest_stage(
 
     The file is hashed and matched against the warehouse before it is parsed, so
     re-ingesting an unchanged file (same bytes, mapping and options) costs a read and a
-    hash, not a parse. The bar counts its two steps: parse and check, then the
-    one-transaction load.
+    hash, not a parse. Parsing, checking and loading are one step (`ingest_trace`: a plain
+    CSV is read by DuckDB inside the load's transaction).
     """
     trace = read_trace(path, fmt, mapping)
-    if resolve_path(warehouse).exists():
+    exists = resolve_path(warehouse).exists()
+    if exists:
         with connect(warehouse) as con:
             match = find_source_of(con, trace, source_id)
         if match.unchanged:
             return StoreResult(match.source_id, "unchanged", 0, 0, match.note)
-    with progress.bar(f"ingest {Path(path).name}: parse+check, load", 2) as advance:
-        loaded = load_trace(trace, source_id=source_id)
-        advance(1, 2)
+    with progress.bar(f"ingest {Path(path).name}: parse, check and load", 1) as advance:
+        # A plain CSV is parsed by DuckDB inside the load's transaction; anything else is
+        # parsed first. So is every file when there is no warehouse yet: a file refused as
+        # a whole must not leave a new, empty warehouse behind.
+        plan = bulk_plan(trace) if exists else None
+        loaded = None if plan is not None else load_trace(trace, source_id=source_id)
         with connect(warehouse) as con:
-            result = store_trace(con, loaded)
-        advance(2, 2)
+            if loaded is None:
+                result = ingest_trace(con, trace, source_id=source_id, plan=plan)
+            else:
+                result = store_trace(con, loaded)
+        advance(1, 1)
     return result
 
 

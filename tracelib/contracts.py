@@ -57,6 +57,14 @@ class Jobs(pa.DataFrameModel):
     """The table's key, held by the code rather than an index (migration 0021): unique in
     each frame (`one_row_per_job`) and against the stored rows (`warehouse.io`)."""
 
+    __sql_checks__ = {
+        "one_row_per_job": "key is unique",  # warehouse.bulk.KEY_UNIQUE
+        "start_after_submit": "start_time IS NULL OR start_time >= submit_time",
+        "end_after_start": "end_time IS NULL OR start_time IS NULL OR end_time >= start_time",
+    }
+    """The dataframe checks in SQL, for rows checked where they are stored
+    (`warehouse.bulk.check_stored`, the fast ingest of a plain CSV)."""
+
     class Config:
         name = "jobs"
         strict = True

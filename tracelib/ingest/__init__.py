@@ -5,6 +5,7 @@ and load the rest into the warehouse in one transaction.
     load_trace(path, "philly")          -> LoadedTrace (pure: no warehouse access)
     find_source(con, trace)             -> SourceMatch (which source a file is, if unchanged)
     store_trace(con, loaded)            -> StoreResult (one transaction, idempotent)
+    ingest_trace(con, trace)            -> StoreResult (load + store; a plain CSV by DuckDB)
 
 What a source is: a trace file is identified by its path and its content. Ingesting the
 same path again updates that source (its jobs are replaced when the content, the mapping or
@@ -39,10 +40,12 @@ __all__ = [
     "SourceMatch",
     "StoreResult",
     "TraceFile",
+    "bulk_plan",
     "default_source_id",
     "find_source",
     "find_source_of",
     "ingest_notes",
+    "ingest_trace",
     "load_trace",
     "parse_trace",
     "read_trace",
@@ -254,26 +257,35 @@ def load_trace(
 def ingest_notes(jobs: pl.DataFrame) -> list[str]:
     """What derive will do with these jobs that a user would not guess: the jobs it leaves
     out for their status, and the wide jobs it replays narrower (never silently)."""
+    cap = _wide_cap()
+    wide = jobs.filter(pl.col("num_gpus") > cap).get_column("num_gpus")
+    return _notes(jobs.group_by("status").len(), wide.len(), wide.max())
+
+
+def _wide_cap() -> float:
+    """GPUs beyond which derive replays a job narrower: the catalogue's widest job."""
     from tracelib.catalogue import DL2_CATALOGUE
+
+    return max(jt.max_workers * max(jt.worker_gpu, 1.0) for jt in DL2_CATALOGUE)
+
+
+def _notes(statuses: pl.DataFrame, n_wide: int, widest: float | None) -> list[str]:
+    """`ingest_notes` from the jobs' status counts (status, len) and their wide jobs."""
     from tracelib.workloads import DeriveConfig
 
     notes = []
     kept = DeriveConfig().statuses
-    left = (
-        jobs.filter(~pl.col("status").is_in(list(kept)))
-        .group_by("status")
-        .len()
-        .sort("len", "status", descending=[True, False])
+    left = statuses.filter(~pl.col("status").is_in(list(kept))).sort(
+        "len", "status", descending=[True, False]
     )
     if left.height:
         counts = ", ".join(f"{n} {status}" for status, n in left.iter_rows())
         notes.append(f"derive keeps {', '.join(kept)} jobs by default; left out: {counts}")
-    cap = max(jt.max_workers * max(jt.worker_gpu, 1.0) for jt in DL2_CATALOGUE)
-    wide = jobs.filter(pl.col("num_gpus") > cap)
-    if wide.height:
+    cap = _wide_cap()
+    if n_wide:
         notes.append(
-            f"{wide.height} job(s) ask for more than {cap:g} GPUs (up to "
-            f"{wide.get_column('num_gpus').max():g}): derive replays each with at most "
+            f"{n_wide} job(s) ask for more than {cap:g} GPUs (up to "
+            f"{widest:g}): derive replays each with at most "
             f"{cap:g} workers, the catalogue's max_workers"
         )
     return notes
@@ -394,7 +406,7 @@ def store_trace(con: duckdb.DuckDBPyConnection, loaded: LoadedTrace) -> StoreRes
     running at once cannot both take the same free id. The same ingest again is a no-op;
     a changed one replaces that source's jobs and quarantine rows (never duplicates them).
     """
-    from warehouse import replace_rows, transaction
+    from warehouse import transaction
 
     row = loaded.source.row(0, named=True)
     with transaction(con):
@@ -409,12 +421,21 @@ def store_trace(con: duckdb.DuckDBPyConnection, loaded: LoadedTrace) -> StoreRes
         )
         if match.unchanged:
             return StoreResult(match.source_id, "unchanged", 0, 0, match.note)
-        if match.source_id != loaded.source_id:
-            loaded = loaded.with_source_id(match.source_id)
-        where = {"source_id": loaded.source_id}
-        replace_rows(con, loaded.jobs, Jobs, where)
-        replace_rows(con, loaded.quarantine, Quarantine, where)
-        replace_rows(con, loaded.source, TraceSources, where)
+        return _replace_source(con, loaded, match)
+
+
+def _replace_source(
+    con: duckdb.DuckDBPyConnection, loaded: LoadedTrace, match: SourceMatch
+) -> StoreResult:
+    """Replace the source's rows with `loaded`'s (inside the caller's transaction)."""
+    from warehouse import replace_rows
+
+    if match.source_id != loaded.source_id:
+        loaded = loaded.with_source_id(match.source_id)
+    where = {"source_id": loaded.source_id}
+    replace_rows(con, loaded.jobs, Jobs, where)
+    replace_rows(con, loaded.quarantine, Quarantine, where)
+    replace_rows(con, loaded.source, TraceSources, where)
     return StoreResult(
         loaded.source_id,
         "replaced" if match.exists else "new",
@@ -422,3 +443,139 @@ def store_trace(con: duckdb.DuckDBPyConnection, loaded: LoadedTrace) -> StoreRes
         loaded.quarantine.height,
         "; ".join(n for n in (match.note, *loaded.notes) if n),
     )
+
+
+def bulk_plan(trace: TraceFile):
+    """How DuckDB reads this trace the fast way (`tracelib.ingest.bulk.BulkPlan`), or None
+    when only the careful way (`load_trace`) reproduces its rows."""
+    from tracelib.ingest.bulk import plan_bulk
+
+    if trace.format not in ("generic", "helios"):
+        return None
+    max_duration_s = trace.params.get("max_duration_s", MAX_DURATION_S)
+    return plan_bulk(trace.path, trace.data, trace.mapping, max_duration_s=max_duration_s)
+
+
+def ingest_trace(
+    con: duckdb.DuckDBPyConnection,
+    trace: TraceFile,
+    *,
+    source_id: str | None = None,
+    plan: Any = None,
+) -> StoreResult:
+    """Parse, check and store a trace file in one transaction: what `load_trace` then
+    `store_trace` do, with the same stored rows, but faster for a plain CSV.
+
+    Such a file (`tracelib.ingest.bulk`) is read, typed and checked by DuckDB inside the
+    transaction, and the `jobs` contract is enforced on the stored rows in SQL
+    (`warehouse.bulk.check_stored`). At the first record that would be quarantined, a
+    repeated job id, or a file that is not what the plan assumed, that transaction is
+    rolled back and the careful way runs (`store_trace(load_trace(...))`, its own
+    transaction): quarantine reasons, record numbers and raw text always come from it.
+    Raises IngestError (nothing written) for an unusable file and ContractViolation
+    (nothing written) for rows that break a contract. `plan`: the trace's `bulk_plan`,
+    when the caller has it already.
+    """
+    from warehouse.bulk import BulkRefused
+
+    plan = plan or bulk_plan(trace)
+    if plan is not None:
+        try:
+            return _ingest_bulk(con, trace, plan, source_id)
+        except BulkRefused:
+            pass  # rolled back: nothing of the fast way is stored
+    return store_trace(con, load_trace(trace, source_id=source_id))
+
+
+def _ingest_bulk(
+    con: duckdb.DuckDBPyConnection, trace: TraceFile, plan: Any, source_id: str | None
+) -> StoreResult:
+    """The fast way, in one transaction; BulkRefused (rolled back) when the careful way
+    must decide."""
+    from tracelib.ingest.bulk import COLUMNS
+    from warehouse import replace_rows, transaction
+    from warehouse.bulk import BulkRefused, check_stored, insert_csv
+
+    with transaction(con):
+        match = find_source_of(con, trace, source_id)
+        if match.unchanged:
+            return StoreResult(match.source_id, "unchanged", 0, 0, match.note)
+        where = {"source_id": match.source_id}
+        replace_rows(con, _empty(Jobs), Jobs, where)
+        inserted = insert_csv(
+            con,
+            "jobs",
+            trace.path,
+            types=plan.types,
+            typed=plan.typed,
+            columns=COLUMNS,
+            constants={"source_id": match.source_id},
+        )
+        # DuckDB read the file again: it must still be the bytes hashed and planned.
+        if inserted != plan.records or _size(trace.path) != len(trace.data):
+            raise BulkRefused(f"{inserted} of {plan.records} records read")
+        if check_stored(con, Jobs, where, repeats_ok=True).repeated:
+            raise BulkRefused("a job id repeats")
+        return _finish_bulk(con, trace, plan.records, match)
+
+
+def _finish_bulk(
+    con: duckdb.DuckDBPyConnection, trace: TraceFile, rows: int, match: SourceMatch
+) -> StoreResult:
+    """The quarantine (empty: every record became a job) and source rows of a fast ingest,
+    and what the ingest says, as the careful way says it."""
+    from tracelib.ingest.generic import NO_STATUS_NOTE
+    from warehouse import read_frame, replace_rows
+
+    where = {"source_id": match.source_id}
+    replace_rows(con, _empty(Quarantine), Quarantine, where)
+    source = source_row(
+        match.source_id,
+        trace.format,
+        trace.resolved_path,
+        trace.content_hash,
+        rows_accepted=rows,
+        rows_quarantined=0,
+        params=trace.params,
+    )
+    replace_rows(con, source, TraceSources, where)
+    statuses = read_frame(
+        con,
+        "SELECT status, count(*) AS len FROM jobs WHERE source_id = ? GROUP BY status",
+        [match.source_id],
+    )
+    mapping = trace.mapping
+    parsed_notes = (
+        [NO_STATUS_NOTE]
+        if mapping is not None
+        and "status" not in mapping.columns
+        and "status" not in mapping.defaults
+        else []
+    )
+    cap = _wide_cap()
+    wide = read_frame(
+        con,
+        "SELECT count(*) AS n, max(num_gpus) AS top FROM jobs WHERE source_id = ? AND num_gpus > ?",
+        [match.source_id, cap],
+    ).row(0)
+    notes = (*parsed_notes, *_notes(statuses, wide[0], wide[1]))
+    return StoreResult(
+        match.source_id,
+        "replaced" if match.exists else "new",
+        rows,
+        0,
+        "; ".join(n for n in (match.note, *notes) if n),
+    )
+
+
+def _empty(contract) -> pl.DataFrame:
+    """No rows, shaped by the contract (to clear a source's rows with `replace_rows`)."""
+    columns = contract.to_schema().columns
+    return pl.DataFrame(schema={name: col.dtype.type for name, col in columns.items()})
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1

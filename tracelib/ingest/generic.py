@@ -544,10 +544,7 @@ def parse_mapped(
         frame = frame.with_columns(
             pl.when(ran).then(pl.lit("completed")).otherwise(pl.lit("unknown")).alias("status")
         )
-        notes.append(
-            "no status column: jobs with a run time are taken as completed, the others as "
-            "unknown (map a status column or set [defaults] status to change this)"
-        )
+        notes.append(NO_STATUS_NOTE)
     return ParsedTrace(
         path=path,
         format=fmt,
@@ -558,6 +555,12 @@ def parse_mapped(
         params=params or {},
         notes=notes,
     )
+
+
+NO_STATUS_NOTE = (
+    "no status column: jobs with a run time are taken as completed, the others as "
+    "unknown (map a status column or set [defaults] status to change this)"
+)
 
 
 def _apply_gpu_share(
