@@ -217,3 +217,37 @@ def test_full_disk_while_writing(ingested, tmp_path):
     assert "file too large" in done.stderr and "Nothing was changed" in done.stderr
     assert "Traceback" not in done.stderr
     assert _same(before, _snapshot(ingested))
+
+
+def test_an_open_waits_out_another_threads_closing_of_the_same_file(tmp_path, monkeypatch):
+    """Two tasks of one flow (threads of one process): DuckDB refuses an open with "Unique
+    file handle conflict" while the other thread's last connection to the file is still
+    closing. The open waits that out instead of failing the stage; a conflict that does not
+    clear is still raised."""
+    import duckdb
+
+    import warehouse.db as db
+
+    path = tmp_path / "wh.duckdb"
+    with connect(path):
+        pass
+    real = duckdb.connect
+    refusals = {"left": 3}
+
+    def closing_elsewhere(*args, **kwargs):
+        if refusals["left"]:
+            refusals["left"] -= 1
+            raise duckdb.ConnectionException(
+                f'Unique file handle conflict: Cannot attach "wh" - the database file "{path}" '
+                'is already attached by database "wh"'
+            )
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(db.duckdb, "connect", closing_elsewhere)
+    with connect(path) as con:
+        assert con.execute("SELECT 42").fetchone() == (42,)
+    assert refusals["left"] == 0
+    refusals["left"] = 10**6
+    monkeypatch.setattr(db, "_CLOSING_WAIT_S", 0.2)
+    with pytest.raises(duckdb.Error, match="Unique file handle conflict"), connect(path):
+        pass

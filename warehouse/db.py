@@ -49,6 +49,12 @@ class WarehouseUnusable(RuntimeError):
 # on the start of the message, never on a bare "lock": paths such as /data/blocks/ or
 # a permission error must not pass for a busy warehouse.
 _LOCK_CONFLICT = re.compile(r"Could not set lock on file|Conflicting lock is held")
+# Two threads of one process (a flow's concurrent tasks): one opening the file while the
+# other's last connection to it is still closing (DuckDB's instance cache then has the file
+# attached but cannot hand it out). It clears when that close finishes.
+_CLOSING_CONFLICT = "Unique file handle conflict"
+_CLOSING_WAIT_S = 30.0
+"""How long an open waits out another thread's closing of the same file."""
 # File-level failures: the warehouse cannot be used until someone fixes the file or disk.
 _FILE_PROBLEMS = (
     ("not a valid DuckDB database file", "it is not a DuckDB database file"),
@@ -113,13 +119,18 @@ def connect(
     # A writer waits out short readers (a `schedlab sql` holds the file for a moment) rather
     # than failing a nightly stage; a reader is told at once, with when to retry.
     wait_s = float(os.environ.get(LOCK_WAIT_ENV, DEFAULT_LOCK_WAIT_S)) if not read_only else 0.0
-    deadline = time.monotonic() + wait_s
+    start = time.monotonic()
+    deadline = start + wait_s
     pause = 0.05
     while True:
         try:
             con = duckdb.connect(str(target), read_only=read_only, config=config)
             break
         except duckdb.Error as exc:
+            if _CLOSING_CONFLICT in str(exc) and time.monotonic() - start < _CLOSING_WAIT_S:
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+                continue
             problem = classify_error(target, exc)
             if problem is None:
                 raise
