@@ -337,13 +337,8 @@ class FreePool:
         known = None
         best = _UNKNOWN
         if allowed is None and self._plain:  # the bucket is kept as `take_feasible`'s is
-            known = self._least.get(self._sig)
-            if known is None:
-                if len(self._least) >= _MAX_SETS:
-                    self._least.clear()
-                known = self._least[self._sig] = {}
-            else:
-                best = known.get(demand, _UNKNOWN)
+            known = self._answers(self._least)
+            best = known.get(demand, _UNKNOWN)
         if best is _UNKNOWN:
             best, best_load = None, 0.0
             tie = False  # another fitting bucket as loaded: servers[0] decides
@@ -384,19 +379,25 @@ class FreePool:
             r -= len(g)
         raise AssertionError("unreachable")
 
+    def _answers(self, kept: dict[int, dict[Vec, _Bucket | None]]) -> dict[Vec, _Bucket | None]:
+        """The answers `kept` holds for the current set of active buckets (demand -> bucket),
+        a new empty table the first time that set is seen; `kept` is emptied once it holds
+        `_MAX_SETS` sets (a long-lived pool: bounded memory)."""
+        known = kept.get(self._sig)
+        if known is None:
+            if len(kept) >= _MAX_SETS:
+                kept.clear()
+            known = kept[self._sig] = {}
+        return known
+
     def _feasible_bucket(self, demand: Vec, allowed: frozenset[str] | None) -> _Bucket | None:
         """`feasible_fit`'s bucket (its lowest server is the choice), None if none fits."""
         g = demand[0]
         if self._plain and allowed is None and (g <= _EPS or g >= 1.0 - _EPS):
-            known = self._feasible.get(self._sig)
-            if known is None:
-                if len(self._feasible) >= _MAX_SETS:
-                    self._feasible.clear()  # a long-lived pool: bounded memory
-                known = self._feasible[self._sig] = {}
-            else:
-                best = known.get(demand, _UNKNOWN)
-                if best is not _UNKNOWN:
-                    return best
+            known = self._answers(self._feasible)
+            best = known.get(demand, _UNKNOWN)
+            if best is not _UNKNOWN:
+                return best
             best, bo = None, ()
             tie = False  # another fitting bucket in the same order: servers[0] decides
             d0, d1, d2 = g - _EPS, demand[1] - _EPS, demand[2] - _EPS
