@@ -4,6 +4,7 @@ then `store_trace`), and enforces the `jobs` contract in SQL with pandera's verd
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tomllib
 from datetime import datetime
@@ -94,13 +95,17 @@ def empty_warehouse(tmp_path_factory) -> Path:
     return path
 
 
-def _both_ways(tmp_path, path, fmt="generic", mapping=None, name="x", empty=None):
+def _both_ways(tmp_path, path, fmt="generic", mapping=None, name="x", empty=None, fast_only=None):
     """(tables after ingest_trace, after load_trace + store_trace, both results); each
-    way into its own new warehouse (a copy of `empty` when given)."""
-    for way in ("fast", "careful"):
-        if empty is not None:
+    way into its own new warehouse (a copy of `empty` when given). `fast_only` (a
+    MonkeyPatch): ingest_trace must take the fast way, the careful way fails the test."""
+    if empty is not None:
+        for way in ("fast", "careful"):
             shutil.copyfile(empty, tmp_path / f"{way}-{name}.duckdb")
-    with connect(tmp_path / f"fast-{name}.duckdb") as con:
+    with contextlib.ExitStack() as stack:
+        con = stack.enter_context(connect(tmp_path / f"fast-{name}.duckdb"))
+        if fast_only is not None:
+            _no_careful_way(stack.enter_context(fast_only.context()))
         fast = ingest_trace(con, read_trace(path, fmt, mapping))
         fast_tables = _tables(con)
     with connect(tmp_path / f"careful-{name}.duckdb") as con:
@@ -147,13 +152,9 @@ def test_fast_way_stores_the_careful_ways_rows_for_a_clean_file(
     end = "\r\n" if crlf else "\n"
     rows = VARIED_ROWS if underscore else [row.replace("_", "") for row in VARIED_ROWS]
     path.write_bytes((end.join(rows) + end).encode())
-    with connect(tmp_path / "fast.duckdb") as con, monkeypatch.context() as patch:
-        _no_careful_way(patch)
-        fast = ingest_trace(con, read_trace(path, "generic", mapping))
-        fast_tables = _tables(con)
-    with connect(tmp_path / "careful.duckdb") as con:
-        careful = store_trace(con, load_trace(path, "generic", mapping=mapping))
-        careful_tables = _tables(con)
+    fast_tables, careful_tables, fast, careful = _both_ways(
+        tmp_path, path, mapping=mapping, fast_only=monkeypatch
+    )
     assert careful.rows_accepted == len(VARIED_ROWS) - 1 and careful.rows_quarantined == 0
     _assert_same(fast_tables, careful_tables, fast, careful)
 
@@ -212,13 +213,7 @@ def test_fast_way_stores_the_benchmark_file_as_the_careful_way(tmp_path, monkeyp
     path, mapping = tmp_path / "jobs.csv", tmp_path / "jobs.toml"
     make_csv(path, 3000)
     mapping.write_text(MAPPING)
-    with connect(tmp_path / "fast.duckdb") as con, monkeypatch.context() as patch:
-        _no_careful_way(patch)
-        fast = ingest_trace(con, read_trace(path, "generic", mapping))
-        fast_tables = _tables(con)
-    with connect(tmp_path / "careful.duckdb") as con:
-        careful = store_trace(con, load_trace(path, "generic", mapping=mapping))
-        _assert_same(fast_tables, _tables(con), fast, careful)
+    _assert_same(*_both_ways(tmp_path, path, mapping=mapping, fast_only=monkeypatch))
 
 
 @pytest.mark.parametrize("fmt,cases", [("generic", 60), ("helios", 20)])
