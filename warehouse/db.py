@@ -127,15 +127,13 @@ def connect(
             con = duckdb.connect(str(target), read_only=read_only, config=config)
             break
         except duckdb.Error as exc:
-            if _CLOSING_CONFLICT in str(exc) and time.monotonic() - start < _CLOSING_WAIT_S:
-                time.sleep(pause)
-                pause = min(pause * 2, 1.0)
-                continue
-            problem = classify_error(target, exc)
-            if problem is None:
-                raise
-            if not isinstance(problem, WarehouseBusy) or time.monotonic() + pause > deadline:
-                raise problem from None
+            closing = _CLOSING_CONFLICT in str(exc)
+            if not (closing and time.monotonic() - start < _CLOSING_WAIT_S):
+                problem = classify_error(target, exc)
+                if problem is None:
+                    raise
+                if not isinstance(problem, WarehouseBusy) or time.monotonic() + pause > deadline:
+                    raise problem from None
             time.sleep(pause)
             pause = min(pause * 2, 1.0)
     try:
