@@ -107,20 +107,22 @@ def newest_runs(warehouse: Path, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]
     return runs, summary
 
 
-def pooled(per_seed: list[tuple[pl.DataFrame, pl.DataFrame]]) -> pl.DataFrame:
-    """One summary row per (workload set, scheduler) over every run: the set's best
-    non-oracle heuristic by pooled mean and every scheduler's paired ratio to it."""
-    runs = pl.concat([r for r, _ in per_seed], how="diagonal_relaxed")
-    summaries = pl.concat([s for _, s in per_seed], how="diagonal_relaxed")
+def pooled(runs: pl.DataFrame, summaries: pl.DataFrame) -> pl.DataFrame:
+    """One summary row per (workload set, scheduler) over every run's `newest_runs`
+    (concatenated): the set's best non-oracle heuristic by pooled mean and every
+    scheduler's paired ratio to it."""
     about = summaries.group_by("workload_set", "scheduler").agg(
         pl.col("family").first(), pl.col("ratio_metric").first(), pl.col("scenario").first()
     )
     out = []
-    for (metric,), sets in about.group_by("ratio_metric"):
-        group = runs.join(sets.select("workload_set").unique(), on="workload_set")
-        families = {
-            (r["scheduler"]): r["family"] for r in sets.iter_rows(named=True)
-        }  # a scheduler is of one family in every set
+    # per set: one scheduler name can be of different families in different sets (chic-pair
+    # is Chic's in its paper scenario and its own in the arena)
+    for (workload_set,), sets in about.sort("workload_set", "scheduler").group_by(
+        "workload_set", maintain_order=True
+    ):
+        group = runs.filter(pl.col("workload_set") == workload_set)
+        families = dict(zip(sets["scheduler"], sets["family"], strict=True))
+        metric = sets["ratio_metric"][0]
         rows = summarize_runs(
             group,
             reference=group["scheduler"][0],
@@ -208,8 +210,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"scoreboard: schedlab run --budget {opts['budget']}, seeds {opts['seeds']}, in {folder}")
     warehouses = [run_seed(seed, opts["budget"], folder) for seed in opts["seeds"]]
     per_seed = [newest_runs(w, s) for w, s in zip(warehouses, opts["seeds"], strict=True)]
-    frame = pooled(per_seed)
     runs = pl.concat([r for r, _ in per_seed], how="diagonal_relaxed")
+    frame = pooled(runs, pl.concat([s for _, s in per_seed], how="diagonal_relaxed"))
     report(frame, runs, opts["seeds"])
     frame.write_csv(folder / "scoreboard.csv")
     print(f"\nrows: {folder / 'scoreboard.csv'}; total {time.perf_counter() - start:.0f} s")
