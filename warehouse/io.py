@@ -10,6 +10,8 @@ import pandera.errors
 import pandera.polars as pa
 import polars as pl
 
+from warehouse.frame_checks import passing_frame
+
 _MAX_ROWS_SHOWN = 10
 
 
@@ -21,9 +23,13 @@ def validate(frame: pl.DataFrame, contract: type[pa.DataFrameModel]) -> pl.DataF
     """Validate (and coerce) a frame against a table contract, or raise ContractViolation.
 
     The message names the table, each failing column and check, and the offending rows
-    (0-based positions in the frame) with their values.
+    (0-based positions in the frame) with their values. A frame that passes is checked in
+    one query (`warehouse.frame_checks`); pandera checks, and words, the others.
     """
     table = contract.Config.name
+    passing = passing_frame(frame, contract)  # the same checks in one query
+    if passing is not None:
+        return passing
     try:
         return contract.validate(frame, lazy=True)
     except pandera.errors.SchemaErrors as exc:
