@@ -108,8 +108,10 @@ class DL2Policy:
             counts.update(builder.allocation().counts)
         return Allocation.of(counts)
 
-    def fill(self, builder: AllocationBuilder) -> int:
-        """Run inferences on `builder` until stop or nothing fits; returns the count.
+    def fill(self, builder: AllocationBuilder, trace: list[int] | None = None) -> int:
+        """Run inferences on `builder` until stop or nothing fits; returns the count. A
+        `trace` list receives every action taken, in order, and stop when it was inferred
+        (a test walks another network along it).
 
         With `bundle_first`, the valid actions are first only the pairs of the jobs without
         one (`networks.policy_mask`). The encoder's mask is recomputed only when an action
@@ -156,6 +158,7 @@ class DL2Policy:
         # Per job row: its three inputs an action changes (views) and their weights.
         segs = [obs[row, base : base + 3] for row in range(n_rows)]
         weights = [fast.inputs(slice(at, at + 3)) for at in range(base, n_rows * width, width)]
+        caps = [job.max_workers for job in builder.jobs]
         minus_inf = np.float32(-np.inf)
         steps = 0
         while True:
@@ -184,6 +187,8 @@ class DL2Policy:
                     steps += 1
                     action = int(z.argmax()) if rng is None else choose_masked(z, rng)
                     if action == stop:
+                        if trace is not None:
+                            trace.append(action)
                         return steps
                 else:
                     action = forced
@@ -209,14 +214,18 @@ class DL2Policy:
                         steps -= 1
                     break
                 exact = False
-                cap = builder.jobs[row].max_workers
-                full = [3 * row] if workers_of[row] >= cap else []
-                if ps_of[row] >= cap:
-                    full.append(3 * row + 1)
+                if trace is not None:
+                    trace.append(action)
+                cap = caps[row]
+                full = workers_of[row] >= cap or ps_of[row] >= cap
                 if full:
-                    full.append(3 * row + 2)
-                    mask[full] = False
-                    bias[full] = minus_inf  # `valid` is `mask` or a subset of it
+                    cols = [3 * row + 2]
+                    if workers_of[row] >= cap:
+                        cols.append(3 * row)
+                    if ps_of[row] >= cap:
+                        cols.append(3 * row + 1)
+                    mask[cols] = False
+                    bias[cols] = minus_inf  # `valid` is `mask` or a subset of it
                 if move is None:
                     refresh_allocation_row(obs, builder, row)
                     np.subtract(seg, old, out=delta)
@@ -226,8 +235,13 @@ class DL2Policy:
                     stale[row] = True
                 pre += move
                 if needy:
+                    # The bundle mask loses the acted job's pair: the same bias as rebuilt
+                    # from `needy`, unless one job or none is left (a forced pair, or the
+                    # encoder's mask with stop): the outer loop decides those.
                     needy.discard(row)
-                    break  # the bundle mask changes with `needy`
+                    if len(needy) <= 1:
+                        break
+                    bias[3 * row + 2] = minus_inf
                 if full and np.count_nonzero(mask) == mask[-1]:
                     break  # only stop is left: the outer loop ends
 
