@@ -14,6 +14,8 @@ pre-activation is updated from the three changed inputs instead of recomputed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import nn
@@ -162,6 +164,27 @@ class FastPolicy:
                 np.maximum(out, self._zeros[k], out=out)
             h = out
         return h
+
+    def bound_logits(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        """`logits` with a last bias, as a function with the weights and buffers bound: the
+        same operations in the same order (the same bits), without the per-layer loop and
+        attribute lookups, for DL2's two hidden layers (other depths: `logits` itself)."""
+        if len(self.w) != 3:
+            return self.logits
+        (_, w1, w2), (_, b1, _) = self.w, self.b
+        h0, h1, out = self._h
+        z0, z1 = self._zeros[0], self._zeros[1]
+        dot, maximum, add = np.dot, np.maximum, np.add
+
+        def logits(pre: np.ndarray, last_bias: np.ndarray) -> np.ndarray:
+            maximum(pre, z0, out=h0)
+            dot(h0, w1, out=h1)
+            add(h1, b1, out=h1)
+            maximum(h1, z1, out=h1)
+            dot(h1, w2, out=out)
+            return add(out, last_bias, out=out)
+
+        return logits
 
     def masked_bias(self, valid: np.ndarray) -> np.ndarray:
         """(3J+1,) the output layer's bias where `valid`, -inf elsewhere (for `logits`)."""

@@ -160,6 +160,7 @@ class DL2Policy:
         weights = [fast.inputs(slice(at, at + 3)) for at in range(base, n_rows * width, width)]
         caps = [job.max_workers for job in builder.jobs]
         minus_inf = np.float32(-np.inf)
+        logits = fast.bound_logits()
         steps = 0
         while True:
             if needy:
@@ -183,7 +184,7 @@ class DL2Policy:
             forced = int(valid.argmax()) if n_valid == 1 else -1
             while True:  # inferences while `valid` changes only by the acted job's caps
                 if forced < 0:
-                    z = fast.logits(pre, bias)  # (3J + 1,) buffer, masked
+                    z = logits(pre, bias)  # (3J + 1,) buffer, masked
                     steps += 1
                     action = int(z.argmax()) if rng is None else choose_masked(z, rng)
                     if action == stop:

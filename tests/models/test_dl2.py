@@ -388,6 +388,12 @@ def test_fast_inference_matches_the_network_and_batches_beyond_the_window():
     with torch.no_grad():
         ref = net(torch.from_numpy(obs[None]))[0].numpy()
     assert np.allclose(fast.full_logits(obs), ref, atol=1e-4)
+    # the hot path's bound function: the same bits as `logits` (both write one buffer: copy)
+    pre, bias = fast.start(obs), fast.masked_bias(np.arange(NET.n_actions) % 2 == 0)
+    expected = fast.logits(pre, bias).copy()
+    fast.logits(pre * 0, fast.b[-1])  # overwrite the shared buffer
+    bound = fast.bound_logits()(pre, bias).copy()
+    assert bound.tobytes() == expected.tobytes() and np.isinf(bound[1::2]).all()
     # 10 jobs visible, J = 4: later batches get what earlier ones leave. Always "both" to
     # the first job that can take it: 16 pairs (8 servers) at most, 40 servers in all.
     jobs = [JobSpec(i, "dssm", epochs=10.0, arrival_s=0.0) for i in range(10)]
