@@ -108,10 +108,8 @@ class DL2Policy:
             counts.update(builder.allocation().counts)
         return Allocation.of(counts)
 
-    def fill(self, builder: AllocationBuilder, trace: list[int] | None = None) -> int:
-        """Run inferences on `builder` until stop or nothing fits; returns the count. A
-        `trace` list receives every action taken, in order, and stop when it was inferred
-        (a test walks another network along it).
+    def fill(self, builder: AllocationBuilder) -> int:
+        """Run inferences on `builder` until stop or nothing fits; returns the count.
 
         With `bundle_first`, the valid actions are first only the pairs of the jobs without
         one (`networks.policy_mask`). The encoder's mask is recomputed only when an action
@@ -188,8 +186,6 @@ class DL2Policy:
                     steps += 1
                     action = int(z.argmax()) if rng is None else choose_masked(z, rng)
                     if action == stop:
-                        if trace is not None:
-                            trace.append(action)
                         return steps
                 else:
                     action = forced
@@ -215,8 +211,6 @@ class DL2Policy:
                         steps -= 1
                     break
                 exact = False
-                if trace is not None:
-                    trace.append(action)
                 cap = caps[row]
                 full = workers_of[row] >= cap or ps_of[row] >= cap
                 if full:
