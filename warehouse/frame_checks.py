@@ -1,8 +1,8 @@
 """A table contract's checks on a polars frame in one pass, for frames that pass.
 
-Pandera validates a frame check by check, each its own lazy query (a 50-row `jobs` frame:
-about 17 ms, 95% of it query overhead; a test suite writes thousands of small frames and a
-nightly run hundreds). `passing_frame` evaluates the same checks, pandera's own check
+Pandera validates a frame check by check, each its own lazy query: a 50-row `jobs` frame
+takes about 17 ms, almost all of it per-query overhead, and every stage writes small frames.
+`passing_frame` evaluates the same checks (about 2 ms for that frame), pandera's own check
 functions over the same columns, in one query: the frame pandera would return when every
 check passes, or None when any fails or needs what only pandera does (a cast that fails, a
 missing or extra column). `warehouse.io.validate` then runs pandera, which names each
