@@ -26,8 +26,8 @@ def stored(reference_run) -> dict[str, pl.DataFrame]:
     """Every contract's table as the tiny run stored it (tables it leaves empty: absent)."""
     with connect(reference_run.warehouse, read_only=True) as con:
         frames = {name: read_frame(con, f'SELECT * FROM "{name}"') for name in CONTRACTS}
-    # The first rows are enough (a check relates values within a row or across rows of a
-    # frame), and keep the comparison's pandera validations to a second or two each.
+    # The first rows are enough: a check relates values within a row or across the rows of
+    # the frame it is given, and a validation's cost is mostly per query, not per row.
     return {name: frame.head(12) for name, frame in frames.items() if frame.height}
 
 
