@@ -48,7 +48,15 @@ from tracelib.provenance import canonical_json, code_version, sha256_hex
 from tracelib.sim.measured import load_measured_speeds
 from tracelib.synthetic import DiurnalConfig, synthetic_source
 from tracelib.workloads import DeriveConfig, derive_workloads, store_workloads
-from warehouse import connect, files_dir, read_frame, replace_rows, resolve_path, transaction
+from warehouse import (
+    connect,
+    empty_frame,
+    files_dir,
+    read_frame,
+    replace_rows,
+    resolve_path,
+    transaction,
+)
 
 
 @dataclass(frozen=True)
@@ -101,8 +109,7 @@ def synthetic_stage(warehouse: str | Path | None, kind: str, cfg: DiurnalConfig)
     """Generate a synthetic trace and load it as a trace source."""
     jobs, source = synthetic_source(kind, cfg)
     # A synthetic trace has no malformed records: an empty frame shaped by the contract.
-    columns = Quarantine.to_schema().columns
-    empty = pl.DataFrame(schema={name: col.dtype.type for name, col in columns.items()})
+    empty = empty_frame(Quarantine)
     with connect(warehouse) as con:
         return store_trace(con, LoadedTrace(source=source, jobs=jobs, quarantine=empty))
 

@@ -16,7 +16,7 @@ from tests.test_contracts import contracts, minimal_job
 from tracelib.contracts import Jobs
 from warehouse import ContractViolation, connect, read_frame
 from warehouse.frame_checks import passing_frame
-from warehouse.io import validate
+from warehouse.io import _table_key, validate
 
 CONTRACTS = contracts()
 
@@ -59,7 +59,7 @@ def broken(frame: pl.DataFrame, contract) -> list[tuple[str, pl.DataFrame]]:
     the contract's checks (null where none is allowed, a value a column check refuses, a
     repeated key, a column cast from text, a column missing or more)."""
     schema = contract.to_schema()
-    keys = {name for names in [schema.unique or [], contract_key(contract)] for name in names}
+    keys = {name for names in [schema.unique or [], _table_key(contract)] for name in names}
     out = [("as stored", frame), ("first row twice", pl.concat([frame.head(1), frame]))]
     out.append(("a column missing", frame.drop(frame.columns[-1])))
     out.append(("a column more", frame.with_columns(extra=pl.lit(1))))
@@ -86,10 +86,6 @@ def broken(frame: pl.DataFrame, contract) -> list[tuple[str, pl.DataFrame]]:
             out.append((f"{column} as text", frame.with_columns(pl.col(column).cast(pl.Utf8))))
             cast_one = False
     return out
-
-
-def contract_key(contract) -> tuple[str, ...]:
-    return tuple(getattr(contract, "__table_key__", ()))
 
 
 def test_the_tiny_run_fills_most_tables(stored):

@@ -11,7 +11,15 @@ from warehouse.db import (
     resolve_path,
     transaction,
 )
-from warehouse.io import ContractViolation, read_frame, replace_rows, table_counts, write_frame
+from warehouse.io import (
+    ContractViolation,
+    column_types,
+    empty_frame,
+    read_frame,
+    replace_rows,
+    table_counts,
+    write_frame,
+)
 from warehouse.migrations import MigrationError, applied_migrations, migrate
 from warehouse.query import QueryRefused, run_user_query
 
@@ -25,7 +33,9 @@ __all__ = [
     "WarehouseUnusable",
     "applied_migrations",
     "classify_error",
+    "column_types",
     "connect",
+    "empty_frame",
     "files_dir",
     "migrate",
     "read_frame",

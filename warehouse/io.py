@@ -38,6 +38,16 @@ def validate(frame: pl.DataFrame, contract: type[pa.DataFrameModel]) -> pl.DataF
         raise ContractViolation(f"table {table!r}: {exc}") from None
 
 
+def column_types(contract: type[pa.DataFrameModel]) -> dict[str, pl.DataType]:
+    """The contract's columns and their polars types, in its order."""
+    return {name: column.dtype.type for name, column in contract.to_schema().columns.items()}
+
+
+def empty_frame(contract: type[pa.DataFrameModel]) -> pl.DataFrame:
+    """No rows, shaped by the contract (e.g. to clear rows with `replace_rows`)."""
+    return pl.DataFrame(schema=column_types(contract))
+
+
 def _describe_failures(table: str, cases: Any) -> str:
     cases = pl.DataFrame(cases) if not isinstance(cases, pl.DataFrame) else cases
     lines = [f"contract violation in table {table!r}:"]

@@ -122,6 +122,6 @@ def observed_samples(
 
 def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     from tracelib.contracts import InterferenceSamples
+    from warehouse.io import column_types
 
-    schema = {name: col.dtype.type for name, col in InterferenceSamples.to_schema().columns.items()}
-    return pl.DataFrame(rows, schema=schema)
+    return pl.DataFrame(rows, schema=column_types(InterferenceSamples))

@@ -493,7 +493,7 @@ def _ingest_bulk(
     """The fast way, in one transaction; BulkRefused (rolled back) when the careful way
     must decide."""
     from tracelib.ingest.bulk import COLUMNS
-    from warehouse import replace_rows, transaction
+    from warehouse import empty_frame, replace_rows, transaction
     from warehouse.bulk import BulkRefused, check_stored, insert_csv
 
     with transaction(con):
@@ -501,7 +501,7 @@ def _ingest_bulk(
         if match.unchanged:
             return StoreResult(match.source_id, "unchanged", 0, 0, match.note)
         where = {"source_id": match.source_id}
-        replace_rows(con, _empty(Jobs), Jobs, where)
+        replace_rows(con, empty_frame(Jobs), Jobs, where)
         inserted = insert_csv(
             con,
             "jobs",
@@ -525,10 +525,10 @@ def _finish_bulk(
     """The quarantine (empty: every record became a job) and source rows of a fast ingest,
     and what the ingest says, as the careful way says it."""
     from tracelib.ingest.generic import NO_STATUS_NOTE
-    from warehouse import read_frame, replace_rows
+    from warehouse import empty_frame, read_frame, replace_rows
 
     where = {"source_id": match.source_id}
-    replace_rows(con, _empty(Quarantine), Quarantine, where)
+    replace_rows(con, empty_frame(Quarantine), Quarantine, where)
     source = source_row(
         match.source_id,
         trace.format,
@@ -566,12 +566,6 @@ def _finish_bulk(
         0,
         "; ".join(n for n in (match.note, *notes) if n),
     )
-
-
-def _empty(contract) -> pl.DataFrame:
-    """No rows, shaped by the contract (to clear a source's rows with `replace_rows`)."""
-    columns = contract.to_schema().columns
-    return pl.DataFrame(schema={name: col.dtype.type for name, col in columns.items()})
 
 
 def _size(path: Path) -> int:
