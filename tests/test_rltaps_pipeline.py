@@ -196,3 +196,61 @@ def test_the_readmes_queries_on_rltaps_evaluation_still_answer(done):
     with connect(path) as con:
         for query in queries:
             assert read_frame(con, query).height > 0, query
+
+
+SHIPPED = replace(CFG, hidden=None, max_steps=40, epochs=1, train_sequences=1, val_sequences=1)
+"""The network the shipped policies have (hidden None: RL-TAPS' 528 units)."""
+
+
+def test_a_fresh_warehouse_starts_from_the_shipped_policy(tmp_path):
+    from dataclasses import asdict
+
+    from models.checkpoints import policy_id_for
+    from models.rltaps.pretrained import load_shipped
+    from pipelines.systems.rltaps.plugin import summary_lines
+
+    path = tmp_path / "wh.duckdb"
+    about = load_shipped("nonstreaming", SHIPPED.env_config()).description
+    first = train_rltaps_stage(path, SHIPPED)
+    shipped_id = policy_id_for("rl-taps", about["checkpoint_sha256"])
+    assert first.parent_policy_id == shipped_id
+    assert first.metrics["started_from"] == "shipped" and "resume_note" not in first.metrics
+    assert "imitation_accuracy" not in first.metrics  # no warm start: it starts trained
+    with connect(path) as con:
+        row = read_frame(con, "SELECT * FROM policies WHERE policy_id = ?", [shipped_id])
+        newest = con.sql(
+            "SELECT policy_id FROM policies ORDER BY created_at DESC LIMIT 1"
+        ).fetchall()
+    assert row["system"][0] == "rl-taps" and row["parent_policy_id"][0] is None
+    assert json.loads(row["metrics"][0])["shipped"]["chosen_seed"] == about["chosen_seed"]
+    assert row["created_at"][0].isoformat() == about["created_at"].removesuffix("+00:00")
+    assert newest == [(first.policy_id,)]  # what the evaluation takes
+    evaluation = {"run_id": "e", "mean_slowdown": {}, "mean_reward": {}}
+    [line, _] = summary_lines({"train": {"nonstreaming": asdict(first)}, "evaluation": evaluation})
+    assert line.endswith(f"from {shipped_id} (shipped with the code)")
+    # Later trainings continue the warehouse's own lineage.
+    second = train_rltaps_stage(path, replace(SHIPPED, seed=1))
+    assert second.parent_policy_id == first.policy_id
+    assert train_rltaps_stage(path, replace(SHIPPED, init="scratch")).parent_policy_id is None
+
+
+def test_an_unusable_shipped_policy_falls_back_with_a_note(tmp_path, monkeypatch):
+    import shutil
+
+    from models.rltaps import pretrained
+
+    folder = tmp_path / "shipped"
+    shutil.copytree(pretrained.PRETRAINED_DIR, folder)
+    about = json.loads((folder / "nonstreaming.json").read_text())
+    (folder / "nonstreaming.json").write_text(json.dumps({**about, "fingerprint": "0" * 16}))
+    monkeypatch.setattr(pretrained, "PRETRAINED_DIR", folder)
+    path = tmp_path / "wh.duckdb"
+    plain = train_rltaps_stage(path, SHIPPED)
+    assert plain.parent_policy_id is None
+    note = plain.metrics["resume_note"]
+    assert "shipped nonstreaming policy not used" in note and "trained in simulator" in note
+    assert "trained from scratch (sjf warm start)" in note
+    before = _counts(path)
+    with pytest.raises(ValueError, match="not used"):
+        train_rltaps_stage(path, replace(SHIPPED, init="shipped", seed=3))
+    assert _counts(path) == before

@@ -86,7 +86,16 @@ def seeded(cfg: RLTapsRunConfig, seed: int, workload_set: str) -> RLTapsRunConfi
 
 def summary_lines(summary: dict) -> list[str]:
     """Each policy, each scheduler's mean slowdown and reward, and the arena policy."""
-    lines = [f"  RL-TAPS {mode} {result['policy_id']}" for mode, result in summary["train"].items()]
+    lines = []
+    for mode, result in summary["train"].items():
+        m = result["metrics"]
+        start = result["parent_policy_id"] or "scratch"
+        shipped = " (shipped with the code)" if m.get("started_from") == "shipped" else ""
+        cached = " (already trained on these inputs)" if m.get("cached") else ""
+        lines.append(
+            f"  RL-TAPS {mode} {result['policy_id']}{cached}: validation slowdown "
+            f"{m['initial_val_slowdown']:.2f} -> {m['val_slowdown']:.2f}, from {start}{shipped}"
+        )
     for workload_set, arena in (summary.get("arena") or {}).items():
         m = arena["metrics"]
         cached = " (already trained on these inputs)" if m.get("cached") else ""

@@ -34,14 +34,16 @@ larger ones, and the paper's sizes are `RLTapsStageConfig.paper()` (hours).
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from models.checkpoints import Resumed, register_policy, resume_from
+from models.checkpoints import Resumed, policy_id_for, register_policy, resume_from
 from models.rltaps import (
     BASELINES,
     ReinforceConfig,
@@ -56,6 +58,7 @@ from models.rltaps.arena_reinforce import train_arena
 from models.rltaps.config import ARENA_SYSTEM, MODES, ArenaTrainConfig
 from models.rltaps.contracts import RLTapsLearningCurves
 from models.rltaps.policy import Episode, scheduler_episodes, sequence_seeds
+from models.rltaps.pretrained import Shipped, load_shipped
 from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
     EvalConfig,
@@ -72,6 +75,7 @@ from pipelines.trained import (
     already_trained,
     input_key,
     newest_policy,
+    policies_dir,
     public_metrics,
     resume_note,
     save_checkpoint_file,
@@ -138,7 +142,9 @@ class RLTapsStageConfig:
     """Root seed of sequences, initialization, sampling; test sequences too."""
     init: str = "latest"
     """Training starts from: "latest" (the newest registered policy of the mode's system,
-    else from scratch), "scratch", or a policy id."""
+    else the shipped one when this simulator is the one it was trained in, else from
+    scratch), "shipped" (the shipped policy, an error when unusable), "scratch", or a
+    policy id."""
 
     def __post_init__(self) -> None:
         system_of(self.mode)
@@ -241,8 +247,11 @@ def train_rltaps_stage(
     warehouse: str | Path | None, cfg: RLTapsStageConfig, progress: Reporter = QUIET
 ) -> RLTapsTrainResult:
     """Train RL-TAPS in `cfg.mode` (REINFORCE, models/rltaps/reinforce.py) from the newest
-    registered policy of that mode's system (cfg.init = "latest") or from scratch; register
-    it (parent: the policy it started from) and write its learning curve."""
+    registered policy of that mode's system (cfg.init = "latest"), else from the shipped
+    policy (`models.rltaps.pretrained`; registered first, as the parent), else from scratch;
+    register it (parent: the policy it started from) and write its learning curve. A
+    shipped policy that cannot be used (another simulator, another network) is skipped with
+    a `resume_note` saying why."""
     rl_cfg = cfg.reinforce_config()
     system = rl_cfg.system
     key = input_key(cfg.init, asdict(rl_cfg))
@@ -250,8 +259,22 @@ def train_rltaps_stage(
         done = _cached(con, key, system)
         if done is not None:
             return done
-        resumed = _start_from(con, cfg.init, system, policy_from_checkpoint)
+        start = "scratch" if cfg.init == "shipped" else cfg.init
+        resumed = _start_from(con, start, system, policy_from_checkpoint)
         parent, init = resumed.policy_id, resumed.policy
+    notes = resume_note(resumed)
+    shipped = None
+    if init is None and cfg.init in ("latest", "shipped"):
+        found = load_shipped(cfg.mode, rl_cfg.env, rl_cfg.hidden)
+        if found.policy is None and cfg.init == "shipped":
+            raise ValueError(found.note)
+        if found.policy is None:
+            start_over = f"{found.note}; trained from scratch ({rl_cfg.teacher or 'no'} warm start)"
+            notes = resume_note(
+                Resumed(None, None, "; ".join(filter(None, [resumed.note, start_over])))
+            )
+        else:
+            shipped, init = found, found.policy
     if init is not None:
         init.check_env(rl_cfg.env)
         if init.cfg.hidden != rl_cfg.hidden:
@@ -262,10 +285,17 @@ def train_rltaps_stage(
     with scoped_torch(threads=1), progress.bar(f"RL-TAPS {cfg.mode} REINFORCE") as advance:
         policy, curve, metrics = train(rl_cfg, init=init, progress=advance)
     path, sha = save_checkpoint_file(policy, warehouse, system)
+    if shipped is not None:
+        parent = policy_id_for(system, shipped.description["checkpoint_sha256"])
+        shipped_path = policies_dir(warehouse) / f"{parent}.pt"
+        shutil.copyfile(shipped.path, shipped_path)
+        metrics["started_from"] = "shipped"
     training = sorted(
         {f"rl-taps-bimodal:{cfg.n_jobs}:{s}" for seeds in metrics["train_seeds"] for s in seeds}
     )
     with connect(warehouse) as con, transaction(con):
+        if shipped is not None:
+            _register_shipped(con, shipped, shipped_path, parent)
         policy_id = register_policy(
             con,
             system=system,
@@ -273,12 +303,7 @@ def train_rltaps_stage(
             checkpoint_path=path,
             sha256=sha,
             training_workloads=training,
-            metrics={
-                **metrics,
-                "stage_config": cfg.to_dict(),
-                "input_key": key,
-                **resume_note(resumed),
-            },
+            metrics={**metrics, "stage_config": cfg.to_dict(), "input_key": key, **notes},
             parent_policy_id=parent,
         )
         con.execute("DELETE FROM rltaps_learning_curves WHERE policy_id = ?", [policy_id])
@@ -287,7 +312,27 @@ def train_rltaps_stage(
             con, rows.select(list(RLTapsLearningCurves.to_schema().columns)), RLTapsLearningCurves
         )
     return RLTapsTrainResult(
-        policy_id, parent, str(path), public_metrics({**metrics, **resume_note(resumed)}), system
+        policy_id, parent, str(path), public_metrics({**metrics, **notes}), system
+    )
+
+
+def _register_shipped(con, shipped: Shipped, path: Path, policy_id: str) -> None:
+    """Register the shipped policy (as trained by the pretraining command, dated then) so
+    that the policies trained from it name it as their parent."""
+    about = shipped.description
+    n_jobs = about["sizes"]["n_jobs"]
+    register_policy(
+        con,
+        system=about["system"],
+        config=shipped.policy.checkpoint_config(),
+        checkpoint_path=path,
+        sha256=about["checkpoint_sha256"],
+        training_workloads=[
+            f"rl-taps-bimodal:{n_jobs}:{s}" for seeds in about["train_seeds"] for s in seeds
+        ],
+        metrics={"shipped": about, "source": f"models/rltaps/pretrained/{about['mode']}.pt"},
+        policy_id=policy_id,
+        created_at=datetime.fromisoformat(about["created_at"]).replace(tzinfo=None),
     )
 
 
