@@ -142,9 +142,9 @@ class RLTapsStageConfig:
     """Root seed of sequences, initialization, sampling; test sequences too."""
     init: str = "latest"
     """Training starts from: "latest" (the newest registered policy of the mode's system,
-    else the shipped one when this simulator is the one it was trained in, else from
-    scratch), "shipped" (the shipped policy, an error when unusable), "scratch", or a
-    policy id."""
+    else the shipped one when this simulator is the one it was trained in and a teacher is
+    set, else from scratch), "shipped" (the shipped policy, an error when unusable),
+    "scratch", or a policy id."""
 
     def __post_init__(self) -> None:
         system_of(self.mode)
@@ -264,7 +264,9 @@ def train_rltaps_stage(
         parent, init = resumed.policy_id, resumed.policy
     notes = resume_note(resumed)
     shipped = None
-    if init is None and cfg.init in ("latest", "shipped"):
+    # The shipped policy began by imitating SJF: not a start for the paper's training from
+    # random weights (teacher None).
+    if init is None and cfg.init in ("latest", "shipped") and rl_cfg.teacher is not None:
         found = load_shipped(cfg.mode, rl_cfg.env, rl_cfg.hidden)
         if found.policy is None and cfg.init == "shipped":
             raise ValueError(found.note)
