@@ -188,9 +188,8 @@ def run(
     folder = Path(out or tempfile.mkdtemp(prefix="bench-rltaps-"))
     seed_list = [int(s) for s in str(seeds).split(",")]
     start = time.perf_counter()
-    print(
-        f"RL-TAPS {budget} budget, {'as published' if as_published else 'default (SJF warm start)'}"
-    )
+    start_from = "the shipped policy" if BUDGETS[budget].init == "latest" else "SJF warm start"
+    print(f"RL-TAPS {budget} budget, {'as published' if as_published else start_from}")
     per_seed = [run_seed(budget, folder / f"seed-{s}", s, as_published) for s in seed_list]
     pooled = {k: [x for run in per_seed for x in run[k]] for k in per_seed[0]}
     means = {k: float(np.mean(v)) for k, v in pooled.items()}
