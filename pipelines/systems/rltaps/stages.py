@@ -262,7 +262,6 @@ def train_rltaps_stage(
         start = "scratch" if cfg.init == "shipped" else cfg.init
         resumed = _start_from(con, start, system, policy_from_checkpoint)
         parent, init = resumed.policy_id, resumed.policy
-    notes = resume_note(resumed)
     shipped = None
     # The shipped policy began by imitating SJF: not a start for the paper's training from
     # random weights (teacher None).
@@ -271,12 +270,11 @@ def train_rltaps_stage(
         if found.policy is None and cfg.init == "shipped":
             raise ValueError(found.note)
         if found.policy is None:
-            start_over = f"{found.note}; trained from scratch ({rl_cfg.teacher or 'no'} warm start)"
-            notes = resume_note(
-                Resumed(None, None, "; ".join(filter(None, [resumed.note, start_over])))
-            )
+            start_over = f"{found.note}; trained from scratch ({rl_cfg.teacher} warm start)"
+            resumed = replace(resumed, note="; ".join(filter(None, [resumed.note, start_over])))
         else:
             shipped, init = found, found.policy
+    notes = resume_note(resumed)
     if init is not None:
         init.check_env(rl_cfg.env)
         if init.cfg.hidden != rl_cfg.hidden:
