@@ -295,9 +295,9 @@ def install(out: Path, modes: tuple[str, ...] = MODES) -> None:
     for mode in modes:
         for suffix in (".pt", ".json"):
             shutil.copyfile(out / f"{mode}{suffix}", PRETRAINED_DIR / f"{mode}{suffix}")
-        # What was copied is what was described.
         about = json.loads((PRETRAINED_DIR / f"{mode}.json").read_text())
-        assert file_sha256(PRETRAINED_DIR / f"{mode}.pt") == about["checkpoint_sha256"]
+        if file_sha256(PRETRAINED_DIR / f"{mode}.pt") != about["checkpoint_sha256"]:
+            raise RuntimeError(f"{out / mode}.pt is not the checkpoint its .json describes")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -311,8 +311,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES), help="training modes")
     parser.add_argument("--install", action="store_true", help="copy into the package")
     args = parser.parse_args(argv)
-    seeds = [int(s) for s in args.seeds.split(",")]
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds must be integers separated by commas, got {args.seeds!r}")
     modes = tuple(args.modes.split(","))
+    if unknown := [m for m in modes if m not in MODES]:
+        parser.error(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
     start = time.perf_counter()
 
     def log(line: str) -> None:

@@ -133,3 +133,14 @@ def test_pretraining_keeps_the_best_seed_on_selection_and_is_reproducible(tmp_pa
     lines.clear()
     pretrain(tmp_path / "a", [0, 1], ("nonstreaming",), TINY, selection=2, log=lines.append)
     assert sum("read back" in line for line in lines) == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--modes", "fast"], "unknown mode(s) fast"), (["--seeds", "1,x"], "must be integers")],
+)
+def test_the_command_refuses_bad_arguments_naming_them(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as exit_:
+        pretrained.main([str(tmp_path / "out"), *args])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
