@@ -7,15 +7,16 @@ import pytest
 
 from pipelines.runners import RunnerConfig, task_runner
 from tests.tables import assert_same_tables
-from tests.tiny_run import TINY
+from tests.tiny_run import TINY, reference_figures
 
 
 @pytest.mark.flow
-def test_a_local_ray_instance_gives_the_same_tables(prefect_harness, tmp_path, request):
+def test_a_local_ray_instance_gives_the_same_tables(prefect_harness, tmp_path, reference_run):
     import ray  # the ray extra is part of .[dev]
 
     from pipelines.flows import nightly_flow
 
+    reference_figures(reference_run, tmp_path / "wh.duckdb")
     # Idle workers are kept for the run: Ray ends one after a second idle by default, and
     # the next task then waits while a new one imports torch and the pipeline again (seven
     # workers started for this run instead of four, a fifth of its time).
@@ -30,6 +31,4 @@ def test_a_local_ray_instance_gives_the_same_tables(prefect_harness, tmp_path, r
         nightly_flow.with_options(task_runner=runner)(warehouse=str(tmp_path / "wh.duckdb"), **TINY)
     finally:
         ray.shutdown()
-    # Asked for once this run is done: another worker may be making it meanwhile.
-    reference_run = request.getfixturevalue("reference_run")
     assert_same_tables(tmp_path / "wh.duckdb", reference_run.warehouse)

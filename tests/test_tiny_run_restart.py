@@ -10,13 +10,14 @@ import time
 import pytest
 
 from tests.tables import comparable_tables, difference
-from tests.tiny_run import finish, start_cli_run
+from tests.tiny_run import finish, reference_figures, start_cli_run
 from warehouse import connect, read_frame
 
 
 @pytest.mark.flow
 def test_killed_run_restarted_ends_with_the_same_tables(tmp_path, reference_run, prefect_harness):
     crashed = tmp_path / "a" / "wh.duckdb"
+    reference_figures(reference_run, crashed)
     # One task at a time, so the kill lands in a known stage.
     proc = start_cli_run(crashed, tmp_path / "prefect-a", "--task-runner", "sequential")
     # Kill in the middle of training: the first checkpoint file exists, its registration

@@ -10,6 +10,8 @@ that their way of running gives exactly these tables.
     cli        `schedlab run` as a user starts it, with local worker processes (the default
                runner beyond the smoke budget), `schedlab sql` querying the warehouse all
                along (tests/test_tiny_run.py only)
+
+The runs compared with the reference start with its report figures (`reference_figures`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import fcntl
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -192,12 +195,26 @@ def reference_run(tmp_path_factory, prefect_harness) -> ReferenceRun:
     return ReferenceRun(warehouse, json.loads(recorded))
 
 
+def reference_figures(reference: ReferenceRun, warehouse: Path) -> None:
+    """Put the reference's report figures where a run into `warehouse` keeps its own
+    (`pipelines.sections.Plots`, `reports/<stem>/plots/` beside it), before that run starts.
+    A run that stores the reference's tables then reads back the report's 38 figures, each
+    found by the hash of the data it plots, instead of drawing them again (12-20 s of CPU
+    a run); a figure whose data differs is drawn. What a run is compared on is its tables,
+    and its report is still written from them; the figures themselves are drawn by the
+    reference and tested in tests/test_report_plots.py."""
+    from pipelines.report import reports_dir
+
+    shutil.copytree(reports_dir(reference.warehouse) / "plots", reports_dir(warehouse) / "plots")
+
+
 @pytest.fixture(scope="session")
-def cli_run(tmp_path_factory, prefect_harness) -> CliRun:
+def cli_run(tmp_path_factory, prefect_harness, reference_run) -> CliRun:
     """The tiny run through the command line with local worker processes, a reader
     querying the warehouse all along."""
     folder = tmp_path_factory.mktemp("cli")
     warehouse = folder / "wh.duckdb"
+    reference_figures(reference_run, warehouse)
     proc = start_cli_run(warehouse, folder / "prefect", "--task-runner", "processes")
     codes, bad = query_while_running(proc, warehouse)
     return CliRun(warehouse, finish(proc), codes, bad)
