@@ -205,6 +205,9 @@ def _seed_policy(cfg: ReinforceConfig, folder: Path, log) -> tuple[RLTapsPolicy,
         if policy.train_config == json.loads(canonical_json(to_dict(cfg))):
             log(f"seed {cfg.seed}, {cfg.mode}: read back from {path}")
             return policy, json.loads(about.read_text())
+    # A description left by an earlier training must not be read back beside this one's
+    # checkpoint if this one is interrupted between writing the two.
+    about.unlink(missing_ok=True)
     start = time.perf_counter()
     last = [start]
 

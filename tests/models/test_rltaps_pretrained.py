@@ -22,6 +22,8 @@ from models.rltaps.pretrained import (
     selection_seeds,
     weights_sha256,
 )
+from pipelines.config import run_config
+from pipelines.registry import SYSTEMS
 from pipelines.systems.rltaps.stages import RLTapsStageConfig
 from tracelib.envs.gpu import GpuEnvConfig
 
@@ -72,7 +74,10 @@ def test_the_selection_and_pretraining_sequences_are_not_the_evaluations(mode):
     about = json.loads((pretrained.PRETRAINED_DIR / f"{mode}.json").read_text())
     used = set(about["selection_seeds"]) | set(about["val_seeds"])
     used |= {s for seeds in about["train_seeds"] for s in seeds}
-    for seed in range(50):
+    # The benchmarks' stage seeds, and the stage seeds `schedlab run --seed k` spawns.
+    stage_seeds = list(range(50))
+    stage_seeds += [run_config(SYSTEMS, seed=k).learned["rl-taps"].stage.seed for k in range(20)]
+    for seed in stage_seeds:
         assert not used & set(RLTapsStageConfig(seed=seed, test_sequences=30).test_seeds())
 
 
