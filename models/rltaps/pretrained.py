@@ -261,7 +261,6 @@ def pretrain(
             scored.append((float(np.mean(slowdowns)), seed, policy, metrics, slowdowns))
         score, seed, policy, metrics, slowdowns = min(scored, key=lambda s: (s[0], s[1]))
         cfg = pretrain_config(mode, seed, sizes)
-        policy.system = system_of(mode)
         sha = policy.save(out / f"{mode}.pt", meta={"pretrained_seed": seed})
         description = {
             "system": system_of(mode),
