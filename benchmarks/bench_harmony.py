@@ -39,8 +39,8 @@ import torch
 from models.harmony.evaluate import HarmonyEvalConfig
 from models.harmony.placement import GreedySpeedPlacement
 from models.harmony.reward import RewardTrainConfig, compare_estimators, fit_reward_model
-from models.harmony.train import PlacementTrainConfig, train_placement
-from pipelines.systems.harmony.stages import VARIANTS, harmony_tables
+from models.harmony.train import PlacementTrainConfig, train_placement, warm_key, warm_start
+from pipelines.systems.harmony.stages import VARIANTS, HarmonyStageConfig, harmony_tables
 from tracelib.gavel import read_gavel
 from tracelib.interference import InterferenceConfig, collect_samples
 from tracelib.scenarios.harmony import ArrivalConfig, sequences
@@ -88,7 +88,7 @@ def reward_models(epochs: int, gavel: str | None) -> object:
 
 def placement(predictor, updates: int, n_sequences: int, seeds: int) -> None:
     arrivals = ArrivalConfig()
-    train = sequences(arrivals, 8, 1)
+    train = sequences(arrivals, HarmonyStageConfig().n_train_sequences, 1)
     val = sequences(arrivals, 2, 2)
     learned = {}
     for seed in range(seeds):
@@ -96,9 +96,20 @@ def placement(predictor, updates: int, n_sequences: int, seeds: int) -> None:
         configs = {v: replace(base, **switches) for v, switches in VARIANTS.items()}
         # The paper's method as written, beside the default with its deviations.
         configs["harmony-as-published"] = base.as_published()
+        # The warm start alone (LIF-Quad cloned, no actor-critic update).
+        configs["harmony-warm-start"] = replace(base, updates=0)
+        # Variants differing only in the actor-critic share one warm start, as in the run.
+        t0 = time.perf_counter()
+        warm = warm_start(train, predictor, base)
+        print(
+            f"warm start (seed {seed}): {warm.metrics['imitation_steps']} {base.teacher} "
+            f"placements, held-out accuracy {warm.metrics['imitation_held_out_accuracy']:.3f}, "
+            f"{time.perf_counter() - t0:.0f} s"
+        )
         for variant, cfg in configs.items():
             t0 = time.perf_counter()
-            policy, curve, _ = train_placement(train, val, predictor, cfg)
+            shared = warm if cfg.teacher and warm_key(cfg) == warm.key else None
+            policy, curve, _ = train_placement(train, val, predictor, cfg, warm=shared)
             learned[f"{variant}@{seed}"] = (policy, None)
             print(f"{variant} (seed {seed}): {updates} updates in {time.perf_counter() - t0:.0f} s")
             print(curve.select("step", "reward", "entropy", "epsilon", "val_avg_jct_s"))

@@ -106,6 +106,26 @@ def test_placement_policies_and_evaluation_rows(run):
     assert online["n"][0] == evaluated.online_samples > 0
 
 
+def test_fresh_variants_start_from_one_clone_of_lif_quad_named_in_the_summary(run):
+    _, _, placed, _ = run
+    metrics = {name: result.metrics for name, result in placed.items()}
+    for m in metrics.values():
+        assert m["started_from"] == "imitation of lif-quad"
+    # one warm start, shared: the same clone measured the same
+    first, second = metrics.values()
+    assert first["imitation_steps"] == second["imitation_steps"] > 0
+    assert first["imitation_held_out_accuracy"] == second["imitation_held_out_accuracy"]
+    lines = summary_lines(
+        {
+            "reward": {"reward_model": {"policy_id": "r", "metrics": {}}},
+            "placement": {k: asdict(v) for k, v in placed.items()},
+            "evaluation": {"summary": []},
+        }
+    )
+    started = [line for line in lines if "(from imitation of lif-quad, held-out accuracy" in line]
+    assert len(started) == 2
+
+
 def test_own_evaluation_lands_in_the_eval_tables_with_paired_ratios(run):
     path, _, placed, evaluated = run
     with connect(path) as con:

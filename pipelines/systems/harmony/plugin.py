@@ -127,9 +127,16 @@ def summary_lines(summary: dict) -> list[str]:
         lines.append(f"    {skipped_line(key, reason)}")
     arena = {f"harmony-arena on {k}": r for k, r in (summary.get("arena") or {}).items()}
     for name, result in {**summary["placement"], **arena}.items():
-        lines.append(
-            f"  {name} {result['policy_id']} (from {result['parent_policy_id'] or 'scratch'})"
-        )
+        metrics = result.get("metrics") or {}
+        start = result["parent_policy_id"] or metrics.get("started_from") or "scratch"
+        if (
+            metrics.get("imitation_held_out_accuracy") is not None
+            and not result["parent_policy_id"]
+        ):
+            start += f", held-out accuracy {metrics['imitation_held_out_accuracy']:.2f}"
+            if metrics.get("best_val_step") == 0:
+                start += "; kept: no update beat it on validation"
+        lines.append(f"  {name} {result['policy_id']} (from {start})")
     for row in summary["evaluation"]["summary"]:
         lines.append(
             f"    harmony {row['pattern']:<8} {row['scheduler']:<28} avg JCT "
