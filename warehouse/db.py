@@ -101,6 +101,7 @@ def connect(
     Raises WarehouseBusy (another process holds it) or WarehouseUnusable (not a DuckDB
     file, no permission, full disk), never a bare DuckDB error about the file.
     """
+    from warehouse import guard
     from warehouse.migrations import migrate
 
     read_only = read_only or query_only
@@ -119,6 +120,10 @@ def connect(
     # A writer waits out short readers (a `schedlab sql` holds the file for a moment) rather
     # than failing a nightly stage; a reader is told at once, with when to retry.
     wait_s = float(os.environ.get(LOCK_WAIT_ENV, DEFAULT_LOCK_WAIT_S)) if not read_only else 0.0
+    if target.exists():
+        # A checkpoint killed midway (issue 19): put back what it overwrote first.
+        with guard.path_lock(target), contextlib.suppress(OSError):
+            guard.recover(target)
     start = time.monotonic()
     deadline = start + wait_s
     pause = 0.05
@@ -151,8 +156,14 @@ def connect(
     finally:
         # Closing checkpoints the WAL; when the disk is full that fails too, and the error
         # already raised (or the committed WAL, replayed on the next open) is what matters.
+        # That checkpoint rewrites metadata blocks in place: `guard.closing` keeps what they
+        # held until it is done, so a kill midway cannot leave a torn block (issue 19).
         with contextlib.suppress(duckdb.Error):
-            con.close()
+            if read_only:
+                con.close()
+            else:
+                with guard.path_lock(target), guard.closing(con, target):
+                    con.close()
 
 
 def classify_error(target: Path, exc: Exception) -> WarehouseBusy | WarehouseUnusable | None:
