@@ -1,8 +1,8 @@
 """Harmony's warm start: clone a placement baseline before the actor-critic (a deviation).
 
 The paper trains the placement policy from random weights. Here, from random weights the
-actor-critic ends 30-90% behind LIF-Quad (README, Harmony), and the one-step optimum of the
-reward predictor itself (`GreedySpeedPlacement` scored by the predictor) is 30-60% behind
+actor-critic ends 31-73% behind LIF-Quad (README, Harmony), and the one-step optimum of the
+reward predictor itself (`GreedySpeedPlacement` scored by the predictor) is 39-65% behind
 it too, so the predictor's rewards alone do not lead to LIF's placements. The policy
 network therefore first learns, by supervised cross-entropy, what a baseline (default
 LIF-Quad, the strongest here, fitted on interference samples as a cluster would measure

@@ -52,9 +52,9 @@ represent them (63% held-out accuracy). The changes, each measured (300 updates 
 - a warm start (`teacher`, `models.harmony.imitation`): without a starting policy, the
   policy network first clones LIF-Quad's placements on the training sequences, and that
   clone is validated as a candidate (kept unless an update beats it). From random weights
-  the five changes above still end 30-90% behind LIF-Quad in the simulator with the
+  the five changes above still end 31-73% behind LIF-Quad in the simulator with the
   measured ground truth (README, Harmony), and even the reward predictor's own one-step
-  optimum is 30-60% behind it, so the predictor's rewards alone do not lead there.
+  optimum is 39-65% behind it, so the predictor's rewards alone do not lead there.
 Removing one of the first five at a time, on an earlier version of the simulator (before its
 ground truth was the measured one; seed 0; JCT / best baseline's, uniform / Poisson /
 Google-like; the default then 0.85 / 1.04 / 0.92): flat head 1.18 / 1.50 / 1.51, interval
