@@ -322,6 +322,13 @@ def validate(
     return float(np.mean(jcts))
 
 
+def _rollout_setting(cfg: PlacementTrainConfig, predictor) -> tuple[PlacementEnvConfig, Any]:
+    """The rollouts' environment and speed model (None: the simulator's own), which the
+    teacher's placements are recorded in too, so the clone learns the states it will see."""
+    env_cfg = PlacementEnvConfig(obs=cfg.net.obs_config(), sim=cfg.sim)
+    return env_cfg, predictor if cfg.rollout_speed == "predictor" else None
+
+
 @dataclass(frozen=True)
 class WarmStart:
     """A policy network cloned from `cfg.teacher` (`warm_start`), with what made it."""
@@ -361,9 +368,7 @@ def warm_start(
     with scoped_torch():
         torch.manual_seed(int(net_seed))
         net = PolicyNet(cfg.net)
-        env_cfg = PlacementEnvConfig(obs=cfg.net.obs_config(), sim=cfg.sim)
-        model = predictor if cfg.rollout_speed == "predictor" else None
-        samples = teacher_samples(workloads, cfg.teacher, env_cfg, model)
+        samples = teacher_samples(workloads, cfg.teacher, *_rollout_setting(cfg, predictor))
         metrics = imitate(
             net,
             samples,
@@ -429,8 +434,7 @@ def _train_placement(
         policy_net.load_state_dict(warm.state)  # the critic starts fresh
     opt_pi = torch.optim.Adam(policy_net.parameters(), lr=cfg.lr)
     opt_v = torch.optim.Adam(value_net.parameters(), lr=cfg.lr)
-    env_cfg = PlacementEnvConfig(obs=cfg.net.obs_config(), sim=cfg.sim)
-    rollout_model = predictor if cfg.rollout_speed == "predictor" else None
+    env_cfg, rollout_model = _rollout_setting(cfg, predictor)
     workers = []
     for _ in range(cfg.n_workers):
         env = PlacementEnv(workloads, env_cfg, speed_model=rollout_model)
