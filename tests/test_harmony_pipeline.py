@@ -251,3 +251,27 @@ def test_gavel_types_default_to_the_file_and_print_beside_lif(run, capsys):
         }
     )
     assert sum("Gavel " in line for line in summary) == 3
+
+
+def test_a_warm_start_made_ahead_serves_every_variant_and_then_none_is_needed(
+    run, tmp_path, monkeypatch
+):
+    """`schedlab run` makes the warm start in one task and hands it to the variants' tasks
+    (separate worker processes): the policies are those made with their own, and once they
+    are trained no warm start is made."""
+    import pipelines.systems.harmony.stages as stages
+
+    _, _, placed, _ = run
+    other = str(tmp_path / "ahead.duckdb")
+    interference_stage(other, InterferenceConfig(n_samples=300, seed=0))
+    fit_reward_model_stage(other, replace(CFG, gavel_path=None))
+    warm = stages.warm_start_stage(other, CFG)
+    assert len(warm) == 1  # the two variants differ only in the actor-critic
+
+    def no_cloning(*args, **kwargs):
+        raise AssertionError("a variant cloned the teacher again")
+
+    monkeypatch.setattr(stages, "warm_start", no_cloning)
+    again = stages.train_placement_stage(other, CFG, warm=warm)
+    assert {k: v.policy_id for k, v in again.items()} == {k: v.policy_id for k, v in placed.items()}
+    assert stages.warm_start_stage(other, CFG) == {}

@@ -38,13 +38,14 @@ same system (cfg.init = "latest"), recorded as its parent.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from models.checkpoints import load_registered, register_policy, resume_from
+from models.checkpoints import Resumed, load_registered, register_policy, resume_from
 from models.harmony.contracts import HarmonyLearningCurves, RewardModelMetrics
 from models.harmony.evaluate import HarmonyEvalConfig, observed_samples
 from models.harmony.placement import (
@@ -332,11 +333,86 @@ def held_out_errors(con, reward_model_id: str) -> dict[str, float]:
     return out
 
 
-def _reward_model(con, reward_model_id: str | None):
+def _reward_model_id(con, reward_model_id: str | None) -> str:
     rid = reward_model_id or newest_policy(con, REWARD_SYSTEM)
     if rid is None:
         raise ValueError("no registered Harmony reward model; run fit_reward_model_stage first")
-    return rid, predictor_from_checkpoint(load_registered(con, rid))
+    return rid
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one variant's training starts from (`_plan`)."""
+
+    variant: str
+    train: PlacementTrainConfig
+    input_key: str
+    done: TrainResult | None
+    """The policy already trained on exactly these inputs (nothing to train), else None."""
+    resumed: Resumed
+    init: HarmonyPolicy | None
+    """The policy training continues from (None: a fresh network, warm-started when the
+    config names a teacher)."""
+
+    @property
+    def needs_warm_start(self) -> bool:
+        return self.done is None and self.init is None and self.train.teacher is not None
+
+
+def _plan(con, cfg: HarmonyStageConfig, variant: str, rid: str) -> _Plan:
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown Harmony variant {variant!r}; known: {', '.join(VARIANTS)}")
+    tcfg = replace(cfg.train, seed=cfg.seed, **VARIANTS[variant])
+    key = input_key(tcfg, cfg.arrivals, rid, f"{cfg.n_train_sequences}/{cfg.seed}")
+    done = already_trained(con, key, variant)
+    if done is not None:
+        return _Plan(variant, tcfg, key, done, Resumed(None, None, ""), None)
+    parent = newest_policy(con, variant) if cfg.init == "latest" else None
+    resumed = resume_from(con, parent, policy_from_checkpoint)
+    init = resumed.policy
+    if init is not None and init.cfg != tcfg.net:
+        init, resumed = None, Resumed(None, None, resumed.note)
+    return _Plan(variant, tcfg, key, None, resumed, init)
+
+
+def _train_sequences(cfg: HarmonyStageConfig):
+    return sequences(cfg.arrivals, cfg.n_train_sequences, cfg.seed + 1)
+
+
+def warm_start_stage(
+    warehouse: str | Path | None,
+    cfg: HarmonyStageConfig,
+    reward_model_id: str | None = None,
+    progress: Reporter = QUIET,
+) -> dict[tuple, WarmStart]:
+    """The warm starts (`models.harmony.train.warm_start`, one per `warm_key`) that the
+    variants of `cfg` about to train afresh need, made once for all of them; nothing when
+    every variant is trained already or continues from a policy. `schedlab run` makes them
+    in one task ahead of the variants' trainings, which run in separate worker processes
+    and would otherwise each clone the same teacher."""
+    with connect(warehouse) as con:
+        rid = _reward_model_id(con, reward_model_id)
+        plans = [_plan(con, cfg, v, rid) for v in cfg.variants]
+        predictor = None
+        if any(p.needs_warm_start for p in plans):
+            predictor = predictor_from_checkpoint(load_registered(con, rid))
+    made: dict[tuple, WarmStart] = {}
+    for plan in plans:
+        if plan.needs_warm_start and warm_key(plan.train) not in made:
+            made[warm_key(plan.train)] = _warm_start(
+                _train_sequences(cfg), predictor, plan, progress
+            )
+    return made
+
+
+def _warm_start(train_seqs, predictor, plan: _Plan, progress: Reporter) -> WarmStart:
+    with scoped_torch(threads=1):
+        made = warm_start(train_seqs, predictor, plan.train)
+    progress.line(
+        f"Harmony warm start: {plan.train.teacher}'s {made.metrics['imitation_steps']} "
+        f"placements cloned, held-out accuracy {made.metrics['imitation_held_out_accuracy']:.2f}"
+    )
+    return made
 
 
 def train_placement_stage(
@@ -344,40 +420,31 @@ def train_placement_stage(
     cfg: HarmonyStageConfig,
     reward_model_id: str | None = None,
     progress: Reporter = QUIET,
+    warm: Mapping[tuple, WarmStart] | None = None,
 ) -> dict[str, TrainResult]:
     """Train every `cfg.variants` system on rollouts scored by the reward model
-    (`reward_model_id`, default the newest), each from its newest registered policy."""
-    train_seqs = sequences(cfg.arrivals, cfg.n_train_sequences, cfg.seed + 1)
+    (`reward_model_id`, default the newest), each from its newest registered policy, or
+    from a warm start when there is none: from `warm` (`warm_start_stage`) when it holds
+    one for the variant's config, else made here, once for the variants that share it."""
+    train_seqs = _train_sequences(cfg)
     val_seqs = sequences(cfg.arrivals, cfg.n_val_sequences, cfg.seed + 2)
     out: dict[str, TrainResult] = {}
     # Variants starting afresh share one warm start (it reads no actor-critic switch).
-    warm: dict[tuple, WarmStart] = {}
+    warm = dict(warm or {})
     for variant in cfg.variants:
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown Harmony variant {variant!r}; known: {', '.join(VARIANTS)}")
-        tcfg = replace(cfg.train, seed=cfg.seed, **VARIANTS[variant])
         with connect(warehouse) as con:
-            rid, predictor = _reward_model(con, reward_model_id)
-            key = input_key(tcfg, cfg.arrivals, rid, f"{cfg.n_train_sequences}/{cfg.seed}")
-            done = already_trained(con, key, variant)
-            if done is not None:
-                out[variant] = done
+            rid = _reward_model_id(con, reward_model_id)
+            plan = _plan(con, cfg, variant, rid)
+            if plan.done is not None:
+                out[variant] = plan.done
                 continue
-            parent = newest_policy(con, variant) if cfg.init == "latest" else None
-            resumed = resume_from(con, parent, policy_from_checkpoint)
-            parent, init = resumed.policy_id, resumed.policy
-        if init is not None and init.cfg != tcfg.net:
-            init, parent = None, None
+            predictor = predictor_from_checkpoint(load_registered(con, rid))
+        tcfg, key, resumed, init = plan.train, plan.input_key, plan.resumed, plan.init
+        parent = resumed.policy_id
         start = None
-        if init is None and tcfg.teacher is not None:
+        if plan.needs_warm_start:
             if warm_key(tcfg) not in warm:
-                with scoped_torch(threads=1):
-                    made = warm[warm_key(tcfg)] = warm_start(train_seqs, predictor, tcfg)
-                progress.line(
-                    f"Harmony warm start: {tcfg.teacher}'s {made.metrics['imitation_steps']} "
-                    f"placements cloned, held-out accuracy "
-                    f"{made.metrics['imitation_held_out_accuracy']:.2f}"
-                )
+                warm[warm_key(tcfg)] = _warm_start(train_seqs, predictor, plan, progress)
             start = warm[warm_key(tcfg)]
         with scoped_torch(threads=1), progress.bar(f"{variant} updates", tcfg.updates) as advance:
             policy, curve, metrics = train_placement(
@@ -686,7 +753,8 @@ def train_arena_stage(
     with connect(warehouse) as con:
         train_jobs = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
         val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
-        rid, predictor = _reward_model(con, reward_model_id)
+        rid = _reward_model_id(con, reward_model_id)
+        predictor = predictor_from_checkpoint(load_registered(con, rid))
         key = input_key(cfg.init, tcfg, rid, train_jobs, val_jobs)
         done = already_trained(con, key, ARENA_SYSTEM)
         if done is not None:

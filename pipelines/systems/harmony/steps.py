@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from prefect import task
 
+from models.harmony.train import WarmStart
 from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
 from pipelines.progress import QUIET, Reporter
 from pipelines.retries import IO_RETRIES
@@ -24,6 +25,7 @@ from pipelines.systems.harmony.stages import (
     online_update_stage,
     train_arena_stage,
     train_placement_stage,
+    warm_start_stage,
 )
 from tracelib.sim import DecisionPolicy, Scheduler
 from warehouse import read_frame
@@ -46,18 +48,28 @@ def reward_task(warehouse: str | None, cfg: HarmonyStageConfig, progress: Report
         return asdict(fit_reward_model_stage(warehouse, cfg, progress))
 
 
+@task(name="harmony-warm-start", **IO_RETRIES)
+def warm_task(
+    warehouse: str | None, cfg: HarmonyStageConfig, reward: dict, progress: Reporter = QUIET
+) -> dict[tuple, WarmStart]:
+    # No stage line: on a run with nothing to train it does nothing; the warm start, when
+    # made, prints its own line.
+    return warm_start_stage(warehouse, cfg, reward["reward_model"]["policy_id"], progress)
+
+
 @task(name="harmony-train-placement", **IO_RETRIES)
 def placement_task(
     warehouse: str | None,
     cfg: HarmonyStageConfig,
     variant: str,
     reward: dict,
+    warm: dict[tuple, WarmStart],
     progress: Reporter = QUIET,
 ) -> dict:
     one = replace(cfg, variants=(variant,))
     with progress.stage(f"Harmony placement {variant}"):
         trained = train_placement_stage(
-            warehouse, one, reward["reward_model"]["policy_id"], progress
+            warehouse, one, reward["reward_model"]["policy_id"], progress, warm
         )
     return asdict(trained[variant])
 
@@ -111,9 +123,10 @@ def train(run: RunContext, cfg: HarmonyRunConfig, pending: Pending) -> Pending:
     """Harmony and each ablation on rollouts scored by that predictor; then Harmony for the
     arena on each arena set, from this run's own-scenario Harmony when the arena has no
     policy yet (it waits for that training, so what it starts from never depends on which
-    task finishes first)."""
+    task finishes first). The variants share one warm start, made first (`warm_task`)."""
+    warm = warm_task.submit(run.warehouse, cfg.stage, pending["reward"], run.progress)
     placement = {
-        v: placement_task.submit(run.warehouse, cfg.stage, v, pending["reward"], run.progress)
+        v: placement_task.submit(run.warehouse, cfg.stage, v, pending["reward"], warm, run.progress)
         for v in cfg.stage.variants
     }
     if cfg.arena.train.updates <= 0:
