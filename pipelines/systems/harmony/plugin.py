@@ -38,6 +38,9 @@ BUDGETS = {
         "stage.n_train_sequences": 1,
         "stage.n_val_sequences": 1,
         "stage.eval.n_sequences": 1,
+        # A third of the default sequence: the smoke run only shows every stage works.
+        "stage.arrivals.n_jobs": 10,
+        "stage.eval.arrivals.n_jobs": 10,
         "arena.train.updates": 2,
         "arena.train.val_every": 1,
         "arena.train_sequences": 1,
