@@ -11,14 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import torch
-
 
 @contextmanager
 def scoped_torch(seed: int | None = None, threads: int | None = None) -> Iterator[None]:
     """Inside: torch's global generator seeded with `seed` and `threads` intra-op threads
     (None leaves either as it is). On exit, even by an exception, the generator's state and
     the thread count are what they were before, whatever the body set meanwhile."""
+    # Imported here: a command that never trains (`schedlab ingest`, `sql`, `describe`)
+    # imports this module through the stages and should not pay torch's 1.4 s import.
+    import torch
+
     threads_before = torch.get_num_threads()
     with torch.random.fork_rng(devices=[]):
         try:

@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from models.fidelity import FidelityConfig, fidelity_checks
 from models.torch_scope import scoped_torch
 from pipelines.contracts import FidelityChecks, PipelineRuns
 from pipelines.evaluation import (
@@ -45,7 +45,6 @@ from tracelib.ingest import (
 )
 from tracelib.interference import InterferenceConfig, interference_frame, store_samples
 from tracelib.provenance import canonical_json, code_version, sha256_hex
-from tracelib.sim.measured import load_measured_speeds
 from tracelib.synthetic import DiurnalConfig, synthetic_source
 from tracelib.workloads import DeriveConfig, derive_workloads, store_workloads
 from warehouse import (
@@ -57,6 +56,9 @@ from warehouse import (
     resolve_path,
     transaction,
 )
+
+if TYPE_CHECKING:
+    from models.fidelity import FidelityConfig
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,11 @@ def fidelity_stage(
     """Run the simulator's fidelity checks (models/fidelity.py) and store them in
     `fidelity_checks`, unless the same checks (config, code version, measurement file) were
     already stored."""
+    # Imported here: the simulator (and scipy) are not needed by the commands that only
+    # read or ingest (`schedlab ingest`, `sql`, `describe`), which import this module.
+    from models.fidelity import fidelity_checks
+    from tracelib.sim.measured import load_measured_speeds
+
     measured = load_measured_speeds(cfg.speed.measurements)
     key = sha256_hex(canonical_json([asdict(cfg), code_version(), measured.sha256]).encode())[:20]
     with connect(warehouse) as con:
