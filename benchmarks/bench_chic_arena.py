@@ -1,4 +1,4 @@
-"""Chic and Chic-Pair in the arena: what each of the four deviations is worth, measured.
+"""Chic and Chic-Pair in the arena: what each of the five deviations is worth, measured.
 
     python -m benchmarks chic_arena                # default: 5 seeds, every config below
     python -m benchmarks.bench_chic_arena [--seeds 0,1,2,3,4] [--variants chic,chic-pair]
@@ -13,8 +13,8 @@ sequences (`--sequences` of them, `--sim-seeds` simulator seeds each). Printed p
 config: the paired ratio of average JCT to the best non-oracle heuristic (chosen by mean
 average JCT over the same runs), pooled over training seeds x sequences x simulator seeds,
 with its 95% interval, and the target (issue 18: upper end below 1). Configs: `default` (the
-four deviations, the run's default), `as-published` (none), `without-<name>` (the default
-less one: mask_absent, work_conserving, shared_sequence, smoothing).
+five deviations, the run's default), `as-published` (none), `without-<name>` (the default
+less one: mask_absent, work_conserving, shared_sequence, smoothing, teacher).
 """
 
 from __future__ import annotations

@@ -71,15 +71,16 @@ def test_options_skips_and_unknown_names():
         _config(options={"dl2_update": 5})
 
 
-def test_chic_trains_with_its_four_deviations_unless_asked_for_the_paper():
+def test_chic_trains_with_its_five_deviations_unless_asked_for_the_paper():
     chic = _config().learned["chic"]
     for cfg in (chic.train, chic.arena):
         assert cfg.mask_absent and cfg.work_conserving and cfg.shared_sequence
-        assert cfg.smoothing == 1.0
+        assert cfg.smoothing == 1.0 and cfg.teacher == "optimus"
+        assert cfg.cem_config(*(("chic",) if cfg is chic.arena else ())).teacher == "optimus"
     paper = _config(options={"chic_as_published": True}).learned["chic"]
     for cfg in (paper.train, paper.arena):
         assert not (cfg.mask_absent or cfg.work_conserving or cfg.shared_sequence)
-        assert cfg.smoothing == 0.7
+        assert cfg.smoothing == 0.7 and cfg.teacher is None
     # Nothing else moves: the budget's sizes stay.
     assert paper.train.iterations == chic.train.iterations
     assert paper.arena.n_trajectories == chic.arena.n_trajectories

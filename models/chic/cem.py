@@ -14,8 +14,14 @@ policy with the lowest validation ACT is the one returned. Episodes run in
 `cfg.scenario`: Chic's own (`tracelib.envs.chic`) or the arena's DL2 setting
 (`tracelib.envs.chic_arena`), the same algorithm either way.
 
+Warm start (a deviation, `cfg.teacher`, `models.chic.imitation`): without a starting policy
+the network first clones the teacher's (Optimus') schedules on the training sequences, and
+that clone is validated as iteration 0: the policy returned is the clone unless a CEM
+iteration beats it on validation.
+
 Randomness: one SeedSequence root (cfg.seed) spawns the streams for torch (initialization,
-dropout, minibatch order), sequence choice and action sampling.
+dropout, minibatch order), sequence choice and action sampling, and (a fourth child, so the
+first three keep their seeds) the warm start's initialization, split and minibatch order.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -31,6 +37,7 @@ import polars as pl
 import torch
 
 from models.chic.config import CEMConfig
+from models.chic.imitation import imitate, teacher_samples
 from models.chic.networks import ChicPolicyNet, NumpyPolicy
 from models.chic.policy import ChicPolicy, evaluate_policy, make_env, run_episode
 from tracelib.progress import ProgressFn, no_progress
@@ -90,18 +97,95 @@ def _fit(
     return loss_sum
 
 
+STREAMS = ("torch", "episodes", "actions", "imitation")
+"""Children of SeedSequence(cfg.seed), in spawn order (new streams go at the end)."""
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """A policy network cloned from `cfg.teacher` (`warm_start`), with what made it."""
+
+    key: tuple
+    """`warm_key` of the config it was made for."""
+    state: dict[str, torch.Tensor]
+    """The policy network's weights."""
+    metrics: dict[str, Any]
+
+
+def warm_key(cfg: CEMConfig) -> tuple:
+    """What a warm start depends on besides the training sequences: the fields of `cfg` it
+    reads (configs that differ only in CEM's settings share one)."""
+    return (
+        cfg.teacher,
+        cfg.imitation_epochs,
+        cfg.imitation_lr,
+        cfg.imitation_batch,
+        cfg.imitation_sequences,
+        cfg.imitation_order,
+        cfg.seed,
+        cfg.net_config,
+        cfg.scenario,
+        cfg.env_config,
+    )
+
+
+def warm_start(train: Sequence[Sequence[JobSpec]], cfg: CEMConfig) -> WarmStart:
+    """Clone `cfg.teacher`'s schedules on the first `cfg.imitation_sequences` training
+    sequences (in the training MDP) into a fresh policy network. Pure: the same arguments
+    give the same weights (its own random stream; torch's global generator is restored)."""
+    if cfg.teacher is None:
+        raise ValueError("warm_start needs a teacher (CEMConfig.teacher)")
+    started = time.perf_counter()
+    stream = np.random.SeedSequence(cfg.seed).spawn(len(STREAMS))[STREAMS.index("imitation")]
+    net_seed, fit_seed, env_seed = (int(x) for x in stream.generate_state(3))
+    sequences = list(train)[: cfg.imitation_sequences]
+    samples = teacher_samples(sequences, cfg, cfg.teacher, env_seed, cfg.imitation_order)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(net_seed)
+        net = ChicPolicyNet(cfg.net_config)
+        metrics = imitate(
+            net,
+            samples,
+            epochs=cfg.imitation_epochs,
+            lr=cfg.imitation_lr,
+            batch=cfg.imitation_batch,
+            rng=np.random.default_rng(fit_seed),
+        )
+    state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    metrics = {
+        "teacher": cfg.teacher,
+        "imitation_sequences": len(sequences),
+        "teacher_act_s": samples.teacher_act_s,
+        **metrics,
+        "warm_start_wall_s": time.perf_counter() - started,
+    }
+    return WarmStart(warm_key(cfg), state, metrics)
+
+
 def train_cem(
     train: Sequence[Sequence[JobSpec]],
     validation: Sequence[Sequence[JobSpec]],
     cfg: CEMConfig,
     init: ChicPolicy | None = None,
     progress: ProgressFn = no_progress,
+    warm: WarmStart | None = None,
 ) -> tuple[ChicPolicy, pl.DataFrame, dict[str, Any]]:
     """Train a Chic (or Chic-Pair) policy; returns (best validated policy, learning curve,
     metrics). `init` starts from a trained policy (same network shape) instead of random.
-    `progress(iteration, iterations)` is called after every iteration."""
+    Without `init`, and with a teacher, training starts from `warm_start` of the same
+    arguments (`warm`: one made already; it must be of this config's `warm_key`), validated
+    as iteration 0. `progress(iteration, iterations)` is called after every iteration."""
     if not train or not validation:
         raise ValueError("need training and validation sequences")
+    if init is None and cfg.teacher is not None:
+        if warm is None:
+            warm = warm_start(train, cfg)
+        elif warm.key != warm_key(cfg):
+            raise ValueError("the warm start given was made for another config")
+    else:
+        warm = None
+        if cfg.iterations == 0:
+            raise ValueError("0 iterations from a starting policy train nothing")
     root = np.random.SeedSequence(cfg.seed)
     torch_seed, episode_ss, action_ss = root.spawn(3)
     gen = torch.Generator().manual_seed(int(torch_seed.generate_state(1)[0]))
@@ -112,15 +196,17 @@ def train_cem(
     # and restore it afterwards, so training is a function of cfg.seed alone.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(torch_seed.generate_state(2)[1]))
-        return _train(train, validation, cfg, init, gen, episode_rng, action_rng, progress)
+        return _train(train, validation, cfg, init, gen, episode_rng, action_rng, progress, warm)
 
 
-def _train(train, validation, cfg, init, gen, episode_rng, action_rng, progress):
+def _train(train, validation, cfg, init, gen, episode_rng, action_rng, progress, warm):
     net = ChicPolicyNet(cfg.net_config)
     if init is not None:
         if init.net.cfg != cfg.net_config:
             raise ValueError(f"init policy has network {init.net.cfg}, training {cfg.net_config}")
         net.load_state_dict(init.net.state_dict())
+    elif warm is not None:
+        net.load_state_dict(warm.state)
     net.eval()
     optim = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     env = make_env(train, cfg.scenario, cfg.env_config)
@@ -132,6 +218,17 @@ def _train(train, validation, cfg, init, gen, episode_rng, action_rng, progress)
     best_state, best_act, best_iteration = snapshot(), math.inf, 0
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
+    clone_act = math.nan
+    if warm is not None:
+        # The clone is a candidate: iteration 0, kept unless an iteration beats it.
+        clone_act = float(
+            np.mean(
+                evaluate_policy(
+                    NumpyPolicy(net), validation, cfg.scenario, cfg.env_config, cfg.greedy, cfg.seed
+                )
+            )
+        )
+        best_act = clone_act
     total_steps = 0
     for k in range(1, cfg.iterations + 1):
         actor = NumpyPolicy(net)
@@ -201,7 +298,13 @@ def _train(train, validation, cfg, init, gen, episode_rng, action_rng, progress)
         "train_sequences": len(train),
         "val_sequences": len(validation),
         "wall_s": wall,
-        "s_per_iteration": wall / cfg.iterations,
+        "s_per_iteration": wall / max(cfg.iterations, 1),
         "steps": total_steps,
     }
+    if warm is not None:
+        metrics.update(warm.metrics)
+        metrics["started_from"] = f"imitation of {cfg.teacher}"
+        metrics["clone_val_act_s"] = clone_act
+    else:
+        metrics["started_from"] = "random weights" if init is None else "the starting policy"
     return ChicPolicy(net, train_cfg), curve, metrics

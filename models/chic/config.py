@@ -8,21 +8,26 @@ from models.chic.networks import ChicNetConfig
 from tracelib.envs.chic import ChicEnvConfig
 from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario
 
+ORDERS = ("optimus", "rows")
+"""Orders the warm start's teacher can add its tasks in (`CEMConfig.imitation_order`)."""
+
 PUBLISHED = {
     "mask_absent": False,
     "work_conserving": False,
     "shared_sequence": False,
     "smoothing": 0.7,
+    "teacher": None,
 }
-"""The four measured departures undone: Chic's MDP and modified CEM as the paper writes them
+"""The measured departures undone: Chic's MDP and modified CEM as the paper writes them
 (p1 charged for actions on absent jobs, void always valid, a fresh sequence per trajectory,
-the smoothed update; the paper gives no alpha, 0.7 is ours)."""
+the smoothed update, random initial weights instead of the clone of Optimus; the paper
+gives no alpha, 0.7 is ours)."""
 
 
 @dataclass(frozen=True)
 class CEMConfig:
     """The modified cross-entropy method (Chic section 4.3, Algorithm 1), by default with
-    four measured departures from the paper (`as_published` undoes them; README, Chic)."""
+    five measured departures from the paper (`as_published` undoes them; README, Chic)."""
 
     variant: str = "chic"
     """"chic" or "chic-pair"."""
@@ -31,7 +36,7 @@ class CEMConfig:
     rate, W and I) or the arena's DL2 setting (`ChicArenaScenario`; the episodes are the
     given workload sequences either way)."""
     iterations: int = 40
-    """K: CEM iterations."""
+    """K: CEM iterations (0 with a teacher: the validated clone alone)."""
     n_trajectories: int = 35
     """N: trajectories sampled from the current policy per iteration (paper: 35)."""
     uniform_trajectory: bool = True
@@ -64,6 +69,23 @@ class CEMConfig:
     """Mask actions on absent jobs during training instead of charging p1 (a deviation
     from the paper, measured beside it: the penalties otherwise dominate the returns' spread
     early on, so the elite are picked for avoiding absent jobs, not for scheduling well)."""
+    teacher: str | None = "optimus"
+    """Warm start (`models.chic.imitation`, a deviation): training without a starting
+    policy first clones this baseline's schedules on the training sequences, and the clone
+    is validated as iteration 0 (kept unless a CEM iteration beats it). None: from random
+    weights, as the paper."""
+    imitation_epochs: int = 20
+    """Passes over the teacher's actions."""
+    imitation_lr: float = 3e-3
+    """Adam learning rate of the imitation."""
+    imitation_batch: int = 256
+    """Minibatch of the imitation."""
+    imitation_sequences: int | None = 30
+    """The teacher runs on the first this many training sequences (None: all)."""
+    imitation_order: str = "rows"
+    """Order of the teacher's additions within a schedule (`models.chic.imitation`):
+    "optimus" (its marginal-gain order) or "rows" (the same additions job row by job
+    row, each row's in Optimus' order)."""
     greedy: bool = False
     """Validate (and deploy) with the most probable action instead of sampling pi."""
     net: ChicNetConfig | None = None
@@ -74,8 +96,16 @@ class CEMConfig:
     """Root of initialization, dropout, minibatch order, sequence choice and actions."""
 
     def __post_init__(self) -> None:
-        if self.iterations < 1 or self.n_trajectories < 1 or self.val_every < 1:
-            raise ValueError("iterations, n_trajectories and val_every must be positive")
+        if self.iterations < 0 or self.n_trajectories < 1 or self.val_every < 1:
+            raise ValueError("n_trajectories and val_every must be positive, iterations >= 0")
+        if self.iterations == 0 and self.teacher is None:
+            raise ValueError("0 iterations need a teacher (the clone is the policy)")
+        if self.imitation_epochs < 0 or self.imitation_batch < 1 or self.imitation_lr <= 0:
+            raise ValueError("imitation_epochs >= 0, imitation_batch and imitation_lr > 0")
+        if self.imitation_order not in ORDERS:
+            raise ValueError(f"imitation_order must be one of {ORDERS}")
+        if self.imitation_sequences is not None and self.imitation_sequences < 1:
+            raise ValueError("imitation_sequences must be positive (or None)")
         if not 0.0 < self.elite_quantile <= 1.0 or not 0.0 < self.smoothing <= 1.0:
             raise ValueError("elite_quantile and smoothing must be in (0, 1]")
         if self.fit_epochs < 1 or self.minibatch < 1 or self.lr <= 0:

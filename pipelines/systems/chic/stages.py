@@ -40,6 +40,7 @@ from models.chic import (
     policy_from_checkpoint,
     train_cem,
 )
+from models.chic.cem import WarmStart, warm_start
 from models.chic.config import PUBLISHED
 from models.chic.contracts import ChicLearningCurves
 from models.chic.policy import ARENA
@@ -112,6 +113,9 @@ class ChicTrainConfig:
     """Deviation: one sequence per iteration for all N + 1 trajectories."""
     work_conserving: bool = CEMConfig.work_conserving
     """Deviation: void masked while an idle job's worker/PS fits (training and deployment)."""
+    teacher: str | None = CEMConfig.teacher
+    """Deviation (CEMConfig.teacher): a policy trained from scratch starts from the clone
+    of this baseline's schedules (None: random weights, as the paper)."""
     seed: int = 0
     """Root seed of the sequences' seeds, initialization and sampling."""
     init: str = "latest"
@@ -138,8 +142,27 @@ class ChicTrainConfig:
             mask_absent=self.mask_absent,
             shared_sequence=self.shared_sequence,
             work_conserving=self.work_conserving,
+            teacher=self.teacher,
             seed=self.seed,
         )
+
+
+def _warm_start(
+    train: list, cem: CEMConfig, init: ChicPolicy | None, name: str, progress: Reporter
+) -> WarmStart | None:
+    """The clone of `cem.teacher` a training from scratch starts from (None: it starts
+    from `init`, or from random weights without a teacher); says so in one line."""
+    if init is not None or cem.teacher is None:
+        return None
+    with scoped_torch(threads=1):
+        warm = warm_start(train, cem)
+    m = warm.metrics
+    progress.line(
+        f"{name} warm start: {cem.teacher}'s {m['imitation_steps']} actions cloned, "
+        f"held-out accuracy {m['imitation_held_out_accuracy']:.2f} "
+        f"({m['warm_start_wall_s']:.1f} s)"
+    )
+    return warm
 
 
 @dataclass(frozen=True)
@@ -207,16 +230,19 @@ def train_chic_stage(
     scenario = cfg.scenario()
     train_seeds = split_seeds("train", cfg.train_sequences, cfg.seed)
     val_seeds = split_seeds("validation", cfg.val_sequences, cfg.seed)
+    train = scenario.sequences(train_seeds)
+    warm = _warm_start(train, cem, init, "Chic" if cfg.variant == "chic" else "Chic-Pair", progress)
     with (
         scoped_torch(threads=1),
         progress.bar(f"{cfg.variant} CEM iterations", cem.iterations) as advance,
     ):
         policy, curve, metrics = train_cem(
-            scenario.sequences(train_seeds),
+            train,
             scenario.sequences(val_seeds),
             cem,
             init=init,
             progress=advance,
+            warm=warm,
         )
     path, sha = save_checkpoint_file(policy, warehouse, cfg.variant)
     workloads = [f"chic:train:{s}@{cfg.rate_per_hour:g}" for s in train_seeds]
@@ -479,6 +505,9 @@ class ChicArenaConfig:
     """Deviation (CEMConfig.shared_sequence)."""
     smoothing: float = CEMConfig.smoothing
     """alpha of the smoothed update (1.0: none, a deviation; as published: 0.7)."""
+    teacher: str | None = CEMConfig.teacher
+    """Deviation (CEMConfig.teacher): a policy trained from scratch starts from the clone
+    of this baseline's schedules (None: random weights, as the paper)."""
     init: str = "latest"
     """Start from: "latest" (the newest "<variant>-arena" policy whose network fits, else
     scratch), "scratch", or a policy id."""
@@ -509,11 +538,12 @@ class ChicArenaConfig:
             iterations=self.iterations,
             n_trajectories=self.n_trajectories,
             fit_epochs=self.fit_epochs,
-            val_every=min(self.val_every, self.iterations),
+            val_every=max(min(self.val_every, self.iterations), 1),
             smoothing=self.smoothing,
             mask_absent=self.mask_absent,
             shared_sequence=self.shared_sequence,
             work_conserving=self.work_conserving,
+            teacher=self.teacher,
             env=ChicEnvConfig(variant=variant, max_phase_steps=self.max_phase_steps),
             seed=self.seed,
         )
@@ -572,12 +602,14 @@ def train_chic_arena_stage(
         resumed = _resume_fitting(con, parent, cem)
     train = arena_sequences(train_jobs, cfg.jobs_per_episode)
     validation = arena_sequences(val_jobs, None)
+    name = ("Chic" if variant == "chic" else "Chic-Pair") + " (arena)"
+    warm = _warm_start(train, cem, resumed.policy, name, progress)
     with (
         scoped_torch(threads=1),
         progress.bar(f"{system} CEM iterations", cem.iterations) as advance,
     ):
         policy, curve, metrics = train_cem(
-            train, validation, cem, init=resumed.policy, progress=advance
+            train, validation, cem, init=resumed.policy, progress=advance, warm=warm
         )
     path, sha = save_checkpoint_file(policy, warehouse, system)
     with connect(warehouse) as con, transaction(con):
