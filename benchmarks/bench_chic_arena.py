@@ -1,4 +1,4 @@
-"""Chic and Chic-Pair in the arena: what each of the five deviations is worth, measured.
+"""Chic and Chic-Pair in the arena: what each of the deviations is worth, measured.
 
     python -m benchmarks chic_arena                # default: 5 seeds, every config below
     python -m benchmarks.bench_chic_arena [--seeds 0,1,2,3,4] [--variants chic,chic-pair]
@@ -13,8 +13,10 @@ sequences (`--sequences` of them, `--sim-seeds` simulator seeds each). Printed p
 config: the paired ratio of average JCT to the best non-oracle heuristic (chosen by mean
 average JCT over the same runs), pooled over training seeds x sequences x simulator seeds,
 with its 95% interval, and the target (issue 18: upper end below 1). Configs: `default` (the
-five deviations, the run's default), `as-published` (none), `without-<name>` (the default
-less one: mask_absent, work_conserving, shared_sequence, smoothing, teacher).
+four deviations on in the arena, the run's default), `as-published` (none),
+`without-<name>` (the default less one: mask_absent, work_conserving, shared_sequence,
+smoothing), `with-teacher` (the default plus the warm start from Optimus,
+`CEMConfig.teacher`, off in the arena by default).
 """
 
 from __future__ import annotations
@@ -29,7 +31,12 @@ from pipelines.config import run_config
 from pipelines.registry import SYSTEMS
 from pipelines.systems.chic.stages import ChicArenaConfig, train_chic_arena_stage
 
-CONFIGS = ("default", "as-published", *(f"without-{name}" for name in PUBLISHED))
+CONFIGS = (
+    "default",
+    "as-published",
+    *(f"without-{name}" for name in PUBLISHED if name != "teacher"),
+    "with-teacher",
+)
 
 
 def config_named(base: ChicArenaConfig, name: str) -> ChicArenaConfig:
@@ -38,6 +45,8 @@ def config_named(base: ChicArenaConfig, name: str) -> ChicArenaConfig:
         return base
     if name == "as-published":
         return base.as_published()
+    if name == "with-teacher":  # the warm start from Optimus, off in the arena by default
+        return replace(base, teacher="optimus")
     deviation = name.removeprefix("without-")
     if not name.startswith("without-") or deviation not in PUBLISHED:
         raise SystemExit(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")

@@ -26,8 +26,9 @@ class ChicOptions:
     as_published: bool = False
     """train Chic and Chic-Pair with the paper's MDP and update as written (p1 for actions
     on absent jobs, void always valid, a fresh sequence per trajectory, smoothing 0.7,
-    random initial weights) instead of the five measured departures that are the default
-    (the fifth: a warm start cloning Optimus), in its own scenario and in the arena"""
+    random initial weights) instead of the measured departures that are the default, in its
+    own scenario and in the arena (the warm start cloning Optimus is on in its own scenario
+    only)"""
 
 
 BUDGETS = {
