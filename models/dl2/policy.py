@@ -14,6 +14,7 @@ what the previous left (DL2 section 6.4, "Concurrent job number").
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -46,6 +47,12 @@ _MAX_MOVES = 8192
 _TASKS = {Action.WORKER: (1, 0), Action.PS: (0, 1), Action.BOTH: (1, 1)}
 _KIND_TASKS = tuple(_TASKS[kind] for kind in Action)
 """Workers and PSs an action of each kind adds, indexed by `Action` (`AllocationBuilder.step`)."""
+
+
+@functools.cache
+def _split(n_job_actions: int) -> tuple[tuple[int, int, int, int], ...]:
+    """(row, kind, workers, PSs) of each of the first `n_job_actions` actions (not stop)."""
+    return tuple((a // 3, a % 3, *_KIND_TASKS[a % 3]) for a in range(n_job_actions))
 
 
 class DL2Policy:
@@ -159,6 +166,10 @@ class DL2Policy:
         caps = [job.max_workers for job in builder.jobs]
         minus_inf = np.float32(-np.inf)
         logits = fast.bound_logits()
+        add = builder.add
+        # Per action: its row, kind and the workers and PSs it adds, one list read a step
+        # instead of a divmod and a table lookup.
+        split = _split(stop)
         steps = 0
         while True:
             if needy:
@@ -191,7 +202,7 @@ class DL2Policy:
                     action = forced
                     if rng is not None:
                         rng.random()  # the draw `choose_masked` makes, whatever the logits
-                row, kind = divmod(action, 3)
+                row, kind, n_workers, n_ps = split[action]
                 key = (keys[row], workers_of[row], ps_of[row], kind)
                 move = moves.get(key)
                 if move is None:
@@ -200,8 +211,7 @@ class DL2Policy:
                         refresh_allocation_row(obs, builder, row)
                         stale[row] = False
                     old[:] = seg
-                n_workers, n_ps = _KIND_TASKS[kind]
-                if not builder.add(row, n_workers, n_ps):
+                if not add(row, n_workers, n_ps):
                     # infeasible under a stale mask: nothing changed; refresh and infer again
                     # (same state, same logits: greedy gives the exact masked argmax,
                     # sampling the exact masked distribution)

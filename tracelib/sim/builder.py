@@ -167,8 +167,12 @@ class AllocationBuilder:
     def add(self, i: int, workers: int = 0, ps: int = 0) -> bool:
         """Add `workers` workers and `ps` PSs to job i (all or nothing); False if the cap or
         the cluster does not allow it."""
+        # The new counts are computed once and kept in locals: each attribute or list read
+        # saved counts here (hundreds of steps per DL2 decision).
         cap = self._caps[i]
-        if self.workers[i] + workers > cap or self.ps[i] + ps > cap:
+        n_w = self.workers[i] + workers
+        n_p = self.ps[i] + ps
+        if n_w > cap or n_p > cap:
             return False
         if workers == 1 and ps == 1:
             # The common step (a worker+PS pair), written out: it runs ~10^5 times a run.
@@ -181,12 +185,12 @@ class AllocationBuilder:
                 return False
         elif self._take(i, workers, ps) is None:
             return False
-        self.workers[i] += workers
-        self.ps[i] += ps
+        self.workers[i] = n_w
+        self.ps[i] = n_p
         # Counts only grow, so a job's room only ever closes: write it then, not every step.
-        if self.workers[i] >= cap:
+        if n_w >= cap:
             self._room[i, 0] = False
-        if self.ps[i] >= cap:
+        if n_p >= cap:
             self._room[i, 1] = False
         return True
 

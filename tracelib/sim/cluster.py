@@ -157,7 +157,10 @@ class FreePool:
         # The plain case (no types, no shares) keeps the fastest loops.
         self._plain = (gpu_types is None or all(t is None for t in types)) and not shared
         self._all: dict[tuple, _Bucket] = {}
-        self._active: dict[tuple, _Bucket] = {}
+        # Keyed by the bucket's bit, not its key: a step that empties or fills a bucket
+        # deletes or inserts it here, and an int hashes at once where the key (nested
+        # tuples of floats) is hashed afresh every time (a fifth of a step's cost).
+        self._active: dict[int, _Bucket] = {}
         # Which buckets are active, as a bitmask (one bit per bucket of `_all`), and per such
         # set `_feasible_bucket`'s answers for plain demands: fit and order depend only on a
         # bucket's immutable state, so the answer holds whenever the same set is active
@@ -177,7 +180,8 @@ class FreePool:
             groups = list(by_key.items())
         self._of: list[_Bucket] = [None] * n  # type: ignore[list-item]  # filled below
         for key, servers in groups:
-            bucket = self._all[key] = self._active[key] = _Bucket(key, 1 << len(self._all))
+            bucket = self._all[key] = _Bucket(key, 1 << len(self._all))
+            self._active[bucket.bit] = bucket
             self._sig |= bucket.bit
             bucket.servers = servers
             for s in servers:
@@ -259,7 +263,7 @@ class FreePool:
         servers = old.servers
         if len(servers) == 1:
             servers.clear()
-            del self._active[old.key]
+            del self._active[old.bit]
             self._sig ^= old.bit
         else:
             del servers[bisect_left(servers, server)]
@@ -268,7 +272,7 @@ class FreePool:
             insort(servers, server)
         else:
             servers.append(server)
-            self._active[new.key] = new
+            self._active[new.bit] = new
             self._sig ^= new.bit
         self._of[server] = new
 
@@ -445,7 +449,7 @@ class FreePool:
         server = servers[0]
         if len(servers) == 1:
             servers.clear()
-            del self._active[old.key]
+            del self._active[old.bit]
             self._sig ^= old.bit
         else:
             del servers[0]
@@ -454,7 +458,7 @@ class FreePool:
             insort(servers, server)
         else:
             servers.append(server)
-            self._active[new.key] = new
+            self._active[new.bit] = new
             self._sig ^= new.bit
         self._of[server] = new
         return server
