@@ -46,10 +46,24 @@ class AllocationBuilder:
         # of dominant resource"; resources the cluster lacks entirely are ignored. Plain
         # floats: these are read on every step, where numpy's call overhead dominates.
         inv = [1.0 / t if t > 0 else 0.0 for t in snap.cluster.total.tolist()]
-        self._w_dem = [tuple(float(x) for x in j.worker_demand) for j in self.jobs]
-        self._p_dem = [tuple(float(x) for x in j.ps_demand) for j in self.jobs]
-        self._w_share = [tuple(d * k for d, k in zip(dem, inv, strict=True)) for dem in self._w_dem]
-        self._p_share = [tuple(d * k for d, k in zip(dem, inv, strict=True)) for dem in self._p_dem]
+        # Jobs share a few demands: each distinct demand is one tuple object (the pool's
+        # tables, keyed by demand, then find it by identity, without comparing floats)
+        # and its shares are computed once.
+        canonical: dict[tuple[float, ...], tuple[float, ...]] = {}
+        shares: dict[tuple[float, ...], tuple[float, ...]] = {}
+
+        def intern(values) -> tuple[float, ...]:
+            dem = tuple(map(float, values))
+            found = canonical.get(dem)
+            if found is None:
+                found = canonical[dem] = dem
+                shares[dem] = tuple(d * k for d, k in zip(dem, inv, strict=True))
+            return found
+
+        self._w_dem = [intern(j.worker_demand) for j in self.jobs]
+        self._p_dem = [intern(j.ps_demand) for j in self.jobs]
+        self._w_share = [shares[dem] for dem in self._w_dem]
+        self._p_share = [shares[dem] for dem in self._p_dem]
         # For the vectorized mask: jobs share a few task shapes (and worker+PS pairs of
         # shapes), so feasibility is checked once per shape and broadcast to the jobs.
         shapes: dict[tuple, int] = {}
