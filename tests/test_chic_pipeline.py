@@ -142,3 +142,20 @@ def test_the_readmes_queries_on_chic_evaluation_still_answer(trained):
     with connect(path) as con:
         for query in queries:
             assert read_frame(con, query).height > 0, query
+
+
+def test_a_policy_from_the_warm_start_says_so_in_the_run_summary(trained):
+    from dataclasses import asdict
+
+    from pipelines.systems.chic.plugin import summary_lines
+
+    _, chic, pair = trained
+    assert chic.metrics["started_from"] == "imitation of optimus"
+    lines = summary_lines(
+        {
+            "train": {"chic@1.8": asdict(chic), "chic-pair@1.8": asdict(pair)},
+            "evaluation": {"act": {}},
+        }
+    )
+    started = [line for line in lines if "(from imitation of optimus, held-out accuracy" in line]
+    assert len(started) == 2
