@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ from models.chic.config import CEMConfig
 from models.chic.imitation import imitate, teacher_samples
 from models.chic.networks import ChicPolicyNet, NumpyPolicy
 from models.chic.policy import ChicPolicy, evaluate_policy, make_env, run_episode
+from models.warm_start import WarmStart
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.sim.jobs import JobSpec
 
@@ -99,17 +100,6 @@ def _fit(
 
 STREAMS = ("torch", "episodes", "actions", "imitation")
 """Children of SeedSequence(cfg.seed), in spawn order (new streams go at the end)."""
-
-
-@dataclass(frozen=True)
-class WarmStart:
-    """A policy network cloned from `cfg.teacher` (`warm_start`), with what made it."""
-
-    key: tuple
-    """`warm_key` of the config it was made for."""
-    state: dict[str, torch.Tensor]
-    """The policy network's weights."""
-    metrics: dict[str, Any]
 
 
 def warm_key(cfg: CEMConfig) -> tuple:

@@ -86,6 +86,7 @@ from models.harmony.placement import (
     predicted_reward,
 )
 from models.torch_scope import scoped_torch
+from models.warm_start import WarmStart
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
 from tracelib.envs.observation import decode_placement_action
 from tracelib.progress import ProgressFn, no_progress
@@ -327,17 +328,6 @@ def _rollout_setting(cfg: PlacementTrainConfig, predictor) -> tuple[PlacementEnv
     teacher's placements are recorded in too, so the clone learns the states it will see."""
     env_cfg = PlacementEnvConfig(obs=cfg.net.obs_config(), sim=cfg.sim)
     return env_cfg, predictor if cfg.rollout_speed == "predictor" else None
-
-
-@dataclass(frozen=True)
-class WarmStart:
-    """A policy network cloned from `cfg.teacher` (`warm_start`), with what made it."""
-
-    key: tuple
-    """`warm_key` of the config it was made for."""
-    state: dict[str, torch.Tensor]
-    """The policy network's weights."""
-    metrics: dict[str, Any]
 
 
 def warm_key(cfg: PlacementTrainConfig) -> tuple:
