@@ -107,11 +107,12 @@ def run(argv: list[str]) -> None:
 
 
 def _paired(per_seed: list[dict[str, dict[float, list[float]]]], rates) -> None:
-    """Each Chic variant's ACT over Optimus' (600 s, 300 s), paired by seed and sequence."""
+    """Each Chic variant's ACT over Optimus' (600 s, 300 s, at every event), paired by seed
+    and sequence."""
     print(f"\npaired ACT ratios over {len(per_seed)} training seeds x test sequences:")
     for rate in rates:
         for variant in ("chic", "chic-pair"):
-            for base in ("optimus-600", "optimus-300"):
+            for base in ("optimus-600", "optimus-300", "optimus-events"):
                 if variant not in per_seed[0] or base not in per_seed[0]:
                     continue
                 mine = [x for acts in per_seed for x in acts[variant][rate]]

@@ -118,7 +118,10 @@ def test_own_evaluation_lands_in_the_eval_tables_with_paired_ratios(trained):
     assert set(summary["workload_set"]) == {"chic@0.9/h", "chic@1.8/h"}
     assert set(summary["scenario"]) == {"chic"}
     chic = summary.filter(summary["family"] == "chic")
-    assert chic.height > 0 and chic["best_heuristic"].is_in(["optimus-600", "optimus-300"]).all()
+    optimus = ["optimus-600", "optimus-300", "optimus-events"]
+    assert chic.height > 0 and chic["best_heuristic"].is_in(optimus).all()
+    # Optimus deciding at every event, as Chic does, is among the baselines.
+    assert "optimus-events" in set(summary["scheduler"])
     # Paired by sequence, with an interval, in the leaderboard too.
     assert chic["ratio_ci_low"].is_not_null().all()
     learned = board.filter(board["family"] == "chic")
