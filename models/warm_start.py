@@ -5,8 +5,11 @@ training of the same config (the variants of a run, made once ahead of them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from models.torch_scope import scoped_torch
 
 if TYPE_CHECKING:
     import torch
@@ -22,3 +25,18 @@ class WarmStart:
     """The policy network's weights."""
     metrics: dict[str, Any]
     """The imitation's figures (teacher, steps, held-out accuracy, ...)."""
+
+
+def clone_network(
+    build: Callable[[], torch.nn.Module],
+    fit: Callable[[torch.nn.Module], dict[str, Any]],
+    net_seed: int,
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """A fresh network from `build()`, initialized under torch's global generator seeded
+    with `net_seed`, trained in place by `fit` (the trainer's imitation, which draws its
+    dropout from that generator too); returns a copy of its weights and `fit`'s metrics.
+    Torch's generator and thread count are restored afterwards (`scoped_torch`)."""
+    with scoped_torch(seed=net_seed):
+        net = build()
+        metrics = fit(net)
+    return {k: t.detach().clone() for k, t in net.state_dict().items()}, metrics

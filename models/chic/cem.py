@@ -40,7 +40,7 @@ from models.chic.config import CEMConfig
 from models.chic.imitation import imitate, teacher_samples
 from models.chic.networks import ChicPolicyNet, NumpyPolicy
 from models.chic.policy import ChicPolicy, evaluate_policy, make_env, run_episode
-from models.warm_start import WarmStart
+from models.warm_start import WarmStart, clone_network
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.sim.jobs import JobSpec
 
@@ -130,18 +130,18 @@ def warm_start(train: Sequence[Sequence[JobSpec]], cfg: CEMConfig) -> WarmStart:
     net_seed, fit_seed, env_seed = (int(x) for x in stream.generate_state(3))
     sequences = list(train)[: cfg.imitation_sequences]
     samples = teacher_samples(sequences, cfg, cfg.teacher, env_seed, cfg.imitation_order)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(net_seed)
-        net = ChicPolicyNet(cfg.net_config)
-        metrics = imitate(
+    state, metrics = clone_network(
+        lambda: ChicPolicyNet(cfg.net_config),
+        lambda net: imitate(
             net,
             samples,
             epochs=cfg.imitation_epochs,
             lr=cfg.imitation_lr,
             batch=cfg.imitation_batch,
             rng=np.random.default_rng(fit_seed),
-        )
-    state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        ),
+        net_seed,
+    )
     metrics = {
         "teacher": cfg.teacher,
         "imitation_sequences": len(sequences),

@@ -86,7 +86,7 @@ from models.harmony.placement import (
     predicted_reward,
 )
 from models.torch_scope import scoped_torch
-from models.warm_start import WarmStart
+from models.warm_start import WarmStart, clone_network
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
 from tracelib.envs.observation import decode_placement_action
 from tracelib.progress import ProgressFn, no_progress
@@ -355,19 +355,20 @@ def warm_start(
         raise ValueError("warm_start needs a teacher (PlacementTrainConfig.teacher)")
     stream = np.random.SeedSequence(cfg.seed).spawn(len(STREAMS))[STREAMS.index("imitation")]
     net_seed, fit_seed = stream.generate_state(2)
-    with scoped_torch():
-        torch.manual_seed(int(net_seed))
-        net = PolicyNet(cfg.net)
-        samples = teacher_samples(workloads, cfg.teacher, *_rollout_setting(cfg, predictor))
-        metrics = imitate(
+    # The teacher's run draws nothing from torch: recorded before the network is made.
+    samples = teacher_samples(workloads, cfg.teacher, *_rollout_setting(cfg, predictor))
+    state, metrics = clone_network(
+        lambda: PolicyNet(cfg.net),
+        lambda net: imitate(
             net,
             samples,
             epochs=cfg.imitation_epochs,
             lr=cfg.imitation_lr,
             batch=cfg.imitation_batch,
             rng=np.random.default_rng(fit_seed),
-        )
-    state = {k: t.detach().clone() for k, t in net.state_dict().items()}
+        ),
+        int(net_seed),
+    )
     return WarmStart(warm_key(cfg), state, {"teacher": cfg.teacher, **metrics})
 
 
