@@ -293,8 +293,11 @@ def test_selection_by_set_split_and_count(tiny):
 
 def test_default_schedulers_are_every_family_s_applicable_baselines():
     names = default_schedulers()
-    assert names and set(names) <= {*registry.HEURISTICS, *registry.OTHER_BASELINES}
+    families = (registry.HEURISTICS, registry.OPTIMUS_VARIANTS, registry.OTHER_BASELINES)
+    assert names and set(names) <= {name for family in families for name in family}
     assert {"fifo", "drf", "optimus", "lif-quad", "sjf+first-fit"} <= set(names)
+    # Optimus at its best interval stands beside every learned system (issue 18).
+    assert {"optimus-300", "optimus-events"} <= set(names)
     assert EvalConfig().schedulers == names
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -89,6 +89,30 @@ def test_registry_names_and_errors():
     assert sched.allocation.uses_oracle and sched.allocation.interval_s == 600.0
     with pytest.raises(KeyError, match="known: drf"):
         ALLOCATIONS.create("nope")
+
+
+def test_optimus_every_300_s_and_at_every_event_are_registered_baselines():
+    # Optimus at its best interval (issue 18): the same Optimus, deciding every 300 s, or at
+    # every arrival and completion whatever the simulator's own trigger says.
+    jobs = jobs_from_frame(dl2_like_frame(40, 0, max_arrivals_per_slot=3))
+    cfg = SimConfig(cluster=ClusterConfig(n_servers=32), seed=0, window=20)
+    decided = {}
+    for name in ("optimus", "optimus-300", "optimus-events"):
+        events = simulate(jobs, make_scheduler(name), cfg).events_frame()
+        decided[name] = events.filter(pl.col("kind") == "decide")["time_s"].to_numpy()
+        happened = events.filter(pl.col("kind").is_in(["arrive", "finish"]))["time_s"]
+        if name == "optimus-events":
+            assert set(decided[name]) <= set(happened.to_list())
+    assert (decided["optimus"] % 600 == 0).all() and (decided["optimus-300"] % 300 == 0).all()
+    assert not (decided["optimus-300"] % 600 == 0).all()
+    assert not (decided["optimus-events"] % 300 == 0).all()
+    # The policy's trigger is the simulator's event trigger, nothing else changed.
+    own = simulate(jobs, make_scheduler("optimus-events"), cfg)
+    configured = simulate(
+        jobs, make_scheduler("optimus"), replace(cfg, trigger="events")
+    )
+    assert own.events == configured.events and own.avg_jct_s == configured.avg_jct_s
+    assert {"optimus-300", "optimus-events"} <= set(ALLOCATIONS.names())
 
 
 def first_decision(scheduler: Scheduler, jobs, n_servers: int = 8) -> pl.DataFrame:

@@ -12,8 +12,8 @@ The same loop serves the other systems (`SimConfig`):
 - `fixed_placement` (Harmony): decisions still come every interval, but a job that has
   started keeps its workers, PSs and servers to the end: the snapshot offers only waiting
   jobs (running ones are `Snapshot.fixed_jobs`, their resources `ClusterView.reserved`).
-- `trigger="events"` (Chic): a decision at every arrival and every completion and nowhere
-  else; a job's completion is scheduled at the speed of the latest decision and made stale
+- `trigger="events"` (Chic; or a policy's own `trigger`, e.g. "optimus-events"): a decision
+  at every arrival and every completion and nowhere else; a job's completion is scheduled at the speed of the latest decision and made stale
   (`Finish.version`) by the next one, since every decision recomputes every speed.
 - fixed-step preemption (RL-TAPS): the interval mode with a short `slot_s`, an injected
   topology speed model, one simulator "server" per GPU; a job given nothing is paused and
@@ -43,7 +43,7 @@ import polars as pl
 
 from tracelib.catalogue import DL2_CATALOGUE, DL2_SIM_FACTS, JobType, SimFacts, by_name
 from tracelib.sim.cluster import is_share, summed_demands, task_arrays
-from tracelib.sim.config import SimConfig
+from tracelib.sim.config import TRIGGERS, SimConfig
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.policy import DecisionPolicy
 from tracelib.sim.snapshot import (
@@ -331,6 +331,11 @@ class Simulator:
                     )
         interval = scheduler.interval_s
         self.interval_s = float(interval) if interval else self.cfg.slot_s
+        # A policy may bring its own trigger (Optimus deciding at every event, a baseline
+        # beside the ones deciding every interval in the same evaluation).
+        self.trigger = getattr(scheduler, "trigger", None) or self.cfg.trigger
+        if self.trigger not in TRIGGERS:
+            raise ValueError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
         if self.interval_s <= 0:
             raise ValueError("decision interval must be positive")
 
@@ -393,7 +398,7 @@ class Simulator:
         for job in sorted(jobs.values(), key=lambda j: (j.arrival_s, j.spec.job_id)):
             push(job.arrival_s, _ARRIVAL, Arrival(job.spec.job_id))
 
-        events_mode = self.cfg.trigger == "events"
+        events_mode = self.trigger == "events"
         decide_pending = False
         decisions = 0
         idle_streak = 0

@@ -56,7 +56,9 @@ class DecisionPolicy(Protocol):
 
     name: str
     interval_s: float | None
-    """Seconds between decisions; None decides every slot (SimConfig.slot_s)."""
+    """Seconds between decisions; None decides every slot (SimConfig.slot_s). A policy may
+    also have a `trigger` attribute ("events": decide at every arrival and completion
+    instead, whatever `SimConfig.trigger` says; None or absent: the config's)."""
     uses_oracle: bool
 
     def decide(self, snap: Snapshot, rng: np.random.Generator) -> tuple[Allocation, Placement]:
@@ -85,6 +87,11 @@ class Scheduler:
     def uses_oracle(self) -> bool:
         """True when the allocation policy reads the true speed model."""
         return self.allocation.uses_oracle
+
+    @property
+    def trigger(self) -> str | None:
+        """The allocation policy's own decision trigger, if it has one (see DecisionPolicy)."""
+        return getattr(self.allocation, "trigger", None)
 
     def decide(self, snap: Snapshot, rng: np.random.Generator) -> tuple[Allocation, Placement]:
         """Allocate, then place that allocation."""
