@@ -79,8 +79,8 @@ applies if it is
 The default list is every name of `HEURISTICS` (the DL2 baselines), of `OPTIMUS_VARIANTS`
 (Optimus every 300 s and at every arrival and completion: Optimus at its best interval) and
 of `OTHER_BASELINES` (Harmony's placement heuristics with the requested allocation, RL-TAPS'
-SJF with first-fit GPUs) that applies, read from the registry when the config is made: every family's
-baselines beside every family's learned policies.
+SJF with first-fit GPUs) that applies, read from the registry when the config is made:
+every family's baselines beside every family's learned policies.
 """
 
 from __future__ import annotations

@@ -108,9 +108,7 @@ def test_optimus_every_300_s_and_at_every_event_are_registered_baselines():
     assert not (decided["optimus-events"] % 300 == 0).all()
     # The policy's trigger is the simulator's event trigger, nothing else changed.
     own = simulate(jobs, make_scheduler("optimus-events"), cfg)
-    configured = simulate(
-        jobs, make_scheduler("optimus"), replace(cfg, trigger="events")
-    )
+    configured = simulate(jobs, make_scheduler("optimus"), replace(cfg, trigger="events"))
     assert own.events == configured.events and own.avg_jct_s == configured.avg_jct_s
     assert {"optimus-300", "optimus-events"} <= set(ALLOCATIONS.names())
 

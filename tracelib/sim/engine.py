@@ -13,8 +13,9 @@ The same loop serves the other systems (`SimConfig`):
   started keeps its workers, PSs and servers to the end: the snapshot offers only waiting
   jobs (running ones are `Snapshot.fixed_jobs`, their resources `ClusterView.reserved`).
 - `trigger="events"` (Chic; or a policy's own `trigger`, e.g. "optimus-events"): a decision
-  at every arrival and every completion and nowhere else; a job's completion is scheduled at the speed of the latest decision and made stale
-  (`Finish.version`) by the next one, since every decision recomputes every speed.
+  at every arrival and every completion and nowhere else; a job's completion is scheduled
+  at the speed of the latest decision and made stale (`Finish.version`) by the next one,
+  since every decision recomputes every speed.
 - fixed-step preemption (RL-TAPS): the interval mode with a short `slot_s`, an injected
   topology speed model, one simulator "server" per GPU; a job given nothing is paused and
   pays `realloc_pause_s` when it resumes.
