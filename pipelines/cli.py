@@ -82,7 +82,35 @@ def _display(args):
     return ProgressDisplay(choose_mode(args.quiet))
 
 
+def _stop_at_once(*_hook_args: object) -> None:
+    """From now on, end this process at once on Ctrl-C (SIGINT) or SIGTERM, saying so.
+
+    Ctrl-C sends SIGINT to the terminal's whole process group, and a service manager's stop
+    sends SIGTERM: Prefect's temporary API server, in the same group, ends at once, and the
+    run, whose tasks' states go through that server, then waited on them for good (measured:
+    still waiting minutes later). Ending as SIGKILL would is what the run is built for: a
+    stage commits in one transaction or not at all, the watchdog (pipelines/lifeline.py)
+    stops the run's other processes, and the next run resumes from the stages that
+    completed (tests/test_tiny_run_restart.py). Prefect's flow engine puts a SIGTERM
+    handler of its own in place while a flow runs, so this is called again from the flow's
+    `on_running` hook (hence the ignored arguments: flow, flow run, state)."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        name = signal.Signals(signum).name
+        os.write(
+            2,
+            f"\nschedlab run: interrupted ({name}): stopped; every stage that completed is "
+            "in the warehouse, and the next run resumes from there\n".encode(),
+        )
+        os._exit(128 + signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop)
+
+
 def cmd_run(args) -> int:
+    _stop_at_once()
     _prefect_env()
     from pipelines.lifeline import start_lifeline
 
@@ -132,7 +160,7 @@ def _run_flow(args, progress) -> dict:
             stack.enter_context(shared_api(progress, lambda: import_module("pipelines.flows")))
         from pipelines.flows import nightly_flow
 
-        return nightly_flow.with_options(task_runner=runner)(
+        return nightly_flow.with_options(task_runner=runner, on_running=[_stop_at_once])(
             warehouse=args.warehouse,
             seed=args.seed,
             n_jobs=args.jobs,
@@ -734,6 +762,10 @@ def main(argv: list[str] | None = None, registry: Registry | None = None) -> int
     args = build_parser(registry).parse_args(argv)
     try:
         return args.func(args)
+    except KeyboardInterrupt:
+        # Ctrl-C: whatever was writing rolled back with its transaction; no traceback.
+        print("\ninterrupted", file=sys.stderr)
+        return 128 + 2
     except BrokenPipeError:
         # The reader of our output went away (`schedlab sql ... | head`): not an error. Point
         # stdout at /dev/null so the interpreter's final flush does not raise again.

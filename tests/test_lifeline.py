@@ -145,6 +145,46 @@ def test_sigkill_of_schedlab_run_stops_its_prefect_server(tmp_path):
             os.kill(server, signal.SIGKILL)
 
 
+@pytest.mark.flow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_to_the_run_s_process_group_stops_it_at_once(tmp_path, signum):
+    # What a terminal's Ctrl-C (SIGINT) and a service manager's stop (SIGTERM) do: the signal
+    # reaches every process of the group, Prefect's temporary server included. The run used
+    # to outlive its server and wait on its tasks for good.
+    env = {
+        **{k: v for k, v in os.environ.items() if k != ENV_VAR},
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    }
+    run = [sys.executable, "-m", "pipelines.cli", "run", "--warehouse", str(tmp_path / "w.duckdb")]
+    out = tmp_path / "out.log"
+    proc = subprocess.Popen(
+        [*run, "--jobs", "60", "--jobs-per-sequence", "10", "--budget", "smoke"],
+        env=env,
+        stdout=out.open("w"),
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as in a terminal
+    )
+    try:
+        end = time.monotonic() + 300
+        # Mid-flow, tasks submitted: where the run used to wait on them for good (before the
+        # flow starts, SIGINT's KeyboardInterrupt did end it).
+        while "training submitted" not in out.read_text() and time.monotonic() < end:
+            assert proc.poll() is None, "the run ended before training"
+            time.sleep(0.1)
+        servers = [p for p, cmd in _children(proc.pid).items() if "uvicorn" in cmd]
+        assert servers, "no Prefect server under the run"
+        server = servers[0]
+        os.killpg(proc.pid, signum)
+        assert proc.wait(timeout=30) == 128 + signum
+        assert f"interrupted ({signal.Signals(signum).name})" in proc.stderr.read()
+        assert _wait_gone([server]) == []
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 def test_a_normal_exit_leaves_nothing_to_stop_and_says_nothing():
     # Python's multiprocessing resource tracker (started by a spawn-context queue, as
     # Prefect's process task runner does) ends by itself when the run ends: the watchdog
