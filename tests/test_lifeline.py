@@ -168,10 +168,10 @@ def test_ctrl_c_or_sigterm_to_the_run_s_process_group_stops_it_at_once(tmp_path,
     )
     try:
         end = time.monotonic() + 300
-        # Mid-flow, tasks submitted: where the run used to wait on them for good (before the
-        # flow starts, SIGINT's KeyboardInterrupt did end it).
-        while "training submitted" not in out.read_text() and time.monotonic() < end:
-            assert proc.poll() is None, "the run ended before training"
+        # Once the flow runs (its first task submitted): from there the run used to wait on
+        # its tasks for good (before the flow starts, SIGINT's KeyboardInterrupt did end it).
+        while "started: budget" not in out.read_text() and time.monotonic() < end:
+            assert proc.poll() is None, "the run ended before its flow started"
             time.sleep(0.1)
         servers = [p for p, cmd in _children(proc.pid).items() if "uvicorn" in cmd]
         assert servers, "no Prefect server under the run"
