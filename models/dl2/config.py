@@ -19,7 +19,7 @@ from typing import Any
 
 from tracelib.catalogue import DL2_CATALOGUE, JobType
 from tracelib.envs.observation import ACTION_KINDS, ALLOCATION_SCALARS, AllocationObsConfig
-from tracelib.sim.config import ClusterConfig, SimConfig, SpeedConfig
+from tracelib.sim.config import TRIGGERS, ClusterConfig, SimConfig, SpeedConfig
 
 SYSTEM = "dl2"
 """`policies.system` of DL2's learned policies (warm-up and fine-tuned); an ablation's is
@@ -34,6 +34,9 @@ PUBLISHED_DEVIATIONS: dict[str, tuple[Any, Any]] = {
     "exploration": (True, False),
     "clip": (None, 0.2),
     "kl_init": (0.0, 1.0),
+    "head": ("flat", "rows"),
+    "hidden": ((256, 256), (128, 128)),
+    "trigger": ("interval", "events"),
 }
 """Where the default run's DL2 departs from the paper, each measured (README, DL2): name
 (a `DL2StageConfig` field) -> (the paper's value, the default). `as_published()` takes the
@@ -67,6 +70,10 @@ def analytical(sim: SimConfig) -> SimConfig:
     return replace(sim, speed=speed)
 
 
+HEADS = ("flat", "rows")
+"""`DL2NetConfig.head` values."""
+
+
 @dataclass(frozen=True)
 class DL2NetConfig:
     """Shape of DL2's policy and value networks (nanoGPT-style: everything the network
@@ -77,7 +84,19 @@ class DL2NetConfig:
     models: tuple[str, ...] = tuple(jt.model for jt in DL2_CATALOGUE)
     """Job types of the one-hot block, in catalogue `type_index` order (L = len)."""
     hidden: tuple[int, ...] = (256, 256)
-    """Hidden layer widths (DL2: 2 hidden layers of 256, ReLU)."""
+    """Hidden layer widths (DL2: 2 hidden layers of 256, ReLU; of the shared row network
+    with `head="rows"`)."""
+    head: str = "flat"
+    """How the network reads the J job rows. "flat" (DL2): the rows as one vector through
+    the hidden layers to the 3J + 1 logits. "rows" (not in the paper): one network shared
+    by the rows, each row's F inputs through the hidden layers to that row's three logits,
+    stop from the mean of the rows' last hidden units (the value network: that mean to one
+    output). What it learns of a job holds in every row, and an action changes one row's
+    logits only. Measured on Optimus' recordings: the flat network hands out as much as its
+    teacher to the wrong jobs (README, DL2)."""
+    trigger: str = "interval"
+    """When the policy decides: "interval" (every `interval_s`) or "events" (at every
+    arrival and completion, the simulator's event trigger; not in the paper)."""
     slots_scale: float = 50.0
     """Observation: slots_run saturates at this many slots."""
     epochs_scale: float = 10_000.0
@@ -98,6 +117,12 @@ class DL2NetConfig:
     def __post_init__(self) -> None:
         if self.window < 1 or not self.models or any(h < 1 for h in self.hidden):
             raise ValueError("window, models and hidden widths must be positive")
+        if self.head not in HEADS:
+            raise ValueError(f"head must be one of {HEADS}, got {self.head!r}")
+        if self.head == "rows" and not self.hidden:
+            raise ValueError("a rows head needs at least one hidden layer")
+        if self.trigger not in TRIGGERS:
+            raise ValueError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
 
     @classmethod
     def for_catalogue(cls, catalogue: tuple[JobType, ...] = DL2_CATALOGUE, **kw) -> DL2NetConfig:
@@ -176,6 +201,8 @@ class WarmupConfig:
 
     hidden: tuple[int, ...] = (256, 256)
     """Hidden layer widths of the policy network."""
+    head: str = "flat"
+    """The policy network's head (`DL2NetConfig.head`; DL2: flat)."""
     lr: float = 0.005
     """Adam learning rate (DL2: 0.005 for supervised learning)."""
     batch_size: int = 256

@@ -27,8 +27,9 @@ Two additions that are not in the paper, both off by default in this module (the
 of the policy's probability of a replayed action to the probability it had when played
 clipped to 1 +- clip (so an update cannot push a sample far, however old it is); and
 `kl_init`, a penalty on KL(initial policy || policy) over each minibatch's states, which
-keeps fine-tuning near its warm-up. The policy decides every `net.interval_s` seconds (a
-"slot" below is one decision interval).
+keeps fine-tuning near its warm-up. The policy decides every `net.interval_s` seconds, or
+at every arrival and completion with `net.trigger="events"` (a "slot" below is the time
+from one decision to the next).
 
 Switches (DL2 Table 2): `value_net=False` replaces V by an exponential moving average of
 slot rewards (advantage = r - average: the TD advantage with V held at the average
@@ -55,11 +56,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from models.contracts import CURVE_COLUMNS
 from models.dl2.config import FinetuneConfig, to_dict
 from models.dl2.networks import (
-    FastPolicy,
     PolicyNet,
     ValueNet,
     bundle_mask,
     choose,
+    fast_policy,
     masked_entropy,
     needy_rows,
 )
@@ -217,13 +218,16 @@ def finetune(
     anchor = clone_net(policy_net) if cfg.kl_init > 0 else None  # frozen initial policy
     opt_pi = torch.optim.Adam(policy_net.parameters(), lr=cfg.lr)
     opt_v = torch.optim.Adam(value_net.parameters(), lr=cfg.lr) if value_net else None
-    fast = FastPolicy(policy_net)
+    fast = fast_policy(policy_net)
 
     # -- environment ------------------------------------------------------------------------
     window = net_cfg.window
     sim = cfg.train_sim(window)
     env = AllocationEnv(
-        train_jobs, AllocationEnvConfig(obs=net_cfg.obs, sim=sim, interval_s=net_cfg.interval_s)
+        train_jobs,
+        AllocationEnvConfig(
+            obs=net_cfg.obs, sim=sim, interval_s=net_cfg.interval_s, trigger=net_cfg.trigger
+        ),
     )
     replay = Replay(cfg.replay_size, net_cfg.input_dim, net_cfg.n_actions)
 
@@ -288,7 +292,7 @@ def finetune(
             opt_pi.zero_grad()
             policy_loss.backward()
             opt_pi.step()
-            fast = FastPolicy(policy_net)  # rollouts use the new weights
+            fast = fast_policy(policy_net)  # rollouts use the new weights
             policy_updates += 1
         since["entropy"].append(max(float(entropy.detach()), 0.0))
         since["pl"].append(float(policy_loss.detach()))

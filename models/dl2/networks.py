@@ -1,15 +1,23 @@
 """DL2's policy and value networks (section 4.1), built from a `DL2NetConfig`.
 
-    obs (B, J*(L+7)) -> Linear -> ReLU -> ... (config.hidden) -> Linear -> (B, 3J+1) logits
+    head "flat" (DL2):
+    obs (B, J*F) -> Linear -> ReLU -> ... (config.hidden) -> Linear -> (B, 3J+1) logits
     value network: the same body, one linear output (no activation).
+
+    head "rows" (not in the paper): one network shared by the J job rows
+    obs (B, J*F) -> (B, J, F) -> Linear -> ReLU -> ... (config.hidden) -> h (B, J, H)
+      row logits  h -> Linear(H, 3) -> (B, 3J)       stop  mean_J(h) -> Linear(H, 1)
+    value network: its own rows trunk, mean_J(h) -> Linear(H, 1).
 
 The observation is `tracelib.envs.observation.encode_allocation` flattened; masks come from
 `allocation_mask`. Invalid actions get probability 0: their logits are replaced by a large
 negative number before the softmax, in training and in inference alike.
 
-`FastPolicy` is a numpy copy of a policy network for the scheduling hot path: one decision
-is tens to hundreds of inferences, each changing one job row, so the first layer's
-pre-activation is updated from the three changed inputs instead of recomputed.
+`FastPolicy` is a numpy copy of a flat policy network for the scheduling hot path: one
+decision is tens to hundreds of inferences, each changing one job row, so the first layer's
+pre-activation is updated from the three changed inputs instead of recomputed. `FastRows`
+is the same for the rows head: an action recomputes the acted row alone (its three logits
+and its share of the stop logit). `fast_policy(net)` gives the one that fits the network.
 """
 
 from __future__ import annotations
@@ -38,13 +46,51 @@ def _mlp(sizes: list[int]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+def _trunk(cfg: DL2NetConfig) -> nn.Sequential:
+    """The rows head's shared row network: (..., F) -> (..., H), ReLU after every layer."""
+    return nn.Sequential(*_mlp([cfg.n_features, *cfg.hidden]), nn.ReLU())
+
+
+class RowsHead(nn.Module):
+    """The rows head's logits (see the module docstring). (B, J*F) -> (B, 3J + 1)."""
+
+    def __init__(self, cfg: DL2NetConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.trunk = _trunk(cfg)
+        self.out = nn.Linear(cfg.hidden[-1], 3)
+        self.stop = nn.Linear(cfg.hidden[-1], 1)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        hid = self.trunk(obs.view(obs.shape[0], self.cfg.window, self.cfg.n_features))  # (B,J,H)
+        per_row = self.out(hid).reshape(obs.shape[0], 3 * self.cfg.window)  # (B, 3J)
+        return torch.cat([per_row, self.stop(hid.mean(1))], -1)  # (B, 3J + 1)
+
+
+class PooledValue(nn.Module):
+    """The rows head's value: mean over rows of the shared row network. (B, J*F) -> (B, 1)."""
+
+    def __init__(self, cfg: DL2NetConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.trunk = _trunk(cfg)
+        self.out = nn.Linear(cfg.hidden[-1], 1)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        hid = self.trunk(obs.view(obs.shape[0], self.cfg.window, self.cfg.n_features))
+        return self.out(hid.mean(1))
+
+
 class PolicyNet(nn.Module):
     """pi(a | s): masked softmax over 3J + 1 actions."""
 
     def __init__(self, cfg: DL2NetConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.body = _mlp([cfg.input_dim, *cfg.hidden, cfg.n_actions])
+        if cfg.head == "rows":
+            self.body = RowsHead(cfg)
+        else:
+            self.body = _mlp([cfg.input_dim, *cfg.hidden, cfg.n_actions])
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """(B, J*F) -> (B, 3J+1) unmasked logits."""
@@ -74,7 +120,10 @@ class ValueNet(nn.Module):
     def __init__(self, cfg: DL2NetConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.body = _mlp([cfg.input_dim, *cfg.hidden, 1])
+        if cfg.head == "rows":
+            self.body = PooledValue(cfg)
+        else:
+            self.body = _mlp([cfg.input_dim, *cfg.hidden, 1])
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         """(B, J*F) -> (B,)."""
@@ -121,7 +170,8 @@ def masked_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 class FastPolicy:
-    """Numpy inference of a `PolicyNet` (a frozen copy of its weights), single state at a time.
+    """Numpy inference of a flat `PolicyNet` (a frozen copy of its weights), single state at
+    a time.
 
     `start(obs)` computes the first layer's pre-activation of a full observation;
     `changed(pre, index, delta)` updates it after some inputs changed; `logits(pre)` runs the
@@ -193,6 +243,77 @@ class FastPolicy:
     def full_logits(self, obs: np.ndarray) -> np.ndarray:
         """(J*F,) -> (3J+1,) logits, no incremental state."""
         return self.logits(self.start(obs))
+
+
+class FastRows:
+    """Numpy inference of a rows-head `PolicyNet` (a frozen copy of its weights).
+
+    `begin(obs)` runs every row of a (J, F) observation; `set_row(row, x)` reruns one row
+    after its inputs changed (its three logits, and the stop logit through the rows' summed
+    hidden units); `logits(bias)` adds a mask bias (0 valid, -inf invalid: `masked_bias`)
+    to the current logits, into a buffer reused across calls (copy what you keep)."""
+
+    def __init__(self, net: PolicyNet) -> None:
+        if net.cfg.head != "rows":
+            raise ValueError("FastRows needs a rows-head network")
+        head = net.body
+        linears = [m for m in head.trunk if isinstance(m, nn.Linear)]
+        with torch.no_grad():
+            self.w = [m.weight.detach().numpy().T.astype(np.float32) for m in linears]
+            self.b = [m.bias.detach().numpy().astype(np.float32) for m in linears]
+            self.w_out = head.out.weight.detach().numpy().T.astype(np.float32)  # (H, 3)
+            self.b_out = head.out.bias.detach().numpy().astype(np.float32)
+            self.w_stop = head.stop.weight.detach().numpy()[0].astype(np.float32)  # (H,)
+            self.b_stop = np.float32(head.stop.bias.detach().numpy()[0])
+        self.window = net.cfg.window
+        self._z = np.zeros(3 * self.window + 1, dtype=np.float32)  # (3J + 1,) logits
+        self._out = np.empty_like(self._z)
+        self._hid = np.zeros((self.window, self.w[-1].shape[1]), dtype=np.float32)  # (J, H)
+        self._sum = np.zeros(self.w[-1].shape[1], dtype=np.float32)  # (H,) rows summed
+
+    def hidden(self, x: np.ndarray) -> np.ndarray:
+        """(..., F) rows -> (..., H) last hidden units."""
+        h = x.astype(np.float32, copy=False)
+        for w, b in zip(self.w, self.b, strict=True):
+            h = np.maximum(h @ w + b, np.float32(0.0))
+        return h
+
+    def begin(self, obs: np.ndarray) -> None:
+        """Every row of a (J, F) observation."""
+        self._hid[:] = self.hidden(obs)
+        self._z[:-1] = (self._hid @ self.w_out + self.b_out).reshape(-1)
+        self._sum[:] = self._hid.sum(0)
+        self._stop()
+
+    def set_row(self, row: int, x: np.ndarray) -> None:
+        """Row `row`'s inputs are now `x` (F,)."""
+        h = self.hidden(x)
+        self._sum += h - self._hid[row]
+        self._hid[row] = h
+        self._z[3 * row : 3 * row + 3] = h @ self.w_out + self.b_out
+        self._stop()
+
+    def _stop(self) -> None:
+        self._z[-1] = (self._sum / np.float32(self.window)) @ self.w_stop + self.b_stop
+
+    def logits(self, bias: np.ndarray) -> np.ndarray:
+        """(3J+1,) current logits plus `bias` (a buffer: copy what you keep)."""
+        return np.add(self._z, bias, out=self._out)
+
+    @staticmethod
+    def masked_bias(valid: np.ndarray) -> np.ndarray:
+        """(3J+1,) 0 where `valid`, -inf elsewhere (for `logits`)."""
+        return np.where(valid, np.float32(0.0), np.float32(-np.inf))
+
+    def full_logits(self, obs: np.ndarray) -> np.ndarray:
+        """(J*F,) -> (3J+1,) logits (a copy), no incremental state kept."""
+        self.begin(obs.reshape(self.window, -1))
+        return self._z.copy()
+
+
+def fast_policy(net: PolicyNet) -> FastPolicy | FastRows:
+    """The numpy inference that fits `net`'s head."""
+    return FastRows(net) if net.cfg.head == "rows" else FastPolicy(net)
 
 
 def choose(logits: np.ndarray, mask: np.ndarray, rng: np.random.Generator | None) -> int:

@@ -26,11 +26,11 @@ import torch
 from models.checkpoints import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from models.dl2.config import SYSTEM, DL2NetConfig, from_dict, to_dict
 from models.dl2.networks import (
-    FastPolicy,
     PolicyNet,
     ValueNet,
     bundle_mask,
     choose_masked,
+    fast_policy,
     needy_rows,
 )
 from models.heuristics.registry import PLACEMENTS
@@ -55,10 +55,87 @@ def _split(n_job_actions: int) -> tuple[tuple[int, int, int, int], ...]:
     return tuple((a // 3, a % 3, *_KIND_TASKS[a % 3]) for a in range(n_job_actions))
 
 
+class _FlatSteps:
+    """One decision of a flat network (`FastPolicy`): the first layer's pre-activation,
+    updated per action by the change of its row's three inputs (`DL2Policy._moves`, kept
+    across decisions, once a change was seen)."""
+
+    def __init__(self, policy: DL2Policy, builder: AllocationBuilder, obs: np.ndarray) -> None:
+        cfg, fast = policy.cfg, policy.fast
+        width = cfg.n_features
+        base = len(cfg.models) + 3  # dominant_share, workers, ps: what an action changes
+        self.builder, self.obs = builder, obs
+        self.pre = fast.start(obs.reshape(-1))  # (H1,)
+        self.masked_bias = fast.masked_bias
+        bound = fast.bound_logits()
+        pre = self.pre
+        self.logits = lambda bias: bound(pre, bias)
+        n_rows = min(len(builder.jobs), len(obs))
+        moves, shapes = policy._moves, policy._shapes
+        if len(moves) > _MAX_MOVES or len(shapes) > _MAX_MOVES:
+            moves.clear()  # together: a move's key holds its shape's number
+            shapes.clear()
+        self.moves = moves
+        self.keys = [
+            shapes.setdefault((row, *builder.shape(row)), len(shapes)) for row in range(n_rows)
+        ]
+        # A row's inputs in `obs` are brought up to date only when a move is computed:
+        # `stale` rows moved through `_moves` since.
+        self.stale = [False] * n_rows
+        self.old = np.empty(3, dtype=np.float32)  # a row's (dominant_share, workers, ps) before
+        self.delta = np.empty(3, dtype=np.float32)  # ... and their change
+        # Per job row: its three inputs an action changes (views) and their weights.
+        self.segs = [obs[row, base : base + 3] for row in range(n_rows)]
+        self.weights = [fast.inputs(slice(at, at + 3)) for at in range(base, n_rows * width, width)]
+        self.key: tuple[int, int, int, int] | None = None
+        self.move: np.ndarray | None = None
+
+    def before(self, row: int, kind: int) -> None:
+        """Action `kind` on `row` is about to be tried."""
+        self.key = (self.keys[row], self.builder.workers[row], self.builder.ps[row], kind)
+        self.move = self.moves.get(self.key)
+        if self.move is None:
+            if self.stale[row]:
+                refresh_allocation_row(self.obs, self.builder, row)
+                self.stale[row] = False
+            self.old[:] = self.segs[row]
+
+    def after(self, row: int) -> None:
+        """The action `before` announced was applied."""
+        move = self.move
+        if move is None:
+            refresh_allocation_row(self.obs, self.builder, row)
+            np.subtract(self.segs[row], self.old, out=self.delta)
+            # (H1,): what `fast.changed` adds (the same product, bit for bit)
+            move = self.moves[self.key] = self.delta @ self.weights[row]
+        else:
+            self.stale[row] = True
+        self.pre += move
+
+
+class _RowSteps:
+    """One decision of a rows-head network (`FastRows`): an action reruns its row."""
+
+    def __init__(self, policy: DL2Policy, builder: AllocationBuilder, obs: np.ndarray) -> None:
+        self.builder, self.obs, self.fast = builder, obs, policy.fast
+        self.fast.begin(obs)
+        self.logits = self.fast.logits
+        self.masked_bias = self.fast.masked_bias
+
+    def before(self, row: int, kind: int) -> None:
+        """Nothing to note: the row is rerun from the builder after the action."""
+
+    def after(self, row: int) -> None:
+        """The action on `row` was applied: its inputs, then its logits."""
+        refresh_allocation_row(self.obs, self.builder, row)
+        self.fast.set_row(row, self.obs[row])
+
+
 class DL2Policy:
     """Greedy (default) or sampled masked inferences of a DL2 policy network."""
 
     interval_s: float | None = None
+    trigger: str = "interval"
     uses_oracle: bool = False
 
     def __init__(
@@ -75,6 +152,7 @@ class DL2Policy:
         self.net = net
         self.cfg: DL2NetConfig = net.cfg
         self.interval_s = self.cfg.interval_s  # decides when it was trained to
+        self.trigger = self.cfg.trigger
         self.name = name
         self.greedy = greedy
         self.value_net = value_net
@@ -89,7 +167,7 @@ class DL2Policy:
 
     def refresh(self) -> None:
         """Re-read the network's weights (after training changed them)."""
-        self.fast = FastPolicy(self.net)
+        self.fast = fast_policy(self.net)
         # An action changes three inputs of its job's row, by amounts that depend only on
         # the row, the job's shape (`AllocationBuilder.shape`) and its counts before: the
         # first layer's change is kept, per (row and shape, workers, PSs, kind), across
@@ -129,43 +207,27 @@ class DL2Policy:
         inference: greedy, it is the argmax; sampled, the one `rng` draw is still made, so
         the stream and every later decision stay the same.
 
-        Hot loop (hundreds of inferences per decision at 500 servers): the output layer's
-        bias carries the mask (-inf at invalid actions, `FastPolicy.masked_bias`), and the
-        first layer's change of an action comes from `_moves` (see `refresh`) once seen;
-        every number is the same as encoding and masking afresh and updating the first
-        layer from the changed inputs."""
+        Hot loop (hundreds of inferences per decision at 500 servers): the mask is a bias
+        added to the logits (-inf at invalid actions), and what the network recomputes
+        after an action is the head's (`_FlatSteps`: the first layer's change, from
+        `_moves` once seen; `_RowSteps`: the acted row); every number is the same as
+        encoding and masking afresh and updating the network from the changed inputs."""
         cfg = self.cfg
         obs_cfg = cfg.obs
-        width = cfg.n_features
-        base = len(cfg.models) + 3  # dominant_share, workers, ps: what an action changes
         stop = cfg.n_actions - 1
-        fast = self.fast
         obs = encode_allocation(builder, obs_cfg)  # (J, F) float32
-        pre = fast.start(obs.reshape(-1))  # (H1,)
+        steps_of = _RowSteps if cfg.head == "rows" else _FlatSteps
+        net = steps_of(self, builder, obs)
         rng = None if self.greedy else self._rng
         mask = allocation_mask(builder, obs_cfg)  # (3J + 1,) bool
         exact = True
         # bundle_first: first a worker+PS pair for every job that fits one; `needy` holds
         # those rows until they get it (or their pair no longer fits).
         needy = set(needy_rows(builder, mask, cfg.window)) if cfg.bundle_first else set()
-        n_rows = min(len(builder.jobs), len(obs))
-        moves, shapes = self._moves, self._shapes
-        if len(moves) > _MAX_MOVES or len(shapes) > _MAX_MOVES:
-            moves.clear()  # together: a move's key holds its shape's number
-            shapes.clear()
-        keys = [shapes.setdefault((row, *builder.shape(row)), len(shapes)) for row in range(n_rows)]
         workers_of, ps_of = builder.workers, builder.ps
-        # A row's inputs in `obs` are brought up to date only when a move is computed:
-        # `stale` rows moved through `_moves` since.
-        stale = [False] * n_rows
-        old = np.empty(3, dtype=np.float32)  # a row's (dominant_share, workers, ps) before
-        delta = np.empty(3, dtype=np.float32)  # ... and their change
-        # Per job row: its three inputs an action changes (views) and their weights.
-        segs = [obs[row, base : base + 3] for row in range(n_rows)]
-        weights = [fast.inputs(slice(at, at + 3)) for at in range(base, n_rows * width, width)]
         caps = [job.max_workers for job in builder.jobs]
         minus_inf = np.float32(-np.inf)
-        logits = fast.bound_logits()
+        logits, before, after = net.logits, net.before, net.after
         add = builder.add
         # Per action: its row, kind and the workers and PSs it adds, one list read a step
         # instead of a divmod and a table lookup.
@@ -189,11 +251,11 @@ class DL2Policy:
                 continue
             if not needy and n_valid == valid[-1]:
                 return steps  # only stop is left (exact or not, nothing else is worth a try)
-            bias = fast.masked_bias(valid)  # (3J + 1,) float32, -inf where invalid
+            bias = net.masked_bias(valid)  # (3J + 1,) float32, -inf where invalid
             forced = int(valid.argmax()) if n_valid == 1 else -1
             while True:  # inferences while `valid` changes only by the acted job's caps
                 if forced < 0:
-                    z = logits(pre, bias)  # (3J + 1,) buffer, masked
+                    z = logits(bias)  # (3J + 1,) buffer, masked
                     steps += 1
                     action = int(z.argmax()) if rng is None else choose_masked(z, rng)
                     if action == stop:
@@ -203,14 +265,7 @@ class DL2Policy:
                     if rng is not None:
                         rng.random()  # the draw `choose_masked` makes, whatever the logits
                 row, kind, n_workers, n_ps = split[action]
-                key = (keys[row], workers_of[row], ps_of[row], kind)
-                move = moves.get(key)
-                if move is None:
-                    seg = segs[row]
-                    if stale[row]:
-                        refresh_allocation_row(obs, builder, row)
-                        stale[row] = False
-                    old[:] = seg
+                before(row, kind)
                 if not add(row, n_workers, n_ps):
                     # infeasible under a stale mask: nothing changed; refresh and infer again
                     # (same state, same logits: greedy gives the exact masked argmax,
@@ -231,14 +286,7 @@ class DL2Policy:
                         cols.append(3 * row + 1)
                     mask[cols] = False
                     bias[cols] = minus_inf  # `valid` is `mask` or a subset of it
-                if move is None:
-                    refresh_allocation_row(obs, builder, row)
-                    np.subtract(seg, old, out=delta)
-                    # (H1,): what `fast.changed` adds (the same product, bit for bit)
-                    move = moves[key] = delta @ weights[row]
-                else:
-                    stale[row] = True
-                pre += move
+                after(row)
                 if needy:
                     # The bundle mask loses the acted job's pair: the same bias as rebuilt
                     # from `needy`, unless one job or none is left (a forced pair, or the

@@ -97,7 +97,7 @@ def record_runs(
         raise ValueError(f"teacher {teacher_name!r} does not give its order (allocate_in_order)")
     # The teacher decides at the student's interval, so the recorded states are the
     # states the student meets (DL2NetConfig.interval_s; None: every slot).
-    timed = _AtInterval(policy, cfg.net.interval_s)
+    timed = _AtInterval(policy, cfg.net.interval_s, cfg.net.trigger)
     obs_json = json.dumps(
         {
             "window": cfg.net.window,
@@ -106,6 +106,7 @@ def record_runs(
             "epochs_scale": cfg.net.epochs_scale,
             "bundle_first": cfg.net.bundle_first,
             "interval_s": cfg.net.interval_s,
+            "trigger": cfg.net.trigger,
         },
         sort_keys=True,
     )
@@ -174,13 +175,17 @@ def record_runs(
 
 
 class _AtInterval:
-    """A teacher deciding every `interval_s` seconds (None: every slot), nothing else
-    changed: the recording's decisions happen when the student's will."""
+    """A teacher deciding every `interval_s` seconds (None: every slot), or at every event
+    with `trigger="events"`, nothing else changed: the recording's decisions happen when
+    the student's will."""
 
-    def __init__(self, policy: AllocationPolicy, interval_s: float | None) -> None:
+    def __init__(
+        self, policy: AllocationPolicy, interval_s: float | None, trigger: str = "interval"
+    ) -> None:
         self.policy = policy
         self.name = policy.name
         self.interval_s = interval_s
+        self.trigger = trigger
         self.uses_oracle = policy.uses_oracle
 
     def allocate(self, snap: Snapshot) -> Allocation:

@@ -48,6 +48,7 @@ def decode_traces(traces: pl.DataFrame) -> tuple[DL2NetConfig, dict[str, np.ndar
         epochs_scale=obs_cfg["epochs_scale"],
         bundle_first=obs_cfg.get("bundle_first", False),
         interval_s=obs_cfg.get("interval_s"),
+        trigger=obs_cfg.get("trigger", "interval"),
     )
     if set(traces["n_features"].unique().to_list()) != {net.n_features}:
         raise ValueError("traces' n_features do not match their obs_config")
@@ -140,10 +141,12 @@ def warmup(
         window=shape.window,
         models=shape.models,
         hidden=cfg.hidden,
+        head=cfg.head,
         slots_scale=shape.slots_scale,
         epochs_scale=shape.epochs_scale,
         bundle_first=shape.bundle_first,
         interval_s=shape.interval_s,
+        trigger=shape.trigger,
     )
     if val_traces is not None:
         val_shape, val_data = decode_traces(val_traces)

@@ -30,7 +30,16 @@ from models.dl2.config import (
     to_dict,
 )
 from models.dl2.finetune import corrective_action, finetune
-from models.dl2.networks import FastPolicy, PolicyNet, choose, policy_mask
+from models.dl2.networks import (
+    FastPolicy,
+    FastRows,
+    PolicyNet,
+    PooledValue,
+    ValueNet,
+    choose,
+    fast_policy,
+    policy_mask,
+)
 from models.dl2.policy import (
     DL2Policy,
     load_policy,
@@ -367,6 +376,48 @@ def test_finetune_decides_at_the_policy_interval_and_is_deterministic(warm):
     assert (times % 600 == 0).all() and (times % 1200 != 0).any()
 
 
+def test_rows_head_at_every_event_records_warms_up_and_fine_tunes_deterministically():
+    """The run's default DL2 (rows head, deciding at every arrival and completion): the
+    teacher is recorded at the events, the warm-up learns the rows head and the trigger
+    from the recording, fine-tuning and the result decide at events only (never on the
+    interval grid between them), and the same seed gives the same weights bit for bit."""
+    net = replace(NET, head="rows", trigger="events", interval_s=600.0)
+    wl = tiny_workloads(count=2, n_jobs=6)
+    frame, results = record_runs(wl, "optimus", RecorderConfig(teacher="optimus", net=net, sim=SIM))
+    for workload_id in wl:
+        events = results[workload_id].events_frame()
+        moments = set(events.filter(pl.col("kind").is_in(["arrive", "finish"]))["time_s"])
+        decided = set(frame.filter(pl.col("workload_id") == workload_id)["time_s"])
+        assert decided <= moments and len(decided) > 2
+    warm, _, _ = warmup(frame, WarmupConfig(hidden=(16, 16), head="rows", max_epochs=3))
+    assert warm.cfg == replace(net, hidden=(16, 16)) and warm.trigger == "events"
+    val = tiny_workloads(count=1, n_jobs=6, first_seed=50)
+    cfg = FinetuneConfig(
+        net=NET,
+        sim=SIM,
+        max_updates=8,
+        val_every=4,
+        batch_size=16,
+        replay_size=64,
+        critic_warmup=2,
+        progress=False,
+        exploration=False,
+        clip=0.2,
+        kl_init=0.5,
+    )
+    first, _, m1 = finetune(wl, val, cfg, init=warm)
+    second, _, m2 = finetune(wl, val, cfg, init=warm)
+    assert first.cfg == warm.cfg and isinstance(first.value_net.body, PooledValue)
+    for a, b in zip(first.net.state_dict().values(), second.net.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert m1 == {**m2, "train_wall_s": m1["train_wall_s"]}
+    (jobs,) = val.values()
+    events = run_workloads(first, [jobs], SIM)[0].events_frame()
+    moments = set(events.filter(pl.col("kind").is_in(["arrive", "finish"]))["time_s"])
+    decided = set(events.filter(pl.col("kind") == "alloc")["time_s"])
+    assert decided <= moments and any(t % 600 for t in decided)
+
+
 def test_offline_rl_trains_in_the_analytical_simulator():
     cfg = FinetuneConfig(sim=dl2_sim(speed_variation=0.3, slot_noise=0.1), offline=True)
     speed = cfg.train_sim(20).speed
@@ -414,20 +465,60 @@ def test_fast_inference_matches_the_network_and_batches_beyond_the_window():
     assert draws[0] == draws[1]
 
 
+def _stop_bias(net: PolicyNet) -> torch.Tensor:
+    """The bias of stop's logit, whatever the head."""
+    return net.body.stop.bias if net.cfg.head == "rows" else net.body[-1].bias[-1:]
+
+
+def test_rows_head_inference_matches_the_network_and_is_shared_by_the_rows():
+    """The rows head: numpy inference equals torch's (afresh and one row at a time); the
+    same job in another row gets the same three logits, and the stop logit does not depend
+    on the rows' order; the value network reads the rows alike."""
+    cfg = replace(NET, head="rows", hidden=(16, 8))
+    torch.manual_seed(0)
+    net, value = PolicyNet(cfg), ValueNet(cfg)
+    obs = encode_allocation(AllocationBuilder(hand_snapshot()), cfg.obs)  # (J, F)
+    fast = fast_policy(net)
+    assert isinstance(fast, FastRows)
+
+    def torch_logits(x: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return net(torch.from_numpy(x.reshape(1, -1)))[0].numpy()
+
+    assert np.allclose(fast.full_logits(obs.reshape(-1)), torch_logits(obs), atol=1e-5)
+    swapped = obs[[1, 0, 2, 3]]
+    z, z_swapped = torch_logits(obs), torch_logits(swapped)
+    assert np.allclose(z_swapped[:3], z[3:6], atol=1e-6) and np.allclose(z_swapped[3:6], z[:3])
+    assert np.isclose(z_swapped[-1], z[-1], atol=1e-6)
+    with torch.no_grad():
+        v = value(torch.from_numpy(np.stack([obs, swapped]).reshape(2, -1)))
+    assert torch.allclose(v[0], v[1], atol=1e-6)
+    # one row changed: the incremental state equals a fresh pass
+    fast.begin(obs)
+    changed = obs.copy()
+    changed[2, -3:] += 0.25
+    fast.set_row(2, changed[2])
+    bias = fast.masked_bias(np.arange(cfg.n_actions) % 2 == 0)
+    got = fast.logits(bias)
+    assert np.allclose(got[::2], torch_logits(changed)[::2], atol=1e-5)
+    assert np.isinf(got[1::2]).all()
+
+
+@pytest.mark.parametrize("head", ["flat", "rows"])
 @pytest.mark.parametrize("bundle_first", [True, False])
-def test_incremental_greedy_decisions_match_a_fresh_forward_pass_each_step(bundle_first):
+def test_incremental_greedy_decisions_match_a_fresh_forward_pass_each_step(bundle_first, head):
     """`DL2Policy.fill` (stale masks tried and refreshed, the first layer updated from the
-    changed inputs, logits masked in place) decides as encoding, masking and running the
-    whole network afresh at every step would."""
+    changed inputs or the acted row rerun, logits masked in place) decides as encoding,
+    masking and running the whole network afresh at every step would."""
     jobs = [JobSpec(i, m, epochs=30.0, arrival_s=0.0) for i, m in enumerate(NET.models[:WINDOW])]
     cfg = replace(SIM, cluster=ClusterConfig(n_servers=6))
     snap = Simulator(jobs, make_scheduler("drf"), cfg).session().snapshot
     for seed in range(4):
         torch.manual_seed(seed)
-        net = PolicyNet(replace(NET, bundle_first=bundle_first))
+        net = PolicyNet(replace(NET, bundle_first=bundle_first, head=head))
         with torch.no_grad():
-            net.body[-1].bias[-1] = -2.0  # stop less often: longer decisions
-        fast = FastPolicy(net)
+            _stop_bias(net)[:] = -2.0  # stop less often: longer decisions
+        fast = fast_policy(net)
         builder = AllocationBuilder(snap)
         while True:
             obs = encode_allocation(builder, net.cfg.obs).reshape(-1)
@@ -469,26 +560,37 @@ def large_snapshots():
     return out
 
 
-def test_decisions_at_500_servers_match_the_torch_network(large_snapshots):
-    """`DL2Policy` (the first layer's changes kept across decisions, the last bias carrying
-    the mask, a lone valid action taken without inference) decides as the torch network
-    run afresh at every step: greedy on 500 and 64 servers, sampled with the same draws on
-    500 (where no step is infeasible, so the fresh masks never need a second draw). Stop's
-    bias is set so decisions are hundreds of steps and end with jobs at different counts:
-    an allocation that every order of steps reaches (all jobs at their cap) proves nothing."""
-    cfg = DL2NetConfig(window=40)
-    for seed, stop_bias, greedy in ((1, 0.0, True), (0, -1.0, False), (1, -1.0, False)):
+@pytest.mark.parametrize("head", ["flat", "rows"])
+def test_decisions_at_500_servers_match_the_torch_network(large_snapshots, head):
+    """`DL2Policy` (flat: the first layer's changes kept across decisions, the last bias
+    carrying the mask; rows: the acted row rerun; a lone valid action taken without
+    inference) decides as the torch network run afresh at every step: greedy on 500 and 64
+    servers, sampled with the same draws on 500 (where no step is infeasible, so the fresh
+    masks never need a second draw). Stop's bias is set so decisions are hundreds of steps
+    and end with jobs at different counts: an allocation that every order of steps reaches
+    (all jobs at their cap) proves nothing."""
+    cfg = DL2NetConfig(window=40, head=head, hidden=(256, 256) if head == "flat" else (128, 128))
+    # (seed, greedy, stop's bias, distinct (workers, PSs) at least). A random rows network
+    # scores every row alike: greedy, it fills the rows in turn (two counts at most), and
+    # its first layer is scaled so the rows' logits differ more.
+    cases = {
+        "flat": ((1, True, 0.0, 4), (0, False, -1.0, 4), (1, False, -1.0, 4)),
+        "rows": ((1, True, 0.3, 2), (0, False, -1.0, 4), (1, False, -1.0, 4)),
+    }[head]
+    for seed, greedy, stop_bias, distinct in cases:
         torch.manual_seed(seed)
         net = PolicyNet(cfg)
         with torch.no_grad():
-            net.body[-1].bias[-1] = stop_bias
+            _stop_bias(net)[:] = stop_bias
+            if head == "rows":
+                net.body.trunk[0].weight.mul_(4.0)
         policy = DL2Policy(net, greedy=greedy, seed=seed)
         rng = None if greedy else np.random.default_rng(seed)
         snaps = large_snapshots[500] + (large_snapshots[64] if greedy else [])
         for snap in snaps:
             alloc = policy.allocate(snap)
             assert alloc == _decide_afresh(net, snap, rng), (seed, greedy)
-            assert policy.inferences > 100 and len(set(alloc.counts.values())) > 3
+            assert policy.inferences > 100 and len(set(alloc.counts.values())) >= distinct
 
 
 def test_no_job_starves_in_a_slot():

@@ -61,6 +61,8 @@ class ExternalPolicy:
     name: str = "external"
     interval_s: float | None = None
     """Decision interval (None: SimConfig.slot_s)."""
+    trigger: str | None = None
+    """Decision trigger ("events": every arrival and completion; None: SimConfig.trigger)."""
     uses_oracle: bool = False
 
     def decide(self, snap: Snapshot, rng: np.random.Generator) -> tuple[Allocation, Placement]:
@@ -82,6 +84,7 @@ class _SessionEnv(gym.Env):
         invalid_action_penalty: float,
         interval_s: float | None,
         speed_model: PlacedSpeedModel | None = None,
+        trigger: str | None = None,
     ) -> None:
         if not workloads or not all(workloads):
             raise ValueError("need at least one non-empty workload")
@@ -93,6 +96,7 @@ class _SessionEnv(gym.Env):
         self.max_steps = max_steps
         self.invalid_action_penalty = invalid_action_penalty
         self.interval_s = interval_s
+        self.trigger = trigger
         self.speed_model = speed_model
         self.session: SimSession | None = None
         self._steps = 0
@@ -110,7 +114,7 @@ class _SessionEnv(gym.Env):
         cfg = replace(self.sim_cfg, seed=sim_seed, stall_decisions=0)
         sim = Simulator(
             self.workloads[k],
-            ExternalPolicy(interval_s=self.interval_s),
+            ExternalPolicy(interval_s=self.interval_s, trigger=self.trigger),
             cfg,
             self.catalogue,
             speed_model=self.speed_model,
@@ -173,6 +177,8 @@ class AllocationEnvConfig:
     interval_s: float | None = None
     """Seconds between decisions (None: every `sim.slot_s`); the reward of a decision is
     the progress until the next."""
+    trigger: str | None = None
+    """"events": decide at every arrival and completion instead (None: `sim.trigger`)."""
 
 
 class AllocationEnv(_SessionEnv):
@@ -194,6 +200,7 @@ class AllocationEnv(_SessionEnv):
             self.cfg.max_steps,
             self.cfg.invalid_action_penalty,
             self.cfg.interval_s,
+            trigger=self.cfg.trigger,
         )
         self.placement = placement or LoadBalancing()
         self.features = allocation_features(catalogue)

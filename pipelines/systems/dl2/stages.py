@@ -88,8 +88,9 @@ class DL2StageConfig:
     optimus, the best non-oracle heuristic here (a deviation; the paper warms up from drf),
     recorded in its own order (RecorderConfig order "teacher")."""
     interval_s: float | None = PUBLISHED_DEVIATIONS["interval_s"][1]
-    """Seconds between DL2's decisions (recording, training, evaluation). Default 600, as
-    Optimus (a deviation; the paper decides every 20-minute slot: None)."""
+    """Seconds between DL2's decisions (recording, training, evaluation) with the interval
+    `trigger`. Default 600, as Optimus (a deviation; the paper decides every 20-minute
+    slot: None)."""
     exploration: bool = PUBLISHED_DEVIATIONS["exploration"][1]
     """Job-aware exploration in fine-tuning (FinetuneConfig.exploration). Default off (a
     deviation: measured to cost more than it gives here); the paper's: on."""
@@ -104,8 +105,16 @@ class DL2StageConfig:
     """Fine-tuning's Adam learning rate (FinetuneConfig.lr; DL2: 0.0001)."""
     sim: SimConfig = field(default_factory=_eval_setting)
     """Simulator of recording, training and validation (default: the evaluation's)."""
-    hidden: tuple[int, ...] = (256, 256)
-    """Hidden layers of the policy and value networks (DL2: two of 256)."""
+    head: str = PUBLISHED_DEVIATIONS["head"][1]
+    """The networks' head (DL2NetConfig.head). Default "rows", one network shared by the job
+    rows (a deviation; the paper's: "flat", the rows as one vector)."""
+    hidden: tuple[int, ...] = PUBLISHED_DEVIATIONS["hidden"][1]
+    """Hidden layers of the policy and value networks (DL2: two of 256; default two of
+    128, the rows head's shared row network)."""
+    trigger: str = PUBLISHED_DEVIATIONS["trigger"][1]
+    """When DL2 decides (recording, training, evaluation): "events" (default, a deviation:
+    at every arrival and completion, as Optimus at its best) or "interval" (every
+    `interval_s`; the paper's)."""
     record_repeats: int = 1
     """The teacher runs each training sequence this many times, each with its own
     simulator seed, and the warm-up imitates them all (more states of the same teacher).
@@ -157,8 +166,10 @@ class DL2StageConfig:
         return DL2NetConfig(
             window=self.window,
             hidden=self.hidden,
+            head=self.head,
             bundle_first=bundle_first,
             interval_s=self.interval_s,
+            trigger=self.trigger,
         )
 
     def recorder(self) -> RecorderConfig:
@@ -170,7 +181,11 @@ class DL2StageConfig:
 
     def warmup_config(self) -> WarmupConfig:
         return WarmupConfig(
-            hidden=self.hidden, max_epochs=self.warmup_epochs, patience=6, seed=self.seed
+            hidden=self.hidden,
+            head=self.head,
+            max_epochs=self.warmup_epochs,
+            patience=6,
+            seed=self.seed,
         )
 
     def finetune_config(self) -> FinetuneConfig:
@@ -334,6 +349,17 @@ def latest_policy(con, system: str, stage: str = "finetune") -> str | None:
     return rows[0][0] if rows else None
 
 
+def _shape(net: DL2NetConfig) -> dict[str, Any]:
+    """What a policy fine-tuning continues from must share with the stage's network."""
+    return {
+        "window": net.window,
+        "head": net.head,
+        "hidden": tuple(net.hidden),
+        "trigger": net.trigger,
+        "interval_s": net.interval_s,
+    }
+
+
 VARIANTS: dict[str, dict[str, bool]] = {
     "dl2": {},
     "offline-rl": {"offline": True},
@@ -379,12 +405,18 @@ def finetune_stage(
             parent = cfg.init
         resumed = resume_from(con, parent, policy_from_checkpoint)
         parent, init = resumed.policy_id, resumed.policy
-    if init is not None and (
-        init.cfg.window != ft_cfg.net.window or tuple(init.cfg.hidden) != tuple(cfg.hidden)
-    ):
+        if init is not None and cfg.init == "latest" and _shape(init.cfg) != _shape(ft_cfg.net):
+            # The newest policy has another network (trained before DL2's network or
+            # trigger changed): a new lineage starts, from this run's warm-up (OfflineRL:
+            # from scratch).
+            parent, init = None, None
+            if not ft_cfg.offline:
+                resumed = resume_from(con, warmup_policy_id, policy_from_checkpoint)
+                parent, init = resumed.policy_id, resumed.policy
+    if init is not None and _shape(init.cfg) != _shape(ft_cfg.net):
         raise ValueError(
-            f"policy {parent} has window {init.cfg.window} and hidden {init.cfg.hidden}; this "
-            f"stage trains window {ft_cfg.net.window}, hidden {cfg.hidden}: set init='warmup'"
+            f"policy {parent} has network {_shape(init.cfg)}; this stage trains "
+            f"{_shape(ft_cfg.net)}: set init='warmup'"
         )
     with (
         scoped_torch(threads=1),
