@@ -46,7 +46,17 @@ HEADS = {"rows": (128, 128), "flat": (256, 256)}
 
 
 def _warm_policy(traces, head: str) -> tuple[DL2Policy, dict]:
-    cfg = WarmupConfig(head=head, hidden=HEADS[head], max_epochs=6, patience=6, max_wall_s=20.0)
+    # No stop smoothing: DRF never stops while a pair fits, and neither should the policy
+    # timed (a full cluster's worth of inferences, the slowest decision; with smoothing the
+    # rows head learns in 6 epochs to stop after about 140).
+    cfg = WarmupConfig(
+        head=head,
+        hidden=HEADS[head],
+        max_epochs=6,
+        patience=6,
+        max_wall_s=20.0,
+        stop_smoothing=0.0,
+    )
     policy, metrics, _ = warmup(traces, cfg)
     return policy, metrics
 

@@ -245,13 +245,20 @@ class FastPolicy:
         return self.logits(self.start(obs))
 
 
+_CHUNK = 8
+"""Rows per matrix product when `FastRows` runs many rows: OpenBLAS splits a product of
+more than 2^18 multiply-adds across threads (J = 20 rows through a 128 x 128 layer is
+327,680), and its threads then spin on the other core after every such product."""
+
+
 class FastRows:
     """Numpy inference of a rows-head `PolicyNet` (a frozen copy of its weights).
 
     `begin(obs)` runs every row of a (J, F) observation; `set_row(row, x)` reruns one row
-    after its inputs changed (its three logits, and the stop logit through the rows' summed
-    hidden units); `logits(bias)` adds a mask bias (0 valid, -inf invalid: `masked_bias`)
-    to the current logits, into a buffer reused across calls (copy what you keep)."""
+    after its inputs changed (its three logits, and its share of the stop logit: stop is
+    linear in the rows' mean hidden units, so it is the mean of each row's own term);
+    `logits(bias)` adds a mask bias (0 valid, -inf invalid: `masked_bias`) to the current
+    logits, into a buffer reused across calls (copy what you keep)."""
 
     def __init__(self, net: PolicyNet) -> None:
         if net.cfg.head != "rows":
@@ -259,42 +266,104 @@ class FastRows:
         head = net.body
         linears = [m for m in head.trunk if isinstance(m, nn.Linear)]
         with torch.no_grad():
-            self.w = [m.weight.detach().numpy().T.astype(np.float32) for m in linears]
-            self.b = [m.bias.detach().numpy().astype(np.float32) for m in linears]
-            self.w_out = head.out.weight.detach().numpy().T.astype(np.float32)  # (H, 3)
-            self.b_out = head.out.bias.detach().numpy().astype(np.float32)
-            self.w_stop = head.stop.weight.detach().numpy()[0].astype(np.float32)  # (H,)
-            self.b_stop = np.float32(head.stop.bias.detach().numpy()[0])
+            w = [m.weight.detach().numpy().T.astype(np.float32) for m in linears]
+            b = [m.bias.detach().numpy().astype(np.float32) for m in linears]
+            # the row's three logits and its stop term from one product: (H, 4), (4,)
+            w.append(
+                np.concatenate(
+                    [head.out.weight.detach().numpy().T, head.stop.weight.detach().numpy().T], 1
+                ).astype(np.float32)
+            )
+            b.append(np.concatenate([head.out.bias.detach().numpy(), np.zeros(1, np.float32)]))
+            self.b_stop = float(head.stop.bias.detach().numpy()[0])
+        self.w0, self.b0 = w[0], b[0]  # (F, H0), (H0,)
+        # Past the first layer, each layer's bias is a last row of its weights, multiplied
+        # by a constant 1 kept at the end of the previous layer's output buffer: one product
+        # per layer and no separate addition on the one-row path.
+        self.w_aug = [
+            np.vstack([wk, bk]).astype(np.float32) for wk, bk in zip(w[1:], b[1:], strict=True)
+        ]
+        self.w, self.b = w, b
         self.window = net.cfg.window
         self._z = np.zeros(3 * self.window + 1, dtype=np.float32)  # (3J + 1,) logits
         self._out = np.empty_like(self._z)
-        self._hid = np.zeros((self.window, self.w[-1].shape[1]), dtype=np.float32)  # (J, H)
-        self._sum = np.zeros(self.w[-1].shape[1], dtype=np.float32)  # (H,) rows summed
+        self._terms = [0.0] * self.window  # each row's stop term
+        self._total = 0.0  # their sum
+        self._pre = np.empty(w[0].shape[1], dtype=np.float32)
+        self._h = [np.ones(wk.shape[1] + 1, dtype=np.float32) for wk in w[:-1]]  # (Hk + 1,)
+        self._act = [h[:-1] for h in self._h]  # the units, views; the last entry stays 1
+        self._pres = [np.empty(wk.shape[1], dtype=np.float32) for wk in w[1:-1]]
+        self._zeros = [np.zeros(wk.shape[1], dtype=np.float32) for wk in w[:-1]]
+        self._last = np.empty(4, dtype=np.float32)
 
-    def hidden(self, x: np.ndarray) -> np.ndarray:
-        """(..., F) rows -> (..., H) last hidden units."""
-        h = x.astype(np.float32, copy=False)
-        for w, b in zip(self.w, self.b, strict=True):
-            h = np.maximum(h @ w + b, np.float32(0.0))
-        return h
+    def _rows(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(n, F) rows -> (n, H0) first-layer pre-activations and (n, 4) each row's three
+        logits and stop term."""
+        pre = np.empty((len(x), self.w0.shape[1]), dtype=np.float32)
+        out = np.empty((len(x), 4), dtype=np.float32)
+        for at in range(0, len(x), _CHUNK):
+            h = pre[at : at + _CHUNK] = x[at : at + _CHUNK].astype(np.float32) @ self.w0 + self.b0
+            for w, b in zip(self.w[1:], self.b[1:], strict=True):
+                h = np.maximum(h, np.float32(0.0)) @ w + b
+            out[at : at + _CHUNK] = h
+        return pre, out
 
-    def begin(self, obs: np.ndarray) -> None:
-        """Every row of a (J, F) observation."""
-        self._hid[:] = self.hidden(obs)
-        self._z[:-1] = (self._hid @ self.w_out + self.b_out).reshape(-1)
-        self._sum[:] = self._hid.sum(0)
-        self._stop()
+    def begin(self, obs: np.ndarray) -> np.ndarray:
+        """Every row of a (J, F) observation; returns the rows' first-layer pre-activations
+        (J, H0), which `set_row_pre` takes one row at a time."""
+        pre, last = self._rows(obs)
+        self._z[:-1] = last[:, :3].reshape(-1)
+        self._terms[:] = last[:, 3].astype(np.float64).tolist()  # in place: bound below
+        self._total = sum(self._terms)
+        self._z[-1] = self._total / self.window + self.b_stop
+        return pre
 
     def set_row(self, row: int, x: np.ndarray) -> None:
-        """Row `row`'s inputs are now `x` (F,)."""
-        h = self.hidden(x)
-        self._sum += h - self._hid[row]
-        self._hid[row] = h
-        self._z[3 * row : 3 * row + 3] = h @ self.w_out + self.b_out
-        self._stop()
+        """Row `row`'s inputs are now `x` (F,) float32."""
+        pre = np.dot(x, self.w0, out=self._pre)
+        pre += self.b0
+        self.set_row_pre(row, pre)
 
-    def _stop(self) -> None:
-        self._z[-1] = (self._sum / np.float32(self.window)) @ self.w_stop + self.b_stop
+    def bound_set_row_pre(self) -> Callable[[int, np.ndarray], None]:
+        """`set_row_pre` with the weights and buffers bound: the same operations in the same
+        order, without the per-layer loop and attribute lookups, for two hidden layers (the
+        run's; other depths: `set_row_pre` itself)."""
+        if len(self.w_aug) != 2:
+            return self.set_row_pre
+        (w1, w_last), (act0, act1), (h0, h1) = self.w_aug, self._act, self._h
+        (z0, z1), (pre1,), last = self._zeros, self._pres, self._last
+        z, terms, window, b_stop = self._z, self._terms, self.window, self.b_stop
+        dot, maximum = np.dot, np.maximum
+
+        def set_row_pre(row: int, pre: np.ndarray) -> None:
+            maximum(pre, z0, out=act0)
+            dot(h0, w1, out=pre1)
+            maximum(pre1, z1, out=act1)
+            dot(h1, w_last, out=last)
+            z[3 * row : 3 * row + 3] = last[:3]
+            term = float(last[3])
+            self._total += term - terms[row]
+            terms[row] = term
+            z[-1] = self._total / window + b_stop
+
+        return set_row_pre
+
+    def set_row_pre(self, row: int, pre: np.ndarray) -> None:
+        """Row `row`'s first-layer pre-activation is now `pre` (H0,)."""
+        np.maximum(pre, self._zeros[0], out=self._act[0])
+        h = self._h[0]
+        for w, pre, act, zero, nxt in zip(
+            self.w_aug[:-1], self._pres, self._act[1:], self._zeros[1:], self._h[1:], strict=True
+        ):
+            np.dot(h, w, out=pre)
+            np.maximum(pre, zero, out=act)
+            h = nxt
+        last = np.dot(h, self.w_aug[-1], out=self._last)
+        self._z[3 * row : 3 * row + 3] = last[:3]
+        term = float(last[3])
+        self._total += term - self._terms[row]
+        self._terms[row] = term
+        self._z[-1] = self._total / self.window + self.b_stop
 
     def logits(self, bias: np.ndarray) -> np.ndarray:
         """(3J+1,) current logits plus `bias` (a buffer: copy what you keep)."""

@@ -55,22 +55,23 @@ def _split(n_job_actions: int) -> tuple[tuple[int, int, int, int], ...]:
     return tuple((a // 3, a % 3, *_KIND_TASKS[a % 3]) for a in range(n_job_actions))
 
 
-class _FlatSteps:
-    """One decision of a flat network (`FastPolicy`): the first layer's pre-activation,
-    updated per action by the change of its row's three inputs (`DL2Policy._moves`, kept
-    across decisions, once a change was seen)."""
+class _Steps:
+    """One decision's network state, updated per action from the first layer's change.
 
-    def __init__(self, policy: DL2Policy, builder: AllocationBuilder, obs: np.ndarray) -> None:
-        cfg, fast = policy.cfg, policy.fast
-        width = cfg.n_features
+    An action changes three inputs of its job's row (dominant_share, workers, ps) by
+    amounts that depend only on the row, the job's shape and its counts before, so the
+    first layer's change is kept in `DL2Policy._moves` across decisions (once seen, the
+    row's inputs need not even be brought up to date). A head supplies `pre` (the first
+    layer's pre-activation it keeps), `weights` (per row, the first layer's weights of
+    those three inputs) and `after` (apply the change)."""
+
+    def __init__(
+        self, policy: DL2Policy, builder: AllocationBuilder, obs: np.ndarray, weights: list
+    ) -> None:
+        cfg = policy.cfg
         base = len(cfg.models) + 3  # dominant_share, workers, ps: what an action changes
-        self.builder, self.obs = builder, obs
-        self.pre = fast.start(obs.reshape(-1))  # (H1,)
-        self.masked_bias = fast.masked_bias
-        bound = fast.bound_logits()
-        pre = self.pre
-        self.logits = lambda bias: bound(pre, bias)
-        n_rows = min(len(builder.jobs), len(obs))
+        self.builder, self.obs, self.weights = builder, obs, weights
+        n_rows = len(weights)
         moves, shapes = policy._moves, policy._shapes
         if len(moves) > _MAX_MOVES or len(shapes) > _MAX_MOVES:
             moves.clear()  # together: a move's key holds its shape's number
@@ -84,9 +85,7 @@ class _FlatSteps:
         self.stale = [False] * n_rows
         self.old = np.empty(3, dtype=np.float32)  # a row's (dominant_share, workers, ps) before
         self.delta = np.empty(3, dtype=np.float32)  # ... and their change
-        # Per job row: its three inputs an action changes (views) and their weights.
-        self.segs = [obs[row, base : base + 3] for row in range(n_rows)]
-        self.weights = [fast.inputs(slice(at, at + 3)) for at in range(base, n_rows * width, width)]
+        self.segs = [obs[row, base : base + 3] for row in range(n_rows)]  # views
         self.key: tuple[int, int, int, int] | None = None
         self.move: np.ndarray | None = None
 
@@ -100,8 +99,8 @@ class _FlatSteps:
                 self.stale[row] = False
             self.old[:] = self.segs[row]
 
-    def after(self, row: int) -> None:
-        """The action `before` announced was applied."""
+    def _change(self, row: int) -> np.ndarray:
+        """The first layer's change of the action `before` announced, now applied."""
         move = self.move
         if move is None:
             refresh_allocation_row(self.obs, self.builder, row)
@@ -110,25 +109,47 @@ class _FlatSteps:
             move = self.moves[self.key] = self.delta @ self.weights[row]
         else:
             self.stale[row] = True
-        self.pre += move
+        return move
 
 
-class _RowSteps:
-    """One decision of a rows-head network (`FastRows`): an action reruns its row."""
+class _FlatSteps(_Steps):
+    """A flat network (`FastPolicy`): one pre-activation of the whole observation."""
 
     def __init__(self, policy: DL2Policy, builder: AllocationBuilder, obs: np.ndarray) -> None:
-        self.builder, self.obs, self.fast = builder, obs, policy.fast
-        self.fast.begin(obs)
-        self.logits = self.fast.logits
-        self.masked_bias = self.fast.masked_bias
-
-    def before(self, row: int, kind: int) -> None:
-        """Nothing to note: the row is rerun from the builder after the action."""
+        fast, width = policy.fast, policy.cfg.n_features
+        base = len(policy.cfg.models) + 3
+        n_rows = min(len(builder.jobs), len(obs))
+        weights = [fast.inputs(slice(at, at + 3)) for at in range(base, n_rows * width, width)]
+        super().__init__(policy, builder, obs, weights)
+        self.pre = fast.start(obs.reshape(-1))  # (H1,)
+        self.masked_bias = fast.masked_bias
+        bound, pre = fast.bound_logits(), self.pre
+        self.logits = lambda bias: bound(pre, bias)
 
     def after(self, row: int) -> None:
-        """The action on `row` was applied: its inputs, then its logits."""
-        refresh_allocation_row(self.obs, self.builder, row)
-        self.fast.set_row(row, self.obs[row])
+        """The action `before` announced was applied."""
+        self.pre += self._change(row)
+
+
+class _RowSteps(_Steps):
+    """A rows-head network (`FastRows`): one pre-activation per row; an action reruns the
+    rest of its row's network."""
+
+    def __init__(self, policy: DL2Policy, builder: AllocationBuilder, obs: np.ndarray) -> None:
+        fast = self.fast = policy.fast
+        base = len(policy.cfg.models) + 3
+        n_rows = min(len(builder.jobs), len(obs))
+        super().__init__(policy, builder, obs, [fast.w0[base : base + 3]] * n_rows)
+        self.pre = fast.begin(obs)  # (J, H0)
+        self.logits = fast.logits
+        self.masked_bias = fast.masked_bias
+        self.set_row = fast.bound_set_row_pre()
+
+    def after(self, row: int) -> None:
+        """The action `before` announced was applied."""
+        pre = self.pre[row]
+        pre += self._change(row)
+        self.set_row(row, pre)
 
 
 class DL2Policy:
