@@ -4,7 +4,9 @@
     python -m benchmarks.bench_dl2_heads [--dir DIR] [--seeds 0,1,2,3,4]
         [--variants flat,rows,rows-alone,rows-teacher-order,rows-gains,rows-events]
 
-An experiment outside the pipeline (not yet DL2's network): on the default `schedlab run`s
+The experiment, outside the pipeline, that made the rows head DL2's default network
+(`models.dl2.networks.RowsHead`, the variant rows-alone; kept to reproduce it): on the
+default `schedlab run`s
 of the scoreboard (`benchmarks/bench_scoreboard.py`, DIR default ./var/scoreboard-default;
 missing runs are made, finished ones reused), each run's `dl2-synthetic` training
 sequences are recorded under Optimus (DL2's recorder: `recorder.replay` of Optimus'
