@@ -3,7 +3,7 @@
     python -m benchmarks dl2
 
 A DL2 policy network (J = 40; the run's default head, one network of two hidden layers of
-128 shared by the job rows, and the paper's flat network of two hidden layers of 256, each
+64 shared by the job rows, and the paper's flat network of two hidden layers of 256, each
 timed) is warmed up briefly on DRF's decisions, so it allocates like DRF (worker+PS pairs
 until the cluster is full) rather than stopping at once as an untrained network might. It
 then decides the snapshots of a DL2 large-setting run (200 jobs, up to 10 arrivals per
@@ -41,7 +41,7 @@ TARGET_MS = 5.0
 """Issue 19: one decision (a slot's inferences, 40 jobs) at most 5 ms at 500 servers."""
 
 
-HEADS = {"rows": (128, 128), "flat": (256, 256)}
+HEADS = {"rows": (64, 64), "flat": (256, 256)}
 """The heads timed and their hidden layers: the run's default (`DL2StageConfig`), the paper's."""
 
 

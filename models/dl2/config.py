@@ -35,7 +35,7 @@ PUBLISHED_DEVIATIONS: dict[str, tuple[Any, Any]] = {
     "clip": (None, 0.2),
     "kl_init": (0.0, 1.0),
     "head": ("flat", "rows"),
-    "hidden": ((256, 256), (128, 128)),
+    "hidden": ((256, 256), (64, 64)),
     "trigger": ("interval", "events"),
 }
 """Where the default run's DL2 departs from the paper, each measured (README, DL2): name
