@@ -35,19 +35,39 @@ def describe_source(warehouse: str | Path | None, source_id: str) -> TraceDescri
         return describe_from(con, source_id)
 
 
+def _minor_labels(axis):
+    """A log axis' minor tick labels: the values at 2 and 5 times a power of ten while the
+    axis spans at most three decades (beyond that they would crowd), else none."""
+
+    def label(value: float, _pos) -> str:
+        lo, hi = axis.get_view_interval()
+        if lo <= 0 or hi / lo > 1e3:
+            return ""
+        mantissa = value / 10 ** np.floor(np.log10(value))
+        return f"{value:g}" if np.isclose(mantissa, 2) or np.isclose(mantissa, 5) else ""
+
+    return label
+
+
 def trace_figure(d: TraceDescription):
     """Four panels: arrivals per hour over the span, the duration CDF (log scale), the
     GPU-demand histogram and the GPUs held by running jobs over time."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
     fig = Figure(figsize=(11, 6.4), dpi=100)
     axes = fig.subplots(2, 2)
     ax = axes[0][0]
     hours = d.arrivals_per_hour
     if hours.height:
-        ax.fill_between(
-            hours["hour"].to_numpy(), hours["jobs"].to_numpy(), step="post", color="#4878a8"
-        )
+        # Each hour's count is drawn up to the next hour's start, so the last hour needs an
+        # end of its own; the axis is the span itself (with one hour of arrivals matplotlib
+        # would otherwise pick a date range of years around a zero-width area).
+        x = hours["hour"].to_numpy()  # (H,) datetime64
+        y = hours["jobs"].to_numpy()  # (H,)
+        end = x[-1] + np.timedelta64(1, "h")
+        ax.fill_between(np.append(x, end), np.append(y, y[-1]), step="post", color="#4878a8")
+        ax.set_xlim(x[0], end)
     ax.set_title("arrivals per hour")
     ax.set_ylabel("jobs submitted")
     ax.tick_params(axis="x", labelrotation=20, labelsize="small")
@@ -59,6 +79,10 @@ def trace_figure(d: TraceDescription):
         x = np.maximum(cdf["duration_s"].to_numpy() / 3600.0, 1e-4)
         ax.step(x, cdf["fraction"].to_numpy(), where="post", color="#4878a8")
         ax.set_xscale("log")
+        # Plain numbers, minor ticks labelled at 2 and 5 only: matplotlib labels every minor
+        # tick of a span under a decade, and its 4x10^-1 6x10^-1 ... overlap.
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(FuncFormatter(_minor_labels(ax.xaxis)))
     ax.set_title(f"duration CDF ({d.jobs_with_duration:,} jobs)")
     ax.set_xlabel("duration (hours, log scale)")
     ax.set_ylabel("fraction of jobs")

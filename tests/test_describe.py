@@ -146,6 +146,29 @@ def test_peak_concurrency_and_bins_on_a_known_trace():
     assert len(fig.axes) == 4
 
 
+def test_arrivals_panel_spans_the_trace_even_when_it_is_one_hour():
+    # A trace submitted within one hour: the panel's axis is that hour, not years of dates
+    # around a zero-width area (seen in the report of a 7-minute sample).
+    from matplotlib.dates import date2num
+
+    t0 = datetime(2020, 4, 1)
+    jobs = pl.DataFrame(
+        {
+            "submit_time": [t0, t0 + timedelta(minutes=7)],
+            "start_time": [t0, t0 + timedelta(minutes=7)],
+            "end_time": [t0 + timedelta(hours=1), t0 + timedelta(hours=2)],
+            "duration_s": [3600.0, 6480.0],
+            "num_gpus": [1.0, 8.0],
+            "status": ["completed", "completed"],
+            "user_name": ["a", "b"],
+            "vc": ["v", "v"],
+        }
+    )
+    d = describe_trace(jobs, pl.DataFrame({"record_no": [], "field": [], "reason": []}), "t")
+    lo, hi = trace_figure(d).axes[0].get_xlim()
+    assert (lo, hi) == (date2num(t0), date2num(t0 + timedelta(hours=1)))
+
+
 def test_sparkline_scales_to_the_busiest_bucket():
     assert sparkline(np.array([0, 4, 8])) == " ▄█"
     assert len(sparkline(np.arange(500), width=60)) == 60
