@@ -19,7 +19,14 @@ from warehouse import connect, read_frame, table_counts
 
 SIM = replace(EvalConfig().sim_config(0), cluster=ClusterConfig(n_servers=8))
 CFG = DL2StageConfig(
-    workload_set="tiny", sim=SIM, hidden=(32, 32), warmup_epochs=2, updates=24, val_every=12
+    workload_set="tiny",
+    sim=SIM,
+    hidden=(32, 32),
+    warmup_epochs=2,
+    updates=24,
+    val_every=12,
+    iterations=3,
+    group_size=2,
 )
 
 

@@ -37,6 +37,7 @@ PUBLISHED_DEVIATIONS: dict[str, tuple[Any, Any]] = {
     "head": ("flat", "rows"),
     "hidden": ((256, 256), (64, 64)),
     "trigger": ("interval", "events"),
+    "algorithm": ("actor-critic", "grouped-ppo"),
 }
 """Where the default run's DL2 departs from the paper, each measured (README, DL2): name
 (a `DL2StageConfig` field) -> (the paper's value, the default). `as_published()` takes the

@@ -198,8 +198,8 @@ def finetune(
     called after every update."""
     cfg = cfg or FinetuneConfig()
     start = time.perf_counter()
-    train_jobs = _jobs(train_workloads)
-    val_jobs = _jobs(val_workloads)
+    train_jobs = job_lists(train_workloads)
+    val_jobs = job_lists(val_workloads)
     if not train_jobs or not val_jobs:
         raise ValueError("need training and validation workloads")
 
@@ -435,10 +435,11 @@ def finetune(
         "improvement_vs_init": 1.0 - best_jct / init_jct if math.isfinite(init_jct) else None,
         "validation_sim": "analytical" if cfg.offline else "full",
     }
-    return policy, _curve(rows), metrics
+    return policy, finetune_curve(rows), metrics
 
 
-def _jobs(workloads) -> list[tuple[JobSpec, ...]]:
+def job_lists(workloads) -> list[tuple[JobSpec, ...]]:
+    """Workloads (a `workload_jobs` frame or sequences of jobs) as tuples of jobs."""
     if isinstance(workloads, pl.DataFrame) or hasattr(workloads, "items"):
         return [jobs for _, jobs in as_workloads(workloads)]
     return [tuple(w) for w in workloads]
@@ -463,7 +464,7 @@ def _row(update: int, episodes: int, start: float, jct: float, since: dict) -> d
     }
 
 
-def _curve(rows: list[dict[str, Any]]) -> pl.DataFrame:
+def finetune_curve(rows: list[dict[str, Any]]) -> pl.DataFrame:
     """Rows as a `learning_curves` frame without policy id (phase "finetune")."""
     curve = pl.DataFrame(rows, infer_schema_length=None).with_columns(
         pl.lit("finetune").alias("phase")

@@ -17,7 +17,12 @@ class DL2Options:
     """DL2's `schedlab run` options."""
 
     updates: int | None = None
-    """DL2 RL fine-tuning updates (default: the budget's; 0 skips DL2)"""
+    """DL2 RL fine-tuning updates of the actor-critic (DL2 with --dl2-algorithm
+    actor-critic, its ablations, OfflineRL; default: the budget's; 0 skips DL2)"""
+    iterations: int | None = None
+    """grouped-PPO iterations of DL2's own fine-tuning (default: the budget's)"""
+    algorithm: Literal["grouped-ppo", "actor-critic"] | None = None
+    """how DL2 itself is fine-tuned (default grouped-ppo; the paper's: actor-critic)"""
     warmup_epochs: int | None = None
     """DL2 supervised warm-up epochs at most (default: the budget's; early stopping)"""
     teacher: Literal["drf", "fifo", "srtf", "optimus"] | None = None
@@ -26,13 +31,15 @@ class DL2Options:
     """train the OfflineRL baseline and the paper's three ablations beside DL2"""
     as_published: bool = False
     """train DL2 with the paper's choices instead of the measured deviations (teacher drf,
-    a decision every 20-minute slot, job-aware exploration, the plain policy gradient
-    without clip or KL to the warm-up)"""
+    a decision every 20-minute slot, its flat network, job-aware exploration, the plain
+    actor-critic without clip or KL to the warm-up)"""
 
 
 BUDGETS = {
     "smoke": {
         "updates": 20,
+        "iterations": 2,
+        "group_size": 2,
         "warmup_epochs": 2,
         "val_every": 10,
         "train_sequences_per_set": 2,
@@ -40,6 +47,7 @@ BUDGETS = {
     },
     "large": {
         "updates": 20_000,
+        "iterations": 160,
         "warmup_epochs": 100,
         "val_every": 1000,
         "train_sequences_per_set": 64,
@@ -55,6 +63,10 @@ def apply(cfg: DL2StageConfig, opts: DL2Options) -> DL2StageConfig | None:
         cfg = cfg.as_published()
     if opts.teacher is not None:
         cfg = replace(cfg, teacher=opts.teacher)
+    if opts.algorithm is not None:
+        cfg = replace(cfg, algorithm=opts.algorithm)
+    if opts.iterations is not None:
+        cfg = replace(cfg, iterations=max(opts.iterations, 1))
     if opts.updates is not None:
         # Validating less often than once per run would never keep a best policy.
         cfg = replace(cfg, updates=opts.updates, val_every=min(cfg.val_every, max(opts.updates, 1)))
@@ -89,8 +101,9 @@ def _policy_line(what: str, result: dict) -> str:
             f"{m['val_avg_jct_s']:,.0f} s vs teacher {m['teacher_avg_jct_s']:,.0f} s"
         )
     else:
+        unit = "PPO iterations" if m.get("algorithm") == "grouped-ppo" else "updates"
         detail = (
-            f"{m['updates']} updates, validation JCT {m['init_val_avg_jct_s']:,.0f} s -> best "
+            f"{m['updates']} {unit}, validation JCT {m['init_val_avg_jct_s']:,.0f} s -> best "
             f"{m['best_val_avg_jct_s']:,.0f} s; from {result['parent_policy_id'] or 'scratch'}"
         )
     return f"  {what} {result['policy_id']}{cached}: {detail}, {m['train_wall_s']:.0f} s"

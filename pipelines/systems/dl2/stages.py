@@ -4,8 +4,10 @@
                     set's training sequences; every inference step goes to
                     `decision_traces`
     warmup_stage    imitation of those decisions; the warm policy is registered
-    finetune_stage  actor-critic in the simulator, from the latest registered fine-tuned
-                    policy (retraining as new traces arrive) or else the warm-up
+    finetune_stage  RL in the simulator (DL2's actor-critic, or by default PPO over groups
+                    of rollouts of one sequence, `models.dl2.grouped`), from the latest
+                    registered fine-tuned policy (retraining as new traces arrive) or else
+                    the warm-up
 
 Each stage reads what it needs, trains with the warehouse closed (other processes can read
 meanwhile), then writes its rows in one transaction: a failed stage leaves the warehouse as
@@ -48,6 +50,8 @@ from models.dl2 import (
     warmup,
 )
 from models.dl2.config import PUBLISHED_DEVIATIONS, SYSTEM
+from models.dl2.grouped import ALGORITHM as GROUPED
+from models.dl2.grouped import GroupedConfig, finetune_grouped
 from models.dl2.recorder import as_workloads
 from models.torch_scope import scoped_torch
 from pipelines.evaluation import EvalConfig
@@ -65,6 +69,9 @@ from tracelib.provenance import canonical_json
 from tracelib.sim import SimConfig
 from warehouse import connect, read_frame, transaction
 from warehouse.io import write_frame
+
+ALGORITHMS = ("actor-critic", GROUPED)
+"""`DL2StageConfig.algorithm` values."""
 
 
 def _eval_setting() -> SimConfig:
@@ -116,6 +123,15 @@ class DL2StageConfig:
     """When DL2 decides (recording, training, evaluation): "events" (default, a deviation:
     at every arrival and completion, as Optimus at its best) or "interval" (every
     `interval_s`; the paper's)."""
+    algorithm: str = PUBLISHED_DEVIATIONS["algorithm"][1]
+    """How DL2 itself is fine-tuned: "grouped-ppo" (default, a deviation: PPO over groups
+    of rollouts of one sequence, each judged by the time its jobs spend in the system
+    against the group's other rollouts, `models.dl2.grouped`) or "actor-critic" (the
+    paper's, `models.dl2.finetune`; its Table 2 ablations and OfflineRL always use it)."""
+    iterations: int = 24
+    """Iterations of grouped PPO (one group of rollouts each)."""
+    group_size: int = 8
+    """Rollouts per group of grouped PPO."""
     record_repeats: int = 1
     """The teacher runs each training sequence this many times, each with its own
     simulator seed, and the warm-up imitates them all (more states of the same teacher).
@@ -124,21 +140,25 @@ class DL2StageConfig:
     warmup_epochs: int = 40
     """Supervised epochs at most (early stopping on the validation loss)."""
     updates: int = 3000
-    """RL updates (one per time slot) of fine-tuning."""
+    """RL updates (one per time slot) of the actor-critic's fine-tuning (DL2's with
+    `algorithm` "actor-critic", and every variant's)."""
     val_every: int = 150
     """Validate every so many updates; the best validated weights are kept."""
     seed: int = 0
     """Root seed of recording, initialization, exploration and replay."""
     variants: tuple[str, ...] = (
+        "dl2-without-grouped-ppo",
         "offline-rl",
         "dl2-without-critic",
         "dl2-without-exploration",
         "dl2-without-replay",
     )
-    """Also trained, with the same budget, and evaluated beside DL2: the OfflineRL baseline
-    and the paper's Table 2 ablations (VARIANTS); an ablation that changes nothing of
-    DL2's config (without exploration, while DL2 trains without it) is skipped
-    (`trained_variants`)."""
+    """Also trained, with the same budget, and evaluated beside DL2: DL2 fine-tuned by the
+    paper's actor-critic instead of grouped PPO (dl2-without-grouped-ppo), the OfflineRL
+    baseline and the paper's Table 2 ablations of its actor-critic (VARIANTS); a variant
+    that would train what DL2 or an earlier variant trains (without exploration, while the
+    actor-critic runs without it; dl2-without-grouped-ppo, while DL2 uses the
+    actor-critic) is skipped (`trained_variants`)."""
     finetune_sets: tuple[str, ...] = ()
     """Further derived sets whose train and validation workloads fine-tuning also uses (the
     nightly flow passes each production trace's set, so a new trace retrains every variant
@@ -153,6 +173,10 @@ class DL2StageConfig:
     init: str = "latest"
     """Fine-tuning starts from: "latest" (the newest registered fine-tuned DL2 policy, else
     this run's warm-up), "warmup" (this run's warm-up), or a policy id."""
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
 
     @property
     def window(self) -> int:
@@ -204,14 +228,40 @@ class DL2StageConfig:
             progress=False,
         )
 
-    def trained_variants(self) -> tuple[str, ...]:
-        """`variants` less those whose switches DL2's fine-tuning already has."""
-        ft = self.finetune_config()
-        return tuple(
-            v
-            for v in self.variants
-            if any(getattr(ft, k) != value for k, value in VARIANTS[v].items())
+    def grouped_config(self) -> GroupedConfig:
+        """DL2's own fine-tuning by grouped PPO (`algorithm` "grouped-ppo")."""
+        return GroupedConfig(
+            net=self.net(),
+            sim=self.sim,
+            iterations=self.iterations,
+            group_size=self.group_size,
+            val_every=min(4, self.iterations),
+            seed=self.seed,
         )
+
+    def algorithm_of(self, variant: str) -> str:
+        """The fine-tuning algorithm of `variant`: DL2's own is `algorithm`; every other
+        variant uses the paper's actor-critic."""
+        return self.algorithm if variant == "dl2" else "actor-critic"
+
+    def trained_variants(self) -> tuple[str, ...]:
+        """`variants` less those that would train what DL2 itself, or a variant listed
+        before them, trains (same algorithm, same switches)."""
+        ft = self.finetune_config()
+
+        def what(variant: str) -> tuple:
+            algorithm = self.algorithm_of(variant)
+            if algorithm != "actor-critic":
+                return (algorithm,)
+            return (algorithm, *(getattr(replace(ft, **VARIANTS[variant]), k) for k in SWITCHES))
+
+        seen = {what("dl2")}
+        out = []
+        for v in self.variants:
+            if what(v) not in seen:
+                seen.add(what(v))
+                out.append(v)
+        return tuple(out)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -363,13 +413,17 @@ def _shape(net: DL2NetConfig) -> dict[str, Any]:
 
 VARIANTS: dict[str, dict[str, bool]] = {
     "dl2": {},
+    "dl2-without-grouped-ppo": {},
     "offline-rl": {"offline": True},
     "dl2-without-critic": {"value_net": False},
     "dl2-without-exploration": {"exploration": False},
     "dl2-without-replay": {"replay": False},
 }
-"""What `finetune_stage` trains: DL2, the OfflineRL baseline (from scratch, in the
-analytical simulator) and the paper's Table 2 ablations, by their `policies.system`."""
+"""What `finetune_stage` trains: DL2, DL2 by the paper's actor-critic, the OfflineRL
+baseline (from scratch, in the analytical simulator) and the paper's Table 2 ablations,
+by their `policies.system`; the switches are the actor-critic's (`FinetuneConfig`)."""
+SWITCHES = ("offline", "value_net", "exploration", "replay")
+"""The actor-critic's switches the variants set (`FinetuneConfig`)."""
 
 
 def finetune_stage(
@@ -379,12 +433,14 @@ def finetune_stage(
     variant: str = "dl2",
     progress: Reporter = QUIET,
 ) -> TrainResult:
-    """Actor-critic fine-tuning of `variant` (a VARIANTS key) from its newest registered
-    policy (cfg.init = "latest") or else the warm-up (OfflineRL: from scratch); registers
-    the result as its child, with its learning curve."""
+    """RL fine-tuning of `variant` (a VARIANTS key; its algorithm `cfg.algorithm_of`) from
+    its newest registered policy (cfg.init = "latest") or else the warm-up (OfflineRL: from
+    scratch); registers the result as its child, with its learning curve."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown DL2 variant {variant!r}; known: {', '.join(VARIANTS)}")
     ft_cfg = replace(cfg.finetune_config(), variant=variant, **VARIANTS[variant])
+    grouped = cfg.algorithm_of(variant) == GROUPED
+    trainer_cfg = replace(cfg.grouped_config(), variant=variant) if grouped else ft_cfg
     system = ft_cfg.system
     with connect(warehouse) as con:
         train_jobs = _set_workloads(con, cfg, "train")
@@ -392,7 +448,7 @@ def finetune_stage(
         # "warmup" starts from this run's warm-up: a new warm-up (another teacher, new
         # decisions) is a new input
         start = f"warmup:{warmup_policy_id}" if cfg.init == "warmup" else cfg.init
-        key = input_key(start, ft_cfg, train_jobs, val_jobs)
+        key = input_key(start, trainer_cfg, train_jobs, val_jobs)
         done = already_trained(con, key, system)
         if done is not None:
             return done
@@ -419,13 +475,19 @@ def finetune_stage(
             f"policy {parent} has network {_shape(init.cfg)}; this stage trains "
             f"{_shape(ft_cfg.net)}: set init='warmup'"
         )
-    with (
-        scoped_torch(threads=1),
-        progress.bar(f"{variant} RL updates", ft_cfg.max_updates) as advance,
-    ):
-        policy, curve, metrics = finetune(
-            train_jobs, val_jobs, ft_cfg, init=init, eval_seed=cfg.seed, progress=advance
+    train, total, unit = (
+        (finetune_grouped, trainer_cfg.iterations, "PPO iterations")
+        if grouped
+        else (finetune, ft_cfg.max_updates, "RL updates")
+    )
+    with scoped_torch(threads=1), progress.bar(f"{variant} {unit}", total) as advance:
+        policy, curve, metrics = train(
+            train_jobs, val_jobs, trainer_cfg, init=init, eval_seed=cfg.seed, progress=advance
         )
+    # The inputs' hash goes into the checkpoint: a training that keeps its starting weights
+    # (grouped PPO when no iteration beats them on validation) is still its own policy, not
+    # its parent's file registered as its own child.
+    policy.train_config = {**policy.train_config, "input_key": key}
     path, sha = save_checkpoint_file(policy, warehouse, system)
     training = sorted(train_jobs["workload_id"].unique().to_list())
     with connect(warehouse) as con, transaction(con):

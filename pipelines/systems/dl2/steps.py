@@ -128,12 +128,14 @@ def collect(run: RunContext, cfg: DL2StageConfig, pending: Pending) -> dict:
 
 ABLATION_SYSTEMS = (
     "dl2",
+    "dl2-without-grouped-ppo",
     "offline-rl",
     "dl2-without-critic",
     "dl2-without-exploration",
     "dl2-without-replay",
 )
-"""DL2 and what the paper compares it with in Table 2 (each evaluated under this name)."""
+"""DL2, DL2 fine-tuned by the paper's actor-critic instead of grouped PPO, and what the paper
+compares it with in Table 2 (each evaluated under this name)."""
 
 
 def report(con) -> list[Section]:

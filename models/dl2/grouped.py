@@ -1,0 +1,318 @@
+"""DL2 fine-tuning by PPO over groups of rollouts of one job sequence (not in the paper).
+
+DL2's actor-critic (`finetune.py`) credits each inference with its slot's reward and a
+learned value, one update per slot. Its signal is dominated by what the policy does not
+control: which jobs arrive and how long they run. Here the policy is judged on the metric
+itself, against rollouts that saw the same input:
+
+- an iteration picks a training sequence and a simulator seed, and plays it `group_size`
+  times with the policy sampling its actions (the same arrivals and the same simulator
+  noise each time: only the policy's choices differ);
+- the return of the inferences of a decision made at time t is minus the time the jobs
+  spend in the system from t on, in hours: G(t) = -sum_j max(0, finish_j - max(t, arrival_j))
+  / 3600 (at t = 0, minus the sum of the JCTs);
+- the baseline of an episode at time t is the mean of the group's other episodes' G(t)
+  (the input-dependent baseline of Mao et al., "Variance reduction for reinforcement
+  learning in input-driven environments", ICLR 2019, as in Decima and in RL-TAPS' time-step
+  baseline), so the advantage G(t) - b(t) is what this episode's choices from t on gained
+  or lost against the others' on the very same input;
+- advantages are scaled to unit deviation over the iteration's samples, and the policy
+  takes `epochs` passes of PPO's clipped surrogate (ratio to the probability each action
+  had when it was played, clipped to 1 +- clip) over them in minibatches, with an optional
+  KL(initial policy || policy) anchor and entropy bonus.
+
+The greedy policy is validated every `val_every` iterations on the validation workloads
+(average JCT); the best validated weights, the starting policy's included, are returned.
+No value network is trained (the group is the baseline).
+
+    policy, curve, metrics = finetune_grouped(train, val, GroupedConfig(), init=warm)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import polars as pl
+import torch
+import torch.nn.functional as F
+
+from models.dl2.config import DL2NetConfig, dl2_sim, to_dict
+from models.dl2.finetune import finetune_curve, job_lists
+from models.dl2.networks import (
+    PolicyNet,
+    bundle_mask,
+    choose,
+    fast_policy,
+    masked_entropy,
+    needy_rows,
+)
+from models.dl2.policy import DL2Policy, average_jct, clone_net
+from models.dl2.recorder import Workloads
+from tracelib.envs import AllocationEnv, AllocationEnvConfig
+from tracelib.progress import ProgressFn, no_progress
+from tracelib.sim.config import SimConfig
+from tracelib.sim.engine import SimulationStalled
+from tracelib.sim.jobs import JobSpec
+
+ALGORITHM = "grouped-ppo"
+"""`DL2StageConfig.algorithm` / `train_config.algorithm` of this trainer."""
+
+
+@dataclass(frozen=True)
+class GroupedConfig:
+    """PPO over groups of rollouts of one sequence (see the module docstring)."""
+
+    net: DL2NetConfig = field(default_factory=DL2NetConfig)
+    """Networks when training from scratch (`init=None`); otherwise the initial policy's."""
+    sim: SimConfig = field(default_factory=dl2_sim)
+    """Simulator of rollouts and validation (window set to the network's)."""
+    iterations: int = 24
+    """Iterations: one group of rollouts, then the policy's passes over its samples."""
+    group_size: int = 8
+    """Rollouts of the same sequence and simulator seed per iteration (>= 2: each one's
+    baseline is the others' mean)."""
+    epochs: int = 2
+    """Passes of the policy over an iteration's samples."""
+    minibatch: int = 1024
+    """Samples per gradient step."""
+    lr: float = 1e-4
+    """Adam learning rate."""
+    clip: float = 0.2
+    """PPO's clip of the probability ratio."""
+    kl_init: float = 0.0
+    """Weight of KL(initial policy || policy) on each minibatch (0: none)."""
+    entropy_weight: float = 0.0
+    """Weight of the mean masked entropy (0: none; sampling from a warm-up that imitates a
+    teacher to 98% already explores around it)."""
+    val_every: int = 4
+    """Validate the greedy policy every so many iterations; the best weights are kept."""
+    seed: int = 0
+    """Root seed: initialization, sequence and simulator-seed choice, action sampling."""
+    variant: str | None = None
+    """`policies.system` of the result (None: "dl2")."""
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1 or self.group_size < 2 or self.epochs < 1:
+            raise ValueError("need iterations >= 1, group_size >= 2 and epochs >= 1")
+        if self.minibatch < 1 or self.lr <= 0 or self.clip <= 0 or self.val_every < 1:
+            raise ValueError("minibatch, lr, clip and val_every must be positive")
+        if self.kl_init < 0 or self.entropy_weight < 0:
+            raise ValueError("kl_init and entropy_weight must be >= 0")
+
+    @property
+    def system(self) -> str:
+        return self.variant or "dl2"
+
+
+def time_in_system_after(times: np.ndarray, arrival: np.ndarray, finish: np.ndarray) -> np.ndarray:
+    """(K,) hours the jobs spend in the system after each of `times` (K,): sum over jobs of
+    max(0, finish - max(t, arrival)) / 3600; at t <= every arrival, the sum of the JCTs."""
+    start = np.maximum(times[:, None], arrival[None, :])  # (K, N)
+    return np.maximum(finish[None, :] - start, 0.0).sum(axis=1) / 3600.0
+
+
+@dataclass
+class _Episode:
+    """One rollout: its stored inferences and the time of the decision each belongs to."""
+
+    obs: list[np.ndarray] = field(default_factory=list)
+    mask: list[np.ndarray] = field(default_factory=list)
+    action: list[int] = field(default_factory=list)
+    logp: list[float] = field(default_factory=list)
+    time_s: list[float] = field(default_factory=list)
+    arrival: np.ndarray | None = None
+    finish: np.ndarray | None = None
+
+
+def _rollout(env: AllocationEnv, fast, window: int, bundle_first: bool, rng, seed: int, k: int):
+    """Play workload k once with the policy sampling (simulator seed from `seed`); None if
+    the episode was truncated before every job finished."""
+    ep = _Episode()
+    obs, info = env.reset(seed=seed, options={"workload": k})
+    while True:
+        mask = info["action_mask"]
+        if bundle_first and env.builder is not None:
+            needy = needy_rows(env.builder, mask, window)
+            if needy:
+                mask = bundle_mask(mask, needy)
+        logits = fast.full_logits(obs)  # (3J + 1,)
+        action = choose(logits, mask, rng)
+        if mask.sum() > 1:  # a forced action teaches nothing
+            z = np.where(mask, logits, -np.inf)
+            top = z.max()
+            ep.obs.append(obs)
+            ep.mask.append(mask)
+            ep.action.append(action)
+            ep.logp.append(float(z[action] - top - np.log(np.exp(z - top).sum())))
+            ep.time_s.append(info["time_s"])
+        obs, _, terminated, truncated, info = env.step(action)
+        if terminated:
+            jobs = env.result().jobs
+            ep.arrival = jobs["arrival_s"].to_numpy()
+            ep.finish = jobs["finish_s"].to_numpy()
+            return ep
+        if truncated:
+            return None
+
+
+def group_advantages(episodes: list[_Episode]) -> list[np.ndarray]:
+    """Per episode, the advantage of each stored inference: minus the hours in system after
+    its decision's time, less the mean of the other episodes' at that time."""
+    out = []
+    for i, ep in enumerate(episodes):
+        t = np.asarray(ep.time_s, dtype=float)
+        own = -time_in_system_after(t, ep.arrival, ep.finish)
+        others = [
+            -time_in_system_after(t, o.arrival, o.finish) for j, o in enumerate(episodes) if j != i
+        ]
+        out.append(own - np.mean(others, axis=0))
+    return out
+
+
+def _validate(net: PolicyNet, workloads, sim: SimConfig, seed: int) -> float:
+    try:
+        return average_jct(DL2Policy(net), workloads, sim, seed=seed)
+    except SimulationStalled:
+        return math.inf
+
+
+def finetune_grouped(
+    train_workloads: Workloads | Sequence[Sequence[JobSpec]],
+    val_workloads: Workloads | Sequence[Sequence[JobSpec]],
+    cfg: GroupedConfig | None = None,
+    init: DL2Policy | None = None,
+    *,
+    eval_seed: int = 0,
+    progress: ProgressFn = no_progress,
+) -> tuple[DL2Policy, pl.DataFrame, dict[str, Any]]:
+    """Fine-tune a DL2 policy (from `init`, else from scratch) by grouped PPO; returns (best
+    validated policy, learning curve, metrics) like `finetune.finetune`. `progress(i, n)` is
+    called after every iteration."""
+    cfg = cfg or GroupedConfig()
+    start = time.perf_counter()
+    train_jobs = job_lists(train_workloads)
+    val_jobs = job_lists(val_workloads)
+    if not train_jobs or not val_jobs:
+        raise ValueError("need training and validation workloads")
+    init_ss, pick_ss, act_ss, batch_ss = np.random.SeedSequence(cfg.seed).spawn(4)
+    pick_rng = np.random.default_rng(pick_ss)
+    act_rng = np.random.default_rng(act_ss)
+    batch_rng = np.random.default_rng(batch_ss)
+
+    net_cfg = init.cfg if init is not None else cfg.net
+    with torch.random.fork_rng():
+        torch.manual_seed(int(init_ss.generate_state(1)[0]))
+        policy_net = clone_net(init.net) if init is not None else PolicyNet(net_cfg)
+    anchor = clone_net(policy_net) if cfg.kl_init > 0 else None
+    opt = torch.optim.Adam(policy_net.parameters(), lr=cfg.lr)
+    window = net_cfg.window
+    sim = replace(cfg.sim, window=window)
+    env = AllocationEnv(
+        train_jobs,
+        AllocationEnvConfig(
+            obs=net_cfg.obs, sim=sim, interval_s=net_cfg.interval_s, trigger=net_cfg.trigger
+        ),
+    )
+
+    best_jct = init_jct = _validate(policy_net, val_jobs, sim, eval_seed)
+    best_state = {k: v.clone() for k, v in policy_net.state_dict().items()}
+    best_iteration = 0
+    rows = [_row(0, 0, start, best_jct, {})]
+    episodes = samples = steps = 0
+    for iteration in range(1, cfg.iterations + 1):
+        fast = fast_policy(policy_net)
+        k = int(pick_rng.integers(len(train_jobs)))
+        seed = int(pick_rng.integers(2**31 - 1))
+        group = [
+            _rollout(env, fast, window, net_cfg.bundle_first, act_rng, seed, k)
+            for _ in range(cfg.group_size)
+        ]
+        group = [ep for ep in group if ep is not None and ep.action]
+        episodes += cfg.group_size
+        stats: dict[str, float] = {}
+        if len(group) >= 2:
+            adv = np.concatenate(group_advantages(group)).astype(np.float32)  # (S,)
+            stats["reward"] = float(-np.mean([ep.finish.sum() - ep.arrival.sum() for ep in group]))
+            adv = adv / (adv.std() + 1e-8)
+            obs = torch.from_numpy(np.stack([o for ep in group for o in ep.obs]))  # (S, J*F)
+            mask = torch.from_numpy(np.stack([m for ep in group for m in ep.mask]))  # (S, 3J+1)
+            action = torch.from_numpy(np.concatenate([ep.action for ep in group]))  # (S,)
+            old = torch.from_numpy(np.concatenate([ep.logp for ep in group]).astype(np.float32))
+            adv_t = torch.from_numpy(adv)
+            samples += len(adv)
+            losses, entropies = [], []
+            for _ in range(cfg.epochs):
+                order = batch_rng.permutation(len(adv))
+                for lo in range(0, len(order), cfg.minibatch):
+                    idx = torch.from_numpy(order[lo : lo + cfg.minibatch])
+                    logits = policy_net.masked_logits(obs[idx], mask[idx])  # (B, 3J+1)
+                    log_pi = F.log_softmax(logits, dim=-1)
+                    logp = log_pi.gather(1, action[idx, None]).squeeze(1)  # (B,)
+                    ratio = torch.exp(logp - old[idx])
+                    a = adv_t[idx]
+                    clipped = torch.clamp(ratio, 1 - cfg.clip, 1 + cfg.clip)
+                    loss = -torch.min(ratio * a, clipped * a).mean()
+                    entropy = masked_entropy(logits, mask[idx]).mean()
+                    loss = loss - cfg.entropy_weight * entropy
+                    if anchor is not None:
+                        with torch.no_grad():
+                            log_init = F.log_softmax(anchor.masked_logits(obs[idx], mask[idx]), -1)
+                        kl = (log_init.exp() * (log_init - log_pi)).masked_fill(~mask[idx], 0.0)
+                        loss = loss + cfg.kl_init * kl.sum(-1).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    steps += 1
+                    losses.append(float(loss.detach()))
+                    entropies.append(float(entropy.detach()))
+            stats["pl"] = float(np.mean(losses))
+            stats["entropy"] = float(np.mean(entropies))
+        if iteration % cfg.val_every == 0 or iteration == cfg.iterations:
+            jct = _validate(policy_net, val_jobs, sim, eval_seed)
+            rows.append(_row(iteration, episodes, start, jct, stats))
+            if jct < best_jct:
+                best_jct, best_iteration = jct, iteration
+                best_state = {k: v.clone() for k, v in policy_net.state_dict().items()}
+        progress(iteration, cfg.iterations)
+
+    final_jct = rows[-1]["val_avg_jct_s"]
+    policy_net.load_state_dict(best_state)
+    policy = DL2Policy(
+        policy_net,
+        name=cfg.system,
+        system=cfg.system,
+        train_config={"stage": "finetune", "algorithm": ALGORITHM, **to_dict(cfg)},
+    )
+    metrics = {
+        "algorithm": ALGORITHM,
+        "updates": cfg.iterations,
+        "policy_updates": steps,
+        "episodes": episodes,
+        "samples": samples,
+        "train_wall_s": time.perf_counter() - start,
+        "init_val_avg_jct_s": init_jct,
+        "final_val_avg_jct_s": final_jct,
+        "best_val_avg_jct_s": best_jct,
+        "best_update": best_iteration,
+        "improvement_vs_init": 1.0 - best_jct / init_jct if math.isfinite(init_jct) else None,
+        "validation_sim": "full",
+    }
+    return policy, finetune_curve(rows), metrics
+
+
+def _row(step: int, episodes: int, start: float, jct: float, stats: dict) -> dict[str, Any]:
+    return {
+        "step": step,
+        "episodes": episodes,
+        "wall_s": time.perf_counter() - start,
+        "val_avg_jct_s": jct if math.isfinite(jct) else None,
+        "reward": stats.get("reward"),
+        "entropy": stats.get("entropy"),
+        "policy_loss": stats.get("pl"),
+        "value_loss": None,
+    }

@@ -1,0 +1,124 @@
+"""DL2's grouped PPO fine-tuning (models/dl2/grouped.py): the return is the time jobs spend
+in the system, the baseline the group's other rollouts, training is deterministic and keeps
+the best validated policy, and the pipeline stage trains DL2 with it and the paper's
+actor-critic beside it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from models.dl2.config import DL2NetConfig, RecorderConfig, WarmupConfig, dl2_sim
+from models.dl2.grouped import (
+    GroupedConfig,
+    _Episode,
+    finetune_grouped,
+    group_advantages,
+    time_in_system_after,
+)
+from models.dl2.policy import average_jct
+from models.dl2.recorder import record_runs
+from models.dl2.warmup import warmup
+from pipelines.systems.dl2.stages import DL2StageConfig
+from tracelib.sim import dl2_like_frame, jobs_from_frame
+
+torch.set_num_threads(1)
+
+WINDOW = 4
+NET = DL2NetConfig(window=WINDOW, hidden=(16, 16), head="rows", trigger="events")
+SIM = dl2_sim(n_servers=3, window=WINDOW)
+
+
+def _workloads(count: int, first_seed: int = 0, n_jobs: int = 6):
+    return {
+        f"w{s}": jobs_from_frame(
+            dl2_like_frame(n_jobs, s, mean_duration_min=40.0, median_duration_min=20.0)
+        )
+        for s in range(first_seed, first_seed + count)
+    }
+
+
+def test_time_in_system_counts_each_job_from_the_later_of_t_and_its_arrival():
+    arrival = np.array([0.0, 3600.0])
+    finish = np.array([7200.0, 5400.0])
+    hours = time_in_system_after(np.array([0.0, 1800.0, 3600.0, 6000.0, 9000.0]), arrival, finish)
+    # t = 0: the JCTs (2 h + 0.5 h); t = 1800: 1.5 h + 0.5 h; t = 3600: 1 h + 0.5 h;
+    # t = 6000: 1200 s of the first job; after every finish: nothing.
+    assert hours.tolist() == pytest.approx([2.5, 2.0, 1.5, 1200 / 3600, 0.0])
+
+
+def _episode(times, arrival, finish) -> _Episode:
+    ep = _Episode(time_s=list(times))
+    ep.arrival, ep.finish = np.asarray(arrival, float), np.asarray(finish, float)
+    return ep
+
+
+def test_group_advantages_are_against_the_other_rollouts_of_the_same_input():
+    times = [0.0, 1000.0]
+    same = [_episode(times, [0, 0], [2000, 3000]) for _ in range(3)]
+    for adv in group_advantages(same):
+        assert np.allclose(adv, 0.0)  # identical rollouts: nothing to credit
+    fast = _episode(times, [0, 0], [1000, 2000])
+    slow = _episode(times, [0, 0], [3000, 4000])
+    mid = _episode(times, [0, 0], [2000, 3000])
+    adv = group_advantages([fast, slow, mid])
+    # At t = 0 the fast rollout spends 0.833 h, the others' mean (1.944 + 1.389) / 2 h.
+    assert adv[0][0] == pytest.approx(-(3000 / 3600) + (7000 / 3600 + 5000 / 3600) / 2)
+    assert adv[0][0] > 0 > adv[1][0]
+    # Leave-one-out: at the same times the group's advantages sum to zero.
+    assert np.allclose(np.sum(adv, axis=0), 0.0)
+
+
+@pytest.fixture(scope="module")
+def warm():
+    wl = _workloads(2)
+    frame, _ = record_runs(wl, "optimus", RecorderConfig(teacher="optimus", net=NET, sim=SIM))
+    return warmup(frame, WarmupConfig(hidden=(16, 16), head="rows", max_epochs=3))[0]
+
+
+def test_grouped_ppo_is_deterministic_and_keeps_the_best_validated_policy(warm):
+    train, val = _workloads(2), _workloads(1, first_seed=50)
+    cfg = GroupedConfig(sim=SIM, iterations=3, group_size=3, val_every=1, minibatch=64, lr=1e-3)
+    first, curve, m1 = finetune_grouped(train, val, cfg, init=warm)
+    second, _, m2 = finetune_grouped(train, val, cfg, init=warm)
+    for a, b in zip(first.net.state_dict().values(), second.net.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert m1 == {**m2, "train_wall_s": m1["train_wall_s"]}
+    assert first.cfg == warm.cfg and first.value_net is None
+    assert m1["algorithm"] == "grouped-ppo" and m1["samples"] > 0 and m1["policy_updates"] > 0
+    assert curve["step"].to_list() == [0, 1, 2, 3]
+    assert m1["best_val_avg_jct_s"] == min(curve["val_avg_jct_s"].to_list())
+    # The returned weights are the best validated ones: they reproduce that figure.
+    (jobs,) = val.values()
+    assert average_jct(first, [jobs], replace(SIM, window=WINDOW)) == pytest.approx(
+        m1["best_val_avg_jct_s"]
+    )
+    other, _, _ = finetune_grouped(train, val, replace(cfg, seed=1), init=warm)
+    pairs = zip(first.net.state_dict().values(), other.net.state_dict().values(), strict=True)
+    assert any(not torch.equal(a, b) for a, b in pairs)
+
+
+def test_stage_trains_dl2_by_grouped_ppo_and_the_papers_actor_critic_beside_it():
+    cfg = DL2StageConfig()
+    assert cfg.algorithm_of("dl2") == "grouped-ppo"
+    assert cfg.algorithm_of("dl2-without-replay") == "actor-critic"
+    # The actor-critic DL2 is trained beside it; without exploration is that same
+    # actor-critic (exploration is off by default), so it is not trained twice.
+    assert cfg.trained_variants() == (
+        "dl2-without-grouped-ppo",
+        "offline-rl",
+        "dl2-without-critic",
+        "dl2-without-replay",
+    )
+    paper = cfg.as_published()
+    assert (
+        paper.algorithm == "actor-critic"
+        and "dl2-without-grouped-ppo" not in paper.trained_variants()
+    )
+    with pytest.raises(ValueError, match="algorithm"):
+        DL2StageConfig(algorithm="reinforce")
+    with pytest.raises(ValueError, match="group_size"):
+        GroupedConfig(group_size=1)
