@@ -80,8 +80,10 @@ class GroupedConfig:
     """Passes of the policy over an iteration's samples."""
     minibatch: int = 1024
     """Samples per gradient step."""
-    lr: float = 1e-4
-    """Adam learning rate."""
+    lr: float = 3e-4
+    """Adam learning rate (measured on two default runs' warm-ups, 48 iterations: 3e-4
+    ended 1.017 times Optimus at every event on their test sequences, 1e-4 after 24
+    iterations 1.029; README, DL2)."""
     clip: float = 0.2
     """PPO's clip of the probability ratio."""
     kl_init: float = 0.0
