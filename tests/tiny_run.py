@@ -183,10 +183,12 @@ def reference_run(tmp_path_factory, prefect_harness) -> ReferenceRun:
         from pipelines.flows import nightly_flow
 
         summary = nightly_flow(warehouse=str(folder / "wh.duckdb"), **TINY)
-        # Four DL2 fine-tunings (DL2 trains without exploration, so that ablation is DL2),
-        # four Harmony placement trainings, two Chic and two RL-TAPS trainings and three
-        # system evaluations: a parallel runner has work to spread.
-        assert len(summary["dl2"]["variants"]) == 3
+        # Five DL2 fine-tunings (DL2 by grouped PPO, then the paper's actor-critic, which
+        # trains without exploration, so that ablation is the actor-critic itself, and
+        # three variants of it), four Harmony placement trainings, two Chic and two RL-TAPS
+        # trainings and three system evaluations: a parallel runner has work to spread.
+        assert summary["dl2"]["finetune"]["metrics"]["algorithm"] == "grouped-ppo"
+        assert len(summary["dl2"]["variants"]) == 4
         assert len(summary["harmony"]["placement"]) == 4
         assert len(summary["chic"]["train"]) == len(summary["rltaps"]["train"]) == 2
 
