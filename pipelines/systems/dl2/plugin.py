@@ -28,7 +28,8 @@ class DL2Options:
     teacher: Literal["drf", "fifo", "srtf", "optimus"] | None = None
     """heuristic whose decisions DL2's warm-up imitates (default optimus; the paper's: drf)"""
     baselines: bool = True
-    """train the OfflineRL baseline and the paper's three ablations beside DL2"""
+    """train DL2 by the paper's actor-critic, the OfflineRL baseline and the paper's three
+    ablations beside DL2"""
     as_published: bool = False
     """train DL2 with the paper's choices instead of the measured deviations (teacher drf,
     a decision every 20-minute slot, its flat network, job-aware exploration, the plain
