@@ -23,7 +23,8 @@ itself, against rollouts that saw the same input:
 
 The greedy policy is validated every `val_every` iterations on the validation workloads
 (average JCT); the best validated weights, the starting policy's included, are returned.
-No value network is trained (the group is the baseline).
+No value network is trained (the group is the baseline). The learning curve's `reward` is
+the group's mean return at t = 0 (minus the sum of its JCTs, hours).
 
     policy, curve, metrics = finetune_grouped(train, val, GroupedConfig(), init=warm)
 """
@@ -119,7 +120,7 @@ def time_in_system_after(times: np.ndarray, arrival: np.ndarray, finish: np.ndar
 
 
 @dataclass
-class _Episode:
+class Episode:
     """One rollout: its stored inferences and the time of the decision each belongs to."""
 
     obs: list[np.ndarray] = field(default_factory=list)
@@ -134,7 +135,7 @@ class _Episode:
 def _rollout(env: AllocationEnv, fast, window: int, bundle_first: bool, rng, seed: int, k: int):
     """Play workload k once with the policy sampling (simulator seed from `seed`); None if
     the episode was truncated before every job finished."""
-    ep = _Episode()
+    ep = Episode()
     obs, info = env.reset(seed=seed, options={"workload": k})
     while True:
         mask = info["action_mask"]
@@ -162,7 +163,7 @@ def _rollout(env: AllocationEnv, fast, window: int, bundle_first: bool, rng, see
             return None
 
 
-def group_advantages(episodes: list[_Episode]) -> list[np.ndarray]:
+def group_advantages(episodes: list[Episode]) -> list[np.ndarray]:
     """Per episode, the advantage of each stored inference: minus the hours in system after
     its decision's time, less the mean of the other episodes' at that time."""
     out = []
@@ -239,7 +240,9 @@ def finetune_grouped(
         stats: dict[str, float] = {}
         if len(group) >= 2:
             adv = np.concatenate(group_advantages(group)).astype(np.float32)  # (S,)
-            stats["reward"] = float(-np.mean([ep.finish.sum() - ep.arrival.sum() for ep in group]))
+            # the group's mean return at t = 0: minus the sum of its JCTs, in hours
+            stats["reward"] = -float(np.mean([(ep.finish - ep.arrival).sum() for ep in group]))
+            stats["reward"] /= 3600.0
             adv = adv / (adv.std() + 1e-8)
             obs = torch.from_numpy(np.stack([o for ep in group for o in ep.obs]))  # (S, J*F)
             mask = torch.from_numpy(np.stack([m for ep in group for m in ep.mask]))  # (S, 3J+1)

@@ -13,8 +13,8 @@ import torch
 
 from models.dl2.config import DL2NetConfig, RecorderConfig, WarmupConfig, dl2_sim
 from models.dl2.grouped import (
+    Episode,
     GroupedConfig,
-    _Episode,
     finetune_grouped,
     group_advantages,
     time_in_system_after,
@@ -50,8 +50,8 @@ def test_time_in_system_counts_each_job_from_the_later_of_t_and_its_arrival():
     assert hours.tolist() == pytest.approx([2.5, 2.0, 1.5, 1200 / 3600, 0.0])
 
 
-def _episode(times, arrival, finish) -> _Episode:
-    ep = _Episode(time_s=list(times))
+def _episode(times, arrival, finish) -> Episode:
+    ep = Episode(time_s=list(times))
     ep.arrival, ep.finish = np.asarray(arrival, float), np.asarray(finish, float)
     return ep
 
