@@ -239,7 +239,7 @@ def finetune(
     best_state = {k: v.clone() for k, v in policy_net.state_dict().items()}
     best_update = 0
     rows.append(_row(0, 0, start, best_jct, since))
-    updates = episodes = samples = policy_updates = 0
+    updates = episodes = samples = policy_updates = stalled = 0
     baseline: float | None = None  # moving-average reward (value_net off)
 
     def update(batch: dict[str, torch.Tensor]) -> None:
@@ -347,7 +347,18 @@ def finetune(
                 top = z.max()
                 slot_logp.append(float(z[action] - top - np.log(np.exp(z - top).sum())))
             decision = info["decision"]
-            obs, reward, terminated, truncated, info = env.step(action)
+            try:
+                obs, reward, terminated, truncated, info = env.step(action)
+            except SimulationStalled:
+                # Deciding only at arrivals and completions, an allocation that leaves
+                # nothing running with no arrival to come has no next decision: the slot's
+                # samples are dropped and a new episode starts.
+                slot_obs, slot_mask, slot_action, slot_step_next, slot_logp = [], [], [], [], []
+                episodes += 1
+                stalled += 1
+                slots_in_episode = 0
+                obs, info = env.reset()
+                continue
             if stored:
                 slot_step_next.append(obs)
             if not terminated and info["decision"] == decision:
@@ -426,6 +437,7 @@ def finetune(
         "updates": updates,
         "policy_updates": policy_updates,
         "episodes": episodes,
+        "stalled_episodes": stalled,
         "samples": samples,
         "train_wall_s": time.perf_counter() - start,
         "init_val_avg_jct_s": init_jct,

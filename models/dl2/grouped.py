@@ -134,7 +134,9 @@ class Episode:
 
 def _rollout(env: AllocationEnv, fast, window: int, bundle_first: bool, rng, seed: int, k: int):
     """Play workload k once with the policy sampling (simulator seed from `seed`); None if
-    the episode was truncated before every job finished."""
+    the episode was truncated before every job finished, or stalled: deciding only at
+    arrivals and completions, a sampled allocation that leaves nothing running with no
+    arrival to come has no next decision (seen once in about 6,000 rollouts)."""
     ep = Episode()
     obs, info = env.reset(seed=seed, options={"workload": k})
     while True:
@@ -153,7 +155,10 @@ def _rollout(env: AllocationEnv, fast, window: int, bundle_first: bool, rng, see
             ep.action.append(action)
             ep.logp.append(float(z[action] - top - np.log(np.exp(z - top).sum())))
             ep.time_s.append(info["time_s"])
-        obs, _, terminated, truncated, info = env.step(action)
+        try:
+            obs, _, terminated, truncated, info = env.step(action)
+        except SimulationStalled:
+            return None
         if terminated:
             jobs = env.result().jobs
             ep.arrival = jobs["arrival_s"].to_numpy()
@@ -226,7 +231,7 @@ def finetune_grouped(
     best_state = {k: v.clone() for k, v in policy_net.state_dict().items()}
     best_iteration = 0
     rows = [_row(0, 0, start, best_jct, {})]
-    episodes = samples = steps = 0
+    episodes = samples = steps = dropped = 0
     for iteration in range(1, cfg.iterations + 1):
         fast = fast_policy(policy_net)
         k = int(pick_rng.integers(len(train_jobs)))
@@ -235,6 +240,7 @@ def finetune_grouped(
             _rollout(env, fast, window, net_cfg.bundle_first, act_rng, seed, k)
             for _ in range(cfg.group_size)
         ]
+        dropped += sum(ep is None for ep in group)
         group = [ep for ep in group if ep is not None and ep.action]
         episodes += cfg.group_size
         stats: dict[str, float] = {}
@@ -298,6 +304,7 @@ def finetune_grouped(
         "updates": cfg.iterations,
         "policy_updates": steps,
         "episodes": episodes,
+        "dropped_episodes": dropped,
         "samples": samples,
         "train_wall_s": time.perf_counter() - start,
         "init_val_avg_jct_s": init_jct,

@@ -344,6 +344,38 @@ def test_finetune_end_to_end(switches, warm):
         assert result.jobs["finish_s"].null_count() == 0
 
 
+def test_finetune_goes_on_after_a_stalled_episode(warm, monkeypatch):
+    # Deciding at events only, an allocation that leaves nothing running and no arrival to
+    # come has no next decision (SimulationStalled): the episode is dropped, training goes on.
+    from tracelib.envs import AllocationEnv
+    from tracelib.sim.engine import SimulationStalled
+
+    real_step = AllocationEnv.step
+    calls = {"n": 0}
+
+    def step(self, action):
+        calls["n"] += 1
+        if calls["n"] == 30:
+            raise SimulationStalled("at t=0s 6 jobs wait, none runs and none arrives")
+        return real_step(self, action)
+
+    monkeypatch.setattr(AllocationEnv, "step", step)
+    wl = tiny_workloads(count=2, n_jobs=6)
+    val = tiny_workloads(count=1, n_jobs=6, first_seed=50)
+    cfg = FinetuneConfig(
+        net=NET,
+        sim=SIM,
+        max_updates=6,
+        val_every=3,
+        batch_size=16,
+        replay_size=64,
+        critic_warmup=2,
+        progress=False,
+    )
+    _, _, metrics = finetune(wl, val, cfg, init=warm)
+    assert calls["n"] > 30 and metrics["stalled_episodes"] == 1 and metrics["updates"] == 6
+
+
 def test_finetune_decides_at_the_policy_interval_and_is_deterministic(warm):
     """A policy trained every 600 s is trained, validated and run every 600 s; the same
     seed gives the same weights bit for bit (clip and KL on)."""

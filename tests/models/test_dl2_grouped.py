@@ -101,6 +101,30 @@ def test_grouped_ppo_is_deterministic_and_keeps_the_best_validated_policy(warm):
     assert any(not torch.equal(a, b) for a, b in pairs)
 
 
+def test_a_rollout_that_stalls_is_dropped_not_raised(warm, monkeypatch):
+    # Deciding at events only, a sampled allocation that leaves nothing running and no
+    # arrival to come has no next decision; the simulator says so (SimulationStalled). The
+    # rollout is dropped from its group instead of ending the training.
+    from tracelib.envs import AllocationEnv
+    from tracelib.sim.engine import SimulationStalled
+
+    real_step = AllocationEnv.step
+    calls = {"n": 0}
+
+    def step(self, action):
+        calls["n"] += 1
+        if calls["n"] == 40:  # in the first rollout
+            raise SimulationStalled("at t=0s 6 jobs wait, none runs and none arrives")
+        return real_step(self, action)
+
+    monkeypatch.setattr(AllocationEnv, "step", step)
+    train, val = _workloads(2), _workloads(1, first_seed=50)
+    cfg = GroupedConfig(sim=SIM, iterations=1, group_size=3, val_every=1, minibatch=64)
+    _, _, metrics = finetune_grouped(train, val, cfg, init=warm)
+    assert calls["n"] > 40 and metrics["dropped_episodes"] == 1
+    assert metrics["episodes"] == 3 and metrics["samples"] > 0
+
+
 def test_stage_trains_dl2_by_grouped_ppo_and_the_papers_actor_critic_beside_it():
     cfg = DL2StageConfig()
     assert cfg.algorithm_of("dl2") == "grouped-ppo"
