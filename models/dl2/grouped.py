@@ -232,6 +232,7 @@ def finetune_grouped(
     best_iteration = 0
     rows = [_row(0, 0, start, best_jct, {})]
     episodes = samples = steps = dropped = 0
+    collapsed: int | None = None
     for iteration in range(1, cfg.iterations + 1):
         fast = fast_policy(policy_net)
         k = int(pick_rng.integers(len(train_jobs)))
@@ -241,8 +242,15 @@ def finetune_grouped(
             for _ in range(cfg.group_size)
         ]
         dropped += sum(ep is None for ep in group)
-        group = [ep for ep in group if ep is not None and ep.action]
         episodes += cfg.group_size
+        if all(ep is None for ep in group):
+            # Every rollout stalled or was cut off: the policy has collapsed (seen once,
+            # after 150 iterations at Adam 3e-4, and validating it then ran for minutes).
+            # Training stops; the best validated weights are returned.
+            collapsed = iteration
+            progress(cfg.iterations, cfg.iterations)
+            break
+        group = [ep for ep in group if ep is not None and ep.action]
         stats: dict[str, float] = {}
         if len(group) >= 2:
             adv = np.concatenate(group_advantages(group)).astype(np.float32)  # (S,)
@@ -301,10 +309,11 @@ def finetune_grouped(
     )
     metrics = {
         "algorithm": ALGORITHM,
-        "updates": cfg.iterations,
+        "updates": collapsed - 1 if collapsed is not None else cfg.iterations,
         "policy_updates": steps,
         "episodes": episodes,
         "dropped_episodes": dropped,
+        "collapsed_at": collapsed,
         "samples": samples,
         "train_wall_s": time.perf_counter() - start,
         "init_val_avg_jct_s": init_jct,

@@ -125,6 +125,30 @@ def test_a_rollout_that_stalls_is_dropped_not_raised(warm, monkeypatch):
     assert metrics["episodes"] == 3 and metrics["samples"] > 0
 
 
+def test_training_stops_when_every_rollout_of_an_iteration_stalls(warm, monkeypatch):
+    from tracelib.envs import AllocationEnv
+    from tracelib.sim.engine import SimulationStalled
+
+    real_step = AllocationEnv.step
+    calls = {"n": 0, "limit": None}
+
+    def step(self, action):
+        calls["n"] += 1
+        if calls["limit"] is not None and calls["n"] > calls["limit"]:
+            raise SimulationStalled("at t=0s 6 jobs wait, none runs and none arrives")
+        return real_step(self, action)
+
+    monkeypatch.setattr(AllocationEnv, "step", step)
+    train, val = _workloads(2), _workloads(1, first_seed=50)
+    cfg = GroupedConfig(sim=SIM, iterations=4, group_size=2, val_every=1, minibatch=64)
+    finetune_grouped(train, val, replace(cfg, iterations=1), init=warm)
+    calls.update(n=0, limit=calls["n"])  # the first iteration plays as before, then stalls
+    _, curve, metrics = finetune_grouped(train, val, cfg, init=warm)
+    assert metrics["collapsed_at"] == 2 and metrics["updates"] == 1
+    assert curve["step"].to_list() == [0, 1]  # the collapsed policy is never validated
+    assert metrics["best_val_avg_jct_s"] == min(curve["val_avg_jct_s"].to_list())
+
+
 def test_stage_trains_dl2_by_grouped_ppo_and_the_papers_actor_critic_beside_it():
     cfg = DL2StageConfig()
     assert cfg.algorithm_of("dl2") == "grouped-ppo"
