@@ -58,11 +58,11 @@ from models.dl2.config import FinetuneConfig, to_dict
 from models.dl2.networks import (
     PolicyNet,
     ValueNet,
-    bundle_mask,
+    acting_mask,
     choose,
     fast_policy,
     masked_entropy,
-    needy_rows,
+    masked_log_prob,
 )
 from models.dl2.policy import DL2Policy, average_jct, clone_net
 from models.dl2.recorder import Workloads, as_workloads
@@ -176,7 +176,7 @@ def slot_batch(
     }
 
 
-def _validate(policy_net: PolicyNet, workloads, sim, seed: int) -> float:
+def validate_greedy(policy_net: PolicyNet, workloads, sim, seed: int) -> float:
     """Average JCT (s) of the greedy policy on the validation workloads (inf if stuck)."""
     try:
         return average_jct(DL2Policy(policy_net), workloads, sim, seed=seed)
@@ -234,7 +234,7 @@ def finetune(
     # -- bookkeeping ----------------------------------------------------------------------
     rows: list[dict[str, Any]] = []
     since: dict[str, list[float]] = {"reward": [], "entropy": [], "pl": [], "vl": []}
-    best_jct = _validate(policy_net, val_jobs, sim, eval_seed)
+    best_jct = validate_greedy(policy_net, val_jobs, sim, eval_seed)
     init_jct = best_jct
     best_state = {k: v.clone() for k, v in policy_net.state_dict().items()}
     best_update = 0
@@ -320,11 +320,7 @@ def finetune(
             if cfg.max_wall_s is not None and time.perf_counter() - start > cfg.max_wall_s:
                 break
             # one inference
-            mask = info["action_mask"]
-            if net_cfg.bundle_first and env.builder is not None:
-                needy = needy_rows(env.builder, mask, window)
-                if needy:
-                    mask = bundle_mask(mask, needy)
+            mask = acting_mask(info["action_mask"], env.builder, net_cfg)
             logits = fast.full_logits(obs)
             action = choose(logits, mask, act_rng)
             if cfg.exploration and env.builder is not None:
@@ -343,9 +339,7 @@ def finetune(
                 slot_obs.append(obs)
                 slot_mask.append(mask)
                 slot_action.append(action)
-                z = np.where(mask, logits, -np.inf)  # the acting policy's log-probability
-                top = z.max()
-                slot_logp.append(float(z[action] - top - np.log(np.exp(z - top).sum())))
+                slot_logp.append(masked_log_prob(logits, mask, action))
             decision = info["decision"]
             try:
                 obs, reward, terminated, truncated, info = env.step(action)
@@ -396,7 +390,7 @@ def finetune(
                     update({k: torch.from_numpy(v) for k, v in slot.items()})
                     updates += 1
                 if updates and updates % cfg.val_every == 0 and rows[-1]["step"] != updates:
-                    jct = _validate(policy_net, val_jobs, sim, eval_seed)
+                    jct = validate_greedy(policy_net, val_jobs, sim, eval_seed)
                     rows.append(_row(updates, episodes, start, jct, since))
                     if jct < best_jct:
                         best_jct, best_update = jct, updates
@@ -419,7 +413,7 @@ def finetune(
 
     # -- final validation, best weights ---------------------------------------------------
     if rows[-1]["step"] != updates:
-        jct = _validate(policy_net, val_jobs, sim, eval_seed)
+        jct = validate_greedy(policy_net, val_jobs, sim, eval_seed)
         rows.append(_row(updates, episodes, start, jct, since))
         if jct < best_jct:
             best_jct, best_update = jct, updates

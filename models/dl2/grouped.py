@@ -43,16 +43,16 @@ import torch
 import torch.nn.functional as F
 
 from models.dl2.config import DL2NetConfig, dl2_sim, to_dict
-from models.dl2.finetune import finetune_curve, job_lists
+from models.dl2.finetune import finetune_curve, job_lists, validate_greedy
 from models.dl2.networks import (
     PolicyNet,
-    bundle_mask,
+    acting_mask,
     choose,
     fast_policy,
     masked_entropy,
-    needy_rows,
+    masked_log_prob,
 )
-from models.dl2.policy import DL2Policy, average_jct, clone_net
+from models.dl2.policy import DL2Policy, clone_net
 from models.dl2.recorder import Workloads
 from tracelib.envs import AllocationEnv, AllocationEnvConfig
 from tracelib.progress import ProgressFn, no_progress
@@ -132,7 +132,7 @@ class Episode:
     finish: np.ndarray | None = None
 
 
-def _rollout(env: AllocationEnv, fast, window: int, bundle_first: bool, rng, seed: int, k: int):
+def _rollout(env: AllocationEnv, fast, net_cfg: DL2NetConfig, rng, seed: int, k: int):
     """Play workload k once with the policy sampling (simulator seed from `seed`); None if
     the episode was truncated before every job finished, or stalled: deciding only at
     arrivals and completions, a sampled allocation that leaves nothing running with no
@@ -140,20 +140,14 @@ def _rollout(env: AllocationEnv, fast, window: int, bundle_first: bool, rng, see
     ep = Episode()
     obs, info = env.reset(seed=seed, options={"workload": k})
     while True:
-        mask = info["action_mask"]
-        if bundle_first and env.builder is not None:
-            needy = needy_rows(env.builder, mask, window)
-            if needy:
-                mask = bundle_mask(mask, needy)
+        mask = acting_mask(info["action_mask"], env.builder, net_cfg)
         logits = fast.full_logits(obs)  # (3J + 1,)
         action = choose(logits, mask, rng)
         if mask.sum() > 1:  # a forced action teaches nothing
-            z = np.where(mask, logits, -np.inf)
-            top = z.max()
             ep.obs.append(obs)
             ep.mask.append(mask)
             ep.action.append(action)
-            ep.logp.append(float(z[action] - top - np.log(np.exp(z - top).sum())))
+            ep.logp.append(masked_log_prob(logits, mask, action))
             ep.time_s.append(info["time_s"])
         try:
             obs, _, terminated, truncated, info = env.step(action)
@@ -180,13 +174,6 @@ def group_advantages(episodes: list[Episode]) -> list[np.ndarray]:
         ]
         out.append(own - np.mean(others, axis=0))
     return out
-
-
-def _validate(net: PolicyNet, workloads, sim: SimConfig, seed: int) -> float:
-    try:
-        return average_jct(DL2Policy(net), workloads, sim, seed=seed)
-    except SimulationStalled:
-        return math.inf
 
 
 def finetune_grouped(
@@ -227,7 +214,7 @@ def finetune_grouped(
         ),
     )
 
-    best_jct = init_jct = _validate(policy_net, val_jobs, sim, eval_seed)
+    best_jct = init_jct = validate_greedy(policy_net, val_jobs, sim, eval_seed)
     best_state = {k: v.clone() for k, v in policy_net.state_dict().items()}
     best_iteration = 0
     rows = [_row(0, 0, start, best_jct, {})]
@@ -237,10 +224,7 @@ def finetune_grouped(
         fast = fast_policy(policy_net)
         k = int(pick_rng.integers(len(train_jobs)))
         seed = int(pick_rng.integers(2**31 - 1))
-        group = [
-            _rollout(env, fast, window, net_cfg.bundle_first, act_rng, seed, k)
-            for _ in range(cfg.group_size)
-        ]
+        group = [_rollout(env, fast, net_cfg, act_rng, seed, k) for _ in range(cfg.group_size)]
         dropped += sum(ep is None for ep in group)
         episodes += cfg.group_size
         if all(ep is None for ep in group):
@@ -292,7 +276,7 @@ def finetune_grouped(
             stats["pl"] = float(np.mean(losses))
             stats["entropy"] = float(np.mean(entropies))
         if iteration % cfg.val_every == 0 or iteration == cfg.iterations:
-            jct = _validate(policy_net, val_jobs, sim, eval_seed)
+            jct = validate_greedy(policy_net, val_jobs, sim, eval_seed)
             rows.append(_row(iteration, episodes, start, jct, stats))
             if jct < best_jct:
                 best_jct, best_iteration = jct, iteration

@@ -151,15 +151,29 @@ def bundle_mask(mask: np.ndarray, needy: list[int]) -> np.ndarray:
     return out
 
 
-def policy_mask(builder: AllocationBuilder, cfg: DL2NetConfig) -> np.ndarray:
-    """(3J + 1,) actions a DL2 policy may take: the encoder's mask, restricted to the jobs'
-    first worker+PS pairs while some job waits for one (`bundle_first`)."""
-    mask = allocation_mask(builder, cfg.obs)
-    if cfg.bundle_first:
+def acting_mask(
+    mask: np.ndarray, builder: AllocationBuilder | None, cfg: DL2NetConfig
+) -> np.ndarray:
+    """The encoder's `mask` restricted to the jobs' first worker+PS pairs while some job
+    waits for one (`bundle_first`; no builder: no decision open, `mask` as it is)."""
+    if cfg.bundle_first and builder is not None:
         needy = needy_rows(builder, mask, cfg.window)
         if needy:
             return bundle_mask(mask, needy)
     return mask
+
+
+def policy_mask(builder: AllocationBuilder, cfg: DL2NetConfig) -> np.ndarray:
+    """(3J + 1,) actions a DL2 policy may take: the encoder's mask, restricted to the jobs'
+    first worker+PS pairs while some job waits for one (`bundle_first`)."""
+    return acting_mask(allocation_mask(builder, cfg.obs), builder, cfg)
+
+
+def masked_log_prob(logits: np.ndarray, mask: np.ndarray, action: int) -> float:
+    """log pi(action) under the masked softmax of `logits` (what PPO's ratio compares with)."""
+    z = np.where(mask, logits, -np.inf)
+    top = z.max()
+    return float(z[action] - top - np.log(np.exp(z - top).sum()))
 
 
 def masked_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
