@@ -55,11 +55,13 @@ from models.dl2.networks import (
 from models.dl2.policy import DL2Policy, clone_net
 from models.dl2.recorder import Workloads
 from tracelib.envs import AllocationEnv, AllocationEnvConfig
+from tracelib.envs.observation import ACTION_KINDS
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.sim.config import SimConfig
 from tracelib.sim.engine import SimulationStalled
 from tracelib.sim.jobs import JobSpec
 
+CREDITS = ("episode", "job")
 ALGORITHM = "grouped-ppo"
 """`DL2StageConfig.algorithm` / `train_config.algorithm` of this trainer."""
 
@@ -92,6 +94,16 @@ class GroupedConfig:
     entropy_weight: float = 0.0
     """Weight of the mean masked entropy (0: none; sampling from a warm-up that imitates a
     teacher to 98% already explores around it)."""
+    credit: str = "episode"
+    """Whose time in the system an inference is credited with: "episode", every job's
+    (G(t) above); "job", an inference that adds to job j only job j's own time in the
+    system after t (stop keeps every job's), each kind's advantages scaled on its own."""
+    job_noise: float = 0.0
+    """Exploration that sticks to a job: in each rollout, every job draws two offsets
+    N(0, job_noise) once, added to its rows' logits of adding a worker (the first), a PS
+    (the second) and both (their sum) at every decision of its life, so a rollout tries
+    another configuration for the job throughout rather than a step here and there; the
+    sampled (behaviour) probabilities are PPO's reference. 0: sample the policy as is."""
     val_every: int = 4
     """Validate the greedy policy every so many iterations; the best weights are kept."""
     seed: int = 0
@@ -106,6 +118,10 @@ class GroupedConfig:
             raise ValueError("minibatch, lr, clip and val_every must be positive")
         if self.kl_init < 0 or self.entropy_weight < 0:
             raise ValueError("kl_init and entropy_weight must be >= 0")
+        if self.job_noise < 0:
+            raise ValueError("job_noise must be >= 0")
+        if self.credit not in CREDITS:
+            raise ValueError(f"credit must be one of {CREDITS}, not {self.credit!r}")
 
     @property
     def system(self) -> str:
@@ -127,34 +143,70 @@ class Episode:
     mask: list[np.ndarray] = field(default_factory=list)
     action: list[int] = field(default_factory=list)
     logp: list[float] = field(default_factory=list)
+    """Per inference, the log-probability the policy gave the action."""
+    rho: list[float] = field(default_factory=list)
+    """Per inference, min(1, policy / sampled probability of the action): the truncated
+    importance weight of a rollout sampled with `job_noise` (1 without)."""
     time_s: list[float] = field(default_factory=list)
+    job: list[int] = field(default_factory=list)
+    """Per inference, the row in `job_id` of the job it adds to (-1: stop)."""
+    job_id: np.ndarray | None = None
     arrival: np.ndarray | None = None
     finish: np.ndarray | None = None
 
 
-def _rollout(env: AllocationEnv, fast, net_cfg: DL2NetConfig, rng, seed: int, k: int):
-    """Play workload k once with the policy sampling (simulator seed from `seed`); None if
-    the episode was truncated before every job finished, or stalled: deciding only at
-    arrivals and completions, a sampled allocation that leaves nothing running with no
-    arrival to come has no next decision (seen once in about 6,000 rollouts)."""
+def _job_offsets(env: AllocationEnv, window: int, noise: dict, sigma: float, rng) -> np.ndarray:
+    """(3J + 1,) logit offsets of the decision's visible jobs (`GroupedConfig.job_noise`),
+    each job's drawn once per rollout into `noise` (job id -> (worker, PS))."""
+    out = np.zeros(ACTION_KINDS * window + 1, dtype=np.float32)
+    for i, job in enumerate(env.builder.jobs[:window]):
+        if job.job_id not in noise:
+            noise[job.job_id] = rng.normal(0.0, sigma, 2)
+        dw, dp = noise[job.job_id]
+        out[ACTION_KINDS * i : ACTION_KINDS * (i + 1)] = (dw, dp, dw + dp)
+    return out
+
+
+def _rollout(env: AllocationEnv, fast, net_cfg: DL2NetConfig, rng, seed: int, k: int, sigma=0.0):
+    """Play workload k once with the policy sampling (simulator seed from `seed`; per-job
+    logit offsets of deviation `sigma`, `GroupedConfig.job_noise`); None if the episode was
+    truncated before every job finished, or stalled: deciding only at arrivals and
+    completions, a sampled allocation that leaves nothing running with no arrival to come
+    has no next decision (seen once in about 6,000 rollouts)."""
     ep = Episode()
+    noise: dict[int, np.ndarray] = {}
     obs, info = env.reset(seed=seed, options={"workload": k})
+    offsets, decided_at = None, None
     while True:
         mask = acting_mask(info["action_mask"], env.builder, net_cfg)
         logits = fast.full_logits(obs)  # (3J + 1,)
-        action = choose(logits, mask, rng)
+        sampled = logits
+        if sigma > 0:
+            if decided_at is not env.builder:  # the visible jobs change between decisions only
+                offsets = _job_offsets(env, net_cfg.window, noise, sigma, rng)
+                decided_at = env.builder
+            sampled = logits + offsets
+        action = choose(sampled, mask, rng)
         if mask.sum() > 1:  # a forced action teaches nothing
             ep.obs.append(obs)
             ep.mask.append(mask)
             ep.action.append(action)
-            ep.logp.append(masked_log_prob(logits, mask, action))
+            logp = masked_log_prob(logits, mask, action)
+            ep.logp.append(logp)
+            behaviour = masked_log_prob(sampled, mask, action) if sigma > 0 else logp
+            ep.rho.append(min(1.0, math.exp(logp - behaviour)))
             ep.time_s.append(info["time_s"])
+            row = action // ACTION_KINDS if action < len(mask) - 1 else None
+            ep.job.append(-1 if row is None else env.builder.jobs[row].job_id)
         try:
             obs, _, terminated, truncated, info = env.step(action)
         except SimulationStalled:
             return None
         if terminated:
             jobs = env.result().jobs
+            ep.job_id = jobs["job_id"].to_numpy()
+            index = {int(j): r for r, j in enumerate(ep.job_id)}
+            ep.job = [index[j] if j >= 0 else -1 for j in ep.job]
             ep.arrival = jobs["arrival_s"].to_numpy()
             ep.finish = jobs["finish_s"].to_numpy()
             return ep
@@ -162,17 +214,43 @@ def _rollout(env: AllocationEnv, fast, net_cfg: DL2NetConfig, rng, seed: int, k:
             return None
 
 
-def group_advantages(episodes: list[Episode]) -> list[np.ndarray]:
+def job_time_after(times: np.ndarray, rows: np.ndarray, ep: Episode) -> np.ndarray:
+    """(K,) hours job `rows[k]` of `ep` spends in the system after `times[k]`."""
+    start = np.maximum(times, ep.arrival[rows])
+    return np.maximum(ep.finish[rows] - start, 0.0) / 3600.0
+
+
+def group_advantages(episodes: list[Episode], credit: str = "episode") -> list[np.ndarray]:
     """Per episode, the advantage of each stored inference: minus the hours in system after
-    its decision's time, less the mean of the other episodes' at that time."""
+    its decision's time, less the mean of the other episodes' at that time. With credit
+    "job", an inference that adds to a job counts that job's hours only (the same job of
+    the other episodes as baseline: every episode of a group plays the same jobs)."""
     out = []
     for i, ep in enumerate(episodes):
         t = np.asarray(ep.time_s, dtype=float)
+        others = [o for j, o in enumerate(episodes) if j != i]
         own = -time_in_system_after(t, ep.arrival, ep.finish)
-        others = [
-            -time_in_system_after(t, o.arrival, o.finish) for j, o in enumerate(episodes) if j != i
-        ]
-        out.append(own - np.mean(others, axis=0))
+        adv = own + np.mean([time_in_system_after(t, o.arrival, o.finish) for o in others], 0)
+        if credit == "job":
+            if any(not np.array_equal(o.job_id, ep.job_id) for o in others):
+                raise ValueError("job credit needs every episode of a group to play the same jobs")
+            rows = np.asarray(ep.job)
+            on_job = rows >= 0
+            r, tj = rows[on_job], t[on_job]
+            base = np.mean([job_time_after(tj, r, o) for o in others], axis=0)
+            adv[on_job] = base - job_time_after(tj, r, ep)
+        out.append(adv)
+    return out
+
+
+def scale_advantages(adv: np.ndarray, stop: np.ndarray, credit: str) -> np.ndarray:
+    """Advantages (S,) to unit deviation; with credit "job" the stop inferences (`stop`,
+    (S,) bool: every job's hours) and the additions (one job's) each on their own."""
+    out = adv.astype(np.float32)
+    parts = (stop, ~stop) if credit == "job" else (np.ones_like(stop),)
+    for part in parts:
+        if part.any():
+            out[part] = out[part] / (out[part].std() + 1e-8)
     return out
 
 
@@ -224,7 +302,10 @@ def finetune_grouped(
         fast = fast_policy(policy_net)
         k = int(pick_rng.integers(len(train_jobs)))
         seed = int(pick_rng.integers(2**31 - 1))
-        group = [_rollout(env, fast, net_cfg, act_rng, seed, k) for _ in range(cfg.group_size)]
+        group = [
+            _rollout(env, fast, net_cfg, act_rng, seed, k, cfg.job_noise)
+            for _ in range(cfg.group_size)
+        ]
         dropped += sum(ep is None for ep in group)
         episodes += cfg.group_size
         if all(ep is None for ep in group):
@@ -237,16 +318,18 @@ def finetune_grouped(
         group = [ep for ep in group if ep is not None and ep.action]
         stats: dict[str, float] = {}
         if len(group) >= 2:
-            adv = np.concatenate(group_advantages(group)).astype(np.float32)  # (S,)
+            stop = np.concatenate([np.asarray(ep.job) < 0 for ep in group])  # (S,)
+            raw = np.concatenate(group_advantages(group, cfg.credit))  # (S,)
             # the group's mean return at t = 0: minus the sum of its JCTs, in hours
             stats["reward"] = -float(np.mean([(ep.finish - ep.arrival).sum() for ep in group]))
             stats["reward"] /= 3600.0
-            adv = adv / (adv.std() + 1e-8)
+            adv = scale_advantages(raw, stop, cfg.credit)
             obs = torch.from_numpy(np.stack([o for ep in group for o in ep.obs]))  # (S, J*F)
             mask = torch.from_numpy(np.stack([m for ep in group for m in ep.mask]))  # (S, 3J+1)
             action = torch.from_numpy(np.concatenate([ep.action for ep in group]))  # (S,)
             old = torch.from_numpy(np.concatenate([ep.logp for ep in group]).astype(np.float32))
             adv_t = torch.from_numpy(adv)
+            rho = torch.from_numpy(np.concatenate([ep.rho for ep in group]).astype(np.float32))
             samples += len(adv)
             losses, entropies = [], []
             for _ in range(cfg.epochs):
@@ -257,7 +340,7 @@ def finetune_grouped(
                     log_pi = F.log_softmax(logits, dim=-1)
                     logp = log_pi.gather(1, action[idx, None]).squeeze(1)  # (B,)
                     ratio = torch.exp(logp - old[idx])
-                    a = adv_t[idx]
+                    a = adv_t[idx] * rho[idx]  # off-policy samples weighted (1 on-policy)
                     clipped = torch.clamp(ratio, 1 - cfg.clip, 1 + cfg.clip)
                     loss = -torch.min(ratio * a, clipped * a).mean()
                     entropy = masked_entropy(logits, mask[idx]).mean()

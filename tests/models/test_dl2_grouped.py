@@ -17,6 +17,7 @@ from models.dl2.grouped import (
     GroupedConfig,
     finetune_grouped,
     group_advantages,
+    scale_advantages,
     time_in_system_after,
 )
 from models.dl2.policy import average_jct
@@ -72,6 +73,37 @@ def test_group_advantages_are_against_the_other_rollouts_of_the_same_input():
     assert np.allclose(np.sum(adv, axis=0), 0.0)
 
 
+def _jobs_episode(times, jobs, finish) -> Episode:
+    ep = _episode(times, [0, 0], finish)
+    ep.job, ep.job_id = list(jobs), np.array([7, 9])
+    return ep
+
+
+def test_job_credit_counts_the_job_an_inference_adds_to_and_stop_counts_every_job():
+    # Two jobs arrive at 0. Rollout a finishes job 0 an hour earlier than b and job 1 an
+    # hour later: by every job's hours they are level, by job 0's a is ahead.
+    times, jobs = [0.0, 0.0, 0.0], [0, 1, -1]  # add to job 0, add to job 1, stop
+    a = _jobs_episode(times, jobs, [3600, 3 * 3600])
+    b = _jobs_episode(times, jobs, [2 * 3600, 2 * 3600])
+    episode = group_advantages([a, b])
+    job = group_advantages([a, b], credit="job")
+    assert np.allclose(episode[0], 0.0)  # 4 hours each
+    assert job[0].tolist() == pytest.approx([1.0, -1.0, 0.0])
+    assert job[1].tolist() == pytest.approx([-1.0, 1.0, 0.0])
+    other = _jobs_episode(times, jobs, [3600, 3 * 3600])
+    other.job_id = np.array([7, 8])  # not the same jobs: no baseline to compare with
+    with pytest.raises(ValueError, match="same jobs"):
+        group_advantages([a, other], credit="job")
+
+
+def test_job_credit_scales_additions_and_stops_each_on_their_own():
+    adv = np.array([1.0, -1.0, 10.0, -10.0])
+    stop = np.array([False, False, True, True])
+    together = scale_advantages(adv, stop, "episode")
+    assert together.tolist() == pytest.approx((adv / np.sqrt(50.5)).tolist())  # one deviation
+    assert scale_advantages(adv, stop, "job").tolist() == pytest.approx([1, -1, 1, -1])
+
+
 @pytest.fixture(scope="module")
 def warm():
     wl = _workloads(2)
@@ -99,6 +131,41 @@ def test_grouped_ppo_is_deterministic_and_keeps_the_best_validated_policy(warm):
     other, _, _ = finetune_grouped(train, val, replace(cfg, seed=1), init=warm)
     pairs = zip(first.net.state_dict().values(), other.net.state_dict().values(), strict=True)
     assert any(not torch.equal(a, b) for a, b in pairs)
+
+
+def test_job_noise_sticks_to_a_job_and_weights_what_the_policy_would_not_have_done(warm):
+    from models.dl2.grouped import _rollout
+    from models.dl2.networks import fast_policy
+    from tracelib.envs import AllocationEnv, AllocationEnvConfig
+
+    (jobs,) = _workloads(1).values()
+    sim = replace(SIM, window=WINDOW)
+    env = AllocationEnv(
+        [list(jobs)],
+        AllocationEnvConfig(obs=NET.obs, sim=sim, interval_s=NET.interval_s, trigger="events"),
+    )
+    fast = fast_policy(warm.net)
+    plain = _rollout(env, fast, NET, np.random.default_rng(0), 5, 0)
+    assert plain.rho == [1.0] * len(plain.action)  # sampled from the policy itself
+    noisy = _rollout(env, fast, NET, np.random.default_rng(0), 5, 0, sigma=2.0)
+    rho = np.array(noisy.rho)
+    assert (rho <= 1.0).all() and (rho < 1.0).any()
+    again = _rollout(env, fast, NET, np.random.default_rng(0), 5, 0, sigma=2.0)
+    assert again.action == noisy.action and again.rho == noisy.rho  # one seed, one rollout
+    # Every inference of a rollout that adds to a job is credited to that job's row.
+    assert set(noisy.job) <= set(range(len(noisy.job_id))) | {-1}
+    train, val = _workloads(2), _workloads(1, first_seed=50)
+    cfg = GroupedConfig(sim=SIM, iterations=2, group_size=3, val_every=1, minibatch=64)
+    cfg = replace(cfg, credit="job", job_noise=1.0)
+    first, _, m1 = finetune_grouped(train, val, cfg, init=warm)
+    second, _, m2 = finetune_grouped(train, val, cfg, init=warm)
+    for a, b in zip(first.net.state_dict().values(), second.net.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert m1["samples"] == m2["samples"] > 0
+    with pytest.raises(ValueError, match="credit"):
+        GroupedConfig(credit="team")
+    with pytest.raises(ValueError, match="job_noise"):
+        GroupedConfig(job_noise=-1.0)
 
 
 def test_a_rollout_that_stalls_is_dropped_not_raised(warm, monkeypatch):
