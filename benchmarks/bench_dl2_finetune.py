@@ -1,0 +1,144 @@
+"""DL2's grouped-PPO fine-tuning again from each scoreboard run's own warm-up, with other
+settings (issue 18: what fine-tuning can still take from the warm-up).
+
+    python -m benchmarks dl2_finetune
+    python -m benchmarks.bench_dl2_finetune [--dir DIR] [--seeds 0,1,2,3,4]
+        [--set FIELD=JSON ...]
+
+On the scoreboard's default runs (`benchmarks/bench_scoreboard.py`, DIR default
+./var/scoreboard-default; missing runs are made, finished ones reused): per run, its DL2
+warm-up (the policy of system dl2 without a parent) is fine-tuned by
+`models.dl2.grouped.finetune_grouped` on the run's `dl2-synthetic` training sequences,
+validated on its validation sequences, with the run's DL2 stage's settings and
+`GroupedConfig` fields changed by `--set` (e.g. `--set iterations=160`, `--set
+credit='"job"' --set job_noise=1.0`); then the result, the run's own fine-tuned DL2 and
+its warm-up run greedy on the run's test sequences x 3 simulator seeds (1000-1002) beside
+Optimus at every event. Printed per run the validation curve's start, best and end and the
+test ratios; pooled (n = 30 with five runs) the paired ratios to Optimus at every event, to
+the run's DL2 and to the warm-up, with their 95% intervals. Without `--set` the result is
+another training seed of the run's DL2 (the stage's settings, seeded with the run's seed
+where the pipeline spawns its own).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import fields, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks.bench_scoreboard import run_seed
+from models.checkpoints import load_registered
+from models.dl2.grouped import GroupedConfig, finetune_grouped
+from models.dl2.policy import policy_from_checkpoint
+from models.dl2.recorder import as_workloads
+from models.heuristics.registry import ALLOCATIONS, PLACEMENTS
+from pipelines.systems.dl2.stages import DL2StageConfig
+from pipelines.trained import set_workloads
+from tracelib.sim.engine import Simulator
+from tracelib.sim.policy import Scheduler
+from tracelib.stats import paired_ratio
+from warehouse import connect, read_frame
+
+SET = "dl2-synthetic"
+SIM_SEEDS = (1000, 1001, 1002)
+
+
+def _parse(argv: list[str]) -> tuple[Path, list[int], dict]:
+    folder, seeds, changes = Path("var/scoreboard-default"), [0, 1, 2, 3, 4], {}
+    known = {f.name for f in fields(GroupedConfig)} - {"net", "sim", "seed", "variant"}
+    it = iter(argv)
+    for arg in it:
+        if arg == "--dir":
+            folder = Path(next(it))
+        elif arg == "--seeds":
+            seeds = [int(s) for s in next(it).split(",")]
+        elif arg == "--set":
+            name, _, value = next(it).partition("=")
+            if name not in known:
+                raise SystemExit(f"--set {name}: not a GroupedConfig field ({sorted(known)})")
+            changes[name] = json.loads(value)
+        else:
+            raise SystemExit(f"unknown argument {arg!r} (see the module docstring)")
+    return folder, seeds, changes
+
+
+def _policies(warehouse: Path):
+    """The run's DL2 warm-up and fine-tuned policy (system dl2)."""
+    with connect(warehouse, read_only=True) as con:
+        rows = read_frame(
+            con,
+            "SELECT policy_id, parent_policy_id IS NULL AS warm FROM policies "
+            "WHERE system = 'dl2' ORDER BY created_at DESC",
+        )
+        # newest first: the first of each kind is kept
+        ids: dict[bool, str] = {}
+        for policy_id, warm in zip(rows["policy_id"], rows["warm"], strict=True):
+            ids.setdefault(bool(warm), policy_id)
+        return tuple(policy_from_checkpoint(load_registered(con, ids[k])) for k in (True, False))
+
+
+def run(argv: list[str]) -> None:
+    folder, seeds, changes = _parse(argv)
+    torch.set_num_threads(1)
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"DL2 fine-tuning from the warm-ups of the runs in {folder} (seeds {seeds}): {changes}")
+    place = PLACEMENTS.create("load-balancing")
+    jct: dict[str, list[np.ndarray]] = {"tuned": [], "dl2": [], "warm-up": [], "events": []}
+    for seed in seeds:
+        warehouse = run_seed(seed, "default", folder)
+        with connect(warehouse, read_only=True) as con:
+            train = set_workloads(con, SET, "train")
+            val = set_workloads(con, SET, "validation")
+            test = as_workloads(set_workloads(con, SET, "test"))
+        warm, dl2 = _policies(warehouse)
+        stage = DL2StageConfig(seed=seed)
+        cfg = replace(stage.grouped_config(), **changes)
+        start = time.perf_counter()
+        tuned, _, m = finetune_grouped(
+            train,
+            val,
+            cfg,
+            init=warm,
+            eval_seed=seed,
+            progress=lambda i, n, s=seed: print(f"  run {s}: iteration {i}/{n}", end="\r"),
+        )
+        sim = replace(stage.sim, window=warm.cfg.window)
+        for name, policy in (("tuned", tuned), ("dl2", dl2), ("warm-up", warm), ("events", None)):
+            out = []
+            for _, jobs in test:
+                # Optimus keeps each job's fitted curve: a fresh one per sequence
+                chosen = policy or ALLOCATIONS.create("optimus-events")
+                for k in SIM_SEEDS:
+                    run_ = Simulator(jobs, Scheduler(chosen, place), replace(sim, seed=k))
+                    out.append(run_.run().avg_jct_s)
+            jct[name].append(np.array(out))
+        ratios = ", ".join(
+            f"{k} {np.mean(v[-1] / jct['events'][-1]):.3f}" for k, v in jct.items() if k != "events"
+        )
+        print(
+            f"  run {seed}: validation {m['init_val_avg_jct_s']:.0f} s -> best "
+            f"{m['best_val_avg_jct_s']:.0f} s at iteration {m['best_update']} (last "
+            f"{m['final_val_avg_jct_s']:.0f} s; {time.perf_counter() - start:.0f} s); test vs "
+            f"Optimus at every event: {ratios}",
+            flush=True,
+        )
+    pooled = {k: np.concatenate(v) for k, v in jct.items()}
+    for a, b in (("tuned", "events"), ("dl2", "events"), ("warm-up", "events"), ("tuned", "dl2")):
+        p = paired_ratio(pooled[a], pooled[b])
+        print(
+            f"{a} vs {b}: {p.ratio:.3f} [{p.low:.3f}, {p.high:.3f}] (n={p.n_pairs}, lower "
+            f"on {p.wins})"
+        )
+
+
+def main() -> None:
+    run([])
+
+
+if __name__ == "__main__":
+    run(sys.argv[1:])
