@@ -121,7 +121,7 @@ def _runs(test, sim, make, configs, refits=None) -> np.ndarray:
             out.append(run.run().avg_jct_s)
         if refits is not None:
             # distinct configurations each job was observed at (Optimus' merged history)
-            refits.extend(len(acc) for _, acc in inner.merged._seen.values())
+            refits.extend(inner.merged.configurations().values())
     return np.array(out)
 
 

@@ -21,6 +21,11 @@ itself, against rollouts that saw the same input:
   had when it was played, clipped to 1 +- clip) over them in minibatches, with an optional
   KL(initial policy || policy) anchor and entropy bonus.
 
+Two options, off by default (measured in the README, DL2, "Tried against it"): `credit`
+"job" credits an inference that adds to job j with job j's own time in the system only,
+against the same job in the group's other rollouts, and `job_noise` makes a rollout's
+exploration stick to a job (logit offsets drawn once per job and rollout).
+
 The greedy policy is validated every `val_every` iterations on the validation workloads
 (average JCT); the best validated weights, the starting policy's included, are returned.
 No value network is trained (the group is the baseline). The learning curve's `reward` is
@@ -102,8 +107,10 @@ class GroupedConfig:
     """Exploration that sticks to a job: in each rollout, every job draws two offsets
     N(0, job_noise) once, added to its rows' logits of adding a worker (the first), a PS
     (the second) and both (their sum) at every decision of its life, so a rollout tries
-    another configuration for the job throughout rather than a step here and there; the
-    sampled (behaviour) probabilities are PPO's reference. 0: sample the policy as is."""
+    another configuration for the job throughout rather than a step here and there. PPO's
+    ratio stays against the policy; each sample's advantage is weighted by min(1, policy /
+    sampled probability) (a truncated importance weight, as V-trace's). 0: sample the
+    policy as is."""
     val_every: int = 4
     """Validate the greedy policy every so many iterations; the best weights are kept."""
     seed: int = 0
@@ -167,7 +174,9 @@ def _job_offsets(env: AllocationEnv, window: int, noise: dict, sigma: float, rng
     return out
 
 
-def _rollout(env: AllocationEnv, fast, net_cfg: DL2NetConfig, rng, seed: int, k: int, sigma=0.0):
+def _rollout(
+    env: AllocationEnv, fast, net_cfg: DL2NetConfig, rng, seed: int, k: int, sigma: float = 0.0
+):
     """Play workload k once with the policy sampling (simulator seed from `seed`; per-job
     logit offsets of deviation `sigma`, `GroupedConfig.job_noise`); None if the episode was
     truncated before every job finished, or stalled: deciding only at arrivals and

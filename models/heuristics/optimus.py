@@ -110,6 +110,11 @@ class MergedHistories:
         self._seen[job_id] = (history, acc)
         return _points(acc)
 
+    def configurations(self) -> dict[int, int]:
+        """Per job merged so far, how many distinct (workers, PSs) it was observed at (its
+        own fit needs `Optimus.min_points` of them)."""
+        return {job_id: len(acc) for job_id, (_, acc) in self._seen.items()}
+
 
 def _speed_fn(theta: tuple[float, ...], scale: float = 1.0) -> SpeedFn:
     a, b, c, d, e = theta

@@ -228,6 +228,11 @@ def test_optimus_merges_a_growing_history_as_merging_it_whole():
     assert memo.points(7, other) == merged_points(other)
     assert memo.points(7, other[:10]) == merged_points(other[:10])
     assert memo.points(8, tuple(samples)) == merged_points(tuple(samples))
+    # What each job was observed at: the distinct (workers, PSs) of its merged points.
+    assert memo.configurations() == {
+        7: len(merged_points(other[:10])),
+        8: len(merged_points(tuple(samples))),
+    }
 
 
 @dataclass(frozen=True)
