@@ -67,8 +67,9 @@ def _parse(argv: list[str]) -> tuple[Path, list[int], dict]:
     return folder, seeds, changes
 
 
-def _policies(warehouse: Path):
-    """The run's DL2 warm-up and fine-tuned policy (system dl2)."""
+def dl2_policies(warehouse: Path):
+    """The run's newest DL2 warm-up and fine-tuned policy (system dl2, without and with a
+    parent); None for one the run does not have."""
     with connect(warehouse, read_only=True) as con:
         rows = read_frame(
             con,
@@ -79,7 +80,10 @@ def _policies(warehouse: Path):
         ids: dict[bool, str] = {}
         for policy_id, warm in zip(rows["policy_id"], rows["warm"], strict=True):
             ids.setdefault(bool(warm), policy_id)
-        return tuple(policy_from_checkpoint(load_registered(con, ids[k])) for k in (True, False))
+        return tuple(
+            policy_from_checkpoint(load_registered(con, ids[k])) if k in ids else None
+            for k in (True, False)
+        )
 
 
 def run(argv: list[str]) -> None:
@@ -95,7 +99,9 @@ def run(argv: list[str]) -> None:
             train = set_workloads(con, SET, "train")
             val = set_workloads(con, SET, "validation")
             test = as_workloads(set_workloads(con, SET, "test"))
-        warm, dl2 = _policies(warehouse)
+        warm, dl2 = dl2_policies(warehouse)
+        if warm is None or dl2 is None:
+            raise SystemExit(f"{warehouse}: no DL2 warm-up and fine-tuned policy to start from")
         stage = DL2StageConfig(seed=seed)
         cfg = replace(stage.grouped_config(), **changes)
         start = time.perf_counter()

@@ -38,9 +38,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks.bench_dl2_finetune import dl2_policies
 from benchmarks.bench_scoreboard import run_seed
-from models.checkpoints import load_registered
-from models.dl2.policy import policy_from_checkpoint
 from models.dl2.recorder import as_workloads
 from models.heuristics.common import remaining_epochs
 from models.heuristics.optimus import Optimus, OptimusOracle, SpeedFn
@@ -52,7 +51,7 @@ from tracelib.sim.measured import load_measured_speeds
 from tracelib.sim.policy import Scheduler
 from tracelib.sim.snapshot import JobView, Snapshot
 from tracelib.stats import paired_ratio
-from warehouse import connect, read_frame
+from warehouse import connect
 
 SET = "dl2-synthetic"
 SIM_SEEDS = (1000, 1001, 1002)
@@ -76,17 +75,6 @@ class Reordered(Optimus):
         work = remaining_epochs(job) * snap.job_types[job.model].iters_per_epoch
         scale = (work / at_one) ** self.power
         return lambda w, p: speed(w, p) * scale
-
-
-def _fine_tuned_dl2(warehouse: Path):
-    """The run's fine-tuned DL2 policy (system dl2 with a parent), or None."""
-    with connect(warehouse, read_only=True) as con:
-        ids = read_frame(
-            con,
-            "SELECT policy_id FROM policies WHERE system = 'dl2' AND parent_policy_id IS NOT "
-            "NULL ORDER BY created_at DESC LIMIT 1",
-        )["policy_id"].to_list()
-        return policy_from_checkpoint(load_registered(con, ids[0])) if ids else None
 
 
 class Watched:
@@ -152,7 +140,7 @@ def run(argv: list[str]) -> None:
         warehouse = run_seed(seed, "default", folder)
         with connect(warehouse, read_only=True) as con:
             test = as_workloads(set_workloads(con, SET, "test"))
-        dl2 = _fine_tuned_dl2(warehouse)
+        dl2 = dl2_policies(warehouse)[1]
         sim = replace(DL2StageConfig(seed=seed).sim, window=dl2.cfg.window if dl2 else 20)
         for name, make in policies.items():
             refits = observed if name == "optimus-events" else None
