@@ -86,12 +86,28 @@ def dl2_policies(warehouse: Path):
         )
 
 
+def test_jct(test, sim, make) -> np.ndarray:
+    """Average JCT of each test sequence x simulator seed (`SIM_SEEDS`) under `sim`, placed
+    by load balancing; one policy from `make()` per sequence (Optimus keeps each job's
+    fitted curve, so a sequence gets a fresh one)."""
+    out = []
+    for _, jobs in test:
+        policy = make()
+        for seed in SIM_SEEDS:
+            run = Simulator(
+                jobs,
+                Scheduler(policy, PLACEMENTS.create("load-balancing")),
+                replace(sim, seed=seed),
+            )
+            out.append(run.run().avg_jct_s)
+    return np.array(out)
+
+
 def run(argv: list[str]) -> None:
     folder, seeds, changes = _parse(argv)
     torch.set_num_threads(1)
     folder.mkdir(parents=True, exist_ok=True)
     print(f"DL2 fine-tuning from the warm-ups of the runs in {folder} (seeds {seeds}): {changes}")
-    place = PLACEMENTS.create("load-balancing")
     jct: dict[str, list[np.ndarray]] = {"tuned": [], "dl2": [], "warm-up": [], "events": []}
     for seed in seeds:
         warehouse = run_seed(seed, "default", folder)
@@ -114,15 +130,13 @@ def run(argv: list[str]) -> None:
             progress=lambda i, n, s=seed: print(f"  run {s}: iteration {i}/{n}", end="\r"),
         )
         sim = replace(stage.sim, window=warm.cfg.window)
-        for name, policy in (("tuned", tuned), ("dl2", dl2), ("warm-up", warm), ("events", None)):
-            out = []
-            for _, jobs in test:
-                # Optimus keeps each job's fitted curve: a fresh one per sequence
-                chosen = policy or ALLOCATIONS.create("optimus-events")
-                for k in SIM_SEEDS:
-                    run_ = Simulator(jobs, Scheduler(chosen, place), replace(sim, seed=k))
-                    out.append(run_.run().avg_jct_s)
-            jct[name].append(np.array(out))
+        for name, make in (
+            ("tuned", lambda p=tuned: p),
+            ("dl2", lambda p=dl2: p),
+            ("warm-up", lambda p=warm: p),
+            ("events", lambda: ALLOCATIONS.create("optimus-events")),
+        ):
+            jct[name].append(test_jct(test, sim, make))
         ratios = ", ".join(
             f"{k} {np.mean(v[-1] / jct['events'][-1]):.3f}" for k, v in jct.items() if k != "events"
         )

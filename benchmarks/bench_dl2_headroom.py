@@ -38,23 +38,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.bench_dl2_finetune import dl2_policies
+from benchmarks.bench_dl2_finetune import dl2_policies, test_jct
 from benchmarks.bench_scoreboard import run_seed
 from models.dl2.recorder import as_workloads
 from models.heuristics.common import remaining_epochs
 from models.heuristics.optimus import Optimus, OptimusOracle, SpeedFn
-from models.heuristics.registry import PLACEMENTS
 from pipelines.systems.dl2.stages import DL2StageConfig
 from pipelines.trained import set_workloads
-from tracelib.sim.engine import Simulator
 from tracelib.sim.measured import load_measured_speeds
-from tracelib.sim.policy import Scheduler
 from tracelib.sim.snapshot import JobView, Snapshot
 from tracelib.stats import paired_ratio
 from warehouse import connect
 
 SET = "dl2-synthetic"
-SIM_SEEDS = (1000, 1001, 1002)
 CAP = 16
 """Most workers (and PSs) a job of the catalogue may have."""
 
@@ -95,22 +91,19 @@ class Watched:
 
 
 def _runs(test, sim, make, configs, refits=None) -> np.ndarray:
-    """Average JCT per test sequence x simulator seed; one policy per sequence."""
-    out = []
-    for _, jobs in test:
-        inner = make()
-        policy = Watched(inner, configs)
-        for seed in SIM_SEEDS:
-            run = Simulator(
-                jobs,
-                Scheduler(policy, PLACEMENTS.create("load-balancing")),
-                replace(sim, seed=seed),
-            )
-            out.append(run.run().avg_jct_s)
-        if refits is not None:
-            # distinct configurations each job was observed at (Optimus' merged history)
+    """`test_jct` of the policies `make` gives, each watched into `configs`; with `refits`,
+    the number of configurations each job was observed at (Optimus' merged history)."""
+    made = []
+
+    def watched():
+        made.append(make())
+        return Watched(made[-1], configs)
+
+    out = test_jct(test, sim, watched)
+    if refits is not None:
+        for inner in made:
             refits.extend(inner.merged.configurations().values())
-    return np.array(out)
+    return out
 
 
 def run(argv: list[str]) -> None:
