@@ -50,6 +50,7 @@ from models.dl2.policy import (
 from models.dl2.recorder import ReplayMismatch, record_runs, replay
 from models.dl2.warmup import decode_traces, warmup
 from models.heuristics import make_scheduler
+from tests.models.stalls import stall_steps
 from tracelib.envs.observation import allocation_mask, encode_allocation
 from tracelib.sim import (
     Allocation,
@@ -347,19 +348,7 @@ def test_finetune_end_to_end(switches, warm):
 def test_finetune_goes_on_after_a_stalled_episode(warm, monkeypatch):
     # Deciding at events only, an allocation that leaves nothing running and no arrival to
     # come has no next decision (SimulationStalled): the episode is dropped, training goes on.
-    from tracelib.envs import AllocationEnv
-    from tracelib.sim.engine import SimulationStalled
-
-    real_step = AllocationEnv.step
-    calls = {"n": 0}
-
-    def step(self, action):
-        calls["n"] += 1
-        if calls["n"] == 30:
-            raise SimulationStalled("at t=0s 6 jobs wait, none runs and none arrives")
-        return real_step(self, action)
-
-    monkeypatch.setattr(AllocationEnv, "step", step)
+    calls = stall_steps(monkeypatch, lambda n: n == 30)
     wl = tiny_workloads(count=2, n_jobs=6)
     val = tiny_workloads(count=1, n_jobs=6, first_seed=50)
     cfg = FinetuneConfig(

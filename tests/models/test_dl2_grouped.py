@@ -24,6 +24,7 @@ from models.dl2.policy import average_jct
 from models.dl2.recorder import record_runs
 from models.dl2.warmup import warmup
 from pipelines.systems.dl2.stages import DL2StageConfig
+from tests.models.stalls import stall_steps
 from tracelib.sim import dl2_like_frame, jobs_from_frame
 
 torch.set_num_threads(1)
@@ -172,19 +173,7 @@ def test_a_rollout_that_stalls_is_dropped_not_raised(warm, monkeypatch):
     # Deciding at events only, a sampled allocation that leaves nothing running and no
     # arrival to come has no next decision; the simulator says so (SimulationStalled). The
     # rollout is dropped from its group instead of ending the training.
-    from tracelib.envs import AllocationEnv
-    from tracelib.sim.engine import SimulationStalled
-
-    real_step = AllocationEnv.step
-    calls = {"n": 0}
-
-    def step(self, action):
-        calls["n"] += 1
-        if calls["n"] == 40:  # in the first rollout
-            raise SimulationStalled("at t=0s 6 jobs wait, none runs and none arrives")
-        return real_step(self, action)
-
-    monkeypatch.setattr(AllocationEnv, "step", step)
+    calls = stall_steps(monkeypatch, lambda n: n == 40)  # in the first rollout
     train, val = _workloads(2), _workloads(1, first_seed=50)
     cfg = GroupedConfig(sim=SIM, iterations=1, group_size=3, val_every=1, minibatch=64)
     _, _, metrics = finetune_grouped(train, val, cfg, init=warm)
@@ -193,23 +182,13 @@ def test_a_rollout_that_stalls_is_dropped_not_raised(warm, monkeypatch):
 
 
 def test_training_stops_when_every_rollout_of_an_iteration_stalls(warm, monkeypatch):
-    from tracelib.envs import AllocationEnv
-    from tracelib.sim.engine import SimulationStalled
-
-    real_step = AllocationEnv.step
-    calls = {"n": 0, "limit": None}
-
-    def step(self, action):
-        calls["n"] += 1
-        if calls["limit"] is not None and calls["n"] > calls["limit"]:
-            raise SimulationStalled("at t=0s 6 jobs wait, none runs and none arrives")
-        return real_step(self, action)
-
-    monkeypatch.setattr(AllocationEnv, "step", step)
+    limit: list[int] = []  # empty: no stall yet
+    calls = stall_steps(monkeypatch, lambda n: bool(limit) and n > limit[0])
     train, val = _workloads(2), _workloads(1, first_seed=50)
     cfg = GroupedConfig(sim=SIM, iterations=4, group_size=2, val_every=1, minibatch=64)
     finetune_grouped(train, val, replace(cfg, iterations=1), init=warm)
-    calls.update(n=0, limit=calls["n"])  # the first iteration plays as before, then stalls
+    limit.append(calls["n"])  # the first iteration plays as before, then stalls
+    calls["n"] = 0
     _, curve, metrics = finetune_grouped(train, val, cfg, init=warm)
     assert metrics["collapsed_at"] == 2 and metrics["updates"] == 1
     assert curve["step"].to_list() == [0, 1]  # the collapsed policy is never validated
