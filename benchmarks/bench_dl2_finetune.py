@@ -61,7 +61,12 @@ def _parse(argv: list[str]) -> tuple[Path, list[int], dict]:
             name, _, value = next(it).partition("=")
             if name not in known:
                 raise SystemExit(f"--set {name}: not a GroupedConfig field ({sorted(known)})")
-            changes[name] = json.loads(value)
+            try:
+                changes[name] = json.loads(value)
+            except json.JSONDecodeError:
+                raise SystemExit(
+                    f"--set {name}={value}: not JSON (a string is '\"job\"')"
+                ) from None
         else:
             raise SystemExit(f"unknown argument {arg!r} (see the module docstring)")
     return folder, seeds, changes
