@@ -2,6 +2,8 @@
 (DDL: warehouse/migrations/0004_learning.sql; tests/test_contracts.py checks they agree).
 
 decision_traces  one row per inference step of a recorded heuristic (models/dl2/recorder.py)
+dl2_teacher_configs  per recording of DL2's searched teacher, each model's configuration
+                 (models/dl2/search.py; DDL 0022_dl2_teacher_configs.sql)
 policies         every trained policy of every learned system (models/checkpoints.py)
 dl2_learning_curves  training curves of those policies (warm-up epochs, RL validation points)
 checkpoint_problems  policies whose checkpoint file was found missing or refused
@@ -83,6 +85,33 @@ class DecisionTraces(pa.DataFrameModel):
         return data.lazyframe.select(
             pl.col("mask").list.get(index, null_on_oob=True).fill_null(False)
         )
+
+
+class DL2TeacherConfigs(pa.DataFrameModel):
+    """Each model's (workers, PSs) of DL2's searched teacher, per recording (run_id)."""
+
+    run_id: pl.Utf8
+    model: pl.Utf8
+    jobs: pl.Int32 = pa.Field(ge=1)
+    start_workers: pl.Int32 = pa.Field(ge=1)
+    start_ps: pl.Int32 = pa.Field(ge=1)
+    workers: pl.Int32 = pa.Field(ge=1)
+    ps: pl.Int32 = pa.Field(ge=1)
+    start_avg_jct_s: pl.Float64 = pa.Field(gt=0)
+    found_avg_jct_s: pl.Float64 = pa.Field(gt=0)
+    evaluations: pl.Int32 = pa.Field(ge=0)
+    code_version: pl.Utf8
+
+    class Config:
+        name = "dl2_teacher_configs"
+        strict = True
+        coerce = True
+        unique = ["run_id", "model"]
+
+    @pa.dataframe_check
+    def never_worse(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        """The search adopts a configuration only when it lowers the training JCT."""
+        return data.lazyframe.select(pl.col("found_avg_jct_s") <= pl.col("start_avg_jct_s"))
 
 
 class Policies(pa.DataFrameModel):

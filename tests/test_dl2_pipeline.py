@@ -8,10 +8,20 @@ from dataclasses import replace
 
 import pytest
 
+from models.dl2.policy import average_jct
+from models.dl2.recorder import as_workloads
 from pipelines.evaluation import EvalConfig, evaluate
 from pipelines.registry import SYSTEMS
 from pipelines.stages import derive_stage, learned_policies, synthetic_stage
-from pipelines.systems.dl2.stages import DL2StageConfig, finetune_stage, record_stage, warmup_stage
+from pipelines.systems.dl2 import stages
+from pipelines.systems.dl2.stages import (
+    DL2StageConfig,
+    finetune_stage,
+    record_stage,
+    teacher_policy,
+    warmup_stage,
+)
+from pipelines.trained import set_workloads
 from tracelib.sim import ClusterConfig
 from tracelib.synthetic import DiurnalConfig
 from tracelib.workloads import DeriveConfig
@@ -79,6 +89,40 @@ def test_stages_register_policies_with_lineage_and_curves(trained):
     assert json.loads(policies["training_workloads"][1]) == [
         f"tiny/train/{i:03d}" for i in range(4)
     ]
+
+
+def test_the_searched_teacher_is_stored_and_is_what_the_warm_up_is_compared_with(
+    trained, monkeypatch
+):
+    path, (recorded, warm, _tuned) = trained
+    assert recorded.teacher == "searched" and warm.metrics["teacher"] == "searched"
+    with connect(path) as con:
+        configs = read_frame(
+            con,
+            "SELECT * FROM dl2_teacher_configs WHERE run_id = ? ORDER BY model",
+            [recorded.run_id],
+        )
+        jobs = read_frame(
+            con,
+            "SELECT DISTINCT model FROM workload_jobs j JOIN workloads w USING (workload_id) "
+            "WHERE w.derivation = 'tiny' AND w.split = 'train' ORDER BY model",
+        )
+        teacher = teacher_policy(con, CFG, recorded.run_id)
+        val = set_workloads(con, "tiny", "validation", CFG.val_sequences_per_set)
+    assert configs["model"].to_list() == jobs["model"].to_list()
+    assert (configs["found_avg_jct_s"] <= configs["start_avg_jct_s"]).all()
+    assert dict(teacher.table) == {
+        m: (w, p) for m, w, p in configs.select("model", "workers", "ps").rows()
+    }
+    jct = average_jct(teacher, [j for _, j in as_workloads(val)], CFG.sim, seed=CFG.seed)
+    assert warm.metrics["teacher_avg_jct_s"] == pytest.approx(jct, rel=1e-12)
+
+    # Recording the same inputs again neither searches nor writes.
+    def no_search(*args, **kwargs):
+        raise AssertionError("searched again")
+
+    monkeypatch.setattr(stages, "search_configurations", no_search)
+    assert record_stage(path, CFG) == recorded
 
 
 def test_rerun_on_unchanged_inputs_trains_nothing(trained):

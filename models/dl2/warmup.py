@@ -32,6 +32,7 @@ from models.heuristics.registry import ALLOCATIONS
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.sim.config import SimConfig
 from tracelib.sim.jobs import JobSpec
+from tracelib.sim.policy import AllocationPolicy
 
 
 def decode_traces(traces: pl.DataFrame) -> tuple[DL2NetConfig, dict[str, np.ndarray]]:
@@ -123,14 +124,16 @@ def warmup(
     val_workloads: Sequence[Sequence[JobSpec]] | None = None,
     sim: SimConfig | None = None,
     eval_seed: int = 0,
+    teacher_policy: AllocationPolicy | None = None,
     progress: ProgressFn = no_progress,
 ) -> tuple[DL2Policy, dict[str, Any], pl.DataFrame]:
     """Train a DL2 policy to imitate `traces`; returns (policy, metrics, curve).
     `progress(epoch, max_epochs)` is called after every epoch.
 
     Validation loss/accuracy use `val_traces`, else `cfg.val_fraction` of the recorded
-    workloads. With `val_workloads`, the warm policy and the teacher (the traces' `teacher`)
-    run in `sim` (default: `dl2_sim(window=J)`) with seeds from `eval_seed`."""
+    workloads. With `val_workloads`, the warm policy and the teacher (`teacher_policy`, default
+    the heuristic the traces name) run in `sim` (default: `dl2_sim(window=J)`) with seeds from
+    `eval_seed`."""
     cfg = cfg or WarmupConfig()
     start = time.perf_counter()
     rng = np.random.default_rng(cfg.seed)
@@ -236,7 +239,10 @@ def warmup(
         sim = sim or dl2_sim(window=net_cfg.window)
         warm = average_jct(policy, val_workloads, sim, seed=eval_seed)
         ref = average_jct(
-            ALLOCATIONS.create(metrics["teacher"]), val_workloads, sim, seed=eval_seed
+            teacher_policy or ALLOCATIONS.create(metrics["teacher"]),
+            val_workloads,
+            sim,
+            seed=eval_seed,
         )
         metrics.update(val_avg_jct_s=warm, teacher_avg_jct_s=ref, jct_vs_teacher=warm / ref - 1.0)
     curve = pl.DataFrame(rows).with_columns(pl.col("step").cast(pl.Int32))

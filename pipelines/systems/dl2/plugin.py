@@ -25,8 +25,9 @@ class DL2Options:
     """how DL2 itself is fine-tuned (default grouped-ppo; the paper's: actor-critic)"""
     warmup_epochs: int | None = None
     """DL2 supervised warm-up epochs at most (default: the budget's; early stopping)"""
-    teacher: Literal["drf", "fifo", "srtf", "optimus"] | None = None
-    """heuristic whose decisions DL2's warm-up imitates (default optimus; the paper's: drf)"""
+    teacher: Literal["searched", "drf", "fifo", "srtf", "optimus"] | None = None
+    """what DL2's warm-up imitates (default searched: each model's workers and PSs searched on
+    the training sequences' JCT from Optimus'; a heuristic; the paper's: drf)"""
     baselines: bool = True
     """train DL2 by the paper's actor-critic, the OfflineRL baseline and the paper's three
     ablations beside DL2"""

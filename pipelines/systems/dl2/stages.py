@@ -38,7 +38,7 @@ from typing import Any
 import polars as pl
 
 from models.checkpoints import register_policy, resume_from
-from models.contracts import DecisionTraces
+from models.contracts import DecisionTraces, DL2TeacherConfigs
 from models.dl2 import (
     DL2NetConfig,
     FinetuneConfig,
@@ -53,6 +53,15 @@ from models.dl2.config import PUBLISHED_DEVIATIONS, SYSTEM
 from models.dl2.grouped import ALGORITHM as GROUPED
 from models.dl2.grouped import GroupedConfig, finetune_grouped
 from models.dl2.recorder import as_workloads
+from models.dl2.search import TEACHER as SEARCHED
+from models.dl2.search import (
+    ConfigTable,
+    SearchConfig,
+    result_frame,
+    search_configurations,
+    table_of,
+)
+from models.heuristics.registry import ALLOCATIONS
 from models.torch_scope import scoped_torch
 from pipelines.evaluation import EvalConfig
 from pipelines.progress import QUIET, Reporter
@@ -67,6 +76,7 @@ from pipelines.trained import (
 )
 from tracelib.provenance import canonical_json
 from tracelib.sim import SimConfig
+from tracelib.sim.policy import AllocationPolicy
 from warehouse import connect, read_frame, transaction
 from warehouse.io import write_frame
 
@@ -91,9 +101,12 @@ class DL2StageConfig:
     """Derivation whose train split is recorded and trained on and whose val split
     validates."""
     teacher: str = PUBLISHED_DEVIATIONS["teacher"][1]
-    """Heuristic whose decisions the warm-up imitates (drf, fifo, srtf or optimus). Default
-    optimus, the best non-oracle heuristic here (a deviation; the paper warms up from drf),
-    recorded in its own order (RecorderConfig order "teacher")."""
+    """Allocation policy whose decisions the warm-up imitates: a heuristic (drf, fifo, srtf,
+    optimus) or "searched" (default, a deviation; the paper warms up from drf): each model's
+    workers and PSs searched on the training sequences' JCT from Optimus' (`search`,
+    `models.dl2.search`), recorded job by job (RecorderConfig order "rows")."""
+    search: SearchConfig = field(default_factory=SearchConfig)
+    """The searched teacher's search (with teacher "searched")."""
     interval_s: float | None = PUBLISHED_DEVIATIONS["interval_s"][1]
     """Seconds between DL2's decisions (recording, training, evaluation) with the interval
     `trigger`. Default 600, as Optimus (a deviation; the paper decides every 20-minute
@@ -201,7 +214,7 @@ class DL2StageConfig:
         # DRF's and Optimus' decisions give every job a worker+PS pair first; FIFO's and
         # SRTF's fill one job at a time, which the bundle-first rule would reject
         # (DL2NetConfig).
-        net = self.net(bundle_first=self.teacher in ("drf", "optimus"))
+        net = self.net(bundle_first=self.teacher in ("drf", "optimus", SEARCHED))
         return RecorderConfig(teacher=self.teacher, net=net, sim=self.sim, seed=self.seed)
 
     def warmup_config(self) -> WarmupConfig:
@@ -305,6 +318,8 @@ def _record_run_id(cfg: DL2StageConfig, jobs: pl.DataFrame) -> str:
     digest.update(canonical_json(asdict(recorder)).encode())
     if cfg.record_repeats != 1:
         digest.update(f"repeats={cfg.record_repeats}".encode())
+    if cfg.teacher == SEARCHED:
+        digest.update(canonical_json(asdict(cfg.search)).encode())
     digest.update(jobs.write_csv().encode())
     return f"{cfg.workload_set}:{cfg.teacher}:{digest.hexdigest()[:12]}"
 
@@ -323,22 +338,62 @@ def record_stage(
         ).fetchall()
     if done:
         return RecordResult(run_id, cfg.teacher, jobs["workload_id"].n_unique(), done)
+    teacher, configs = cfg.teacher, None
+    if cfg.teacher == SEARCHED:
+        teacher, configs = _search_teacher(cfg, jobs, run_id, progress)
     # Each repeat runs every sequence again with its own simulator seed (speed variation,
     # noise): other states, other decisions of the same teacher.
     runs = as_workloads(jobs) * cfg.record_repeats
     with progress.bar(f"{cfg.teacher} decisions: workloads recorded") as advance:
         traces = record_decisions(
-            runs, cfg.teacher, cfg.recorder(), run_id=run_id, trace_version="", progress=advance
+            runs, teacher, cfg.recorder(), run_id=run_id, trace_version="", progress=advance
         )
     with connect(warehouse) as con, transaction(con):
         con.execute("DELETE FROM decision_traces WHERE run_id = ?", [run_id])
+        con.execute("DELETE FROM dl2_teacher_configs WHERE run_id = ?", [run_id])
         write_frame(con, traces, DecisionTraces)
+        if configs is not None:
+            write_frame(con, configs, DL2TeacherConfigs)
     return RecordResult(
         run_id=run_id,
         teacher=cfg.teacher,
         workloads=traces["workload_id"].n_unique(),
         steps=traces.height,
     )
+
+
+def _search_teacher(
+    cfg: DL2StageConfig, jobs: pl.DataFrame, run_id: str, progress: Reporter
+) -> tuple[ConfigTable, pl.DataFrame]:
+    """The searched teacher on the recording's training sequences (the recorder's
+    simulator and seeds) and its `dl2_teacher_configs` rows."""
+    workloads = [specs for _, specs in as_workloads(jobs)]
+    recorder = cfg.recorder()
+    sim = replace(recorder.sim, window=recorder.net.window)
+    with progress.bar("searched teacher: screening, then models", 1) as advance:
+        found = search_configurations(
+            workloads,
+            cfg.search,
+            sim,
+            seed=recorder.seed,
+            interval_s=cfg.interval_s,
+            trigger=cfg.trigger,
+            progress=advance,
+        )
+    return found.policy(), result_frame(found, run_id)
+
+
+def teacher_policy(con, cfg: DL2StageConfig, record_run_id: str) -> AllocationPolicy:
+    """The policy a recording imitated: the searched teacher rebuilt from its
+    `dl2_teacher_configs` rows, or the named heuristic (deciding as the student does)."""
+    if cfg.teacher != SEARCHED:
+        return ALLOCATIONS.create(cfg.teacher)
+    rows = read_frame(
+        con, "SELECT model, workers, ps FROM dl2_teacher_configs WHERE run_id = ?", [record_run_id]
+    )
+    if rows.height == 0:
+        raise ValueError(f"recording {record_run_id!r} has no searched teacher; record again")
+    return ConfigTable(table_of(rows.to_dicts()), interval_s=cfg.interval_s, trigger=cfg.trigger)
 
 
 def warmup_stage(
@@ -357,6 +412,7 @@ def warmup_stage(
             [record_run_id],
         )
         val_jobs = set_workloads(con, cfg.workload_set, "validation", _limit(cfg, "validation"))
+        teacher = teacher_policy(con, cfg, record_run_id) if traces.height else None
     if traces.height == 0:
         raise ValueError(f"no decision traces of recording {record_run_id!r}; run record first")
     key = input_key(record_run_id, cfg.warmup_config(), val_jobs)
@@ -371,6 +427,7 @@ def warmup_stage(
             val_workloads=[jobs for _, jobs in as_workloads(val_jobs)],
             sim=cfg.sim,
             eval_seed=cfg.seed,
+            teacher_policy=teacher,
             progress=advance,
         )
     path, sha = save_checkpoint_file(policy, warehouse, SYSTEM)
