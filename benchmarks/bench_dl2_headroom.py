@@ -23,6 +23,9 @@ Optimus at every event (the arena's best non-oracle heuristic), n = 30 with five
   curve was ever fitted on the job's own observations (it needs `min_points` distinct
   configurations; before, the catalogue's prior scaled to the job), beside the fastest
   configuration of the model's measured surface;
+- the run's searched teacher (`models/dl2/search.py`, rebuilt from the run's
+  `dl2_teacher_configs`; runs whose DL2 imitated a heuristic have none): what DL2's warm-up
+  imitates, alone;
 - the run's DL2 (the fine-tuned policy of system dl2), for its configurations beside them.
 
 The figures in the README (DL2, "What is left to gain") come from this command.
@@ -41,6 +44,7 @@ import torch
 from benchmarks.bench_dl2_finetune import dl2_policies, test_jct
 from benchmarks.bench_scoreboard import run_seed
 from models.dl2.recorder import as_workloads
+from models.dl2.search import ConfigTable, table_of
 from models.heuristics.common import remaining_epochs
 from models.heuristics.optimus import Optimus, OptimusOracle, SpeedFn
 from pipelines.systems.dl2.stages import DL2StageConfig
@@ -48,7 +52,7 @@ from pipelines.trained import set_workloads
 from tracelib.sim.measured import load_measured_speeds
 from tracelib.sim.snapshot import JobView, Snapshot
 from tracelib.stats import paired_ratio
-from warehouse import connect
+from warehouse import connect, read_frame
 
 SET = "dl2-synthetic"
 CAP = 16
@@ -106,6 +110,22 @@ def _runs(test, sim, make, configs, refits=None) -> np.ndarray:
     return out
 
 
+def searched_teacher(warehouse: Path) -> ConfigTable | None:
+    """The searched teacher of the recording the run's newest DL2 warm-up imitated, deciding
+    at every event (None when that recording's teacher was a heuristic)."""
+    with connect(warehouse, read_only=True) as con:
+        rows = read_frame(
+            con,
+            "SELECT model, workers, ps FROM dl2_teacher_configs WHERE run_id = ("
+            "  SELECT json_extract_string(metrics, '$.record_run_id') FROM policies"
+            "  WHERE system = 'dl2' AND parent_policy_id IS NULL"
+            "  ORDER BY created_at DESC LIMIT 1)",
+        )
+    if rows.height == 0:
+        return None
+    return ConfigTable(table_of(rows.to_dicts()), trigger="events")
+
+
 def run(argv: list[str]) -> None:
     folder, seeds = Path("var/scoreboard-default"), [0, 1, 2, 3, 4]
     it = iter(argv)
@@ -138,6 +158,11 @@ def run(argv: list[str]) -> None:
         for name, make in policies.items():
             refits = observed if name == "optimus-events" else None
             jct[name].append(_runs(test, sim, make, configs[name], refits))
+        teacher = searched_teacher(warehouse)
+        if teacher is not None:
+            jct["searched-teacher"].append(
+                _runs(test, sim, lambda t=teacher: t, configs["searched-teacher"])
+            )
         if dl2 is not None:
             jct["dl2"].append(_runs(test, sim, lambda dl2=dl2: dl2, configs["dl2"]))
         ratios = {k: float(np.mean(v[-1] / jct["optimus-events"][-1])) for k, v in jct.items()}
@@ -159,7 +184,11 @@ def run(argv: list[str]) -> None:
         f"configurations): {np.sum(seen >= min_points)} of {len(seen)}; configurations "
         f"observed per job: median {np.median(seen):.0f}, max {seen.max()}"
     )
-    shown = [k for k in ("optimus-events", "optimus-oracle-events", "dl2") if configs.get(k)]
+    shown = [
+        k
+        for k in ("optimus-events", "optimus-oracle-events", "searched-teacher", "dl2")
+        if configs.get(k)
+    ]
     print(
         "per model, each policy's most frequent workers + PSs per job and decision (its "
         "share of decisions) and the measured speed there, mini-batches/s: "

@@ -14,6 +14,7 @@ from pipelines.evaluation import EvalConfig, evaluate
 from pipelines.registry import SYSTEMS
 from pipelines.stages import derive_stage, learned_policies, synthetic_stage
 from pipelines.systems.dl2 import stages
+from pipelines.systems.dl2 import steps as dl2_steps
 from pipelines.systems.dl2.stages import (
     DL2StageConfig,
     finetune_stage,
@@ -116,6 +117,14 @@ def test_the_searched_teacher_is_stored_and_is_what_the_warm_up_is_compared_with
     }
     jct = average_jct(teacher, [j for _, j in as_workloads(val)], CFG.sim, seed=CFG.seed)
     assert warm.metrics["teacher_avg_jct_s"] == pytest.approx(jct, rel=1e-12)
+
+    # The report's DL2 section shows it, model by model.
+    with connect(path) as con:
+        (section,) = dl2_steps.report(con)
+    (table,) = [t for t in section.tables if t.title.startswith("DL2's searched teacher")]
+    assert [(r[0], r[3]) for r in table.rows] == [
+        (m, f"{w} + {p}") for m, w, p in configs.select("model", "workers", "ps").rows()
+    ]
 
     # Recording the same inputs again neither searches nor writes.
     def no_search(*args, **kwargs):

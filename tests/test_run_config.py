@@ -101,7 +101,8 @@ def test_dl2_trains_with_its_deviations_unless_asked_for_the_paper():
     assert (paper.clip, paper.kl_init, paper.lr) == (None, 0.0, 1e-4)
     assert (dl2.clip, dl2.kl_init, dl2.lr) == (0.2, 1.0, 1e-4)
     assert paper.recorder().net.interval_s is None and paper.finetune_config().exploration
-    assert dl2.recorder().teacher == "optimus" and dl2.recorder().net.bundle_first
+    assert dl2.recorder().teacher == "searched" and dl2.recorder().net.bundle_first
+    assert dl2.recorder().resolved_order() == "rows"
     assert dl2.recorder().net.interval_s == dl2.finetune_config().net.interval_s == 600.0
     # Nothing else moves: the budget's sizes stay; a teacher option still applies.
     assert (paper.updates, paper.warmup_epochs) == (dl2.updates, dl2.warmup_epochs)

@@ -48,7 +48,7 @@ def test_run_flags_come_from_the_options_and_their_docstrings():
     ):
         assert flag in text, flag
     assert field_docs(DL2Options)["teacher"] in text
-    assert "{drf,fifo,srtf,optimus}" in text
+    assert "{searched,drf,fifo,srtf,optimus}" in text
     args = parser.parse_args(
         ["run", "--dl2-updates", "7", "--no-dl2-baselines", "--dl2-teacher", "srtf"]
     )

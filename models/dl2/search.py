@@ -8,12 +8,13 @@ its catalogue prior's optimum says (it never observes enough configurations of a
 refit). The measured surface's optimum lies elsewhere, far from Optimus' in DL2's one-task-at-
 a-time action sequence (wlm: 4 + 16 where 1 + 5 is faster), so neither imitation nor
 fine-tuning's sampled steps find it (`python -m benchmarks dl2_headroom`). A search over
-whole configurations does: per model, a coarse grid of (workers, PSs), then a hill climb by
-one task at a time, every candidate judged by the simulated average JCT of the training
-sequences (what the RL reward measures; the search never reads the speed surface), one
-model at a time with the others at their current best (coordinate descent from Optimus'
-configurations). The result is an allocation policy (`ConfigTable`) that the recorder
-records like any heuristic.
+whole configurations does: first a screening (every model at one point of a grid of (workers,
+PSs) per run; each model's own jobs rank the points for it), then, one model at a time with
+the others at their current best (coordinate descent from Optimus' configurations), its best
+screened points and a hill climb by one task at a time, every candidate judged by the
+simulated average JCT of the training sequences (what the RL reward measures; the search
+never reads the speed surface, only what the simulated cluster shows of whole runs). The
+result is an allocation policy (`ConfigTable`) that the recorder records like any heuristic.
 
     found = search_configurations(train, SearchConfig(), sim, seed=0, interval_s=None,
                                   trigger="events")

@@ -157,6 +157,27 @@ def report(con) -> list[Section]:
     )
     if ablations.height:
         section.tables.append(frame_table("DL2 (paper Table 2)", ablations))
+    if exists(con, "dl2_teacher_configs"):
+        # What the newest warm-up imitated, when its teacher was the searched one.
+        teacher = read_frame(
+            con,
+            "SELECT model, jobs, start_workers || ' + ' || start_ps AS optimus, "
+            "workers || ' + ' || ps AS searched, round(start_avg_jct_s) AS jct_before_s, "
+            "round(found_avg_jct_s) AS jct_after_s, evaluations FROM dl2_teacher_configs "
+            "WHERE run_id = (SELECT json_extract_string(metrics, '$.record_run_id') "
+            "FROM policies WHERE system = 'dl2' AND parent_policy_id IS NULL "
+            "ORDER BY created_at DESC LIMIT 1) ORDER BY model",
+        )
+        if teacher.height:
+            section.tables.append(
+                frame_table(
+                    "DL2's searched teacher: each model's workers + PSs",
+                    teacher,
+                    "What the newest DL2 warm-up imitates: per model, Optimus' configuration "
+                    "on the training sequences and the one the search kept, with the training "
+                    "sequences' average JCT before and after that model's step.",
+                )
+            )
     return [section]
 
 
