@@ -2,13 +2,16 @@
 and where that gain lies (issue 18: the measurements that say why DL2's target is missed).
 
     python -m benchmarks dl2_headroom
-    python -m benchmarks.bench_dl2_headroom [--dir DIR] [--seeds 0,1,2,3,4]
+    python -m benchmarks.bench_dl2_headroom [--dir DIR] [--seeds 0,1,2,3,4] [--servers N]
 
 On the scoreboard's default runs (`benchmarks/bench_scoreboard.py`, DIR default
 ./var/scoreboard-default; missing runs are made, finished ones reused), each run's
 `dl2-synthetic` test sequences x 3 simulator seeds (1000-1002), the DL2 stage's simulator
 (deciding at every arrival and completion, load-balancing placement), paired against
-Optimus at every event (the arena's best non-oracle heuristic), n = 30 with five runs:
+Optimus at every event (the arena's best non-oracle heuristic), n = 30 with five runs.
+`--servers N` runs every policy on a cluster of N servers instead of the stage's 96 (the
+policies as trained; with fewer servers the cluster runs out of room and the order across
+jobs, and each job's share of it, start to matter):
 
 - optimus-oracle at every event: Optimus' greedy on each job's true isolated speed
   (`Snapshot.oracle`), not on the curve it fits: what knowing each job's speed is worth;
@@ -127,18 +130,21 @@ def searched_teacher(warehouse: Path) -> ConfigTable | None:
 
 
 def run(argv: list[str]) -> None:
-    folder, seeds = Path("var/scoreboard-default"), [0, 1, 2, 3, 4]
+    folder, seeds, servers = Path("var/scoreboard-default"), [0, 1, 2, 3, 4], None
     it = iter(argv)
     for arg in it:
         if arg == "--dir":
             folder = Path(next(it))
         elif arg == "--seeds":
             seeds = [int(s) for s in next(it).split(",")]
+        elif arg == "--servers":
+            servers = int(next(it))
         else:
             raise SystemExit(f"unknown argument {arg!r} (see the module docstring)")
     torch.set_num_threads(1)
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"DL2 headroom on the default runs in {folder} (seeds {seeds})")
+    where = f", {servers} servers" if servers else ""
+    print(f"DL2 headroom on the default runs in {folder} (seeds {seeds}{where})")
     policies = {
         "optimus-events": lambda: Optimus(name="optimus-events", trigger="events"),
         "optimus-oracle-events": lambda: OptimusOracle(trigger="events"),
@@ -155,6 +161,8 @@ def run(argv: list[str]) -> None:
             test = as_workloads(set_workloads(con, SET, "test"))
         dl2 = dl2_policies(warehouse)[1]
         sim = replace(DL2StageConfig(seed=seed).sim, window=dl2.cfg.window if dl2 else 20)
+        if servers:
+            sim = replace(sim, cluster=replace(sim.cluster, n_servers=servers))
         for name, make in policies.items():
             refits = observed if name == "optimus-events" else None
             jct[name].append(_runs(test, sim, make, configs[name], refits))
