@@ -178,9 +178,10 @@ def test_same_seed_same_policies_in_another_warehouse(trained, tmp_path):
     other = _warehouse(tmp_path / "other.duckdb")
     _recorded2, warm2, tuned2 = _train(other)
     assert (warm2.policy_id, tuned2.policy_id) == (warm.policy_id, tuned.policy_id)
-    query = "SELECT * EXCLUDE (code_version) FROM decision_traces ORDER BY ALL"
     with connect(path) as a, connect(other) as b:
-        assert read_frame(a, query).equals(read_frame(b, query))
+        for table in ("decision_traces", "dl2_teacher_configs"):
+            query = f"SELECT * EXCLUDE (code_version) FROM {table} ORDER BY ALL"
+            assert read_frame(a, query).equals(read_frame(b, query)), table
 
 
 def test_a_failed_stage_leaves_the_warehouse_as_it_was(trained):
@@ -190,6 +191,24 @@ def test_a_failed_stage_leaves_the_warehouse_as_it_was(trained):
         finetune_stage(path, replace(CFG, init="dl2-missing", updates=25), "unused")
     with pytest.raises(ValueError, match="no 'train' workloads"):
         record_stage(path, replace(CFG, workload_set="nope"))
+    assert _counts(path) == before
+
+
+def test_a_recording_that_fails_writing_its_teacher_writes_nothing(trained, monkeypatch):
+    # The decision logs are written first, the searched teacher's rows in the same
+    # transaction: a failure there must take the logs back with it.
+    path, _ = trained
+    before = _counts(path)
+    real = stages.write_frame
+
+    def failing(con, frame, contract):
+        if contract.Config.name == "dl2_teacher_configs":
+            raise OSError("disk full")
+        return real(con, frame, contract)
+
+    monkeypatch.setattr(stages, "write_frame", failing)
+    with pytest.raises(OSError, match="disk full"):
+        record_stage(path, replace(CFG, seed=11))
     assert _counts(path) == before
 
 
