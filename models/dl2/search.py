@@ -25,19 +25,22 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 import polars as pl
 
-from models.dl2.policy import average_jct, run_workloads
+from models.dl2.policy import average_jct, run_workloads, workload_seeds
 from models.heuristics.optimus import Optimus
+from models.heuristics.registry import PLACEMENTS
 from tracelib.catalogue import DL2_CATALOGUE, by_name
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import code_version
 from tracelib.sim.builder import AllocationBuilder
 from tracelib.sim.config import SimConfig
+from tracelib.sim.engine import Simulator
 from tracelib.sim.jobs import JobSpec
+from tracelib.sim.policy import Scheduler
 from tracelib.sim.snapshot import Allocation, JobView, Snapshot
 
 TEACHER = "searched"
@@ -132,6 +135,8 @@ class ModelSearch:
 
 @dataclass(frozen=True)
 class SearchResult:
+    """A search's outcome: per model what it found, and the table of every model."""
+
     models: tuple[ModelSearch, ...]
     interval_s: float | None
     trigger: str | None
@@ -168,12 +173,15 @@ def optimus_configurations(
     placement: str = "load-balancing",
 ) -> dict[str, tuple[int, int]]:
     """Per model, the (workers, PSs) Optimus gives its jobs most often on `workloads`
-    (deciding as the student will; ties: the smaller configuration)."""
+    (deciding as the student will, workload k with simulator seed `workload_seeds(seed,
+    n)[k]` as recorded; ties: the smaller configuration)."""
     seen: dict[str, Counter] = defaultdict(Counter)
-    for jobs in workloads:
+    seeds = workload_seeds(seed, len(workloads))
+    for jobs, sim_seed in zip(workloads, seeds, strict=True):
         # a fresh Optimus per sequence: it keeps each job's observations
         optimus = Optimus(name="optimus", interval_s=interval_s, trigger=trigger or "interval")
-        average_jct(_Watched(optimus, seen), [jobs], sim, seed=seed, placement=placement)
+        watched = Scheduler(_Watched(optimus, seen), PLACEMENTS.create(placement))
+        Simulator(jobs, watched, replace(sim, seed=sim_seed)).run()
     return {m: max(c.items(), key=lambda kv: (kv[1], -sum(kv[0])))[0] for m, c in seen.items()}
 
 
