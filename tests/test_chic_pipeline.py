@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from pipelines.systems.chic import steps as chic_steps
 from pipelines.systems.chic.stages import (
     ChicEvalConfig,
     ChicTrainConfig,
@@ -145,6 +146,16 @@ def test_the_readmes_queries_on_chic_evaluation_still_answer(trained):
     with connect(path) as con:
         for query in queries:
             assert read_frame(con, query).height > 0, query
+
+
+def test_the_reports_evaluation_table_leaves_the_seed_lists_to_sql(trained):
+    path, _, _ = trained
+    evaluate_chic_stage(path, EVAL)
+    with connect(path) as con:
+        (section,) = chic_steps.report(con)
+    (table,) = [t for t in section.tables if t.title == "chic_evaluation"]
+    assert table.rows and "avg_jct_s" in table.columns
+    assert not {"sequence_seeds", "config", "code_version"} & set(table.columns)
 
 
 def test_a_policy_from_the_warm_start_says_so_in_the_run_summary(trained):

@@ -16,6 +16,7 @@ from models.harmony.reward import ESTIMATORS, RewardTrainConfig
 from models.harmony.train import PlacementTrainConfig
 from pipelines.progress import Reporter
 from pipelines.stages import interference_stage
+from pipelines.systems.harmony import steps as harmony_steps
 from pipelines.systems.harmony.plugin import summary_lines
 from pipelines.systems.harmony.stages import (
     HarmonyStageConfig,
@@ -222,6 +223,15 @@ def test_the_readmes_queries_on_harmony_evaluation_still_answer(run):
     with connect(path) as con:
         for query in queries:
             assert read_frame(con, query).height > 0, query
+
+
+def test_the_reports_evaluation_table_leaves_the_config_json_to_sql(run):
+    path, _, _, _ = run
+    with connect(path) as con:
+        (section,) = harmony_steps.report(con)
+    (table,) = [t for t in section.tables if t.title == "harmony_evaluation"]
+    assert table.rows and "paired_ratio" in table.columns
+    assert not {"eval_config", "config", "code_version"} & set(table.columns)
 
 
 def test_gavel_types_default_to_the_file_and_print_beside_lif(run, capsys):

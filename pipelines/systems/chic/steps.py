@@ -121,7 +121,9 @@ def report(con) -> list[Section]:
     if exists(con, "chic_evaluation"):
         frame = read_frame(con, "SELECT * FROM chic_evaluation ORDER BY ALL")
         if frame.height:
-            keep = [c for c in frame.columns if c not in ("config", "code_version")]
+            # The sequences' seeds are a list of 30 numbers per row: in SQL, not in the report.
+            hidden = ("config", "sequence_seeds", "code_version")
+            keep = [c for c in frame.columns if c not in hidden]
             section.tables.append(frame_table("chic_evaluation", frame.select(keep)))
     return [section]
 

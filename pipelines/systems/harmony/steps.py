@@ -177,7 +177,9 @@ def report(con) -> list[Section]:
     if exists(con, "harmony_evaluation"):
         frame = read_frame(con, "SELECT * FROM harmony_evaluation ORDER BY ALL")
         if frame.height:
-            keep = [c for c in frame.columns if c not in ("config", "code_version")]
+            # The evaluation's config is a JSON object per row: in SQL, not in the report.
+            hidden = ("config", "eval_config", "code_version")
+            keep = [c for c in frame.columns if c not in hidden]
             section.tables.append(frame_table("harmony_evaluation", frame.select(keep)))
     return [section]
 
