@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -48,27 +49,41 @@ SET = "dl2-synthetic"
 SIM_SEEDS = (1000, 1001, 1002)
 
 
-def _parse(argv: list[str]) -> tuple[Path, list[int], dict]:
-    folder, seeds, changes = Path("var/scoreboard-default"), [0, 1, 2, 3, 4], {}
-    known = {f.name for f in fields(GroupedConfig)} - {"net", "sim", "seed", "variant"}
+def run_arguments(
+    argv: list[str], extra: Callable[[str, Iterator[str]], bool] | None = None
+) -> tuple[Path, list[int]]:
+    """`--dir DIR` (default ./var/scoreboard-default) and `--seeds 0,1,...` of a benchmark
+    over the scoreboard's default runs; any other argument goes to `extra(arg, rest)`, which
+    takes its value from `rest` and returns False for an argument it does not know."""
+    folder, seeds = Path("var/scoreboard-default"), [0, 1, 2, 3, 4]
     it = iter(argv)
     for arg in it:
         if arg == "--dir":
             folder = Path(next(it))
         elif arg == "--seeds":
             seeds = [int(s) for s in next(it).split(",")]
-        elif arg == "--set":
-            name, _, value = next(it).partition("=")
-            if name not in known:
-                raise SystemExit(f"--set {name}: not a GroupedConfig field ({sorted(known)})")
-            try:
-                changes[name] = json.loads(value)
-            except json.JSONDecodeError:
-                raise SystemExit(
-                    f"--set {name}={value}: not JSON (a string is '\"job\"')"
-                ) from None
-        else:
+        elif extra is None or not extra(arg, it):
             raise SystemExit(f"unknown argument {arg!r} (see the module docstring)")
+    return folder, seeds
+
+
+def _parse(argv: list[str]) -> tuple[Path, list[int], dict]:
+    changes: dict = {}
+    known = {f.name for f in fields(GroupedConfig)} - {"net", "sim", "seed", "variant"}
+
+    def setting(arg: str, rest: Iterator[str]) -> bool:
+        if arg != "--set":
+            return False
+        name, _, value = next(rest).partition("=")
+        if name not in known:
+            raise SystemExit(f"--set {name}: not a GroupedConfig field ({sorted(known)})")
+        try:
+            changes[name] = json.loads(value)
+        except json.JSONDecodeError:
+            raise SystemExit(f"--set {name}={value}: not JSON (a string is '\"job\"')") from None
+        return True
+
+    folder, seeds = run_arguments(argv, setting)
     return folder, seeds, changes
 
 

@@ -44,18 +44,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.bench_dl2_finetune import dl2_policies, test_jct
+from benchmarks.bench_dl2_finetune import dl2_policies, run_arguments, test_jct
 from benchmarks.bench_scoreboard import run_seed
 from models.dl2.recorder import as_workloads
 from models.dl2.search import ConfigTable, table_of
 from models.heuristics.common import remaining_epochs
 from models.heuristics.optimus import Optimus, OptimusOracle, SpeedFn
-from pipelines.systems.dl2.stages import DL2StageConfig
+from pipelines.systems.dl2.stages import DL2StageConfig, newest_teacher_configs
 from pipelines.trained import set_workloads
 from tracelib.sim.measured import load_measured_speeds
+from tracelib.sim.policy import WatchedAllocation
 from tracelib.sim.snapshot import JobView, Snapshot
 from tracelib.stats import paired_ratio
-from warehouse import connect, read_frame
+from warehouse import connect
 
 SET = "dl2-synthetic"
 CAP = 16
@@ -80,23 +81,6 @@ class Reordered(Optimus):
         return lambda w, p: speed(w, p) * scale
 
 
-class Watched:
-    """An allocation policy wrapped to note each job's (workers, PSs) per decision, by model."""
-
-    def __init__(self, inner, configs: dict[str, list[tuple[int, int]]]) -> None:
-        self.inner, self.configs = inner, configs
-        self.name, self.interval_s = inner.name, inner.interval_s
-        self.uses_oracle = getattr(inner, "uses_oracle", False)
-        self.trigger = getattr(inner, "trigger", None)
-
-    def allocate(self, snap: Snapshot):
-        alloc = self.inner.allocate(snap)
-        for job in snap.jobs:
-            if job.job_id in alloc.counts:
-                self.configs[job.model].append(alloc.counts[job.job_id])
-        return alloc
-
-
 def _runs(test, sim, make, configs, refits=None) -> np.ndarray:
     """`test_jct` of the policies `make` gives, each watched into `configs`; with `refits`,
     the number of configurations each job was observed at (Optimus' merged history)."""
@@ -104,7 +88,7 @@ def _runs(test, sim, make, configs, refits=None) -> np.ndarray:
 
     def watched():
         made.append(make())
-        return Watched(made[-1], configs)
+        return WatchedAllocation(made[-1], configs)
 
     out = test_jct(test, sim, watched)
     if refits is not None:
@@ -117,30 +101,23 @@ def searched_teacher(warehouse: Path) -> ConfigTable | None:
     """The searched teacher of the recording the run's newest DL2 warm-up imitated, deciding
     at every event (None when that recording's teacher was a heuristic)."""
     with connect(warehouse, read_only=True) as con:
-        rows = read_frame(
-            con,
-            "SELECT model, workers, ps FROM dl2_teacher_configs WHERE run_id = ("
-            "  SELECT json_extract_string(metrics, '$.record_run_id') FROM policies"
-            "  WHERE system = 'dl2' AND parent_policy_id IS NULL"
-            "  ORDER BY created_at DESC LIMIT 1)",
-        )
+        rows = newest_teacher_configs(con)
     if rows.height == 0:
         return None
     return ConfigTable(table_of(rows.to_dicts()), trigger="events")
 
 
 def run(argv: list[str]) -> None:
-    folder, seeds, servers = Path("var/scoreboard-default"), [0, 1, 2, 3, 4], None
-    it = iter(argv)
-    for arg in it:
-        if arg == "--dir":
-            folder = Path(next(it))
-        elif arg == "--seeds":
-            seeds = [int(s) for s in next(it).split(",")]
-        elif arg == "--servers":
-            servers = int(next(it))
-        else:
-            raise SystemExit(f"unknown argument {arg!r} (see the module docstring)")
+    servers = None
+
+    def cluster_size(arg: str, rest) -> bool:
+        nonlocal servers
+        if arg != "--servers":
+            return False
+        servers = int(next(rest))
+        return True
+
+    folder, seeds = run_arguments(argv, cluster_size)
     torch.set_num_threads(1)
     folder.mkdir(parents=True, exist_ok=True)
     where = f", {servers} servers" if servers else ""
@@ -152,7 +129,7 @@ def run(argv: list[str]) -> None:
         "long-jobs-first": lambda: Reordered(name="long", trigger="events", power=-1.0),
     }
     jct: dict[str, list[np.ndarray]] = defaultdict(list)
-    configs: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    configs: dict[str, dict[str, Counter]] = defaultdict(dict)
     observed: list[int] = []
     min_points = Optimus().min_points
     for seed in seeds:
@@ -207,7 +184,7 @@ def run(argv: list[str]) -> None:
     for model in sorted(configs["optimus-events"]):
         cells = []
         for name in shown:
-            counts = Counter(configs[name].get(model, []))
+            counts = configs[name].get(model)
             if not counts:
                 cells.append("-")
                 continue

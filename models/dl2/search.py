@@ -40,7 +40,7 @@ from tracelib.sim.builder import AllocationBuilder
 from tracelib.sim.config import SimConfig
 from tracelib.sim.engine import Simulator
 from tracelib.sim.jobs import JobSpec
-from tracelib.sim.policy import Scheduler
+from tracelib.sim.policy import Scheduler, WatchedAllocation
 from tracelib.sim.snapshot import Allocation, JobView, Snapshot
 
 TEACHER = "searched"
@@ -130,7 +130,8 @@ class ModelSearch:
     """Training average JCT before this model's search (the others at their best so far)."""
     found_avg_jct_s: float
     evaluations: int
-    """Candidates simulated for this model (each over every training sequence)."""
+    """Candidates judged for this model, each by the training sequences' average JCT (one
+    judged before, e.g. met again by the climb, is read from the search's cache)."""
 
 
 @dataclass(frozen=True)
@@ -147,22 +148,6 @@ class SearchResult:
         return ConfigTable(self.table, interval_s=self.interval_s, trigger=self.trigger)
 
 
-class _Watched:
-    """Optimus noting each job's (workers, PSs) at every decision, by model."""
-
-    def __init__(self, inner: Optimus, seen: dict[str, Counter]) -> None:
-        self.inner, self.seen = inner, seen
-        self.name, self.interval_s, self.trigger = inner.name, inner.interval_s, inner.trigger
-        self.uses_oracle = False
-
-    def allocate(self, snap: Snapshot) -> Allocation:
-        alloc = self.inner.allocate(snap)
-        for job in snap.jobs:
-            if job.job_id in alloc.counts:
-                self.seen[job.model][alloc.counts[job.job_id]] += 1
-        return alloc
-
-
 def optimus_configurations(
     workloads: Sequence[Sequence[JobSpec]],
     sim: SimConfig,
@@ -175,12 +160,12 @@ def optimus_configurations(
     """Per model, the (workers, PSs) Optimus gives its jobs most often on `workloads`
     (deciding as the student will, workload k with simulator seed `workload_seeds(seed,
     n)[k]` as recorded; ties: the smaller configuration)."""
-    seen: dict[str, Counter] = defaultdict(Counter)
+    seen: dict[str, Counter] = {}
     seeds = workload_seeds(seed, len(workloads))
     for jobs, sim_seed in zip(workloads, seeds, strict=True):
         # a fresh Optimus per sequence: it keeps each job's observations
         optimus = Optimus(name="optimus", interval_s=interval_s, trigger=trigger or "interval")
-        watched = Scheduler(_Watched(optimus, seen), PLACEMENTS.create(placement))
+        watched = Scheduler(WatchedAllocation(optimus, seen), PLACEMENTS.create(placement))
         Simulator(jobs, watched, replace(sim, seed=sim_seed)).run()
     return {m: max(c.items(), key=lambda kv: (kv[1], -sum(kv[0])))[0] for m, c in seen.items()}
 
@@ -275,7 +260,8 @@ def _improve(
     score, current: dict[str, tuple[int, int]], model: str, cap: int, candidates, climb: int
 ) -> tuple[tuple[int, int], float, int]:
     """`model`'s best configuration among `candidates`, then climbing by one task at a time
-    (at most `climb` moves), the other models at `current`: (best, its JCT, runs tried)."""
+    (at most `climb` moves), the other models at `current`: (best, its JCT,
+    candidates judged)."""
     best, best_jct, tried = current[model], score(current), 0
     for round_ in range(climb + 1):
         centre = best

@@ -27,6 +27,7 @@ from tracelib.sim import (
     jobs_from_frame,
     simulate,
 )
+from tracelib.sim.policy import WatchedAllocation
 
 NOISY = SpeedConfig(speed_variation=0.2, slot_noise=0.1, epoch_error=0.2)
 
@@ -200,3 +201,20 @@ def test_fixed_placement_offers_only_waiting_jobs_and_refuses_running_ones():
 def test_unknown_trigger_is_refused():
     with pytest.raises(ValueError, match="trigger"):
         SimConfig(trigger="sometimes")
+
+
+def test_a_watched_allocation_decides_as_its_policy_and_counts_what_it_gave():
+    jobs = (
+        JobSpec(0, "resnet-50", epochs=2.0, arrival_s=0.0, num_workers=2, num_ps=3),
+        JobSpec(1, "wlm", epochs=2.0, arrival_s=0.0, num_workers=1, num_ps=2),
+    )
+    cfg = config()
+    seen: dict = {}
+    watched = simulate(
+        jobs, Scheduler(WatchedAllocation(RequestedAllocation(), seen), LoadBalancing()), cfg
+    )
+    plain = simulate(jobs, Scheduler(RequestedAllocation(), LoadBalancing()), cfg)
+    assert watched.jobs.equals(plain.jobs)
+    assert set(seen) == {"resnet-50", "wlm"}
+    assert set(seen["resnet-50"]) == {(2, 3)} and set(seen["wlm"]) == {(1, 2)}
+    assert seen["resnet-50"].total() >= 1

@@ -15,6 +15,8 @@ where choosing the GPUs is choosing the jobs) implements `DecisionPolicy` direct
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -97,6 +99,24 @@ class Scheduler:
         """Allocate, then place that allocation."""
         alloc = self.allocation.allocate(snap)
         return alloc, self.placement.place(snap, alloc, rng)
+
+
+class WatchedAllocation:
+    """An allocation policy that also counts, per model, the (workers, PSs) it gives each
+    job at every decision into `seen` (model -> Counter); it decides exactly as `inner`."""
+
+    def __init__(self, inner: AllocationPolicy, seen: MutableMapping[str, Counter]) -> None:
+        self.inner, self.seen = inner, seen
+        self.name, self.interval_s = inner.name, inner.interval_s
+        self.uses_oracle = inner.uses_oracle
+        self.trigger = getattr(inner, "trigger", None)
+
+    def allocate(self, snap: Snapshot) -> Allocation:
+        alloc = self.inner.allocate(snap)
+        for job in snap.jobs:
+            if job.job_id in alloc.counts:
+                self.seen.setdefault(job.model, Counter())[alloc.counts[job.job_id]] += 1
+        return alloc
 
 
 @dataclass(frozen=True)

@@ -396,6 +396,19 @@ def teacher_policy(con, cfg: DL2StageConfig, record_run_id: str) -> AllocationPo
     return ConfigTable(table_of(rows.to_dicts()), interval_s=cfg.interval_s, trigger=cfg.trigger)
 
 
+def newest_teacher_configs(con) -> pl.DataFrame:
+    """`dl2_teacher_configs` rows (by model) of the recording the newest DL2 warm-up
+    imitated; none when its teacher was a heuristic."""
+    return read_frame(
+        con,
+        "SELECT * FROM dl2_teacher_configs WHERE run_id = ("
+        "  SELECT json_extract_string(metrics, '$.record_run_id') FROM policies"
+        "  WHERE system = ? AND parent_policy_id IS NULL ORDER BY created_at DESC LIMIT 1"
+        ") ORDER BY model",
+        [SYSTEM],
+    )
+
+
 def warmup_stage(
     warehouse: str | Path | None,
     cfg: DL2StageConfig,
@@ -411,10 +424,10 @@ def warmup_stage(
             "ORDER BY workload_id, seed, decision, step",
             [record_run_id],
         )
+        if traces.height == 0:
+            raise ValueError(f"no decision traces of recording {record_run_id!r}; run record first")
         val_jobs = set_workloads(con, cfg.workload_set, "validation", _limit(cfg, "validation"))
-        teacher = teacher_policy(con, cfg, record_run_id) if traces.height else None
-    if traces.height == 0:
-        raise ValueError(f"no decision traces of recording {record_run_id!r}; run record first")
+        teacher = teacher_policy(con, cfg, record_run_id)
     key = input_key(record_run_id, cfg.warmup_config(), val_jobs)
     with connect(warehouse) as con:
         done = already_trained(con, key, SYSTEM)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 
+import polars as pl
 from prefect import task
 
 from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
@@ -18,6 +19,7 @@ from pipelines.systems.dl2.stages import (
     VARIANTS,
     DL2StageConfig,
     finetune_stage,
+    newest_teacher_configs,
     record_stage,
     warmup_stage,
 )
@@ -159,14 +161,14 @@ def report(con) -> list[Section]:
         section.tables.append(frame_table("DL2 (paper Table 2)", ablations))
     if exists(con, "dl2_teacher_configs"):
         # What the newest warm-up imitated, when its teacher was the searched one.
-        teacher = read_frame(
-            con,
-            "SELECT model, jobs, start_workers || ' + ' || start_ps AS optimus, "
-            "workers || ' + ' || ps AS searched, round(start_avg_jct_s) AS jct_before_s, "
-            "round(found_avg_jct_s) AS jct_after_s, evaluations FROM dl2_teacher_configs "
-            "WHERE run_id = (SELECT json_extract_string(metrics, '$.record_run_id') "
-            "FROM policies WHERE system = 'dl2' AND parent_policy_id IS NULL "
-            "ORDER BY created_at DESC LIMIT 1) ORDER BY model",
+        teacher = newest_teacher_configs(con).select(
+            "model",
+            "jobs",
+            optimus=pl.format("{} + {}", "start_workers", "start_ps"),
+            searched=pl.format("{} + {}", "workers", "ps"),
+            jct_before_s=pl.col("start_avg_jct_s").round(),
+            jct_after_s=pl.col("found_avg_jct_s").round(),
+            evaluations="evaluations",
         )
         if teacher.height:
             section.tables.append(
