@@ -28,6 +28,7 @@ from pathlib import Path
 
 import polars as pl
 
+from benchmarks import UsageError, parse_or_exit
 from models.chic.config import PUBLISHED
 from pipelines.systems.chic.stages import (
     REFERENCE_RATE,
@@ -76,10 +77,10 @@ def _parse(argv: list[str]) -> dict:
         elif arg == "--without":
             for name in next(it).replace("-", "_").split(","):
                 if name not in PUBLISHED:
-                    raise SystemExit(f"--without: unknown deviation {name!r}; {sorted(PUBLISHED)}")
+                    raise UsageError(f"--without: unknown deviation {name!r}; {sorted(PUBLISHED)}")
                 opts[name] = PUBLISHED[name]
         elif arg.startswith("--"):
-            raise SystemExit(f"unknown option {arg}")
+            raise UsageError(f"unknown option {arg}")
         else:
             positional.append(arg)
     if positional:
@@ -92,7 +93,7 @@ def _parse(argv: list[str]) -> dict:
 def run(argv: list[str]) -> None:
     """Train, evaluate and print once per training seed (see the module doc); with several
     seeds, then the paired ACT ratios over (seed, test sequence) pairs."""
-    opts = _parse(argv)
+    opts = parse_or_exit(_parse, argv, "python -m benchmarks.bench_chic")
     started = time.perf_counter()
     folder = Path(tempfile.mkdtemp(prefix="bench-chic-"))
     per_seed = []

@@ -25,6 +25,7 @@ import sys
 import time
 from dataclasses import replace
 
+from benchmarks import UsageError, parse_or_exit
 from benchmarks.arena import evaluate_with_heuristics, make_warehouse, print_ratios
 from models.chic.config import PUBLISHED
 from pipelines.config import run_config
@@ -49,7 +50,7 @@ def config_named(base: ChicArenaConfig, name: str) -> ChicArenaConfig:
         return replace(base, teacher="optimus")
     deviation = name.removeprefix("without-")
     if not name.startswith("without-") or deviation not in PUBLISHED:
-        raise SystemExit(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
+        raise UsageError(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
     return replace(base, **{deviation: PUBLISHED[deviation]})
 
 
@@ -70,16 +71,19 @@ def _parse(argv: list[str]) -> dict:
             opts["variants"] = tuple(next(it).split(","))
         elif arg == "--configs":
             opts["configs"] = tuple(next(it).split(","))
+            unknown = [c for c in opts["configs"] if c not in CONFIGS]
+            if unknown:
+                raise UsageError(f"unknown configs {unknown}; known: {', '.join(CONFIGS)}")
         elif arg in ("--iterations", "--sequences", "--sim-seeds"):
             opts[arg[2:].replace("-", "_")] = int(next(it))
         else:
-            raise SystemExit(f"unknown argument {arg}")
+            raise UsageError(f"unknown argument {arg}")
     return opts
 
 
 def run(argv: list[str]) -> None:
     """Train every (variant, config, seed), evaluate them with the heuristics, print."""
-    opts = _parse(argv)
+    opts = parse_or_exit(_parse, argv, "python -m benchmarks.bench_chic_arena")
     started = time.perf_counter()
     cfg = run_config(SYSTEMS)
     warehouse = make_warehouse(cfg, "bench-chic-arena-")

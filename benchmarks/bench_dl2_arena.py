@@ -30,6 +30,7 @@ import sys
 import time
 from dataclasses import replace
 
+from benchmarks import UsageError, parse_or_exit
 from benchmarks.arena import evaluate_with_heuristics, make_warehouse, print_ratios
 from models.dl2.config import PUBLISHED_DEVIATIONS
 from pipelines.config import run_config
@@ -52,7 +53,7 @@ def config_named(base: DL2StageConfig, name: str) -> DL2StageConfig:
         return base.as_published()
     deviation = name.removeprefix("without-")
     if not name.startswith("without-") or deviation not in PUBLISHED_DEVIATIONS:
-        raise SystemExit(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
+        raise UsageError(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
     return replace(base, **{deviation: PUBLISHED_DEVIATIONS[deviation][0]})
 
 
@@ -72,6 +73,9 @@ def _parse(argv: list[str]) -> dict:
             opts["seeds"] = tuple(int(x) for x in next(it).split(","))
         elif arg == "--configs":
             opts["configs"] = tuple(next(it).split(","))
+            unknown = [c for c in opts["configs"] if c not in CONFIGS]
+            if unknown:
+                raise UsageError(f"unknown configs {unknown}; known: {', '.join(CONFIGS)}")
         elif arg in ("--updates", "--sequences", "--sim-seeds"):
             opts[arg[2:].replace("-", "_")] = int(next(it))
         elif arg == "--warehouse":
@@ -80,7 +84,7 @@ def _parse(argv: list[str]) -> dict:
             name, _, value = next(it).partition("=")
             opts["set"][name] = json.loads(value)
         else:
-            raise SystemExit(f"unknown argument {arg}")
+            raise UsageError(f"unknown argument {arg}")
     return opts
 
 
@@ -109,7 +113,7 @@ def train(warehouse: str, cfg: DL2StageConfig) -> tuple[str, str]:
 
 def run(argv: list[str]) -> None:
     """Train every (config, seed), evaluate them with the heuristics, print."""
-    opts = _parse(argv)
+    opts = parse_or_exit(_parse, argv, "python -m benchmarks.bench_dl2_arena")
     started = time.perf_counter()
     cfg = run_config(SYSTEMS)
     warehouse = make_warehouse(cfg, "bench-dl2-arena-", opts["warehouse"])

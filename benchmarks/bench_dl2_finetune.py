@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks import UsageError, parse_or_exit
 from benchmarks.bench_scoreboard import run_seed
 from models.checkpoints import load_registered
 from models.dl2.grouped import GroupedConfig, finetune_grouped
@@ -63,7 +64,7 @@ def run_arguments(
         elif arg == "--seeds":
             seeds = [int(s) for s in next(it).split(",")]
         elif extra is None or not extra(arg, it):
-            raise SystemExit(f"unknown argument {arg!r} (see the module docstring)")
+            raise UsageError(f"unknown argument {arg!r}")
     return folder, seeds
 
 
@@ -76,11 +77,11 @@ def _parse(argv: list[str]) -> tuple[Path, list[int], dict]:
             return False
         name, _, value = next(rest).partition("=")
         if name not in known:
-            raise SystemExit(f"--set {name}: not a GroupedConfig field ({sorted(known)})")
+            raise UsageError(f"--set {name}: not a GroupedConfig field ({sorted(known)})")
         try:
             changes[name] = json.loads(value)
         except json.JSONDecodeError:
-            raise SystemExit(f"--set {name}={value}: not JSON (a string is '\"job\"')") from None
+            raise UsageError(f"--set {name}={value}: not JSON (a string is '\"job\"')") from None
         return True
 
     folder, seeds = run_arguments(argv, setting)
@@ -124,7 +125,7 @@ def test_jct(test, sim, make) -> np.ndarray:
 
 
 def run(argv: list[str]) -> None:
-    folder, seeds, changes = _parse(argv)
+    folder, seeds, changes = parse_or_exit(_parse, argv, "python -m benchmarks.bench_dl2_finetune")
     torch.set_num_threads(1)
     folder.mkdir(parents=True, exist_ok=True)
     print(f"DL2 fine-tuning from the warm-ups of the runs in {folder} (seeds {seeds}): {changes}")

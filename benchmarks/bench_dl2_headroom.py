@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks import parse_or_exit
 from benchmarks.bench_dl2_finetune import dl2_policies, run_arguments, test_jct
 from benchmarks.bench_scoreboard import run_seed
 from models.dl2.recorder import as_workloads
@@ -117,7 +118,9 @@ def run(argv: list[str]) -> None:
         servers = int(next(rest))
         return True
 
-    folder, seeds = run_arguments(argv, cluster_size)
+    folder, seeds = parse_or_exit(
+        lambda a: run_arguments(a, cluster_size), argv, "python -m benchmarks.bench_dl2_headroom"
+    )
     torch.set_num_threads(1)
     folder.mkdir(parents=True, exist_ok=True)
     where = f", {servers} servers" if servers else ""

@@ -44,6 +44,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from benchmarks import UsageError, parse_or_exit
 from benchmarks.bench_scoreboard import run_seed
 from models.dl2.networks import policy_mask
 from models.dl2.policy import workload_seeds
@@ -272,14 +273,14 @@ def _parse(argv: list[str]) -> dict:
             opts["variants"] = tuple(next(it).split(","))
             unknown = set(opts["variants"]) - set(VARIANTS)
             if unknown:
-                raise SystemExit(f"unknown variants {sorted(unknown)}; known: {VARIANTS}")
+                raise UsageError(f"unknown variants {sorted(unknown)}; known: {VARIANTS}")
         else:
-            raise SystemExit(f"unknown argument {arg!r} (see the module docstring)")
+            raise UsageError(f"unknown argument {arg!r}")
     return opts
 
 
 def run(argv: list[str]) -> None:
-    opts = _parse(argv)
+    opts = parse_or_exit(_parse, argv, "python -m benchmarks.bench_dl2_heads")
     torch.set_num_threads(1)
     folder = opts["dir"]
     folder.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,16 @@
 """Harmony end to end: reward predictor accuracy (Fig. 9), placement DRL against the
 baselines under three arrival patterns (Fig. 8), and the Table II ablations.
 
-    python -m benchmarks harmony                       # the default budget of `schedlab run`
-    python -m benchmarks.bench_harmony [updates] [epochs] [sequences] [gavel.json|-] [seeds]
-    python -m benchmarks.bench_harmony 300 80 10 - 4   # the closing note's figures (~15 min)
+    python -m benchmarks harmony          # the default budget of `schedlab run`, one seed
+    python -m benchmarks.bench_harmony [--updates N] [--epochs N] [--sequences N]
+        [--gavel FILE] [--seeds N] [--systems NAME,...] [--set FIELD=JSON ...]
+    python -m benchmarks.bench_harmony --seeds 5      # the README's figures (~40 min)
+    python -m benchmarks.bench_harmony --updates 1500 --seeds 5 --systems harmony \
+        --set rollout_speed='"simulator"'              # rollouts on the simulator's speeds
+
+`--systems` limits which learned systems train (default: Harmony, its three ablations,
+`harmony-as-published` and `harmony-warm-start`); `--set` changes a `PlacementTrainConfig`
+field of every one of them (JSON values; `as_published` undoes it again).
 
 1. 13,177 synthetic interference samples (Harmony's count) on the 6-server testbed; the
    reward predictor (a shared MLP over job x server pairs pooled per job, then 3 hidden
@@ -29,9 +36,11 @@ baselines under three arrival patterns (Fig. 8), and the Table II ablations.
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import polars as pl
 import torch
@@ -86,29 +95,48 @@ def reward_models(epochs: int, gavel: str | None) -> object:
     return fit.predictor
 
 
-def placement(predictor, updates: int, n_sequences: int, seeds: int) -> None:
+def systems(base: PlacementTrainConfig) -> dict[str, PlacementTrainConfig]:
+    """Every learned system the benchmark can train, by name, from one base config."""
+    configs = {v: replace(base, **switches) for v, switches in VARIANTS.items()}
+    # The paper's method as written, beside the default with its deviations.
+    configs["harmony-as-published"] = base.as_published()
+    # The warm start alone (LIF-Quad cloned, no actor-critic update).
+    configs["harmony-warm-start"] = replace(base, updates=0)
+    return configs
+
+
+SYSTEMS = tuple(systems(PlacementTrainConfig()))
+
+
+def placement(
+    predictor,
+    updates: int,
+    n_sequences: int,
+    seeds: int,
+    names: tuple[str, ...] = SYSTEMS,
+    changes: dict | None = None,
+) -> None:
     arrivals = ArrivalConfig()
     train = sequences(arrivals, HarmonyStageConfig().n_train_sequences, 1)
     val = sequences(arrivals, 2, 2)
     learned = {}
     for seed in range(seeds):
         base = PlacementTrainConfig(updates=updates, val_every=max(updates // 6, 1), seed=seed)
-        configs = {v: replace(base, **switches) for v, switches in VARIANTS.items()}
-        # The paper's method as written, beside the default with its deviations.
-        configs["harmony-as-published"] = base.as_published()
-        # The warm start alone (LIF-Quad cloned, no actor-critic update).
-        configs["harmony-warm-start"] = replace(base, updates=0)
+        base = replace(base, **(changes or {}))
+        configs = {n: c for n, c in systems(base).items() if n in names}
         # Variants differing only in the actor-critic share one warm start, as in the run.
         t0 = time.perf_counter()
-        warm = warm_start(train, predictor, base)
-        print(
-            f"warm start (seed {seed}): {warm.metrics['imitation_steps']} {base.teacher} "
-            f"placements, held-out accuracy {warm.metrics['imitation_held_out_accuracy']:.3f}, "
-            f"{time.perf_counter() - t0:.0f} s"
-        )
+        warm = warm_start(train, predictor, base) if base.teacher else None
+        if warm is not None:
+            print(
+                f"warm start (seed {seed}): {warm.metrics['imitation_steps']} {base.teacher} "
+                f"placements, held-out accuracy "
+                f"{warm.metrics['imitation_held_out_accuracy']:.3f}, "
+                f"{time.perf_counter() - t0:.0f} s"
+            )
         for variant, cfg in configs.items():
             t0 = time.perf_counter()
-            shared = warm if cfg.teacher and warm_key(cfg) == warm.key else None
+            shared = warm if warm and cfg.teacher and warm_key(cfg) == warm.key else None
             policy, curve, _ = train_placement(train, val, predictor, cfg, warm=shared)
             learned[f"{variant}@{seed}"] = (policy, None)
             print(f"{variant} (seed {seed}): {updates} updates in {time.perf_counter() - t0:.0f} s")
@@ -167,6 +195,8 @@ def placement(predictor, updates: int, n_sequences: int, seeds: int) -> None:
     )
     full = trained.filter(pl.col("system") == "harmony").select("pattern", "seed", "avg_jct_s")
     slowdown = pl.col("avg_jct_s") / pl.col("avg_jct_s_harmony") - 1
+    if "harmony" not in names:
+        return
     print("ablations: slowdown against Harmony trained with the same seed")
     print(
         trained.filter(pl.col("system") != "harmony")
@@ -181,17 +211,58 @@ def placement(predictor, updates: int, n_sequences: int, seeds: int) -> None:
     )
 
 
+def _setting(text: str) -> tuple[str, object]:
+    known = {f.name for f in fields(PlacementTrainConfig)} - {"net", "sim", "seed", "updates"}
+    name, sep, value = text.partition("=")
+    if not sep or name not in known:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected FIELD=JSON with FIELD one of {sorted(known)}"
+        )
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the value is not JSON (a string is written '\"simulator\"')"
+        ) from None
+    return name, tuple(parsed) if isinstance(parsed, list) else parsed
+
+
+def _systems(text: str) -> tuple[str, ...]:
+    names = tuple(n for n in text.split(",") if n)
+    unknown = [n for n in names if n not in SYSTEMS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: systems are {', '.join(SYSTEMS)}")
+    return names
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The benchmark's options (a bad one exits 2 with argparse's message)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_harmony", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--updates", type=int, default=300, help="actor-critic updates")
+    parser.add_argument("--epochs", type=int, default=80, help="reward predictor epochs")
+    parser.add_argument("--sequences", type=int, default=8, help="held-out per pattern")
+    parser.add_argument("--gavel", default=None, help="Gavel's simulation_throughputs.json")
+    parser.add_argument("--seeds", type=int, default=1, help="training seeds 0..N-1")
+    parser.add_argument("--systems", type=_systems, default=SYSTEMS, help="which to train")
+    parser.add_argument(
+        "--set", type=_setting, action="append", default=[], help="PlacementTrainConfig FIELD=JSON"
+    )
+    opts = parser.parse_args(argv)
+    try:  # a value of the right type can still be one the config refuses
+        replace(PlacementTrainConfig(), **dict(opts.set))
+    except (TypeError, ValueError) as exc:
+        parser.error(f"--set: {exc}")
+    return opts
+
+
 def main(argv: list[str] | None = None) -> None:
-    argv = argv or []
-    updates = int(argv[0]) if len(argv) > 0 else 300
-    epochs = int(argv[1]) if len(argv) > 1 else 80
-    n_seq = int(argv[2]) if len(argv) > 2 else 8
-    gavel = argv[3] if len(argv) > 3 and argv[3] != "-" else None
-    seeds = int(argv[4]) if len(argv) > 4 else 1
+    opts = parse(argv or [])
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    predictor = reward_models(epochs, gavel)
-    placement(predictor, updates, n_seq, seeds)
+    predictor = reward_models(opts.epochs, opts.gavel)
+    placement(predictor, opts.updates, opts.sequences, opts.seeds, opts.systems, dict(opts.set))
     print(f"total wall time {time.perf_counter() - t0:.0f} s")
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import polars as pl
 
+from benchmarks import UsageError, parse_or_exit
 from pipelines.evaluation import summarize_runs
 from warehouse import connect, read_frame
 
@@ -50,7 +51,7 @@ def _parse(argv: list[str]) -> dict:
         elif arg == "--dir":
             opts["dir"] = next(it)
         else:
-            raise SystemExit(f"unknown argument {arg!r} (see the module docstring)")
+            raise UsageError(f"unknown argument {arg!r}")
     return opts
 
 
@@ -203,7 +204,7 @@ def report(frame: pl.DataFrame, runs: pl.DataFrame, seeds: list[int]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """`python -m benchmarks scoreboard`: 5 seeds of the default run."""
-    opts = _parse(argv or [])
+    opts = parse_or_exit(_parse, argv or [], "python -m benchmarks.bench_scoreboard")
     folder = Path(opts["dir"] or f"var/scoreboard-{opts['budget']}")
     folder.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()

@@ -200,9 +200,10 @@ class PlacementTrainConfig:
         """This config with the paper's method as written: Fig. 7's flat network, lr 1e-4,
         epsilon and entropy weight from 0.5, every inference credited the interval's
         reward, replayed and explored actions in the gradient without correction, from
-        random weights (no teacher)."""
+        random weights (no teacher), rollouts scored by the reward predictor."""
         return replace(
             self,
+            rollout_speed="predictor",
             net=replace(self.net, head="flat"),
             lr=1e-4,
             epsilon=(0.5, 0.0),
