@@ -21,7 +21,8 @@ field of every one of them (JSON values; `as_published` undoes it again).
 2. With a Gavel throughputs file: the same predictor fitted on each GPU type's measured
    pairs (real co-location throughputs), its held-out error beside the synthetic one.
 3. Harmony and its three ablations trained on rollouts scored by the predictor (uniform
-   arrivals, 8 training sequences), then every policy and the baselines (load balancing,
+   arrivals, the run's 24 training sequences, each from the clone of the searched teacher,
+   `models.harmony.search`), then every policy and the baselines (load balancing,
    Tetris, LIF-Line, LIF-Quad) on held-out sequences of the uniform, Poisson and
    Google-like patterns, in the simulator with the true speed model. Target: Harmony's
    average JCT at least 25% below every baseline; each ablation worse than Harmony.
@@ -31,7 +32,11 @@ field of every one of them (JSON values; `as_published` undoes it again).
    seed's ranking of close systems is noise: the paired ratio of one policy moves by 10%
    between training seeds). Two references are evaluated beside them: the greedy one-step
    optimum of Harmony's reward with the true speed model, and the same greedy search
-   scored by the predictor.
+   scored by the predictor; and two heuristics that are not the paper's, LIF-Quad placing
+   the waiting jobs smallest work times tasks first (`lif-quad/smallest-area`) or newest
+   first (`lif-quad/newest`). The baselines include one that is not the paper's either,
+   LIF-Quad placing the shortest remaining work first (`lif-quad/shortest`,
+   `placement.ORDERED_BASELINES`).
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ import polars as pl
 import torch
 
 from models.harmony.evaluate import HarmonyEvalConfig
-from models.harmony.placement import GreedySpeedPlacement
+from models.harmony.placement import GreedySpeedPlacement, RulePlacement
 from models.harmony.reward import RewardTrainConfig, compare_estimators, fit_reward_model
 from models.harmony.train import PlacementTrainConfig, train_placement, warm_key, warm_start
 from pipelines.systems.harmony.stages import VARIANTS, HarmonyStageConfig, harmony_tables
@@ -100,7 +105,7 @@ def systems(base: PlacementTrainConfig) -> dict[str, PlacementTrainConfig]:
     configs = {v: replace(base, **switches) for v, switches in VARIANTS.items()}
     # The paper's method as written, beside the default with its deviations.
     configs["harmony-as-published"] = base.as_published()
-    # The warm start alone (LIF-Quad cloned, no actor-critic update).
+    # The warm start alone (the teacher cloned, no actor-critic update).
     configs["harmony-warm-start"] = replace(base, updates=0)
     return configs
 
@@ -118,7 +123,7 @@ def placement(
 ) -> None:
     arrivals = ArrivalConfig()
     train = sequences(arrivals, HarmonyStageConfig().n_train_sequences, 1)
-    val = sequences(arrivals, 2, 2)
+    val = sequences(arrivals, HarmonyStageConfig().n_val_sequences, 2)
     learned = {}
     for seed in range(seeds):
         base = PlacementTrainConfig(updates=updates, val_every=max(updates // 6, 1), seed=seed)
@@ -139,12 +144,18 @@ def placement(
             shared = warm if warm and cfg.teacher and warm_key(cfg) == warm.key else None
             policy, curve, _ = train_placement(train, val, predictor, cfg, warm=shared)
             learned[f"{variant}@{seed}"] = (policy, None)
-            print(f"{variant} (seed {seed}): {updates} updates in {time.perf_counter() - t0:.0f} s")
+            took = time.perf_counter() - t0
+            print(f"{variant} (seed {seed}): {cfg.updates} updates in {took:.0f} s")
             print(curve.select("step", "reward", "entropy", "epsilon", "val_avg_jct_s"))
     # References (not baselines): the one-step optimum of Harmony's reward with the true
     # speed model, and the same greedy search scored by the reward predictor.
     learned["greedy-true-model"] = (GreedySpeedPlacement(SpeedModel(), "greedy-true-model"), None)
     learned["greedy-predictor"] = (GreedySpeedPlacement(predictor, "greedy-predictor"), None)
+    # Heuristics that are not the paper's: LIF-Quad placing the waiting jobs in another
+    # order (the searched teacher's candidates), which its baselines never do.
+    for order in ("smallest-area", "newest"):  # shortest first is a baseline
+        rule = RulePlacement("lif-quad", order=order)
+        learned[rule.name] = (rule, None)
     t0 = time.perf_counter()
     tables, _ = harmony_tables(learned, HarmonyEvalConfig(n_sequences=n_sequences), "bench")
     # The harmony_evaluation view's columns, from the one evaluation's summary.

@@ -43,7 +43,9 @@ CFG = HarmonyStageConfig(
     n_train_sequences=2,
     n_val_sequences=1,
     eval=HarmonyEvalConfig(
-        n_sequences=2, arrivals=ArrivalConfig(n_jobs=6), baselines=("load-balancing", "tetris")
+        n_sequences=2,
+        arrivals=ArrivalConfig(n_jobs=6),
+        baselines=("load-balancing", "tetris", "lif-quad/shortest"),
     ),
 )
 
@@ -96,10 +98,13 @@ def test_placement_policies_and_evaluation_rows(run):
         online = read_frame(
             con, "SELECT count(*) AS n FROM interference_samples WHERE source = 'harmony-online'"
         )
-    assert rows.height == 3 * 4  # patterns x (2 baselines + 2 learned)
+    assert rows.height == 3 * 5  # patterns x (3 baselines + 2 learned)
     learned = rows.filter(rows["scheduler"] == "harmony")
     assert set(learned["policy_id"]) == {placed["harmony"].policy_id}
     assert rows.filter(rows["scheduler"] == "tetris")["policy_id"].is_null().all()
+    # a "<rule>/<order>" baseline is run as the ordered heuristic, a heuristic
+    ordered = rows.filter(rows["scheduler"] == "lif-quad/shortest")
+    assert ordered.height == 3 and ordered["policy_id"].is_null().all()
     best = rows.filter(rows["scheduler"] == rows["best_baseline"])
     assert best["paired_ratio"].to_list() == [1.0, 1.0, 1.0]
     assert (rows["paired_ratio"] > 0).all()
@@ -107,15 +112,19 @@ def test_placement_policies_and_evaluation_rows(run):
     assert online["n"][0] == evaluated.online_samples > 0
 
 
-def test_fresh_variants_start_from_one_clone_of_lif_quad_named_in_the_summary(run):
+def test_fresh_variants_start_from_one_clone_of_the_searched_teacher_named_in_the_summary(run):
     _, _, placed, _ = run
     metrics = {name: result.metrics for name, result in placed.items()}
     for m in metrics.values():
-        assert m["started_from"] == "imitation of lif-quad"
+        assert m["started_from"] == "imitation of searched"
+        # the search's own figures travel with the policy (never worse than LIF-Quad)
+        assert 0 < m["teacher_train_ratio_to_lif_quad"] <= 1.0
+        assert sum(json.loads(m["teacher_choices"]).values()) > 0
     # one warm start, shared: the same clone measured the same
     first, second = metrics.values()
     assert first["imitation_steps"] == second["imitation_steps"] > 0
     assert first["imitation_held_out_accuracy"] == second["imitation_held_out_accuracy"]
+    assert first["teacher_choices"] == second["teacher_choices"]
     lines = summary_lines(
         {
             "reward": {"reward_model": {"policy_id": "r", "metrics": {}}},
@@ -123,8 +132,9 @@ def test_fresh_variants_start_from_one_clone_of_lif_quad_named_in_the_summary(ru
             "evaluation": {"summary": []},
         }
     )
-    started = [line for line in lines if "(from imitation of lif-quad, held-out accuracy" in line]
+    started = [line for line in lines if "(from imitation of searched, held-out accuracy" in line]
     assert len(started) == 2
+    assert all("; the searched runs " in line for line in started)
 
 
 def test_own_evaluation_lands_in_the_eval_tables_with_paired_ratios(run):
@@ -144,7 +154,7 @@ def test_own_evaluation_lands_in_the_eval_tables_with_paired_ratios(run):
         )
     n_seq = CFG.eval.n_sequences
     # One run per scheduler x sequence x seed (one seed per sequence), a row per job.
-    assert runs.height == 3 * 4 * n_seq
+    assert runs.height == 3 * 5 * n_seq
     assert jobs["n"][0] == runs["n_jobs"].sum()
     assert set(summary["workload_set"]) == {"harmony-uniform", "harmony-poisson", "harmony-google"}
     assert set(summary["scenario"]) == {"harmony"}

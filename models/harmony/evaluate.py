@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from models.harmony.placement import BASELINES
+from models.harmony.placement import BASELINES, ORDERED_BASELINES
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.provenance import canonical_json, code_version
 from tracelib.scenarios.harmony import PATTERNS, ArrivalConfig, harmony_sim
@@ -36,7 +36,9 @@ class HarmonyEvalConfig:
     baseline has a 95% interval about +-20% wide)."""
     arrivals: ArrivalConfig = field(default_factory=ArrivalConfig)
     """Sequence shape (its `pattern` is replaced by each of `patterns`)."""
-    baselines: tuple[str, ...] = BASELINES
+    baselines: tuple[str, ...] = (*BASELINES, *ORDERED_BASELINES)
+    """The paper's baselines and LIF-Quad placing the shortest job first (not the paper's;
+    names as `RulePlacement.named` reads them)."""
     sim: SimConfig = field(default_factory=harmony_sim)
     seed: int = 1000
     """Root seed of the sequences and simulator seeds (disjoint from training's)."""

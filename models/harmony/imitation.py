@@ -1,4 +1,4 @@
-"""Harmony's warm start: clone a placement baseline before the actor-critic (a deviation).
+"""Harmony's warm start: clone a teacher's placements before the actor-critic (a deviation).
 
 The paper trains the placement policy from random weights. Here, from random weights the
 actor-critic ends 31-73% behind LIF-Quad (README, Harmony), and the one-step optimum of the
@@ -10,11 +10,13 @@ them) does in the states of the training rollouts: the actor-critic then starts 
 placements that work, as DL2 starts from its warm-up and RL-TAPS from SJF's decisions.
 Every other part of the method is unchanged.
 
-The teacher places as Harmony's baselines do (`place_in_order`): jobs in arrival order,
-each task on the server its rule picks among those the mask allows. Each of its steps is one
-policy action (job row, role, server), recorded with the state and mask the policy would see
-(`PlacementEnv`, whose speeds are the reward predictor's in training: the teacher's rollouts
-never see the true interference either). The loss is the masked cross-entropy of the
+A rule teacher (`teacher_samples`) places as Harmony's baselines do (`place_in_order`): jobs
+in arrival order, each task on the server its rule picks among those the mask allows. Each
+of its steps is one policy action (job row, role, server), recorded with the state and mask
+the policy would see (`PlacementEnv`, whose speeds are the reward predictor's in training:
+the teacher's rollouts never see the true interference either). The default teacher is the
+searched one (`models.harmony.search`), whose steps are recorded the same way in the runs
+it searched; `imitate` fits either. The loss is the masked cross-entropy of the
 teacher's action (Adam, shuffled minibatches); 10% of the steps are held out to report how
 often the greedy policy picks the teacher's exact action.
 

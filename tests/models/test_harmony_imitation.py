@@ -12,7 +12,13 @@ import torch
 from models.harmony.imitation import imitate, teacher_samples
 from models.harmony.placement import HarmonyNetConfig, PolicyNet
 from models.harmony.reward import RewardTrainConfig, fit_reward_model
-from models.harmony.train import PlacementTrainConfig, train_placement, warm_key, warm_start
+from models.harmony.train import (
+    PlacementTrainConfig,
+    train_placement,
+    validate,
+    warm_key,
+    warm_start,
+)
 from tracelib.envs.environments import PlacementEnvConfig
 from tracelib.envs.observation import decode_placement_action
 from tracelib.interference import InterferenceConfig, collect_samples
@@ -20,7 +26,9 @@ from tracelib.scenarios.harmony import ArrivalConfig, sequences
 
 torch.set_num_threads(1)
 NET = HarmonyNetConfig(hidden=(32, 32, 16), row_embed=8)
-CFG = PlacementTrainConfig(net=NET, updates=4, val_every=2, n_workers=2, imitation_epochs=8)
+CFG = PlacementTrainConfig(
+    net=NET, updates=4, val_every=2, n_workers=2, imitation_epochs=8, teacher="lif-quad"
+)
 TRAIN = sequences(ArrivalConfig(n_jobs=8), 3, 1)
 VAL = sequences(ArrivalConfig(n_jobs=8), 1, 2)
 
@@ -101,6 +109,17 @@ def test_the_warm_start_is_kept_unless_training_beats_it(predictor):
     assert curve.height == 0 and metrics["best_val_step"] == 0
     for name, tensor in kept.net.state_dict().items():
         assert torch.equal(tensor, warm.state[name])
+
+
+def test_validation_judges_by_the_simulators_jcts_unless_told_the_rollouts(predictor):
+    warm = warm_start(TRAIN, predictor, CFG)
+    rollouts = replace(CFG, updates=0, validation_speed="rollouts")
+    for cfg, speed_model in ((replace(CFG, updates=0), None), (rollouts, predictor)):
+        kept, _, metrics = train_placement(TRAIN, VAL, predictor, cfg, warm=warm)
+        assert metrics["best_val_avg_jct_s"] == validate(kept, VAL, CFG.sim, speed_model)
+    assert CFG.as_published().validation_speed == "rollouts"
+    with pytest.raises(ValueError, match="validation_speed must be one of"):
+        replace(CFG, validation_speed="predictor")
 
 
 def test_as_published_trains_from_random_weights(predictor):

@@ -137,6 +137,11 @@ def summary_lines(summary: dict) -> list[str]:
             and not result["parent_policy_id"]
         ):
             start += f", held-out accuracy {metrics['imitation_held_out_accuracy']:.2f}"
+            if metrics.get("teacher_train_ratio_to_lif_quad") is not None:
+                start += (
+                    f"; the searched runs {metrics['teacher_train_ratio_to_lif_quad']:.3f}"
+                    " times LIF-Quad's JCT on the training sequences"
+                )
             if metrics.get("best_val_step") == 0:
                 start += "; kept: no update beat it on validation"
         lines.append(f"  {name} {result['policy_id']} (from {start})")
