@@ -51,7 +51,7 @@ import polars as pl
 import torch
 
 from models.harmony.evaluate import HarmonyEvalConfig
-from models.harmony.placement import GreedySpeedPlacement, RulePlacement
+from models.harmony.placement import ORDERED_BASELINES, GreedySpeedPlacement, RulePlacement
 from models.harmony.reward import RewardTrainConfig, compare_estimators, fit_reward_model
 from models.harmony.train import PlacementTrainConfig, train_placement, warm_key, warm_start
 from pipelines.systems.harmony.stages import VARIANTS, HarmonyStageConfig, harmony_tables
@@ -59,6 +59,7 @@ from tracelib.gavel import read_gavel
 from tracelib.interference import InterferenceConfig, collect_samples
 from tracelib.scenarios.harmony import ArrivalConfig, sequences
 from tracelib.sim.speed import SpeedModel
+from tracelib.stats import mean_ci
 
 pl.Config.set_tbl_rows(200)
 pl.Config.set_tbl_cols(12)
@@ -204,6 +205,7 @@ def placement(
         )
         .sort("pattern", "mean")
     )
+    pooled_ratios(tables.runs, seeds)
     full = trained.filter(pl.col("system") == "harmony").select("pattern", "seed", "avg_jct_s")
     slowdown = pl.col("avg_jct_s") / pl.col("avg_jct_s_harmony") - 1
     if "harmony" not in names:
@@ -266,6 +268,48 @@ def parse(argv: list[str]) -> argparse.Namespace:
     except (TypeError, ValueError) as exc:
         parser.error(f"--set: {exc}")
     return opts
+
+
+def pooled_ratios(runs: pl.DataFrame, seeds: int) -> None:
+    """Each trained system's paired JCT ratio to LIF-Quad and to LIF-Quad shortest job
+    first, per pattern: per held-out sequence the mean over training seeds of the ratio,
+    then the mean and 95% t-interval over the sequences (the unit that is held out: the
+    seeds share the sequences, so pooling seed x sequence pairs would overstate n)."""
+    jct = runs.select(
+        pl.col("workload_set").str.strip_prefix("harmony-").alias("pattern"),
+        "sequence_no",
+        "scheduler",
+        "avg_jct_s",
+    )
+    trained = jct.filter(pl.col("scheduler").str.contains("@")).with_columns(
+        pl.col("scheduler").str.split("@").list.get(0).alias("system")
+    )
+    rows = []
+    for reference in ("lif-quad", *ORDERED_BASELINES):
+        ref = jct.filter(pl.col("scheduler") == reference).select(
+            "pattern", "sequence_no", pl.col("avg_jct_s").alias("ref")
+        )
+        per_seq = (
+            trained.join(ref, on=["pattern", "sequence_no"])
+            .group_by("pattern", "system", "sequence_no")
+            .agg((pl.col("avg_jct_s") / pl.col("ref")).mean().alias("ratio"))
+        )
+        for (pattern, system), part in per_seq.group_by("pattern", "system"):
+            mean, low, high = mean_ci(part["ratio"].to_numpy())
+            rows.append(
+                {
+                    "pattern": pattern,
+                    "system": system,
+                    "against": reference,
+                    "ratio": mean,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "sequences": part.height,
+                    "lower_on": int((part["ratio"] < 1).sum()),
+                }
+            )
+    print(f"paired JCT ratio per held-out sequence (mean over {seeds} seed(s)), 95% t-interval")
+    print(pl.DataFrame(rows).sort("against", "pattern", "system"))
 
 
 def main(argv: list[str] | None = None) -> None:
