@@ -22,8 +22,9 @@ replaying the sequence would report them, never the speed model):
   by the run that follows it from there to the end (the decisions so far replayed), and
   follow the best for the next `block` decisions (ties keep the current one, then LIF-Quad
   in arrival order). The run only improves: each choice's score is the finished run's
-  average JCT, and keeping the current candidate is always among the choices, so the
-  searched run is never worse than LIF-Quad's on the training sequence (tested);
+  average JCT, and keeping the current candidate is always among the choices, so with
+  LIF-Quad in arrival order among the candidates (the default) the searched run is never
+  worse than LIF-Quad's on the training sequence (tested);
 - the searched run is replayed once more, recording at every task placed the state, mask
   and action the policy would see (`encode_placement`).
 
@@ -93,6 +94,11 @@ START = ("lif-quad", "arrival")
 baseline, as the baselines run."""
 
 
+def _rules(cfg: HarmonySearchConfig) -> dict:
+    """The candidates' rules and the start's, made once (LIF fits its model when made)."""
+    return {r: RULES[r]() for r in dict.fromkeys((START[0], *cfg.rules))}
+
+
 @dataclass
 class _Scripted:
     """A decision policy following `prefix[d]` at decision d, then `then`; records every
@@ -143,7 +149,7 @@ def search_sequence(
     rules: dict | None = None,
 ) -> SequenceSearch:
     """Search one sequence in the simulator `sim` (its seed fixed): see the module."""
-    rules = rules or {r: RULES[r]() for r in cfg.rules}
+    rules = rules or _rules(cfg)
 
     def run(prefix: list, then: tuple[str, str], record: list | None = None) -> tuple[float, int]:
         policy = _Scripted(prefix, then, obs, rules, record)
@@ -158,7 +164,7 @@ def search_sequence(
         best = min(scores.values())
         # Ties keep the current candidate (its score is the run as it stands), then the
         # earliest candidate (LIF-Quad in arrival order first).
-        if scores[current] > best:
+        if scores.get(current, np.inf) > best:  # LIF-Quad may not be a candidate
             current = next(c for c in cfg.candidates if scores[c] == best)
         best_jct = scores[current]
         prefix.extend([current] * cfg.block)
@@ -215,7 +221,7 @@ def search_teacher(
     if not workloads:
         raise ValueError("the search needs at least one training sequence")
     seeds = np.random.SeedSequence(cfg.sim_seed).spawn(len(workloads))
-    rules = {r: RULES[r]() for r in cfg.rules}
+    rules = _rules(cfg)
     found = []
     for k, jobs in enumerate(workloads):
         seed = int(seeds[k].generate_state(1)[0])

@@ -124,6 +124,12 @@ def test_search_never_ends_worse_than_lif_quad_and_replays() -> None:
     assert sum(result.choice_counts().values()) == sum(len(s.choices) for s in result.sequences)
 
 
+def test_search_without_lif_quad_among_the_candidates() -> None:
+    line = HarmonySearchConfig(rules=("lif-line",), orders=("arrival", "shortest"), block=4)
+    found = search_sequence(SEQS[0], replace(harmony_sim(), seed=3), OBS, line)
+    assert set(found.choices) <= set(line.candidates) and found.searched_jct_s > 0
+
+
 def test_search_is_deterministic_and_reports_progress() -> None:
     seen: list[tuple[int, int]] = []
     a = search_teacher(SEQS[:2], harmony_sim(), OBS, SMALL, lambda d, t: seen.append((d, t)))
