@@ -139,11 +139,12 @@ class HarmonyStageConfig:
     """Training sequences (uniform arrivals, as the paper's default)."""
     n_train_sequences: int = 24
     """Training sequences: the teacher's placements on them are the warm start's data
-    (8: about 950 placements, 65% held-out accuracy; 24: about 2,900, 77%)."""
+    (the searched teacher on 24: 2,875 placements, 83-88% held-out accuracy; LIF-Quad on 8:
+    about 950, 65%, on 24: about 2,900, 77%)."""
     n_val_sequences: int = 6
     """Validation sequences (uniform arrivals): each validation runs the policy on all of
-    them, and the best validated weights are kept (2: one sequence more or less moves the
-    average by 10-20%)."""
+    them, and the best validated weights are kept (with 2, judged by the predictor, updates
+    worse on held-out sequences replaced the warm start: README, Harmony)."""
     eval: HarmonyEvalConfig = field(default_factory=HarmonyEvalConfig)
     init: str = "latest"
     """Training starts from "latest" (newest registered policy of the same system) or
