@@ -51,7 +51,7 @@ BUDGETS = {
         "stage.train.updates": 2000,
         "stage.train.val_every": 200,
         "stage.n_train_sequences": 32,
-        "stage.n_val_sequences": 4,
+        "stage.n_val_sequences": 12,
         "stage.eval.n_sequences": 10,
         "arena.train.updates": 1500,
         "arena.train.val_every": 150,
