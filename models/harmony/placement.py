@@ -226,6 +226,10 @@ class RulePlacement:
     """Job order (`ORDERS`); the paper's baselines: arrival."""
 
     def __post_init__(self) -> None:
+        if self.rule_name not in RULES:
+            raise ValueError(
+                f"unknown placement rule {self.rule_name!r}; known: {', '.join(RULES)}"
+            )
         if self.order not in ORDERS:
             raise ValueError(f"unknown job order {self.order!r}; known: {', '.join(ORDERS)}")
         object.__setattr__(self, "_rule", RULES[self.rule_name]())
@@ -234,8 +238,6 @@ class RulePlacement:
     def named(cls, name: str, **kwargs: Any) -> RulePlacement:
         """The heuristic called `name`: a rule of `RULES`, or "<rule>/<order>"."""
         rule, _, order = name.partition("/")
-        if rule not in RULES:
-            raise ValueError(f"unknown placement rule {rule!r}; known: {', '.join(RULES)}")
         return cls(rule, order=order or "arrival", **kwargs)
 
     @property

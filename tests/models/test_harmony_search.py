@@ -82,6 +82,8 @@ def test_an_order_places_its_first_job_first() -> None:
     )
     with pytest.raises(ValueError, match="unknown placement rule 'lif'"):
         RulePlacement.named("lif/shortest")
+    with pytest.raises(ValueError, match="unknown placement rule 'sjf'"):
+        RulePlacement("sjf")
 
 
 def test_an_ordered_heuristic_sorts_the_whole_queue_not_the_window() -> None:
