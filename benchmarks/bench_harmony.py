@@ -3,7 +3,8 @@ baselines under three arrival patterns (Fig. 8), and the Table II ablations.
 
     python -m benchmarks harmony          # the default budget of `schedlab run`, one seed
     python -m benchmarks.bench_harmony [--updates N] [--epochs N] [--sequences N]
-        [--gavel FILE] [--seeds N] [--systems NAME,...] [--set FIELD=JSON ...]
+        [--train-sequences N] [--val-sequences N] [--gavel FILE] [--seeds N]
+        [--systems NAME,...] [--set FIELD=JSON ...]
     python -m benchmarks.bench_harmony --seeds 5      # every system, 5 seeds (~40 min)
     python -m benchmarks.bench_harmony --seeds 5 --systems harmony,harmony-warm-start
                                                       # the README's figures (~9 min)
@@ -12,7 +13,10 @@ baselines under three arrival patterns (Fig. 8), and the Table II ablations.
 
 `--systems` limits which learned systems train (default: Harmony, its three ablations,
 `harmony-as-published` and `harmony-warm-start`); `--set` changes a `PlacementTrainConfig`
-field of every one of them (JSON values; `as_published` undoes it again).
+field of every one of them (JSON values; `as_published` undoes it again). Training,
+validation and held-out sequence counts default to the run's default budget; the held-out
+sequences are the same for every training seed (seed 1000 of `HarmonyEvalConfig`), and the
+searched teacher, which does not depend on the seed, is searched once for all of them.
 
 1. 13,177 synthetic interference samples (Harmony's count) on the 6-server testbed; the
    reward predictor (a shared MLP over job x server pairs pooled per job, then 3 hidden
@@ -23,7 +27,7 @@ field of every one of them (JSON values; `as_published` undoes it again).
 2. With a Gavel throughputs file: the same predictor fitted on each GPU type's measured
    pairs (real co-location throughputs), its held-out error beside the synthetic one.
 3. Harmony and its three ablations trained on rollouts scored by the predictor (uniform
-   arrivals, the run's 24 training sequences, each from the clone of the searched teacher,
+   arrivals, the run's 48 training sequences, each from the clone of the searched teacher,
    `models.harmony.search`), then every policy and the baselines (load balancing,
    Tetris, LIF-Line, LIF-Quad) on held-out sequences of the uniform, Poisson and
    Google-like patterns, in the simulator with the true speed model. Target: Harmony's
@@ -55,6 +59,7 @@ import torch
 from models.harmony.evaluate import HarmonyEvalConfig
 from models.harmony.placement import ORDERED_BASELINES, GreedySpeedPlacement, RulePlacement
 from models.harmony.reward import RewardTrainConfig, compare_estimators, fit_reward_model
+from models.harmony.search import search_teacher
 from models.harmony.train import PlacementTrainConfig, train_placement, warm_key, warm_start
 from pipelines.systems.harmony.stages import VARIANTS, HarmonyStageConfig, harmony_tables
 from tracelib.gavel import read_gavel
@@ -123,18 +128,31 @@ def placement(
     seeds: int,
     names: tuple[str, ...] = SYSTEMS,
     changes: dict | None = None,
+    n_train: int | None = None,
+    n_val: int | None = None,
 ) -> None:
     arrivals = ArrivalConfig()
-    train = sequences(arrivals, HarmonyStageConfig().n_train_sequences, 1)
-    val = sequences(arrivals, HarmonyStageConfig().n_val_sequences, 2)
+    stage = HarmonyStageConfig()
+    train = sequences(arrivals, n_train or stage.n_train_sequences, 1)
+    val = sequences(arrivals, n_val or stage.n_val_sequences, 2)
+    print(f"{len(train)} training and {len(val)} validation sequences (uniform arrivals)")
     learned = {}
+    searched = None
     for seed in range(seeds):
         base = PlacementTrainConfig(updates=updates, val_every=max(updates // 6, 1), seed=seed)
         base = replace(base, **(changes or {}))
         configs = {n: c for n, c in systems(base).items() if n in names}
-        # Variants differing only in the actor-critic share one warm start, as in the run.
+        # Variants differing only in the actor-critic share one warm start, as in the run;
+        # the searched teacher does not depend on the seed: searched once for every seed.
         t0 = time.perf_counter()
-        warm = warm_start(train, predictor, base) if base.teacher else None
+        warm = None
+        if base.teacher == "searched":
+            if searched is None:
+                obs = base.net.obs_config()
+                searched = search_teacher(train, base.sim, obs, base.search)
+            warm = warm_start(train, predictor, base, searched=searched)
+        elif base.teacher:
+            warm = warm_start(train, predictor, base)
         if warm is not None:
             print(
                 f"warm start (seed {seed}): {warm.metrics['imitation_steps']} {base.teacher} "
@@ -242,6 +260,16 @@ def _setting(text: str) -> tuple[str, object]:
     return name, tuple(parsed) if isinstance(parsed, list) else parsed
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+    return value
+
+
 def _systems(text: str) -> tuple[str, ...]:
     names = tuple(n for n in text.split(",") if n)
     unknown = [n for n in names if n not in SYSTEMS]
@@ -257,9 +285,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--updates", type=int, default=300, help="actor-critic updates")
     parser.add_argument("--epochs", type=int, default=80, help="reward predictor epochs")
-    parser.add_argument("--sequences", type=int, default=8, help="held-out per pattern")
+    parser.add_argument(
+        "--sequences",
+        type=_positive,
+        default=HarmonyEvalConfig().n_sequences,
+        help="held out per pattern",
+    )
+    parser.add_argument("--train-sequences", type=_positive, default=None, help="default: run's")
+    parser.add_argument("--val-sequences", type=_positive, default=None, help="default: run's")
     parser.add_argument("--gavel", default=None, help="Gavel's simulation_throughputs.json")
-    parser.add_argument("--seeds", type=int, default=1, help="training seeds 0..N-1")
+    parser.add_argument("--seeds", type=_positive, default=1, help="training seeds 0..N-1")
     parser.add_argument("--systems", type=_systems, default=SYSTEMS, help="which to train")
     parser.add_argument(
         "--set", type=_setting, action="append", default=[], help="PlacementTrainConfig FIELD=JSON"
@@ -319,7 +354,16 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     predictor = reward_models(opts.epochs, opts.gavel)
-    placement(predictor, opts.updates, opts.sequences, opts.seeds, opts.systems, dict(opts.set))
+    placement(
+        predictor,
+        opts.updates,
+        opts.sequences,
+        opts.seeds,
+        opts.systems,
+        dict(opts.set),
+        opts.train_sequences,
+        opts.val_sequences,
+    )
     print(f"total wall time {time.perf_counter() - t0:.0f} s")
 
 

@@ -20,6 +20,8 @@ from benchmarks import bench_chic_arena, bench_dl2_finetune, bench_harmony, benc
         (bench_harmony.main, ["--set", 'rollout_speed="x"'], "rollout_speed must be one of"),
         (bench_harmony.main, ["--systems", "harmony,dl2"], "systems are harmony"),
         (bench_harmony.main, ["--updates", "many"], "invalid int value"),
+        (bench_harmony.main, ["--train-sequences", "0"], "'0': must be at least 1"),
+        (bench_harmony.main, ["--sequences", "two"], "'two' is not a whole number"),
     ],
 )
 def test_bad_argument_exits_2(run, argv, says, capsys) -> None:
@@ -35,6 +37,11 @@ def test_harmony_options_reach_the_systems() -> None:
         ["--systems", "harmony,harmony-warm-start", "--set", 'rollout_speed="simulator"']
     )
     assert opts.systems == ("harmony", "harmony-warm-start")
+    # sequence counts default to the run's: None for training and validation (the stage's
+    # config), the evaluation's held-out count
+    assert (opts.train_sequences, opts.val_sequences) == (None, None)
+    assert opts.sequences == bench_harmony.HarmonyEvalConfig().n_sequences
+    assert bench_harmony.parse(["--train-sequences", "96"]).train_sequences == 96
     base = bench_harmony.PlacementTrainConfig(**dict(opts.set))
     made = bench_harmony.systems(base)
     assert made["harmony"].rollout_speed == "simulator"

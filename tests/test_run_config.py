@@ -130,3 +130,18 @@ def test_every_stage_gets_its_own_seed_spawned_from_the_run_seed():
     assert _config(seed=7) == cfg
     assert _config(seed=8).synthetic.seed != cfg.synthetic.seed
     assert _config(seed=7, systems=["rl-taps"]).learned["rl-taps"] == cfg.learned["rl-taps"]
+
+
+def test_harmony_holds_out_sequences_of_the_run_seed_never_its_training_ones():
+    from tracelib.scenarios.harmony import sequences
+
+    runs = [_config(seed=s).learned["harmony"].stage for s in (7, 8)]
+    # Each run is judged on its own held-out sequences (a fixed set made every run's pairs
+    # the same sequences, counted once per run when pooled).
+    assert runs[0].eval.seed != runs[1].eval.seed
+    for stage in runs:
+        train = sequences(stage.arrivals, stage.n_train_sequences, stage.seed + 1)
+        val = sequences(stage.arrivals, stage.n_val_sequences, stage.seed + 2)
+        held = sequences(stage.eval.arrivals, stage.eval.n_sequences, stage.eval.seed)
+        assert not set(held) & (set(train) | set(val))
+    assert _config(seed=7).learned["harmony"].stage.eval == runs[0].eval  # deterministic

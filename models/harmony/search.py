@@ -179,6 +179,8 @@ class SearchResult:
     """The search over every training sequence."""
 
     sequences: tuple[SequenceSearch, ...]
+    key: tuple = field(default=(), repr=False, compare=False)
+    """What it searched: (config, simulator, observation, workloads) (`search_key`)."""
 
     @property
     def ratio(self) -> float:
@@ -209,6 +211,16 @@ class SearchResult:
         )
 
 
+def search_key(
+    workloads: Sequence[Sequence[JobSpec]],
+    sim: SimConfig,
+    obs: PlacementObsConfig,
+    cfg: HarmonySearchConfig,
+) -> tuple:
+    """Everything a search's result depends on (it draws no other randomness)."""
+    return (cfg, sim, obs, tuple(tuple(jobs) for jobs in workloads))
+
+
 def search_teacher(
     workloads: Sequence[Sequence[JobSpec]],
     sim: SimConfig,
@@ -227,4 +239,4 @@ def search_teacher(
         seed = int(seeds[k].generate_state(1)[0])
         found.append(search_sequence(jobs, replace(sim, seed=seed), obs, cfg, rules))
         progress(k + 1, len(workloads))
-    return SearchResult(tuple(found))
+    return SearchResult(tuple(found), search_key(workloads, sim, obs, cfg))

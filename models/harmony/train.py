@@ -91,7 +91,7 @@ from models.harmony.placement import (
     load_balancing,
     predicted_reward,
 )
-from models.harmony.search import HarmonySearchConfig, search_teacher
+from models.harmony.search import HarmonySearchConfig, SearchResult, search_key, search_teacher
 from models.torch_scope import scoped_torch
 from models.warm_start import WarmStart, clone_network
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
@@ -383,21 +383,30 @@ def warm_start(
     predictor,
     cfg: PlacementTrainConfig,
     progress: ProgressFn = no_progress,
+    searched: SearchResult | None = None,
 ) -> WarmStart:
     """Clone `cfg.teacher`'s placements on `workloads` into a fresh policy network: a rule's
     recorded in the rollouts' simulator (speeds from `predictor` unless `cfg.rollout_speed`
     says the simulator's), the searched teacher's in the simulator it searched in (its own
     speeds: the search judges runs by the JCTs a cluster would report). `progress(done,
-    total)` follows the search's sequences. Pure: the same arguments give the same weights
+    total)` follows the search's sequences. `searched`: that search made already (it does
+    not depend on `cfg.seed`, so training seeds can share it); ValueError if it searched
+    other workloads or with another config. Pure: the same arguments give the same weights
     (its own random stream)."""
     if cfg.teacher is None:
         raise ValueError("warm_start needs a teacher (PlacementTrainConfig.teacher)")
+    if searched is not None:
+        key = search_key(workloads, cfg.sim, cfg.net.obs_config(), cfg.search)
+        if cfg.teacher != "searched" or searched.key != key:
+            raise ValueError("the search given was made for other workloads or another config")
     stream = np.random.SeedSequence(cfg.seed).spawn(len(STREAMS))[STREAMS.index("imitation")]
     net_seed, fit_seed = stream.generate_state(2)
     # The teacher's run draws nothing from torch: recorded before the network is made.
     found: dict[str, Any] = {}
     if cfg.teacher == "searched":
-        result = search_teacher(workloads, cfg.sim, cfg.net.obs_config(), cfg.search, progress)
+        result = searched
+        if result is None:
+            result = search_teacher(workloads, cfg.sim, cfg.net.obs_config(), cfg.search, progress)
         samples = TeacherSamples(*result.arrays())
         found = result.metrics()
     else:

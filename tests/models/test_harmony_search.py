@@ -168,3 +168,26 @@ def test_searched_warm_start_clones_the_search() -> None:
     assert warm_key(cfg) != warm_key(replace(cfg, search=HarmonySearchConfig()))
     rule = replace(cfg, teacher="lif-quad")
     assert warm_key(rule) == warm_key(replace(rule, search=HarmonySearchConfig()))
+
+
+def test_a_search_made_once_serves_every_training_seed() -> None:
+    cfg = PlacementTrainConfig(net=NET, search=SMALL, imitation_epochs=2)
+    found = search_teacher(SEQS, cfg.sim, OBS, SMALL)
+    for seed in (0, 1):
+        seeded = replace(cfg, seed=seed)
+        shared = warm_start(SEQS, None, seeded, searched=found)
+        own = warm_start(SEQS, None, seeded)
+        assert shared.metrics == {
+            **own.metrics,
+            "imitation_wall_s": shared.metrics["imitation_wall_s"],
+        }
+        assert all(torch.equal(shared.state[k], own.state[k]) for k in own.state)
+    # a search of other sequences, or with other candidates, is refused, not cloned
+    for other in (
+        search_teacher(SEQS[:2], cfg.sim, OBS, SMALL),
+        search_teacher(SEQS, cfg.sim, OBS, replace(SMALL, block=3)),
+    ):
+        with pytest.raises(ValueError, match="other workloads or another config"):
+            warm_start(SEQS, None, cfg, searched=other)
+    with pytest.raises(ValueError, match="other workloads or another config"):
+        warm_start(SEQS, None, replace(cfg, teacher="lif-quad"), searched=found)
