@@ -163,10 +163,12 @@ def placement(
         for variant, cfg in configs.items():
             t0 = time.perf_counter()
             shared = warm if warm and cfg.teacher and warm_key(cfg) == warm.key else None
-            policy, curve, _ = train_placement(train, val, predictor, cfg, warm=shared)
+            policy, curve, metrics = train_placement(train, val, predictor, cfg, warm=shared)
             learned[f"{variant}@{seed}"] = (policy, None)
             took = time.perf_counter() - t0
-            print(f"{variant} (seed {seed}): {cfg.updates} updates in {took:.0f} s")
+            step = metrics["best_val_step"]
+            kept = "the start" if step == 0 else f"update {step}" if step else "the last weights"
+            print(f"{variant} (seed {seed}): {cfg.updates} updates in {took:.0f} s, kept {kept}")
             print(curve.select("step", "reward", "entropy", "epsilon", "val_avg_jct_s"))
     # References (not baselines): the one-step optimum of Harmony's reward with the true
     # speed model, and the same greedy search scored by the reward predictor.

@@ -34,7 +34,8 @@ class HarmonyEvalConfig:
     n_sequences: int = 16
     """Job sequences per arrival pattern. One policy's paired ratio to the best baseline
     has a 95% interval about +-20% wide with 4, +-6-12% with 8 (Harmony's), +-3-8% with
-    16; a sequence costs about 1.5 s of the evaluation with Harmony's four variants."""
+    16; each sequence adds about 0.5 s to the run's evaluation (Harmony's four variants and
+    the five baselines on it)."""
     arrivals: ArrivalConfig = field(default_factory=ArrivalConfig)
     """Sequence shape (its `pattern` is replaced by each of `patterns`)."""
     baselines: tuple[str, ...] = (*BASELINES, *ORDERED_BASELINES)

@@ -119,7 +119,7 @@ VARIANTS: dict[str, dict[str, bool]] = {
 @dataclass(frozen=True)
 class HarmonyStageConfig:
     """Harmony in `schedlab run`: samples, budgets, evaluation. The default budget runs the
-    three stages in about four minutes here; `reward.epochs`, `train.updates` and
+    three stages in about five minutes here; `reward.epochs`, `train.updates` and
     `eval.n_sequences` make it larger."""
 
     sample_sources: tuple[str, ...] = ("synthetic",)
