@@ -64,7 +64,7 @@ from models.harmony.train import PlacementTrainConfig, train_placement, warm_key
 from pipelines.systems.harmony.stages import VARIANTS, HarmonyStageConfig, harmony_tables
 from tracelib.gavel import read_gavel
 from tracelib.interference import InterferenceConfig, collect_samples
-from tracelib.scenarios.harmony import ArrivalConfig, sequences
+from tracelib.scenarios.harmony import ArrivalConfig, sequences, split_seed
 from tracelib.sim.speed import SpeedModel
 from tracelib.stats import mean_ci
 
@@ -133,8 +133,9 @@ def placement(
 ) -> None:
     arrivals = ArrivalConfig()
     stage = HarmonyStageConfig()
-    train = sequences(arrivals, n_train or stage.n_train_sequences, 1)
-    val = sequences(arrivals, n_val or stage.n_val_sequences, 2)
+    # The run's training and validation sequences at stage seed 0.
+    train = sequences(arrivals, n_train or stage.n_train_sequences, split_seed(0, "train"))
+    val = sequences(arrivals, n_val or stage.n_val_sequences, split_seed(0, "validation"))
     print(f"{len(train)} training and {len(val)} validation sequences (uniform arrivals)")
     learned = {}
     searched = None

@@ -133,15 +133,15 @@ def test_every_stage_gets_its_own_seed_spawned_from_the_run_seed():
 
 
 def test_harmony_holds_out_sequences_of_the_run_seed_never_its_training_ones():
-    from tracelib.scenarios.harmony import sequences
+    from tracelib.scenarios.harmony import sequences, split_seed
 
     runs = [_config(seed=s).learned["harmony"].stage for s in (7, 8)]
     # Each run is judged on its own held-out sequences (a fixed set made every run's pairs
     # the same sequences, counted once per run when pooled).
     assert runs[0].eval.seed != runs[1].eval.seed
     for stage in runs:
-        train = sequences(stage.arrivals, stage.n_train_sequences, stage.seed + 1)
-        val = sequences(stage.arrivals, stage.n_val_sequences, stage.seed + 2)
+        train = sequences(stage.arrivals, stage.n_train_sequences, split_seed(stage.seed, "train"))
+        val = sequences(stage.arrivals, stage.n_val_sequences, split_seed(stage.seed, "validation"))
         held = sequences(stage.eval.arrivals, stage.eval.n_sequences, stage.eval.seed)
         assert not set(held) & (set(train) | set(val))
     assert _config(seed=7).learned["harmony"].stage.eval == runs[0].eval  # deterministic

@@ -131,6 +131,16 @@ def sequence(cfg: ArrivalConfig, seed: int) -> tuple[JobSpec, ...]:
     return tuple(jobs)
 
 
+SPLIT_SEED_OFFSETS = {"train": 1, "validation": 2, "evaluation": 3}
+"""A run's training, validation and held-out sequences come from its seed plus these
+(`split_seed`): distinct roots, so no held-out sequence is one trained or validated on."""
+
+
+def split_seed(seed: int, split: str) -> int:
+    """The root seed of `split`'s sequences (`SPLIT_SEED_OFFSETS`) for a run seeded `seed`."""
+    return seed + SPLIT_SEED_OFFSETS[split]
+
+
 def sequences(cfg: ArrivalConfig, n: int, seed: int) -> list[tuple[JobSpec, ...]]:
     """n sequences, seeds spawned from `seed`."""
     children = np.random.SeedSequence(seed).spawn(n)

@@ -84,18 +84,15 @@ def apply(cfg: HarmonyRunConfig, opts: HarmonyOptions) -> HarmonyRunConfig | Non
     return replace(cfg, stage=stage, arena=arena, online_update=opts.online_update)
 
 
-EVAL_SEED_OFFSET = 3
-"""The evaluation's root seed is the stage's plus this. Training sequences come from the
-stage's seed + 1 and validation sequences from + 2 (`stages.train_placement_stage`), so
-the held-out sequences are never the ones trained or validated on."""
-
-
 def seeded(cfg: HarmonyRunConfig, seed: int, workload_set: str) -> HarmonyRunConfig:
     """Harmony generates its own sequences, its held-out ones from the run's seed too (with
     one fixed set, runs of different seeds were judged on the same sequences, and pooling
     their pairs counted each sequence as many times as there were runs); its arena policy
     trains on the run's synthetic workload set."""
-    evaluation = replace(cfg.stage.eval, seed=seed + EVAL_SEED_OFFSET)
+    # Imported here: the plugin is read at every CLI start, the scenario loads the simulator.
+    from tracelib.scenarios.harmony import split_seed
+
+    evaluation = replace(cfg.stage.eval, seed=split_seed(seed, "evaluation"))
     return replace(
         cfg,
         stage=replace(cfg.stage, seed=seed, eval=evaluation),

@@ -100,7 +100,7 @@ from tracelib.interference import store_samples
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import code_version
 from tracelib.scenarios import harmony_set
-from tracelib.scenarios.harmony import ArrivalConfig, sequences
+from tracelib.scenarios.harmony import ArrivalConfig, sequences, split_seed
 from tracelib.sim import SimConfig, SimResult, jobs_from_frame
 from warehouse import connect, read_frame, transaction
 from warehouse.io import validate, write_frame
@@ -383,7 +383,7 @@ def _plan(con, cfg: HarmonyStageConfig, variant: str, rid: str) -> _Plan:
 
 
 def _train_sequences(cfg: HarmonyStageConfig):
-    return sequences(cfg.arrivals, cfg.n_train_sequences, cfg.seed + 1)
+    return sequences(cfg.arrivals, cfg.n_train_sequences, split_seed(cfg.seed, "train"))
 
 
 def warm_start_stage(
@@ -443,7 +443,7 @@ def train_placement_stage(
     from a warm start when there is none: from `warm` (`warm_start_stage`) when it holds
     one for the variant's config, else made here, once for the variants that share it."""
     train_seqs = _train_sequences(cfg)
-    val_seqs = sequences(cfg.arrivals, cfg.n_val_sequences, cfg.seed + 2)
+    val_seqs = sequences(cfg.arrivals, cfg.n_val_sequences, split_seed(cfg.seed, "validation"))
     out: dict[str, TrainResult] = {}
     # Variants starting afresh share one warm start (it reads no actor-critic switch).
     warm = dict(warm or {})
@@ -482,7 +482,8 @@ def train_placement_stage(
                 checkpoint_path=path,
                 sha256=sha,
                 training_workloads=[
-                    f"harmony-{cfg.arrivals.pattern}:seed={cfg.seed + 1}:n={len(train_seqs)}"
+                    f"harmony-{cfg.arrivals.pattern}:seed={split_seed(cfg.seed, 'train')}"
+                    f":n={len(train_seqs)}"
                 ],
                 metrics=metrics,
                 parent_policy_id=parent,
