@@ -3,7 +3,7 @@ LIF-Quad on the sequence it searched, deterministic, replayable) and its warm st
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -104,6 +104,23 @@ def test_an_ordered_heuristic_sorts_the_whole_queue_not_the_window() -> None:
     assert checked
 
 
+@dataclass
+class _Replay:
+    """Follows `choices[d]` at decision d (a whole run, replayed from the start)."""
+
+    choices: tuple
+    rules: dict
+    decisions: int = 0
+    name: str = "replay"
+    interval_s: float | None = None
+    uses_oracle: bool = False
+
+    def decide(self, snap, rng):
+        choice = self.choices[min(self.decisions, len(self.choices) - 1)]
+        self.decisions += 1
+        return _Scripted(choice, OBS, self.rules).decide(snap, rng)
+
+
 def test_search_never_ends_worse_than_lif_quad_and_replays() -> None:
     sim = replace(harmony_sim(), seed=11)
     rules = {r: RULES[r]() for r in SMALL.rules}
@@ -111,11 +128,12 @@ def test_search_never_ends_worse_than_lif_quad_and_replays() -> None:
         found = search_sequence(jobs, sim, OBS, SMALL, rules)
         assert found.searched_jct_s <= found.start_jct_s
         assert all(c in SMALL.candidates for c in found.choices)
-        # following the choices again gives the searched run, decision for decision
-        again = _Scripted(found.choices, found.choices[-1], OBS, rules)
+        # following the choices again from the start (no fork) gives the searched run,
+        # decision for decision
+        again = _Replay(found.choices, rules)
         assert Simulator(jobs, again, sim).run().avg_jct_s == found.searched_jct_s
         assert again.decisions == len(found.choices)
-        start = _Scripted([], START, OBS, rules)
+        start = _Scripted(START, OBS, rules)
         assert Simulator(jobs, start, sim).run().avg_jct_s == found.start_jct_s
         # every recorded step is an action the mask allows
         for _, mask, action in found.steps:

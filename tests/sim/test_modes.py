@@ -75,6 +75,53 @@ def test_session_reports_progress_and_refuses_misuse():
         session.submit(Allocation(), Placement())
 
 
+@dataclass
+class Switch:
+    """Test policy: `first` for the first `at` decisions, then `then`."""
+
+    first: object
+    then: object
+    at: int
+    name: str = "switch"
+    interval_s: float | None = None
+    uses_oracle: bool = False
+    made: int = 0
+
+    def decide(self, snap: Snapshot, rng: np.random.Generator):
+        self.made += 1
+        return (self.first if self.made <= self.at else self.then).decide(snap, rng)
+
+
+@pytest.mark.parametrize("mode", [{}, {"trigger": "events"}, {"fixed_placement": True}], ids=str)
+def test_a_fork_continues_as_a_replayed_run_and_leaves_its_origin_alone(mode):
+    jobs, cfg = workload(14), config(speed=NOISY, seed=7, n_servers=3, **mode)
+    first, then, at = make_scheduler("fifo"), make_scheduler("drf"), 4
+    session = Simulator(jobs, first, cfg).session()
+    for _ in range(at):
+        session.submit(*first.decide(session.snapshot, session.rng))
+    fork = session.fork()
+    assert fork.snapshot is session.snapshot and fork.time_s == session.time_s
+    while not fork.done:
+        fork.submit(*then.decide(fork.snapshot, fork.rng))
+    # The fork ends exactly as a run that switched policy at that decision from the start.
+    replayed = Simulator(jobs, Switch(first, then, at), cfg).run()
+    assert fork.result().events == replayed.events
+    assert fork.result().placements.equals(replayed.placements)
+    # The origin saw none of the fork's decisions, draws or progress: continued with
+    # `first` it ends as `first`'s own run, which differs from the fork's.
+    assert not session.done
+    session.submit(*first.decide(session.snapshot, session.rng))
+    fresh = Simulator(jobs, first, cfg).session()
+    for _ in range(at + 1):
+        fresh.submit(*first.decide(fresh.snapshot, fresh.rng))
+    assert session.snapshot.jobs == fresh.snapshot.jobs  # speed histories included
+    while not session.done:
+        session.submit(*first.decide(session.snapshot, session.rng))
+    alone = Simulator(jobs, first, cfg).run()
+    assert session.result().events == alone.events
+    assert session.result().events != fork.result().events
+
+
 def test_event_trigger_decides_exactly_at_arrivals_and_completions():
     jobs = workload(10)
     result = simulate(jobs, make_scheduler("drf"), config(trigger="events", speed=NOISY))

@@ -20,9 +20,11 @@ The same loop serves the other systems (`SimConfig`):
   topology speed model, one simulator "server" per GPU; a job given nothing is paused and
   pays `realloc_pause_s` when it resumes.
 
-The loop is a generator (`_loop`) that yields each decision's snapshot and receives the
-decision, so `run()` (the scheduler decides) and `SimSession` (a caller decides: gymnasium
-environments, decision recorders) share every line of it.
+The loop runs to the next decision (`_next_decision`), returns its snapshot and takes the
+decision back (`_decide`), so `run()` (the scheduler decides) and `SimSession` (a caller
+decides: gymnasium environments, decision recorders, searches) share every line of it.
+Everything a run mutates is one `_RunState`, so a session can be copied at a decision
+(`SimSession.fork`) and continued in several ways without replaying what came before.
 
 Randomness: the simulator owns four numpy Generators spawned from `SimConfig.seed` with
 `SeedSequence.spawn`, one per source (arrival jitter, speed noise, epoch-estimate error,
@@ -32,10 +34,11 @@ placement tie-breaks), created afresh by every `run()`, so a run is a pure funct
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import NamedTuple, Protocol
 
@@ -242,10 +245,54 @@ class _RunState:
     rng: dict[str, np.random.Generator]
     jobs: dict[int, _Job]
     oracle: _Oracle | None
+    until_s: float | None = None
+    """Events after this time are not simulated (None: until every job has finished)."""
     log: list[EventRecord] = field(default_factory=list)
     placement_rows: list[tuple[int, float, int, JobPlacement]] = field(default_factory=list)
     """(decision, time, job id, placement) of every placed job at every decision."""
     time_s: float = 0.0
+    heap: list[_Entry] = field(default_factory=list)
+    """Pending events, a heap of (time, priority, sequence number)."""
+    seq: int = 0
+    """Events pushed so far (the heap's tie-break: first pushed, first popped)."""
+    decide_pending: bool = False
+    """A decision event is on the heap (at most one is)."""
+    decisions: int = 0
+    """Decision events popped so far (those with no job to decide for included)."""
+    idle_streak: int = 0
+    """Decisions in a row at which nothing trained and nothing was still to arrive."""
+    pending_arrivals: int = 0
+    waiting: tuple[Decide, list[_Job]] | None = None
+    """The decision awaiting `_decide`: its event and the jobs it decides for."""
+
+    def push(self, time_s: float, priority: int, event: object) -> None:
+        heapq.heappush(self.heap, _Entry(time_s, priority, self.seq, event))
+        self.seq += 1
+
+    def copy(self) -> _RunState:
+        """An independent copy: jobs, random streams, logs and heap copied; the oracle
+        shared (it reads only what never changes in a run: types and speed multipliers)."""
+        jobs = {job_id: _copy_job(job) for job_id, job in self.jobs.items()}
+        waiting = None
+        if self.waiting is not None:
+            event, active = self.waiting
+            waiting = (event, [jobs[j.spec.job_id] for j in active])
+        return replace(
+            self,
+            rng={name: copy.deepcopy(g) for name, g in self.rng.items()},
+            jobs=jobs,
+            log=list(self.log),
+            placement_rows=list(self.placement_rows),
+            heap=list(self.heap),
+            waiting=waiting,
+        )
+
+
+def _copy_job(job: _Job) -> _Job:
+    """A copy of one job's state (its fields are immutable values but the history list)."""
+    twin = copy.copy(job)
+    twin.history = list(job.history)
+    return twin
 
 
 @dataclass(frozen=True)
@@ -384,59 +431,49 @@ class Simulator:
         simulator's own scheduler is not consulted)."""
         return SimSession(self, until_s)
 
-    def _loop(self, state: _RunState, until_s: float | None):
-        """The event loop as a generator: yields the snapshot of every decision and receives
-        (Allocation, Placement); returns the SimResult."""
+    def _start(self, state: _RunState) -> None:
+        """Put every job's arrival on the heap."""
+        for job in sorted(state.jobs.values(), key=lambda j: (j.arrival_s, j.spec.job_id)):
+            state.push(job.arrival_s, _ARRIVAL, Arrival(job.spec.job_id))
+        state.pending_arrivals = len(state.jobs)
+
+    def _request_decision(self, state: _RunState, t: float) -> None:
+        """Schedule the next decision (event-driven: now; otherwise the next interval
+        boundary at or after t), unless one is already scheduled."""
+        if state.decide_pending:
+            return
+        if self.trigger == "events":
+            state.push(t, _DECIDE, Decide(state.decisions))
+        else:
+            k = math.ceil(t / self.interval_s - 1e-12)
+            state.push(k * self.interval_s, _DECIDE, Decide(k))
+        state.decide_pending = True
+
+    def _next_decision(self, state: _RunState) -> Snapshot | None:
+        """Run events up to the next decision with a job to decide for and return its
+        snapshot (the decision then waits in `state.waiting`); None when the run is over."""
         jobs, log = state.jobs, state.log
-        heap: list[_Entry] = []
-        seq = 0
-
-        def push(time_s: float, priority: int, event: object) -> None:
-            nonlocal seq
-            heapq.heappush(heap, _Entry(time_s, priority, seq, event))
-            seq += 1
-
-        for job in sorted(jobs.values(), key=lambda j: (j.arrival_s, j.spec.job_id)):
-            push(job.arrival_s, _ARRIVAL, Arrival(job.spec.job_id))
-
-        events_mode = self.trigger == "events"
-        decide_pending = False
-        decisions = 0
-        idle_streak = 0
-        pending_arrivals = len(jobs)
-
-        def request_decision(t: float) -> None:
-            nonlocal decide_pending
-            if decide_pending:
-                return
-            if events_mode:
-                push(t, _DECIDE, Decide(decisions))
-            else:
-                k = math.ceil(t / self.interval_s - 1e-12)
-                push(k * self.interval_s, _DECIDE, Decide(k))
-            decide_pending = True
-
-        while heap and (until_s is None or heap[0].time_s <= until_s):
-            entry = heapq.heappop(heap)
+        while state.heap and (state.until_s is None or state.heap[0].time_s <= state.until_s):
+            entry = heapq.heappop(state.heap)
             t, event = entry.time_s, entry.event
             state.time_s = t
             if isinstance(event, Finish):
                 job = jobs[event.job_id]
                 if job.finish_s is None and job.version == event.version:
                     self._complete(job, t, log)
-                    if events_mode:
-                        request_decision(t)
+                    if self.trigger == "events":
+                        self._request_decision(state, t)
             elif isinstance(event, Arrival):
                 job = jobs[event.job_id]
                 job.arrived = True
                 job.last_s = t
-                pending_arrivals -= 1
+                state.pending_arrivals -= 1
                 log.append(EventRecord(t, "arrive", job.spec.job_id, 0, 0, job.arrival_s))
-                request_decision(t)
+                self._request_decision(state, t)
             elif isinstance(event, Decide):
-                decide_pending = False
-                decisions += 1
-                if decisions > self.cfg.max_decisions:
+                state.decide_pending = False
+                state.decisions += 1
+                if state.decisions > self.cfg.max_decisions:
                     raise SimulationStalled(
                         f"more than {self.cfg.max_decisions} decisions; "
                         f"{sum(j.finish_s is None for j in jobs.values())} jobs unfinished"
@@ -444,30 +481,40 @@ class Simulator:
                 active = self._advance(jobs, t, log)
                 if not active:
                     continue
-                snap = self._snapshot(active, t, decisions - 1, state.oracle)
-                alloc, placement = yield snap
-                training = self._apply(jobs, active, snap, alloc, placement, state)
-                next_t = math.inf if events_mode else (event.index + 1) * self.interval_s
-                # Completions before the next decision are known now: speeds are fixed
-                # until then (in the event-driven mode, until the next arrival or finish).
-                for job in training:
-                    start = max(t, job.pause_until)
-                    t_f = start + (job.real_epochs - job.done) / job.rate
-                    if t_f <= next_t:
-                        push(t_f, _FINISH, Finish(job.spec.job_id, job.version))
-                idle_streak = 0 if training or pending_arrivals else idle_streak + 1
-                # Event-driven, an idle decision is the last one (nothing would wake it).
-                limit = 1 if events_mode else self.cfg.stall_decisions
-                if limit and idle_streak >= limit:
-                    raise SimulationStalled(
-                        f"at t={t:.0f}s {len(active)} jobs wait, none runs and none arrives "
-                        f"(scheduler {self.scheduler.name})"
-                    )
-                if not events_mode:
-                    push(next_t, _DECIDE, Decide(event.index + 1))
-                    decide_pending = True
+                state.waiting = (event, active)
+                return self._snapshot(active, t, state.decisions - 1, state.oracle)
+        return None
 
-        return self._result(jobs, log, state.placement_rows)
+    def _decide(
+        self, state: _RunState, snap: Snapshot, alloc: Allocation, placement: Placement
+    ) -> None:
+        """Apply the decision waiting at `snap` and schedule what follows from it."""
+        if state.waiting is None:
+            raise RuntimeError("no decision is waiting")
+        event, active = state.waiting
+        t = snap.time_s
+        events_mode = self.trigger == "events"
+        training = self._apply(state.jobs, active, snap, alloc, placement, state)
+        state.waiting = None
+        next_t = math.inf if events_mode else (event.index + 1) * self.interval_s
+        # Completions before the next decision are known now: speeds are fixed until then
+        # (in the event-driven mode, until the next arrival or finish).
+        for job in training:
+            start = max(t, job.pause_until)
+            t_f = start + (job.real_epochs - job.done) / job.rate
+            if t_f <= next_t:
+                state.push(t_f, _FINISH, Finish(job.spec.job_id, job.version))
+        state.idle_streak = 0 if training or state.pending_arrivals else state.idle_streak + 1
+        # Event-driven, an idle decision is the last one (nothing would wake it).
+        limit = 1 if events_mode else self.cfg.stall_decisions
+        if limit and state.idle_streak >= limit:
+            raise SimulationStalled(
+                f"at t={t:.0f}s {len(active)} jobs wait, none runs and none arrives "
+                f"(scheduler {self.scheduler.name})"
+            )
+        if not events_mode:
+            state.push(next_t, _DECIDE, Decide(event.index + 1))
+            state.decide_pending = True
 
     # -- steps -------------------------------------------------------------------------
 
@@ -720,18 +767,29 @@ class SimSession:
         rng = sim._streams()
         jobs = sim._init_jobs(rng)
         oracle = _Oracle(sim.model, jobs) if sim.scheduler.uses_oracle else None
-        self._state = _RunState(rng=rng, jobs=jobs, oracle=oracle)
-        self._gen = sim._loop(self._state, until_s)
+        self._state = _RunState(rng=rng, jobs=jobs, oracle=oracle, until_s=until_s)
         self._result: SimResult | None = None
         self.snapshot: Snapshot | None = None
-        self._resume(None)
+        sim._start(self._state)
+        self._next()
 
-    def _resume(self, decision) -> None:
-        try:
-            self.snapshot = next(self._gen) if decision is None else self._gen.send(decision)
-        except StopIteration as stop:
-            self.snapshot = None
-            self._result = stop.value
+    def _next(self) -> None:
+        self.snapshot = self.sim._next_decision(self._state)
+        if self.snapshot is None:
+            state = self._state
+            self._result = self.sim._result(state.jobs, state.log, state.placement_rows)
+
+    def fork(self) -> SimSession:
+        """An independent copy of the run as it stands (the same pending decision, the
+        same random streams): whatever is submitted to one leaves the other as it was, and
+        a fork continued with the same decisions ends exactly as this run would. A search
+        forks at a decision to try every continuation without replaying the run so far."""
+        twin = object.__new__(SimSession)
+        twin.sim = self.sim
+        twin._state = self._state.copy()
+        twin._result = self._result
+        twin.snapshot = self.snapshot
+        return twin
 
     @property
     def done(self) -> bool:
@@ -752,7 +810,8 @@ class SimSession:
         """Apply a decision to the pending snapshot and run to the next decision."""
         if self.snapshot is None:
             raise RuntimeError("the run is over; nothing to decide")
-        self._resume((alloc, placement))
+        self.sim._decide(self._state, self.snapshot, alloc, placement)
+        self._next()
 
     def epochs_done(self) -> dict[int, tuple[float, float]]:
         """job id -> (epochs trained, epochs the job really needs) for every arrived job,
