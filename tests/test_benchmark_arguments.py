@@ -48,3 +48,25 @@ def test_harmony_options_reach_the_systems() -> None:
     assert made["harmony-warm-start"].updates == 0
     # as_published undoes the change with every other deviation
     assert made["harmony-as-published"].rollout_speed == "predictor"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["nope"], "unknown benchmark 'nope'; known: chic,"),
+        (["harmony", "nope"], "unrecognized arguments: nope"),
+        (["env", "--fast"], "env takes no arguments (given: --fast)"),
+        # The arguments reach the benchmark (before, it ran at its defaults, then died on
+        # "--train-sequences" as a benchmark's name).
+        (["harmony", "--train-sequences", "0"], "'0': must be at least 1"),
+        (["bench_scoreboard", "--bogus"], "unknown argument '--bogus'"),
+    ],
+)
+def test_the_benchmark_runner_passes_arguments_or_refuses(argv, says, capsys) -> None:
+    from benchmarks.__main__ import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
