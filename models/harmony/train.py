@@ -100,6 +100,7 @@ from tracelib.progress import ProgressFn, no_progress
 from tracelib.scenarios.harmony import harmony_sim
 from tracelib.sim import SimConfig, Simulator
 from tracelib.sim.jobs import JobSpec
+from tracelib.stats import paired_ratio
 
 STREAMS = ("init", "envs", "actions", "exploration", "replay", "imitation")
 """Independent random streams of one training (`SeedSequence(seed).spawn`; appending one
@@ -185,6 +186,16 @@ class PlacementTrainConfig:
     teacher by updated weights, 20-45% worse than it on the held-out sequences in one seed;
     by the simulator's on 6 sequences (the stage's `n_val_sequences`), 1 of 5, 4-13% worse
     (300 updates, `bench_harmony --seeds 5`)."""
+    significant_update: bool = True
+    """When the starting policy is validated (a warm start, or `keep_start`), an update
+    replaces it only if its paired JCT ratio to the start over the validation sequences is
+    significantly below 1 (the 95% interval's upper end, `tracelib.stats.paired_ratio`), not
+    merely lower on average (False: the lowest mean validated JCT wins, as before). Picking
+    the lowest of seven means on 6 sequences mostly picked luck: in the three default
+    scoreboard runs of the stop before where a variant kept the shared clone, the 5 variants
+    that kept an update instead were 1.068 [1.013, 1.123] / 1.121 [1.072, 1.169] / 1.092
+    [1.053, 1.131] times the clone's JCT on the held-out uniform / Poisson / Google-like
+    sequences (n = 80 each)."""
     keep_start: bool = False
     """Validate the policy training starts from too, and return it unless a later
     validation beats it, so continued training never ends behind where it began on the
@@ -345,14 +356,14 @@ def _interval(
 
 def validate(
     policy: HarmonyPolicy, workloads: Sequence[Sequence[JobSpec]], sim: SimConfig, speed_model
-) -> float:
-    """Mean average JCT (s) of the greedy policy over `workloads` in a simulator with
-    `speed_model` (the reward predictor in training)."""
+) -> np.ndarray:
+    """Average JCT (s) of the greedy policy on each of `workloads` (sequence k with simulator
+    seed k) in a simulator with `speed_model` (None: the simulator's own): (len(workloads),)."""
     jcts = []
     for k, jobs in enumerate(workloads):
         res = Simulator(jobs, policy, replace(sim, seed=k), speed_model=speed_model).run()
         jcts.append(res.avg_jct_s)
-    return float(np.mean(jcts))
+    return np.asarray(jcts, dtype=float)
 
 
 def _rollout_setting(cfg: PlacementTrainConfig, predictor) -> tuple[PlacementEnvConfig, Any]:
@@ -499,9 +510,11 @@ def _train_placement(
             {k: t.clone() for k, t in value_net.state_dict().items()},
         )
 
+    start_jcts = None  # (V,) the starting policy's, when it is validated
     if ((cfg.keep_start and init is not None) or warm is not None) and val_workloads:
-        best_jct = validate(current, val_workloads, cfg.sim, val_model)
-        best_state, best_step = snapshot(), 0
+        start_jcts = validate(current, val_workloads, cfg.sim, val_model)
+        best_jct, best_state, best_step = float(start_jcts.mean()), snapshot(), 0
+    best_update = None  # (mean JCT, paired ratio to the start) of the best-validated update
     baseline = 0.0
     rows: list[dict[str, Any]] = []
     stats: dict[str, list[float]] = {"reward": [], "entropy": [], "pi": [], "v": []}
@@ -572,9 +585,22 @@ def _train_placement(
         progress(update + 1, cfg.updates)
         last = update == cfg.updates - 1
         if (cfg.val_every and (update + 1) % cfg.val_every == 0) or last:
-            jct = validate(current, val_workloads, cfg.sim, val_model) if val_workloads else None
-            if jct is not None and jct < best_jct:
-                best_jct, best_state, best_step = jct, snapshot(), update + 1
+            jct = None
+            if val_workloads:
+                jcts = validate(current, val_workloads, cfg.sim, val_model)
+                jct = float(jcts.mean())
+                eligible = True
+                if start_jcts is not None:
+                    to_start = paired_ratio(jcts, start_jcts)
+                    if best_update is None or jct < best_update[0]:
+                        best_update = (jct, to_start)
+                    # Seven candidates judged on a few sequences: the lowest mean is often
+                    # luck (`significant_update`).
+                    eligible = not cfg.significant_update or (
+                        to_start.high is not None and to_start.high < 1.0
+                    )
+                if eligible and jct < best_jct:
+                    best_jct, best_state, best_step = jct, snapshot(), update + 1
             rows.append(
                 {
                     "step": update + 1,
@@ -616,6 +642,10 @@ def _train_placement(
         "best_val_step": best_step,
         "wall_s": time.perf_counter() - start,
     }
+    if best_update is not None:
+        # The best-validated update against the start, kept or not (why it was not).
+        metrics["best_update_val_ratio_to_start"] = best_update[1].ratio
+        metrics["best_update_val_ratio_high"] = best_update[1].high
     if warm is not None:
         metrics.update(warm.metrics)
         metrics["started_from"] = f"imitation of {cfg.teacher}"

@@ -111,12 +111,31 @@ def test_the_warm_start_is_kept_unless_training_beats_it(predictor):
         assert torch.equal(tensor, warm.state[name])
 
 
+def test_an_update_replaces_the_warm_start_only_when_significantly_better(predictor):
+    val = sequences(ArrivalConfig(n_jobs=8), 3, 2)
+    cfg = replace(CFG, updates=8, val_every=1, seed=2, lr=3e-3, significant_update=False)
+    warm = warm_start(TRAIN, predictor, cfg)
+    # By the lowest mean alone, an update whose paired ratio to the start is not
+    # significantly below 1 replaces the start ...
+    _, _, lowest = train_placement(TRAIN, val, predictor, cfg, warm=warm)
+    assert lowest["best_val_step"] > 0
+    assert lowest["best_update_val_ratio_high"] >= 1.0
+    # ... and with the significance rule (the default) it does not.
+    kept, curve, metrics = train_placement(
+        TRAIN, val, predictor, replace(cfg, significant_update=True), warm=warm
+    )
+    assert metrics["best_val_step"] == 0 and curve.height == 8
+    assert metrics["best_val_avg_jct_s"] == validate(kept, val, CFG.sim, None).mean()
+    for name, tensor in kept.net.state_dict().items():
+        assert torch.equal(tensor, warm.state[name])
+
+
 def test_validation_judges_by_the_simulators_jcts_unless_told_the_rollouts(predictor):
     warm = warm_start(TRAIN, predictor, CFG)
     rollouts = replace(CFG, updates=0, validation_speed="rollouts")
     for cfg, speed_model in ((replace(CFG, updates=0), None), (rollouts, predictor)):
         kept, _, metrics = train_placement(TRAIN, VAL, predictor, cfg, warm=warm)
-        assert metrics["best_val_avg_jct_s"] == validate(kept, VAL, CFG.sim, speed_model)
+        assert metrics["best_val_avg_jct_s"] == validate(kept, VAL, CFG.sim, speed_model).mean()
     assert CFG.as_published().validation_speed == "rollouts"
     with pytest.raises(ValueError, match="validation_speed must be one of"):
         replace(CFG, validation_speed="predictor")

@@ -137,17 +137,21 @@ class HarmonyStageConfig:
     """Systems trained and evaluated (Harmony and its ablations)."""
     arrivals: ArrivalConfig = field(default_factory=ArrivalConfig)
     """Training sequences (uniform arrivals, as the paper's default)."""
-    n_train_sequences: int = 48
+    n_train_sequences: int = 96
     """Training sequences: the teacher's placements on them are the warm start's data.
     The searched teacher on 24: 2,875 placements, 83-88% held-out accuracy; on 48 about
-    twice as many, and the clone's average JCT 2-3% lower in every pattern (8 seeds, 16
-    held-out sequences per pattern, times LIF-Quad: 0.888 / 0.948 / 0.998 on 24, 0.869 /
-    0.923 / 0.968 on 48) for 60 s more of search. LIF-Quad on 8: about 950, 65%; on 24:
-    about 2,900, 77%."""
+    twice as many, on 96 (the default since the search forks the run instead of replaying
+    it, about 100 s of one core) 11,470. The clone's average JCT times LIF-Quad's on 16
+    held-out sequences per pattern, 8 seeds: 0.888 / 0.948 / 0.998 on 24, 0.869 / 0.923 /
+    0.968 on 48, 0.859 / 0.925 / 0.930 on 96, 0.885 / 0.914 / 0.932 on 192 (no further gain,
+    so the large budget keeps 96). LIF-Quad on 8: about 950 placements, 65%; on 24: about
+    2,900, 77%."""
     n_val_sequences: int = 6
     """Validation sequences (uniform arrivals): each validation runs the policy on all of
-    them, and the best validated weights are kept (with 2, judged by the predictor, updates
-    worse on held-out sequences replaced the warm start: README, Harmony)."""
+    them, and the best validated weights are kept, an update over the warm start only when
+    significantly better on them (`PlacementTrainConfig.significant_update`; with 2, judged
+    by the predictor, updates worse on held-out sequences replaced the warm start: README,
+    Harmony)."""
     eval: HarmonyEvalConfig = field(default_factory=HarmonyEvalConfig)
     init: str = "latest"
     """Training starts from "latest" (newest registered policy of the same system) or
