@@ -295,3 +295,22 @@ def test_a_warm_start_made_ahead_serves_every_variant_and_then_none_is_needed(
     again = stages.train_placement_stage(other, CFG, warm=warm)
     assert {k: v.policy_id for k, v in again.items()} == {k: v.policy_id for k, v in placed.items()}
     assert stages.warm_start_stage(other, CFG) == {}
+
+
+def test_the_summary_says_why_training_kept_its_clone() -> None:
+    def line(**metrics) -> str:
+        base = {"started_from": "imitation of searched", "imitation_held_out_accuracy": 0.85}
+        placed = {"harmony": {"policy_id": "p", "parent_policy_id": None, "metrics": base}}
+        base.update(best_val_step=0, **metrics)
+        summary = {"reward": {"reward_model": {"policy_id": "r", "metrics": {}}}}
+        lines = summary_lines({**summary, "placement": placed, "evaluation": {"summary": []}})
+        return next(x for x in lines if x.startswith("  harmony p "))
+
+    assert line().endswith("; kept: no update beat it on validation)")
+    assert line(best_update_val_ratio_to_start=0.9326, best_update_val_ratio_high=1.0651).endswith(
+        "; kept: no update significantly better on validation (the best 0.933 times its JCT, "
+        "upper end 1.065))"
+    )
+    assert line(best_update_val_ratio_to_start=0.9, best_update_val_ratio_high=None).endswith(
+        "(the best 0.900 times its JCT, no interval))"
+    )

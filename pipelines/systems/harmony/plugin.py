@@ -29,6 +29,19 @@ class HarmonyOptions:
     """after evaluating, re-fit Harmony's networks on the speeds the evaluation observed"""
 
 
+def _why_kept(metrics: dict) -> str:
+    """Why training kept its starting clone, with the best update's validation ratio."""
+    best = metrics.get("best_update_val_ratio_to_start")
+    if best is None:
+        return "no update beat it on validation"
+    high = metrics.get("best_update_val_ratio_high")
+    interval = "no interval" if high is None else f"upper end {high:.3f}"
+    return (
+        f"no update significantly better on validation (the best {best:.3f} times its JCT, "
+        f"{interval})"
+    )
+
+
 BUDGETS = {
     "smoke": {
         "stage.reward.epochs": 2,
@@ -149,7 +162,7 @@ def summary_lines(summary: dict) -> list[str]:
                     " times LIF-Quad's JCT on the training sequences"
                 )
             if metrics.get("best_val_step") == 0:
-                start += "; kept: no update beat it on validation"
+                start += "; kept: " + _why_kept(metrics)
         lines.append(f"  {name} {result['policy_id']} (from {start})")
     for row in summary["evaluation"]["summary"]:
         lines.append(
