@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from typing import TypeVar
@@ -16,7 +17,11 @@ class UsageError(ValueError):
 def parse_or_exit(parse: Callable[[list[str]], T], argv: list[str], prog: str) -> T:
     """`parse(argv)`, a benchmark's own argument loop; a bad argument prints `prog: error:
     ...` on stderr and exits 2, as argparse does, instead of a traceback (a missing value
-    surfaces as StopIteration from `next(it)`, a bad number as ValueError)."""
+    surfaces as StopIteration from `next(it)`, a bad number as ValueError). `-h` or `--help`
+    prints the benchmark's module docstring, its usage, and exits 0."""
+    if "-h" in argv or "--help" in argv:
+        print(importlib.import_module(prog.split()[-1]).__doc__)
+        raise SystemExit(0)
     try:
         return parse(argv)
     except StopIteration:

@@ -70,3 +70,10 @@ def test_the_benchmark_runner_passes_arguments_or_refuses(argv, says, capsys) ->
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err
+
+
+def test_help_prints_the_benchmarks_usage(capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        bench_scoreboard.main(["--help"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == bench_scoreboard.__doc__.strip()
