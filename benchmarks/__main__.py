@@ -35,11 +35,10 @@ def _usage(message: str) -> None:
     raise SystemExit(2)
 
 
-def _takes_arguments(name: str) -> bool:
-    """Whether `python -m benchmarks.<name>` reads its command line at all (the benchmarks
+def _takes_arguments(path: str) -> bool:
+    """Whether the benchmark module at `path` reads its command line at all (the benchmarks
     without options, e.g. bench_env, would silently ignore one)."""
-    spec = importlib.util.find_spec(f"benchmarks.{name}")
-    return "sys.argv" in Path(spec.origin).read_text()
+    return "sys.argv" in Path(path).read_text()
 
 
 def main(argv: list[str]) -> int:
@@ -56,10 +55,10 @@ def main(argv: list[str]) -> int:
     # One benchmark and its own arguments, run exactly as `python -m benchmarks.<name>`
     # runs it: without this, `harmony --seeds 5` ran the benchmark at its defaults and then
     # failed on "--seeds" as a benchmark's name.
-    if not _takes_arguments(wanted[0]):
+    path = importlib.util.find_spec(f"benchmarks.{wanted[0]}").origin
+    if not _takes_arguments(path):
         _usage(f"{argv[0]} takes no arguments (given: {' '.join(argv[1:])})")
     print(f"== {wanted[0]}")
-    path = importlib.util.find_spec(f"benchmarks.{wanted[0]}").origin
     saved = sys.argv
     sys.argv = [path, *argv[1:]]
     try:
