@@ -162,6 +162,45 @@ def _diff(stored: Any, expected: Any, prefix: str = "") -> str:
 # -- registry ------------------------------------------------------------------------------
 
 
+def warehouse_folder(con: duckdb.DuckDBPyConnection) -> Path | None:
+    """The folder of the warehouse file `con` has open (None: an in-memory database)."""
+    rows = con.sql(
+        "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchall()
+    return Path(rows[0][0]).resolve().parent if rows and rows[0][0] else None
+
+
+def stored_checkpoint_path(con: duckdb.DuckDBPyConnection, path: str | os.PathLike[str]) -> str:
+    """How `policies.checkpoint_path` records `path`: relative to the warehouse's folder
+    when the file is inside it (`policies/dl2-....pt`), so a warehouse moved or copied with
+    its `policies/` folder finds its own files; absolute otherwise."""
+    target = Path(path).resolve()
+    folder = warehouse_folder(con)
+    if folder is not None and target.is_relative_to(folder):
+        return target.relative_to(folder).as_posix()
+    return str(target)
+
+
+def checkpoint_file(con: duckdb.DuckDBPyConnection, stored: str) -> Path:
+    """The file a `policies.checkpoint_path` value names, for the warehouse `con` has open.
+
+    A relative path is under the warehouse's folder. An absolute one (recorded by older
+    code, or a file outside the folder) is used as is unless the warehouse's own
+    `policies/` holds a file of that name: checkpoints are written there under their
+    content address (`pipelines.trained.save_checkpoint_file`) and verified by sha256 on
+    every load, so that copy is the same bytes, and a moved or copied warehouse reads its
+    own files rather than those of the place it came from."""
+    path = Path(stored)
+    folder = warehouse_folder(con)
+    if not path.is_absolute():
+        return (folder or Path.cwd()) / path
+    if folder is not None:
+        local = folder / "policies" / path.name
+        if local.is_file():
+            return local
+    return path
+
+
 def policy_id_for(system: str, sha256: str) -> str:
     """Content-addressed policy id: the system and the checkpoint's hash."""
     return f"{system}-{sha256[:16]}"
@@ -215,7 +254,7 @@ def register_policy(
             "parent_policy_id": [parent_policy_id],
             "training_workloads": [canonical_json(sorted(training_workloads))],
             "metrics": [canonical_json(_finite(dict(metrics)))],
-            "checkpoint_path": [str(checkpoint_path)],
+            "checkpoint_path": [stored_checkpoint_path(con, checkpoint_path)],
             "sha256": [sha256],
             "created_at": [(created_at or datetime.now(UTC)).replace(tzinfo=None)],
             "code_version": [code_version()],
@@ -263,7 +302,7 @@ def load_registered(con: duckdb.DuckDBPyConnection, policy_id: str) -> Checkpoin
     (sha256), same system, same config."""
     row = registered(con, policy_id)
     return load_checkpoint(
-        row["checkpoint_path"],
+        checkpoint_file(con, row["checkpoint_path"]),
         sha256=row["sha256"],
         system=row["system"],
         config=json.loads(row["config"]),
@@ -342,7 +381,7 @@ def verify_registered(con: duckdb.DuckDBPyConnection, policy_id: str) -> bool:
     """Whether `policy_id`'s checkpoint file is there with the registered bytes (sha256);
     if not, it is marked in `checkpoint_problems` and False is returned."""
     row = registered(con, policy_id)
-    path = Path(row["checkpoint_path"])
+    path = checkpoint_file(con, row["checkpoint_path"])
     try:
         actual = file_sha256(path)
     except OSError as exc:

@@ -135,15 +135,37 @@ def cmd_run(args) -> int:
                 else ""
             )
         )
-        summary = _run_flow(args, display.reporter)
+        try:
+            summary = _run_flow(args, display.reporter)
+        except RuntimeError as exc:
+            # Prefect's own temporary API (a Ray run, or a worker's) failed to start: the
+            # environment's problem, said in one line, as `shared_api` says it.
+            from pipelines.api import (
+                ApiUnavailable,
+                api_failure_reason,
+                unavailable_message,
+            )
+
+            if "ephemeral Prefect API server" not in str(exc) or isinstance(exc, ApiUnavailable):
+                raise
+            raise ApiUnavailable(
+                unavailable_message(api_failure_reason(exc), _startup_timeout())
+            ) from None
     _print_run_summary(args, summary)
     return 0
+
+
+def _startup_timeout() -> float:
+    from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+
+    return float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
 
 
 def _run_flow(args, progress) -> dict:
     from importlib import import_module
 
-    from pipelines.prestart import PrestartedPool, WarmUp, shared_api
+    from pipelines.api import shared_api
+    from pipelines.prestart import PrestartedPool, WarmUp
     from pipelines.runners import RunnerConfig, task_runner
 
     runner = task_runner(RunnerConfig(args.task_runner, args.workers, args.ray_address))
@@ -156,7 +178,10 @@ def _run_flow(args, progress) -> dict:
                 WarmUp(("pipelines.flows",), tuple(s.steps for s in args.registry), progress)
             )
             stack.callback(runner.stop)
-            # This process imports the flow while the API server starts.
+        if args.task_runner != "ray":
+            # The temporary API server is started here, bounded and retried (Prefect's own
+            # start, inside the flow, has one try); this process imports the flow meanwhile.
+            # A Ray cluster's workers may be on other machines: they keep Prefect's own.
             stack.enter_context(shared_api(progress, lambda: import_module("pipelines.flows")))
         from pipelines.flows import nightly_flow
 
@@ -460,8 +485,46 @@ def cmd_replay(args) -> int:
 def cmd_report(args) -> int:
     from pipelines.report import write_report
 
-    print(write_report(args.warehouse, out=args.out))
+    if args.out is not None:
+        problem = _unwritable(Path(args.out))
+        if problem:
+            print(f"error: --out {_shown(args.out)}: {problem}; nothing written", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    try:
+        print(write_report(args.warehouse, out=args.out))
+    except OSError as exc:
+        if args.out is None or exc.filename is None:
+            raise
+        reason = exc.strerror or type(exc).__name__
+        print(f"error: --out {_shown(args.out)}: cannot write it ({reason})", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return 0
+
+
+def _unwritable(target: Path) -> str | None:
+    """Why a file cannot be written at `target` (checked before a long job writes it), or
+    None: it names a folder, a component of its folder is a file, or the first existing
+    folder above it does not let this user create files."""
+    if target.is_dir():
+        return "it is a folder; name a file (e.g. report.html)"
+    parent = target.parent
+    while not parent.exists():
+        if parent.is_symlink():  # a dangling link: creating under it fails
+            return f"{parent} is a broken link"
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file, not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"no permission to write in {parent}"
+    if target.exists() and not os.access(target, os.W_OK):
+        return "no permission to overwrite it"
+    return None
+
+
+def _shown(text: str) -> str:
+    """A value the user typed, safe to print: control characters escaped, length capped."""
+    shown = text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
+    return shown if len(shown) <= 200 else shown[:200] + f"... ({len(text)} characters)"
 
 
 def nightly_deployment(args):
@@ -749,6 +812,7 @@ _ENVIRONMENT_ERRNOS = {
 def main(argv: list[str] | None = None, registry: Registry | None = None) -> int:
     import duckdb
 
+    from pipelines.api import ApiUnavailable
     from pipelines.sources import UnknownSource
     from tracelib.ingest import IngestError
     from warehouse import (
@@ -771,7 +835,7 @@ def main(argv: list[str] | None = None, registry: Registry | None = None) -> int
         # stdout at /dev/null so the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (IngestError, QueryRefused, WarehouseUnusable, UnknownSource) as exc:
+    except (IngestError, QueryRefused, WarehouseUnusable, UnknownSource, ApiUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except WarehouseBusy as exc:

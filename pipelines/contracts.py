@@ -11,11 +11,18 @@ class PipelineRuns(pa.DataFrameModel):
     flow: pl.Utf8
     started_at: pl.Datetime("us")
     finished_at: pl.Datetime("us") = pa.Field(nullable=True)
-    status: pl.Utf8 = pa.Field(isin=["running", "completed", "failed"])
+    status: pl.Utf8 = pa.Field(isin=["running", "completed", "failed", "interrupted"])
+    """`interrupted`: its process ended without finishing it (found by a later start)."""
     seed: pl.Int64
     config: pl.Utf8
     code_version: pl.Utf8
     summary: pl.Utf8 = pa.Field(nullable=True)
+    host: pl.Utf8 = pa.Field(nullable=True)
+    """The machine whose process runs it (NULL: recorded before runs kept it)."""
+    pid: pl.Int64 = pa.Field(nullable=True)
+    process_started: pl.Utf8 = pa.Field(nullable=True)
+    """That process's start time (Linux clock ticks since boot, with the boot id), so a
+    reused pid is not taken for the run's process."""
 
     class Config:
         name = "pipeline_runs"

@@ -7,10 +7,7 @@ takes to start. `PrestartedPool` starts them first, so the two overlap (the API 
 one core while the flow's process mostly waits for it), and each worker says when it is
 ready.
 
-Without a configured API (PREFECT_API_URL), Prefect starts a temporary API server in every
-process that needs one: the flow's, and each worker's on its first task (its own uvicorn
-process on the same database, another 10-30 s of silence and CPU per worker). `shared_api`
-starts the flow's first and hands its address to the workers with the flow's settings.
+The workers use the flow's API (`pipelines.api.shared_api`) instead of starting one each.
 
 Only `schedlab run` prestarts (pipelines/cli.py); a pool that is not prestarted is Prefect's
 process task runner unchanged.
@@ -20,10 +17,8 @@ from __future__ import annotations
 
 import importlib
 import os
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,43 +102,3 @@ class PrestartedPool(ProcessPoolTaskRunner):
         # run's: a next flow on this pool must serialize its own.
         self._cached_context = None
         self._cached_env = None
-
-
-@contextmanager
-def shared_api(
-    progress: Reporter = QUIET, meanwhile: Callable[[], Any] = lambda: None
-) -> Iterator[None]:
-    """Inside, Prefect's settings name one API for this process and the pool's workers:
-    the configured one if there is one, else a temporary local server started now (and
-    stopped when this process exits, as Prefect's own temporary server is). Local workers
-    only: the address is this machine's loopback. `meanwhile()` runs while the server
-    starts (this process would otherwise only wait for it)."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    if PREFECT_API_URL.value():
-        meanwhile()
-        yield
-        return
-    from prefect.server.api.server import SubprocessASGIServer
-
-    start = time.perf_counter()
-    server = SubprocessASGIServer()
-    failed: list[BaseException] = []
-
-    def start_server() -> None:
-        try:
-            server.start()
-        except BaseException as exc:  # raised in this process below
-            failed.append(exc)
-
-    starting = threading.Thread(target=start_server, name="prefect-api-start", daemon=True)
-    starting.start()
-    try:
-        meanwhile()
-    finally:
-        starting.join()
-    if failed:
-        raise failed[0]
-    progress.line(f"Prefect's temporary API up in {time.perf_counter() - start:.1f} s")
-    with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
-        yield

@@ -7,6 +7,8 @@ Prefect tasks (pipelines/flows.py) are thin wrappers around these.
 
 from __future__ import annotations
 
+import os
+import socket
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from models.checkpoints import checkpoint_file
 from models.torch_scope import scoped_torch
 from pipelines.contracts import FidelityChecks, PipelineRuns
 from pipelines.evaluation import (
@@ -354,7 +357,7 @@ def learned_policies(
                     name=name,
                     policy_id=row["policy_id"],
                     system=row["system"],
-                    checkpoint_path=row["checkpoint_path"],
+                    checkpoint_path=str(checkpoint_file(con, row["checkpoint_path"])),
                     sha256=row["sha256"],
                     loader=loaders[row["system"]],
                 )
@@ -363,12 +366,70 @@ def learned_policies(
 
 
 def start_run(warehouse: str | Path | None, flow: str, seed: int, config: dict) -> str:
-    """Record a run as started; returns its id."""
+    """Record a run as started, by this process; returns its id. Runs still marked running
+    whose process is gone (killed, or the machine restarted) are marked `interrupted` in the
+    same transaction (`interrupted_runs`)."""
     run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     row = _run_row(run_id, flow, seed, config, status="running")
     with connect(warehouse) as con, transaction(con):
+        running = read_frame(con, "SELECT * FROM pipeline_runs WHERE status = 'running'")
+        gone = interrupted_runs(running, socket.gethostname())
+        if gone.height:
+            found = f"found by run {run_id} at {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC"
+            marked = gone.with_columns(
+                pl.lit("interrupted").alias("status"),
+                pl.format(
+                    '{{"interrupted": "its process ({} pid {}) ended without finishing '
+                    'the run; {}"}}',
+                    pl.col("host").fill_null("unrecorded host"),
+                    pl.col("pid").cast(pl.Utf8).fill_null("unrecorded"),
+                    pl.lit(found),
+                ).alias("summary"),
+            )
+            for run in marked.partition_by("run_id", maintain_order=True):
+                replace_rows(con, run, PipelineRuns, {"run_id": run["run_id"][0]})
         replace_rows(con, row, PipelineRuns, {"run_id": run_id})
     return run_id
+
+
+def interrupted_runs(running: pl.DataFrame, host: str) -> pl.DataFrame:
+    """The rows of `running` (`pipeline_runs` rows marked running) whose process is gone:
+    recorded on `host` with a pid that is no longer that process, or recorded before runs
+    kept their process (no host: no run of this code can still be running them). A run on
+    another machine is left alone: this one cannot see its processes."""
+    keep = []
+    for item in running.iter_rows(named=True):
+        if item["host"] is None:
+            keep.append(True)
+        elif item["host"] != host:
+            keep.append(False)
+        else:
+            keep.append(_process_started(item["pid"]) != item["process_started"])
+    return running.filter(pl.Series(keep, dtype=pl.Boolean))
+
+
+def _process_started(pid: int | None) -> str | None:
+    """When process `pid` started, as "<boot id>:<clock ticks since boot>" (Linux /proc);
+    None when there is no such process. Elsewhere: "alive" for any existing process."""
+    if pid is None:
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            return None  # Linux, and no such process
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "alive"
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces: split after it.
+    return f"{boot}:{stat.rpartition(')')[2].split()[19]}"
 
 
 def finish_run(
@@ -398,5 +459,8 @@ def _run_row(run_id: str, flow: str, seed: int, config: dict, status: str) -> pl
             "config": [canonical_json(config)],
             "code_version": [code_version()],
             "summary": pl.Series([None], dtype=pl.Utf8),
+            "host": [socket.gethostname()],
+            "pid": [os.getpid()],
+            "process_started": [_process_started(os.getpid())],
         }
     )

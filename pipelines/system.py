@@ -36,6 +36,7 @@ import hashlib
 import inspect
 import itertools
 import textwrap
+import threading
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import MISSING, dataclass, fields, replace
@@ -253,7 +254,27 @@ class Flag:
 
 def field_docs(cls: type) -> dict[str, str]:
     """The docstrings under a dataclass's fields (the string literal right after each
-    annotated field), read from its source: Python keeps no other trace of them."""
+    annotated field), read from its source: Python keeps no other trace of them.
+
+    Parsed once per class and kept: CPython 3.11's `ast` module is not thread-safe (two
+    threads building ASTs at once fail with "AST constructor recursion depth mismatch"),
+    and a run asks for these from the flow's threads. The command line asks first, in the
+    main thread before any other starts (`build_parser`), so a run never parses at all;
+    the lock keeps any other caller to one parse at a time."""
+    with _FIELD_DOCS_LOCK:
+        docs = _FIELD_DOCS.get(cls)
+        if docs is None:
+            docs = _FIELD_DOCS[cls] = _parse_field_docs(cls)
+    return dict(docs)
+
+
+# The parsed docstrings per class: derived from the source, which cannot change while the
+# process runs, so keeping them is a cache, not state.
+_FIELD_DOCS: dict[type, dict[str, str]] = {}
+_FIELD_DOCS_LOCK = threading.Lock()
+
+
+def _parse_field_docs(cls: type) -> dict[str, str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body  # the class statement's body
     docs = {}

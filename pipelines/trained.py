@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from models.checkpoints import Resumed, verify_registered
+from models.checkpoints import Resumed, checkpoint_file, verify_registered
 from tracelib.provenance import canonical_json
 from warehouse import read_frame, resolve_path
 
@@ -88,19 +88,21 @@ class TrainResult:
 def already_trained(con, key: str, system: str) -> TrainResult | None:
     """The policy of `system` trained on exactly the inputs hashed to `key` (its checkpoint
     file still there with the registered bytes), its metrics marked `cached`; None if there
-    is none. A lost or altered checkpoint is marked in `checkpoint_problems` and the stage
-    trains again."""
+    is none. The oldest usable one wins; a lost or altered checkpoint is marked in
+    `checkpoint_problems` and passed over, so a policy trained again after a loss is found
+    by every later run (the stage trains again only when none is usable)."""
     rows = read_frame(
         con,
         "SELECT * FROM policies WHERE system = ? "
-        "AND json_extract_string(metrics, '$.input_key') = ? ORDER BY created_at LIMIT 1",
+        "AND json_extract_string(metrics, '$.input_key') = ? ORDER BY created_at, policy_id",
         [system, key],
     )
-    if rows.height == 0 or not verify_registered(con, rows["policy_id"][0]):
-        return None
-    row = rows.row(0, named=True)
-    metrics = public_metrics({**json.loads(row["metrics"]), "cached": True})
-    return TrainResult(row["policy_id"], row["parent_policy_id"], row["checkpoint_path"], metrics)
+    for row in rows.iter_rows(named=True):
+        if verify_registered(con, row["policy_id"]):
+            metrics = public_metrics({**json.loads(row["metrics"]), "cached": True})
+            path = str(checkpoint_file(con, row["checkpoint_path"]))
+            return TrainResult(row["policy_id"], row["parent_policy_id"], path, metrics)
+    return None
 
 
 def resume_note(resumed: Resumed) -> dict[str, str]:

@@ -112,3 +112,99 @@ def test_evaluation_skips_to_a_usable_policy(tmp_path):
         )["policy_id"].to_list()
     assert used == [first.policy_id]
     assert _problems(path) == {second.policy_id: "missing"}
+
+
+def _policy_paths(path) -> dict[str, str]:
+    with connect(path) as con:
+        rows = read_frame(con, "SELECT policy_id, checkpoint_path FROM policies")
+    return dict(rows.iter_rows())
+
+
+def test_a_moved_or_copied_warehouse_uses_its_own_policies_folder(tmp_path):
+    import shutil
+
+    origin = tmp_path / "a" / "wh.duckdb"
+    first = train_rltaps_stage(origin, RLTAPS)
+    # Recorded relative to the warehouse's folder, so the pair moves together.
+    assert _policy_paths(origin) == {first.policy_id: f"policies/{Path(first.checkpoint).name}"}
+
+    copy = tmp_path / "b" / "wh.duckdb"
+    shutil.copytree(origin.parent, copy.parent)
+    # The original's file is altered: the copy must not be reading it.
+    Path(first.checkpoint).write_bytes(b"not a checkpoint")
+    again = train_rltaps_stage(copy, RLTAPS)
+    assert again.policy_id == first.policy_id and again.metrics.get("cached") is True
+    assert Path(again.checkpoint).parent == copy.parent / "policies"
+    assert _problems(copy) == {}
+    assert again.policy_id in evaluate_rltaps_stage(copy, RLTAPS).policy_ids.values()
+
+
+def test_a_lost_checkpoint_is_trained_again_once(tmp_path):
+    """A warehouse whose row names its checkpoint by an absolute path at a place that is
+    gone (recorded by older code, then the warehouse moved without its files): the next
+    run trains it again into the warehouse's own policies/, and every run after finds it
+    there instead of training again."""
+    import shutil
+
+    from models.checkpoints import register_policy
+
+    origin = tmp_path / "a" / "wh.duckdb"
+    first = train_rltaps_stage(origin, RLTAPS)
+    with connect(origin) as con:
+        row = read_frame(con, "SELECT * FROM policies").row(0, named=True)
+    moved = tmp_path / "b" / "wh.duckdb"
+    with connect(moved) as con:
+        register_policy(
+            con,
+            system=row["system"],
+            config=json.loads(row["config"]),
+            checkpoint_path=first.checkpoint,  # outside b/: recorded absolute
+            sha256=row["sha256"],
+            training_workloads=json.loads(row["training_workloads"]),
+            metrics=json.loads(row["metrics"]),
+        )
+    assert _policy_paths(moved) == {first.policy_id: str(Path(first.checkpoint).resolve())}
+    shutil.rmtree(origin.parent)
+
+    repaired = train_rltaps_stage(moved, RLTAPS)
+    assert repaired.metrics.get("cached") is not True  # lost: trained again
+    assert repaired.policy_id == first.policy_id  # the same inputs give the same bytes
+    assert Path(repaired.checkpoint).parent == moved.parent / "policies"
+    for _ in range(2):
+        again = train_rltaps_stage(moved, RLTAPS)
+        assert again.policy_id == first.policy_id and again.metrics["cached"] is True
+    assert _problems(moved) == {}  # the file is whole again
+
+
+def test_the_inputs_first_usable_policy_is_found_past_a_lost_one(tmp_path):
+    """Two policies trained on the same inputs, the older one's file lost: a run takes the
+    newer one instead of training a third time."""
+    path = tmp_path / "wh.duckdb"
+    first = train_rltaps_stage(path, RLTAPS)
+    Path(first.checkpoint).unlink()
+    with connect(path) as con:
+        # The retraining resumed elsewhere and made other bytes: a second policy with the
+        # same input key (forged here from the first's row with another checkpoint).
+        from models.checkpoints import register_policy
+
+        row = read_frame(con, "SELECT * FROM policies").row(0, named=True)
+        other = path.parent / "policies" / "rltaps-other.pt"
+        other.write_bytes(b"other bytes")
+        from models.checkpoints import file_sha256
+
+        second = register_policy(
+            con,
+            system=row["system"],
+            config=json.loads(row["config"]),
+            checkpoint_path=other,
+            sha256=file_sha256(other),
+            training_workloads=json.loads(row["training_workloads"]),
+            metrics=json.loads(row["metrics"]),
+        )
+    from pipelines.trained import already_trained
+
+    key = json.loads(row["metrics"])["input_key"]
+    with connect(path) as con:
+        found = already_trained(con, key, row["system"])
+    assert found is not None and found.policy_id == second
+    assert _problems(path) == {first.policy_id: "missing"}

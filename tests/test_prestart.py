@@ -12,7 +12,8 @@ import cloudpickle
 import pytest
 from prefect import flow, task
 
-from pipelines.prestart import PrestartedPool, WarmUp, shared_api
+from pipelines.api import shared_api
+from pipelines.prestart import PrestartedPool, WarmUp
 from pipelines.progress import Reporter
 
 

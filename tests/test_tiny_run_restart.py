@@ -53,5 +53,5 @@ def test_killed_run_restarted_ends_with_the_same_tables(tmp_path, reference_run,
     assert "rl-taps" in set(expected["eval_summary"]["scheduler"])
     with connect(crashed, read_only=True) as con:
         runs = read_frame(con, "SELECT status FROM pipeline_runs ORDER BY started_at")
-    # The killed run stays visible as never finished; the restart completed.
-    assert runs["status"].to_list() == ["running", "completed"]
+    # The restart found the killed run's process gone and marked it; the restart completed.
+    assert runs["status"].to_list() == ["interrupted", "completed"]

@@ -209,3 +209,61 @@ def test_jobs_are_unique_without_an_index(warehouse_path):
             with transaction(con):
                 replace_rows(con, other.head(1), Jobs, {"source_id": "s"})
         assert read_frame(con, "SELECT job_id FROM jobs")["job_id"].to_list() == ["j3"]
+
+
+def test_a_run_whose_process_is_gone_is_marked_interrupted_at_the_next_start(tmp_path):
+    """Runs left `running` by a killed process are marked `interrupted` by the next start;
+    a run whose process is alive (here, this one) or on another machine is left alone."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from pipelines.stages import _process_started, finish_run, start_run
+
+    path = tmp_path / "wh.duckdb"
+    live = start_run(path, "schedlab-nightly", 0, {})  # this process: still alive
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    gone_pid = int(dead.stdout)
+    with connect(path) as con:
+        con.execute(
+            "INSERT INTO pipeline_runs VALUES "
+            "('killed', 'schedlab-nightly', now(), NULL, 'running', 0, '{}', 'v', NULL, ?, ?, ?),"
+            "('elsewhere', 'schedlab-nightly', now(), NULL, 'running', 0, '{}', 'v', NULL, "
+            "'another-host', ?, 'x'),"
+            "('reused', 'schedlab-nightly', now(), NULL, 'running', 0, '{}', 'v', NULL, ?, ?, "
+            "'boot:1'),"
+            "('old', 'schedlab-nightly', now(), NULL, 'running', 0, '{}', 'v', NULL, NULL, "
+            "NULL, NULL)",
+            [
+                socket.gethostname(),
+                gone_pid,
+                "boot:2",
+                os.getpid(),
+                socket.gethostname(),
+                os.getpid(),
+            ],
+        )
+    assert _process_started(os.getpid()) not in (None, "boot:1")
+    start_run(path, "schedlab-nightly", 0, {})
+    with connect(path, read_only=True) as con:
+        rows = read_frame(con, "SELECT run_id, status, summary FROM pipeline_runs")
+    status = dict(zip(rows["run_id"], rows["status"], strict=True))
+    assert status == {
+        live: "running",
+        "killed": "interrupted",
+        "elsewhere": "running",
+        "reused": "interrupted",  # the pid lives on, but as another process
+        "old": "interrupted",
+        **{
+            r: "running"
+            for r in rows["run_id"]
+            if r not in (live, "killed", "elsewhere", "reused", "old")
+        },
+    }
+    summary = json.loads(rows.filter(pl.col("run_id") == "killed")["summary"][0])
+    assert f"pid {gone_pid}) ended without finishing the run" in summary["interrupted"]
+    finish_run(path, live, "completed")
