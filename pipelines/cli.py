@@ -369,20 +369,41 @@ def cmd_derive(args) -> int:
 def cmd_sql(args) -> int:
     import duckdb
 
-    from warehouse import connect, run_user_query
+    from warehouse import (
+        QueryLimitExceeded,
+        WarehouseCorrupt,
+        classify_error,
+        connect,
+        resolve_path,
+        run_user_query,
+    )
 
     # The query is whatever the user typed: it runs on a connection that can read the
-    # warehouse and nothing else (warehouse/query.py).
-    with connect(args.warehouse, query_only=True) as con:
+    # warehouse and nothing else, within a time and memory bound (warehouse/query.py).
+    with connect(args.warehouse, query_only=True, memory_limit=args.memory_limit) as con:
         try:
-            frame = run_user_query(con, args.query)
+            result = run_user_query(
+                con, args.query, timeout_s=args.timeout or None, max_rows=args.max_rows or None
+            )
+        except QueryLimitExceeded as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_FAILED
         except duckdb.PermissionException as exc:
             print(f"error: refused: {_first_line(exc)}; {SQL_ALLOWS}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except duckdb.Error as exc:
+            problem = classify_error(resolve_path(args.warehouse), exc)
+            if isinstance(problem, WarehouseCorrupt):
+                raise problem from None
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_FAILED
-    _print_frame(frame, args.format)
+    _print_frame(result.frame, args.format)
+    if result.truncated:
+        print(
+            f"(output stopped at {args.max_rows:,} rows: --max-rows; aggregate, filter or "
+            "raise it)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -721,6 +742,24 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     sql = sub.add_parser("sql", parents=[common], help="run a SQL query on the warehouse")
     sql.add_argument("query")
     sql.add_argument("--format", choices=["table", "csv"], default="table")
+    sql.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="stop the query after this many seconds (default 60; 0: no limit)",
+    )
+    sql.add_argument(
+        "--memory-limit",
+        default="2GB",
+        help="DuckDB memory limit for the query, e.g. 500MB, 4GB (default 2GB; nothing is "
+        "spilled to disk)",
+    )
+    sql.add_argument(
+        "--max-rows",
+        type=int,
+        default=1_000_000,
+        help="fetch and print at most this many rows (default 1,000,000; 0: all)",
+    )
     sql.set_defaults(func=cmd_sql)
 
     tables = sub.add_parser("tables", parents=[common], help="tables and row counts")

@@ -106,12 +106,15 @@ def connect(
     *,
     read_only: bool = False,
     query_only: bool = False,
+    memory_limit: str | None = None,
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """Open the warehouse, bring its schema up to date (read-write only), close on exit.
 
     A connection is held only for the duration of one stage's I/O: DuckDB lets a single
     process hold a file read-write, and that blocks readers in other processes.
-    `query_only` opens it read-only with `QUERY_ONLY_CONFIG`, for SQL from a user.
+    `query_only` opens it read-only with `QUERY_ONLY_CONFIG`, for SQL from a user, and with
+    `memory_limit` (DuckDB's size syntax, "2GB") bounds its memory and spills nothing to
+    disk (a read-only command writes no file, temporary ones included).
     Raises WarehouseBusy (another process holds it) or WarehouseUnusable (not a DuckDB
     file, no permission, full disk), never a bare DuckDB error about the file.
     """
@@ -120,6 +123,9 @@ def connect(
 
     read_only = read_only or query_only
     config = {**_CONNECT_CONFIG, **(QUERY_ONLY_CONFIG if query_only else {})}
+    if query_only and memory_limit is not None:
+        # Set with the rest at open, so lock_configuration keeps any statement from raising it.
+        config = {**config, "memory_limit": memory_limit, "max_temp_directory_size": "0KB"}
     target = resolve_path(path)
     if read_only and not target.exists():
         raise FileNotFoundError(
