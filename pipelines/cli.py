@@ -1,7 +1,9 @@
 """`schedlab`: the command line over the flows and the warehouse.
 
-Exit status: 0 success, 1 a failed query or stage, 2 bad input (unreadable, empty or
-malformed trace file, bad mapping, bad arguments), 3 the warehouse is busy.
+Exit status: 0 success, 1 a failed query or stage (a `sql` query past its --timeout or
+--memory-limit included), 2 bad input (unreadable, empty or malformed trace file, bad
+mapping, bad arguments, SQL that `sql` refuses, a warehouse file that is damaged or not a
+DuckDB file), 3 the warehouse is busy.
 """
 
 from __future__ import annotations
@@ -443,6 +445,7 @@ def cmd_delete_source(args) -> int:
         args.source_id,
         dry_run=not args.yes,
         evaluations_dir=evaluation_dir(args.warehouse),
+        purge=not args.no_purge,
     )
     verb = "deleted" if result.done else "would delete"
     print(f"{verb} source {result.source_id}:")
@@ -455,6 +458,37 @@ def cmd_delete_source(args) -> int:
         print(f"  evaluations: {', '.join(result.evaluations)}")
     if not result.done:
         print("nothing deleted yet: run again with --yes to delete")
+    elif not args.no_purge:
+        print("warehouse file rewritten: no byte of the deleted rows is left in it")
+    return 0
+
+
+def cmd_backup(args) -> int:
+    from warehouse.maintenance import backup
+
+    path = backup(args.warehouse, args.to)
+    print(f"backup written: {path}")
+    print(f"restore it with: schedlab restore {path}")
+    return 0
+
+
+def cmd_restore(args) -> int:
+    from warehouse import resolve_path
+    from warehouse.maintenance import restore
+
+    result = restore(args.warehouse, args.backup)
+    total = sum(result.rows.values())
+    print(f"restored {args.backup} to {result.path} ({total:,} rows in {len(result.rows)} tables)")
+    print(f"the replaced file is kept as {resolve_path(args.warehouse)}.before-restore")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from warehouse.maintenance import check
+
+    result = check(args.warehouse)
+    total, tables = sum(result.rows.values()), len(result.rows)
+    print(f"{result.path}: every block read and verified ({total:,} rows in {tables} tables)")
     return 0
 
 
@@ -784,7 +818,38 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     )
     delete.add_argument("source_id", help="an ingested source (see `schedlab tables`)")
     delete.add_argument("--yes", action="store_true", help="delete (default: only show)")
+    delete.add_argument(
+        "--no-purge",
+        action="store_true",
+        help="skip rewriting the warehouse file afterwards (faster on a large warehouse, but "
+        "the deleted rows' bytes stay readable in the file until it is rewritten)",
+    )
     delete.set_defaults(func=cmd_delete_source)
+
+    backup = sub.add_parser(
+        "backup",
+        parents=[common],
+        help="copy the warehouse, verified, to backups/ beside it (or --to PATH)",
+    )
+    backup.add_argument("--to", default=None, help="file to write (must not exist)")
+    backup.set_defaults(func=cmd_backup)
+
+    restore = sub.add_parser(
+        "restore",
+        parents=[common],
+        help="put a backup in place of the warehouse (verified first; the replaced file is "
+        "kept as <warehouse>.before-restore)",
+    )
+    restore.add_argument("backup", help="a file written by `schedlab backup` or the nightly run")
+    restore.set_defaults(func=cmd_restore)
+
+    check = sub.add_parser(
+        "check",
+        parents=[common],
+        help="read the whole warehouse so every block's checksum is verified (and put back an "
+        "interrupted write's blocks first)",
+    )
+    check.set_defaults(func=cmd_check)
 
     replay = sub.add_parser(
         "replay",
@@ -880,6 +945,9 @@ def main(argv: list[str] | None = None, registry: Registry | None = None) -> int
     except WarehouseBusy as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BUSY
+    except FileExistsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except (ContractViolation, MigrationError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

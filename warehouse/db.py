@@ -194,7 +194,7 @@ def require_duckdb_file(target: Path) -> None:
     or other file, DuckDB would try to find (and download) an extension that reads it."""
     try:
         with open(target, "rb") as file:
-            head = file.read(_MAGIC_OFFSET + len(_MAGIC))
+            head = file.read(16)  # SQLite's magic is 16 bytes long
     except FileNotFoundError:
         return
     except IsADirectoryError:
@@ -206,7 +206,7 @@ def require_duckdb_file(target: Path) -> None:
         raise WarehouseUnusable(
             f"warehouse {target} cannot be used: {exc.strerror or exc}. Nothing was changed."
         ) from None
-    if head and head[_MAGIC_OFFSET:] != _MAGIC:
+    if head and head[_MAGIC_OFFSET : _MAGIC_OFFSET + len(_MAGIC)] != _MAGIC:
         kind = " (it is a SQLite database)" if head.startswith(b"SQLite format 3") else ""
         raise WarehouseUnusable(
             f"warehouse {target} cannot be used: it is not a DuckDB database file{kind}. "
