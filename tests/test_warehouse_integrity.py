@@ -297,3 +297,36 @@ def test_update_policies_works_on_a_migrated_warehouse(tmp_path):
         assert con.execute("SELECT count(*) FROM learning_curves").fetchall() == [(0,)]
     finally:
         con.close()
+
+
+def _hold(path, ready, release):
+    import duckdb as child_duckdb
+
+    con = child_duckdb.connect(str(path), read_only=True)
+    ready.set()
+    release.wait(30)
+    con.close()
+
+
+def test_restore_waits_for_no_one_and_changes_nothing_while_the_warehouse_is_open(
+    ingested, tmp_path, capsys
+):
+    import multiprocessing
+
+    copy = tmp_path / "copy.duckdb"
+    assert main(["backup", "--to", str(copy), "--warehouse", str(ingested)]) == 0
+    capsys.readouterr()
+    before = _digest(ingested)
+    ctx = multiprocessing.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    reader = ctx.Process(target=_hold, args=(ingested, ready, release))
+    reader.start()
+    try:
+        assert ready.wait(30)
+        assert main(["restore", str(copy), "--warehouse", str(ingested)]) == 3
+        assert "busy" in capsys.readouterr().err
+    finally:
+        release.set()
+        reader.join(30)
+    assert _digest(ingested) == before
+    assert sorted(p.name for p in ingested.parent.iterdir()) == ["copy.duckdb", "wh.duckdb"]
