@@ -142,3 +142,36 @@ def test_a_guard_whose_checkpoint_completed_is_removed_untouched(tmp_path):
     assert guard_files(path) == []
     assert path.read_bytes() == before
     assert _rows(path) == {"first": 500, "second": 500}
+
+
+def test_a_torn_warehouse_from_the_command_line(tmp_path, torn_write, capsys):
+    """`schedlab sql` on a torn warehouse changes nothing and names `schedlab check`, which
+    puts the blocks back; the warehouse then answers again."""
+    from pipelines.cli import main
+
+    path = tmp_path / "wh.duckdb"
+    _first_run(path)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "LD_PRELOAD": str(torn_write),
+        "TORN_OFFSET": "12288",
+        "TORN_AT": "1",
+        "TORN_BYTES": "4096",
+    }
+    child = subprocess.run([sys.executable, "-c", WRITER, str(path)], env=env, check=False)
+    assert child.returncode == -signal.SIGKILL
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    [saved] = guard_files(path)
+
+    sql = ["sql", "SELECT what, count(*) AS n FROM kept GROUP BY ALL ORDER BY 1"]
+    assert main([*sql, "--warehouse", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "is damaged" in err and f"schedlab check --warehouse {path}" in err
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert guard_files(path) == [saved]
+
+    assert main(["check", "--warehouse", str(path)]) == 0
+    assert guard_files(path) == []
+    assert main([*sql, "--format", "csv", "--warehouse", str(path)]) == 0
+    assert capsys.readouterr().out.endswith("what,n\nfirst,500\nsecond,500\n")

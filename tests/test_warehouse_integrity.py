@@ -223,9 +223,17 @@ def test_backup_and_restore_round_trip(ingested, tmp_path, capsys):
         file.write(os.urandom(16))
     assert main(["check", "--warehouse", str(ingested)]) == 2
     capsys.readouterr()
+    # The damaged file's recovery file and WAL belong to it, never to the restored one.
+    saved = ingested.with_name(f"{ingested.name}.guard-1-1")
+    saved.write_bytes(b"blocks of the damaged file")
+    os.chmod(saved, 0o600)
+    ingested.with_name(f"{ingested.name}.wal").write_bytes(b"log of the damaged file")
     assert main(["restore", str(copy), "--warehouse", str(ingested)]) == 0
     assert "restored" in capsys.readouterr().out
-    assert ingested.with_name(ingested.name + ".before-restore").exists()
+    aside = ingested.with_name(ingested.name + ".before-restore")
+    assert aside.exists() and aside.with_name(aside.name + ".guard-1-1").exists()
+    assert aside.with_name(aside.name + ".wal").read_bytes() == b"log of the damaged file"
+    assert not saved.exists() and not ingested.with_name(f"{ingested.name}.wal").exists()
     assert main(["check", "--warehouse", str(ingested)]) == 0
     sql = ["sql", "SELECT count(*) AS n FROM jobs", "--format", "csv"]
     assert main([*sql, "--warehouse", str(ingested)]) == 0

@@ -222,8 +222,10 @@ def _holding(target: Path):
 def restore(path: str | os.PathLike[str] | None, source: str | os.PathLike[str]) -> Verified:
     """Put the backup `source` in place of the warehouse: the backup is read whole first (a
     damaged or non-DuckDB file is refused and nothing changes), copied beside the warehouse,
-    and renamed over it while no process has it open. The replaced file (and its WAL, which
-    belongs to it alone) is kept as `<warehouse>.before-restore`."""
+    and renamed over it while no process has it open. The replaced file (and its WAL and
+    recovery files, which belong to it alone) is kept as `<warehouse>.before-restore`."""
+    from warehouse import guard
+
     target = resolve_path(path)
     backup_path = Path(source)
     if not backup_path.is_file():
@@ -258,6 +260,11 @@ def restore(path: str | os.PathLike[str] | None, source: str | os.PathLike[str])
             # A WAL replays onto the file it was written for only: never onto the backup.
             if wal.exists():
                 os.replace(wal, aside.with_name(f"{aside.name}.wal"))
+            # So do recovery files: they follow the replaced file (same inode) to its new
+            # name, where a writer opening it would still find them.
+            for saved in guard.guard_files(target):
+                if saved.lstat().st_uid == os.geteuid():
+                    os.replace(saved, aside.with_name(aside.name + saved.name[len(target.name) :]))
             os.replace(tmp, target)
             _fsync_dir(target.parent)
     except BaseException:
