@@ -409,6 +409,30 @@ def cmd_sql(args) -> int:
     return 0
 
 
+def _non_negative(kind):
+    """An argparse type: a number of `kind` that is 0 or more (0: no limit)."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+        return value
+
+    return parse
+
+
+def _memory_size(text: str) -> str:
+    """An argparse type: a size DuckDB's memory_limit reads (500MB, 2GB, 1.5GiB)."""
+    import re
+
+    if not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B|B)", text.strip(), re.IGNORECASE):
+        raise argparse.ArgumentTypeError(f"not a size like 500MB or 2GB: {text!r}")
+    return text.strip()
+
+
 SQL_ALLOWS = (
     "`schedlab sql` runs one SELECT on the warehouse and nothing else (no file access, "
     "ATTACH, COPY, extensions or settings)"
@@ -778,19 +802,20 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     sql.add_argument("--format", choices=["table", "csv"], default="table")
     sql.add_argument(
         "--timeout",
-        type=float,
+        type=_non_negative(float),
         default=60.0,
         help="stop the query after this many seconds (default 60; 0: no limit)",
     )
     sql.add_argument(
         "--memory-limit",
+        type=_memory_size,
         default="2GB",
         help="DuckDB memory limit for the query, e.g. 500MB, 4GB (default 2GB; nothing is "
         "spilled to disk)",
     )
     sql.add_argument(
         "--max-rows",
-        type=int,
+        type=_non_negative(int),
         default=1_000_000,
         help="fetch and print at most this many rows (default 1,000,000; 0: all)",
     )

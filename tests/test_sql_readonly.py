@@ -240,3 +240,13 @@ def test_output_stops_at_max_rows(loaded_warehouse, capsys):
     out, err = capsys.readouterr()
     assert out == "i\n0\n1\n2\n"
     assert "stopped at 3 rows" in err
+
+
+@pytest.mark.parametrize(
+    "flags", [["--memory-limit", "abc"], ["--timeout", "-1"], ["--max-rows", "-5"]]
+)
+def test_bad_limits_are_bad_input(loaded_warehouse, capsys, flags):
+    with pytest.raises(SystemExit) as stop:
+        main(["sql", "SELECT 1", *flags])
+    assert stop.value.code == 2
+    assert flags[0] in capsys.readouterr().err
