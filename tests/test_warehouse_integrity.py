@@ -338,3 +338,19 @@ def test_restore_waits_for_no_one_and_changes_nothing_while_the_warehouse_is_ope
         reader.join(30)
     assert _digest(ingested) == before
     assert sorted(p.name for p in ingested.parent.iterdir()) == ["copy.duckdb", "wh.duckdb"]
+
+
+def test_a_short_read_of_another_file_is_not_a_damaged_warehouse(tmp_path):
+    from warehouse import WarehouseCorrupt, classify_error
+
+    target = tmp_path / "wh.duckdb"
+    other = duckdb.IOException(
+        f'IO Error: Could not read enough bytes from file "{tmp_path / "trace.parquet"}": '
+        "attempted to read 4096 bytes from location 0"
+    )
+    assert not isinstance(classify_error(target, other), WarehouseCorrupt)
+    own = duckdb.IOException(
+        f'IO Error: Could not read enough bytes from file "{target}": attempted to read 4096 '
+        "bytes from location 5000"
+    )
+    assert isinstance(classify_error(target, own), WarehouseCorrupt)

@@ -239,6 +239,14 @@ def backups_dir(path: str | os.PathLike[str] | None) -> Path:
     return files_dir(path, "backups")
 
 
+def _about_the_warehouse(target: Path, message: str) -> bool:
+    """Whether every file a DuckDB error names is the warehouse or its WAL: a truncated
+    trace file read by an ingest must not pass for a damaged warehouse."""
+    named = re.findall(r'file "([^"]+)"', message)
+    own = {os.path.abspath(target), os.path.abspath(f"{target}.wal")}
+    return all(os.path.abspath(name) in own for name in named)
+
+
 def classify_error(target: Path, exc: Exception) -> WarehouseBusy | WarehouseUnusable | None:
     """The warehouse-level meaning of a DuckDB error, or None if it is the query's own.
 
@@ -247,7 +255,7 @@ def classify_error(target: Path, exc: Exception) -> WarehouseBusy | WarehouseUnu
     is `WarehouseUnusable`, each with a message saying what to do.
     """
     message = str(exc)
-    if _CORRUPTION.search(message):
+    if _CORRUPTION.search(message) and _about_the_warehouse(target, message):
         return WarehouseCorrupt(corrupt_message(target, message.strip().splitlines()[0]))
     if _LOCK_CONFLICT.search(message):
         pid = re.search(r"\(PID (\d+)\)", message)
