@@ -82,6 +82,8 @@ ATTACKS = [
     ("WITH x AS (SELECT * FROM read_blob('{warehouse}')) SELECT 1", 2, "is not allowed"),
     ("SELECT * FROM jobs, LATERAL (SELECT * FROM read_text('{secret}'))", 2, "is not allowed"),
     ("SELECT * FROM checkpoint()", 2, "checkpoint() is not allowed"),
+    ("SELECT * FROM histogram('{warehouse}.wal', x)", 2, "histogram() is not allowed"),
+    ("SELECT * FROM query_table('{warehouse}')", 2, "query_table() is not allowed"),
     # Data-changing CTEs parse as a SELECT; refused by parse, not only by the read-only open.
     ("WITH d AS (DELETE FROM jobs RETURNING *) SELECT count(*) FROM d", 2, "data-changing"),
     ("WITH d AS (UPDATE jobs SET num_gpus = 0 RETURNING *) SELECT * FROM d", 2, "data-changing"),

@@ -22,7 +22,9 @@ import polars as pl
 ALLOWED_STATEMENTS = (duckdb.StatementType.SELECT,)
 # Table functions that read no file and change nothing: generators, catalogue and storage
 # introspection of the open warehouse. Everything else (read_*, glob, sniff_csv, parquet_*,
-# query, query_table, checkpoint, logging and profiling switches, ...) is refused by name.
+# query, query_table, checkpoint, logging and profiling switches, ...) is refused by name,
+# and so are table macros built on them (histogram and histogram_values call query_table
+# on a name that may be a file path).
 SAFE_TABLE_FUNCTIONS = frozenset(
     {
         "range",
@@ -32,9 +34,6 @@ SAFE_TABLE_FUNCTIONS = frozenset(
         "repeat_row",
         "json_each",
         "json_tree",
-        "summary",
-        "histogram",
-        "histogram_values",
         "test_all_types",
         "pg_timezone_names",
         "icu_calendar_names",
