@@ -277,8 +277,9 @@ def restore(path: str | os.PathLike[str] | None, source: str | os.PathLike[str])
 def compact(path: str | os.PathLike[str] | None) -> Path:
     """Rewrite the warehouse into a new file holding only its live rows and swap it in, so
     deleted rows leave no bytes behind (DuckDB reuses freed blocks but does not clear them).
-    The new file keeps the storage version the duckdb CLI reads; it is read whole before
-    the swap, and the swap is one rename made while this process holds the warehouse."""
+    The new file keeps the storage version the duckdb CLI reads; it is read whole, and must
+    hold as many rows per table as the old one, before the swap, which is one rename made
+    while this process holds the warehouse."""
     target = resolve_path(path)
     tmp = target.with_name(f".{target.name}.compact-{os.getpid()}")
     for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
@@ -287,6 +288,7 @@ def compact(path: str | os.PathLike[str] | None) -> Path:
     try:
         with connect(target) as con:
             con.execute("CHECKPOINT")
+            live = verify_connection(con)
             [(name,)] = con.execute("SELECT current_database()").fetchall()
             quoted = '"' + name.replace('"', '""') + '"'
             literal = str(tmp).replace("'", "''")
@@ -300,9 +302,14 @@ def compact(path: str | os.PathLike[str] | None) -> Path:
             os.chmod(tmp, os.stat(target).st_mode & 0o777)
             check_con = duckdb.connect(str(tmp), read_only=True)
             try:
-                verify_connection(check_con)
+                copied = verify_connection(check_con)
             finally:
                 check_con.close()
+            if copied != live:
+                raise WarehouseUnusable(
+                    f"warehouse {target}: its rewrite holds other rows than it does "
+                    f"({copied} against {live}); the rewrite was dropped, nothing was changed"
+                )
             # Swapped while the connection still holds the old file: no other process
             # can write it between the copy and the swap.
             os.replace(tmp, target)
