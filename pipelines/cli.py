@@ -1,7 +1,9 @@
 """`schedlab`: the command line over the flows and the warehouse.
 
-Exit status: 0 success, 1 a failed query or stage, 2 bad input (unreadable, empty or
-malformed trace file, bad mapping, bad arguments), 3 the warehouse is busy.
+Exit status: 0 success, 1 a failed query or stage (a `sql` query past its --timeout or
+--memory-limit included), 2 bad input (unreadable, empty or malformed trace file, bad
+mapping, bad arguments, SQL that `sql` refuses, a warehouse file that is damaged or not a
+DuckDB file), 3 the warehouse is busy.
 """
 
 from __future__ import annotations
@@ -369,21 +371,66 @@ def cmd_derive(args) -> int:
 def cmd_sql(args) -> int:
     import duckdb
 
-    from warehouse import connect, run_user_query
+    from warehouse import (
+        QueryLimitExceeded,
+        WarehouseCorrupt,
+        classify_error,
+        connect,
+        resolve_path,
+        run_user_query,
+    )
 
     # The query is whatever the user typed: it runs on a connection that can read the
-    # warehouse and nothing else (warehouse/query.py).
-    with connect(args.warehouse, query_only=True) as con:
+    # warehouse and nothing else, within a time and memory bound (warehouse/query.py).
+    with connect(args.warehouse, query_only=True, memory_limit=args.memory_limit) as con:
         try:
-            frame = run_user_query(con, args.query)
+            result = run_user_query(
+                con, args.query, timeout_s=args.timeout or None, max_rows=args.max_rows or None
+            )
+        except QueryLimitExceeded as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_FAILED
         except duckdb.PermissionException as exc:
             print(f"error: refused: {_first_line(exc)}; {SQL_ALLOWS}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except duckdb.Error as exc:
+            problem = classify_error(resolve_path(args.warehouse), exc)
+            if isinstance(problem, WarehouseCorrupt):
+                raise problem from None
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_FAILED
-    _print_frame(frame, args.format)
+    _print_frame(result.frame, args.format)
+    if result.truncated:
+        print(
+            f"(output stopped at {args.max_rows:,} rows: --max-rows; aggregate, filter or "
+            "raise it)",
+            file=sys.stderr,
+        )
     return 0
+
+
+def _non_negative(kind):
+    """An argparse type: a number of `kind` that is 0 or more (0: no limit)."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+        return value
+
+    return parse
+
+
+def _memory_size(text: str) -> str:
+    """An argparse type: a size DuckDB's memory_limit reads (500MB, 2GB, 1.5GiB)."""
+    import re
+
+    if not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B|B)", text.strip(), re.IGNORECASE):
+        raise argparse.ArgumentTypeError(f"not a size like 500MB or 2GB: {text!r}")
+    return text.strip()
 
 
 SQL_ALLOWS = (
@@ -422,6 +469,7 @@ def cmd_delete_source(args) -> int:
         args.source_id,
         dry_run=not args.yes,
         evaluations_dir=evaluation_dir(args.warehouse),
+        purge=not args.no_purge,
     )
     verb = "deleted" if result.done else "would delete"
     print(f"{verb} source {result.source_id}:")
@@ -434,6 +482,37 @@ def cmd_delete_source(args) -> int:
         print(f"  evaluations: {', '.join(result.evaluations)}")
     if not result.done:
         print("nothing deleted yet: run again with --yes to delete")
+    elif not args.no_purge:
+        print("warehouse file rewritten: no byte of the deleted rows is left in it")
+    return 0
+
+
+def cmd_backup(args) -> int:
+    from warehouse.maintenance import backup
+
+    path = backup(args.warehouse, args.to)
+    print(f"backup written: {path}")
+    print(f"restore it with: schedlab restore {path}")
+    return 0
+
+
+def cmd_restore(args) -> int:
+    from warehouse import resolve_path
+    from warehouse.maintenance import restore
+
+    result = restore(args.warehouse, args.backup)
+    total = sum(result.rows.values())
+    print(f"restored {args.backup} to {result.path} ({total:,} rows in {len(result.rows)} tables)")
+    print(f"the replaced file is kept as {resolve_path(args.warehouse)}.before-restore")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from warehouse.maintenance import check
+
+    result = check(args.warehouse)
+    total, tables = sum(result.rows.values()), len(result.rows)
+    print(f"{result.path}: every block read and verified ({total:,} rows in {tables} tables)")
     return 0
 
 
@@ -721,6 +800,25 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     sql = sub.add_parser("sql", parents=[common], help="run a SQL query on the warehouse")
     sql.add_argument("query")
     sql.add_argument("--format", choices=["table", "csv"], default="table")
+    sql.add_argument(
+        "--timeout",
+        type=_non_negative(float),
+        default=60.0,
+        help="stop the query after this many seconds (default 60; 0: no limit)",
+    )
+    sql.add_argument(
+        "--memory-limit",
+        type=_memory_size,
+        default="2GB",
+        help="DuckDB memory limit for the query, e.g. 500MB, 4GB (default 2GB; nothing is "
+        "spilled to disk)",
+    )
+    sql.add_argument(
+        "--max-rows",
+        type=_non_negative(int),
+        default=1_000_000,
+        help="fetch and print at most this many rows (default 1,000,000; 0: all)",
+    )
     sql.set_defaults(func=cmd_sql)
 
     tables = sub.add_parser("tables", parents=[common], help="tables and row counts")
@@ -745,7 +843,38 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     )
     delete.add_argument("source_id", help="an ingested source (see `schedlab tables`)")
     delete.add_argument("--yes", action="store_true", help="delete (default: only show)")
+    delete.add_argument(
+        "--no-purge",
+        action="store_true",
+        help="skip rewriting the warehouse file afterwards (faster on a large warehouse, but "
+        "the deleted rows' bytes stay readable in the file until it is rewritten)",
+    )
     delete.set_defaults(func=cmd_delete_source)
+
+    backup = sub.add_parser(
+        "backup",
+        parents=[common],
+        help="copy the warehouse, verified, to backups/ beside it (or --to PATH)",
+    )
+    backup.add_argument("--to", default=None, help="file to write (must not exist)")
+    backup.set_defaults(func=cmd_backup)
+
+    restore = sub.add_parser(
+        "restore",
+        parents=[common],
+        help="put a backup in place of the warehouse (verified first; the replaced file is "
+        "kept as <warehouse>.before-restore)",
+    )
+    restore.add_argument("backup", help="a file written by `schedlab backup` or the nightly run")
+    restore.set_defaults(func=cmd_restore)
+
+    check = sub.add_parser(
+        "check",
+        parents=[common],
+        help="read the whole warehouse so every block's checksum is verified (and put back an "
+        "interrupted write's blocks first)",
+    )
+    check.set_defaults(func=cmd_check)
 
     replay = sub.add_parser(
         "replay",
@@ -841,6 +970,9 @@ def main(argv: list[str] | None = None, registry: Registry | None = None) -> int
     except WarehouseBusy as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BUSY
+    except FileExistsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except (ContractViolation, MigrationError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

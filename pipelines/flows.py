@@ -333,4 +333,21 @@ def nightly_flow(
         finish_run(warehouse, run_id, "failed", summary)
         raise
     finish_run(warehouse, run_id, "completed", summary)
+    summary["backup"] = nightly_backup(warehouse, progress)
     return summary
+
+
+def nightly_backup(warehouse: str | None, progress: Reporter) -> str | None:
+    """Back the warehouse up after a completed run and keep the newest $SCHEDLAB_BACKUPS
+    (default 3; 0: none) in `backups/` beside it; the backup's path (None: none made).
+    The backup reads the warehouse whole, so a damaged block stops here, before an older
+    good backup is pruned."""
+    from warehouse.maintenance import backup, backups_kept, prune_backups
+
+    keep = backups_kept()
+    if keep == 0:
+        return None
+    path = backup(warehouse)
+    prune_backups(warehouse, keep)
+    progress.line(f"backup: {path} (the newest {keep} are kept)")
+    return str(path)

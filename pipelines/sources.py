@@ -10,6 +10,10 @@ What goes with a source, in one transaction (all or nothing):
   its `eval_runs`, `eval_jobs` and `eval_summary` rows, and its plots folder.
 Policies trained on those workloads stay: they are models, not data, and their rows keep
 the ids of the workloads they learned from.
+
+DuckDB marks deleted rows' blocks free but leaves their bytes in the file, so by default
+the warehouse is then rewritten into a new file with only its live rows and swapped in
+(`warehouse.maintenance.compact`): nothing of the source is left to read in it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warehouse import connect, read_frame, transaction
+from warehouse.maintenance import compact
 
 
 class UnknownSource(ValueError):
@@ -98,10 +103,13 @@ def delete_source(
     *,
     dry_run: bool = False,
     evaluations_dir: Path | None = None,
+    purge: bool = True,
 ) -> SourceDeletion:
     """Delete `source_id` and everything derived from it (see the module docstring) in one
     transaction, then the removed evaluations' plot folders under `evaluations_dir`; with
-    `dry_run`, only count what would go. UnknownSource when it is not ingested."""
+    `dry_run`, only count what would go. With `purge` the warehouse file is then rewritten
+    so no byte of the deleted rows is left in it (`compact`). UnknownSource when it is not
+    ingested."""
     with connect(warehouse) as con:
         require_source(con, source_id)
         derivations, evaluations, where = _plan(con, source_id)
@@ -117,6 +125,8 @@ def delete_source(
             with transaction(con):
                 for table, (clause, params) in where.items():
                     con.execute(f"DELETE FROM {table} WHERE {clause}", params)
+    if not dry_run and purge:
+        compact(warehouse)
     if not dry_run and evaluations_dir is not None:
         for eval_id in evaluations:
             shutil.rmtree(evaluations_dir / eval_id, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""`schedlab sql` reads the warehouse and nothing else (issue 17, defect 1).
+"""`schedlab sql` reads the warehouse and nothing else.
 
 Each attack is run through the CLI; it must be refused (exit 2, or 1 for a query DuckDB
 itself rejects), leave the warehouse byte for byte as it was, create no file and print
@@ -36,14 +36,14 @@ ATTACKS = [
     ("COPY (SELECT 1) TO '{target}'", 2, "allowed, not COPY"),
     ("COPY jobs TO '{target}' (FORMAT parquet)", 2, "allowed, not COPY"),
     ("EXPORT DATABASE '{target_dir}'", 2, "allowed, not EXPORT"),
-    ("SELECT * FROM read_csv('{secret}')", 2, "file system operations are disabled"),
-    ("SELECT * FROM read_csv_auto('{secret}')", 2, "file system operations are disabled"),
-    ("SELECT * FROM read_text('{secret}')", 2, "file system operations are disabled"),
-    ("SELECT * FROM read_blob('{secret}')", 2, "file system operations are disabled"),
-    ("SELECT * FROM read_json_auto('{secret}')", 2, "file system operations are disabled"),
-    ("SELECT * FROM '{secret}'", 2, "file system operations are disabled"),
-    ("SELECT * FROM sniff_csv('{secret}')", 2, "file system operations are disabled"),
-    ("SELECT * FROM glob('{secret_dir}/*')", 2, "file system operations are disabled"),
+    ("SELECT * FROM read_csv('{secret}')", 2, "is not allowed"),
+    ("SELECT * FROM read_csv_auto('{secret}')", 2, "is not allowed"),
+    ("SELECT * FROM read_text('{secret}')", 2, "is not allowed"),
+    ("SELECT * FROM read_blob('{secret}')", 2, "is not allowed"),
+    ("SELECT * FROM read_json_auto('{secret}')", 2, "is not allowed"),
+    ("SELECT * FROM '{secret}'", 2, "is read as a file"),
+    ("SELECT * FROM sniff_csv('{secret}')", 2, "is not allowed"),
+    ("SELECT * FROM glob('{secret_dir}/*')", 2, "is not allowed"),
     ("ATTACH '{target}' AS other", 2, "allowed, not ATTACH"),
     ("ATTACH ':memory:' AS m", 2, "allowed, not ATTACH"),
     ("DETACH wh", 2, "allowed, not DETACH"),
@@ -63,10 +63,31 @@ ATTACKS = [
     ("CHECKPOINT", 2, "allowed, not CALL"),
     ("EXPLAIN ANALYZE COPY (SELECT 1) TO '{target}'", 2, "allowed, not EXPLAIN"),
     ("SELECT 1; COPY (SELECT 1) TO '{target}'", 2, "one statement at a time"),
-    ("SELECT * FROM query('COPY (SELECT 1) TO ''{target}''')", 1, "single SELECT"),
-    ("SELECT * FROM query('SELECT * FROM read_text(''{secret}'')')", 2, "disabled"),
+    ("SELECT * FROM query('COPY (SELECT 1) TO ''{target}''')", 2, "query() is not allowed"),
+    ("SELECT * FROM query('SELECT * FROM read_text(''{secret}'')')", 2, "is not allowed"),
     ("SELECT getenv('HOME')", 1, "getenv"),
     ("", 2, "no SQL statement"),
+    # DuckDB lets a connection read its own open files whatever enable_external_access says:
+    # the warehouse and its WAL hold deleted rows' bytes. Refused by parse, before running.
+    ("SELECT * FROM read_blob('{warehouse}')", 2, "read_blob() is not allowed"),
+    ("SELECT * FROM read_text('{warehouse}')", 2, "read_text() is not allowed"),
+    ("SELECT * FROM read_blob('{warehouse}.wal')", 2, "read_blob() is not allowed"),
+    ("SELECT * FROM read_text('{warehouse}.wal')", 2, "read_text() is not allowed"),
+    ("SELECT * FROM glob('{warehouse}*')", 2, "glob() is not allowed"),
+    ("SELECT * FROM read_csv('{warehouse}', all_varchar=true)", 2, "read_csv() is not allowed"),
+    ("SELECT * FROM read_parquet('{warehouse}')", 2, "read_parquet() is not allowed"),
+    ("SELECT * FROM read_json('{warehouse}.wal')", 2, "read_json() is not allowed"),
+    ("SELECT * FROM '{warehouse}.wal'", 2, "is read as a file"),
+    ("SELECT (SELECT count(*) FROM read_blob('{warehouse}')) AS n", 2, "is not allowed"),
+    ("WITH x AS (SELECT * FROM read_blob('{warehouse}')) SELECT 1", 2, "is not allowed"),
+    ("SELECT * FROM jobs, LATERAL (SELECT * FROM read_text('{secret}'))", 2, "is not allowed"),
+    ("SELECT * FROM checkpoint()", 2, "checkpoint() is not allowed"),
+    ("SELECT * FROM histogram('{warehouse}.wal', x)", 2, "histogram() is not allowed"),
+    ("SELECT * FROM query_table('{warehouse}')", 2, "query_table() is not allowed"),
+    # Data-changing CTEs parse as a SELECT; refused by parse, not only by the read-only open.
+    ("WITH d AS (DELETE FROM jobs RETURNING *) SELECT count(*) FROM d", 2, "data-changing"),
+    ("WITH d AS (UPDATE jobs SET num_gpus = 0 RETURNING *) SELECT * FROM d", 2, "data-changing"),
+    ("WITH d AS (INSERT INTO jobs SELECT * FROM jobs RETURNING *) SELECT 1", 2, "data-changing"),
 ]
 
 
@@ -154,7 +175,7 @@ def test_run_user_query_refuses_before_running(loaded_warehouse):
     with connect(loaded_warehouse, query_only=True) as con:
         with pytest.raises(QueryRefused, match="COPY"):
             run_user_query(con, "COPY jobs TO 'x.csv'")
-        assert run_user_query(con, "SELECT 2 AS x").item() == 2
+        assert run_user_query(con, "SELECT 2 AS x").frame.item() == 2
 
 
 def test_csv_output_of_nested_and_binary_values(loaded_warehouse, capsys):
@@ -177,3 +198,57 @@ def test_ingest_hint_quotes_the_source_id_for_sql_and_shell(warehouse_path, caps
     assert main(["sql", argv[2], "--format", "csv"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("record_no,field,reason\n") and len(out.splitlines()) == 5
+
+
+def test_a_query_past_its_time_limit_is_stopped(loaded_warehouse, capsys):
+    import time
+
+    before = _digest(loaded_warehouse)
+    start = time.monotonic()
+    sql = "SELECT count(*) FROM range(10000000000) WHERE range % 7 = 3"
+    assert main(["sql", sql, "--timeout", "1"]) == 1
+    assert time.monotonic() - start < 15
+    err = capsys.readouterr().err
+    assert "ran longer than 1 s and was stopped" in err and "--timeout" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert _digest(loaded_warehouse) == before
+
+
+def test_a_query_past_its_memory_limit_is_stopped_and_spills_nothing(loaded_warehouse, capsys):
+    folder = sorted(p.name for p in loaded_warehouse.parent.iterdir())
+    sql = "SELECT list(range) AS l FROM range(100000000)"
+    assert main(["sql", sql, "--memory-limit", "100MB"]) == 1
+    err = capsys.readouterr().err
+    assert "memory limit" in err and "--memory-limit" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in loaded_warehouse.parent.iterdir()) == folder  # no .tmp
+
+
+def test_the_memory_limit_cannot_be_raised_by_the_query(loaded_warehouse, capsys):
+    assert main(["sql", "SET memory_limit = '100GB'", "--memory-limit", "100MB"]) == 2
+    capsys.readouterr()
+    with connect(loaded_warehouse, query_only=True, memory_limit="100MB") as con:
+        assert con.sql("SELECT current_setting('memory_limit')").fetchall()[0][0] == "95.3 MiB"
+        assert con.sql("SELECT current_setting('max_temp_directory_size')").fetchall()[0][0] in (
+            "0 bytes",
+            "0 B",
+        )
+
+
+def test_output_stops_at_max_rows(loaded_warehouse, capsys):
+    assert (
+        main(["sql", "SELECT range AS i FROM range(10)", "--format", "csv", "--max-rows", "3"]) == 0
+    )
+    out, err = capsys.readouterr()
+    assert out == "i\n0\n1\n2\n"
+    assert "stopped at 3 rows" in err
+
+
+@pytest.mark.parametrize(
+    "flags", [["--memory-limit", "abc"], ["--timeout", "-1"], ["--max-rows", "-5"]]
+)
+def test_bad_limits_are_bad_input(loaded_warehouse, capsys, flags):
+    with pytest.raises(SystemExit) as stop:
+        main(["sql", "SELECT 1", *flags])
+    assert stop.value.code == 2
+    assert flags[0] in capsys.readouterr().err

@@ -1,5 +1,5 @@
-"""A writer killed in the middle of DuckDB's closing checkpoint leaves a warehouse that opens
-with everything it committed (issue 19).
+"""A writer killed in the middle of DuckDB's closing checkpoint leaves a warehouse that the
+next writer opens with everything it committed.
 
 DuckDB rewrites its metadata block 0 (256 KiB at byte 12288) in place at every checkpoint,
 before the header that makes the checkpoint current. A SIGKILL landing while the kernel
@@ -11,6 +11,7 @@ then SIGKILL (`warehouse/guard.py`)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from warehouse import connect, read_frame, transaction
+from warehouse import WarehouseCorrupt, connect, read_frame, transaction
 from warehouse.guard import closing, guard_files
 
 # The Nth 256 KiB pwrite at byte TORN_OFFSET writes its first TORN_BYTES bytes, then SIGKILL.
@@ -100,9 +101,20 @@ def test_killed_midway_through_the_closing_checkpoint(tmp_path, torn_write, torn
     assert child.returncode == -signal.SIGKILL  # killed inside the block-0 write
     assert path.with_name(path.name + ".wal").exists()  # the checkpoint never became current
 
-    # Both transactions were committed before the kill: both are there.
-    assert _rows(path) == {"first": 500, "second": 500}
+    # A reader never writes: it reports the damage, names the fix, and changes nothing.
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(WarehouseCorrupt, match="schedlab check") as caught:
+        _rows(path)
+    assert str(path) in str(caught.value) and "schedlab restore" in str(caught.value)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert len(guard_files(path)) == 1
+
+    # The next writer puts the blocks back; both transactions were committed before the
+    # kill: both are there.
+    with connect(path):
+        pass
     assert guard_files(path) == []
+    assert _rows(path) == {"first": 500, "second": 500}
     # ... and the warehouse goes on: written, closed (checkpointed) and read again.
     with connect(path) as con, transaction(con):
         con.execute("INSERT INTO kept SELECT range + 2000, 'third' FROM range(500)")
@@ -121,10 +133,45 @@ def test_a_guard_whose_checkpoint_completed_is_removed_untouched(tmp_path):
         with closing(con, path):
             # What a writer killed right after this close returned leaves: its guard.
             [guard] = guard_files(path)
-            os.link(guard, guard.with_name(guard.name + "-left"))
+            os.link(guard, path.with_name(f"{path.name}.guard-{os.getpid()}-999999"))
             con.close()
     assert len(guard_files(path)) == 1
     before = path.read_bytes()
-    assert _rows(path) == {"first": 500, "second": 500}
+    with connect(path):  # a writer: it checks the guard
+        pass
     assert guard_files(path) == []
     assert path.read_bytes() == before
+    assert _rows(path) == {"first": 500, "second": 500}
+
+
+def test_a_torn_warehouse_from_the_command_line(tmp_path, torn_write, capsys):
+    """`schedlab sql` on a torn warehouse changes nothing and names `schedlab check`, which
+    puts the blocks back; the warehouse then answers again."""
+    from pipelines.cli import main
+
+    path = tmp_path / "wh.duckdb"
+    _first_run(path)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "LD_PRELOAD": str(torn_write),
+        "TORN_OFFSET": "12288",
+        "TORN_AT": "1",
+        "TORN_BYTES": "4096",
+    }
+    child = subprocess.run([sys.executable, "-c", WRITER, str(path)], env=env, check=False)
+    assert child.returncode == -signal.SIGKILL
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    [saved] = guard_files(path)
+
+    sql = ["sql", "SELECT what, count(*) AS n FROM kept GROUP BY ALL ORDER BY 1"]
+    assert main([*sql, "--warehouse", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "is damaged" in err and f"schedlab check --warehouse {path}" in err
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert guard_files(path) == [saved]
+
+    assert main(["check", "--warehouse", str(path)]) == 0
+    assert guard_files(path) == []
+    assert main([*sql, "--format", "csv", "--warehouse", str(path)]) == 0
+    assert capsys.readouterr().out.endswith("what,n\nfirst,500\nsecond,500\n")

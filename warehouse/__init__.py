@@ -4,7 +4,9 @@ from warehouse.db import (
     DEFAULT_PATH,
     ENV_VAR,
     WarehouseBusy,
+    WarehouseCorrupt,
     WarehouseUnusable,
+    backups_dir,
     classify_error,
     connect,
     files_dir,
@@ -21,17 +23,28 @@ from warehouse.io import (
     write_frame,
 )
 from warehouse.migrations import MigrationError, applied_migrations, migrate
-from warehouse.query import QueryRefused, run_user_query
+from warehouse.query import (
+    QueryLimitExceeded,
+    QueryRefused,
+    QueryResult,
+    check_user_query,
+    run_user_query,
+)
 
 __all__ = [
     "DEFAULT_PATH",
     "ENV_VAR",
     "ContractViolation",
     "MigrationError",
+    "QueryLimitExceeded",
     "QueryRefused",
+    "QueryResult",
     "WarehouseBusy",
+    "WarehouseCorrupt",
     "WarehouseUnusable",
     "applied_migrations",
+    "backups_dir",
+    "check_user_query",
     "classify_error",
     "column_types",
     "connect",

@@ -45,6 +45,20 @@ class WarehouseUnusable(RuntimeError):
     changed by the operation that raised it."""
 
 
+class WarehouseCorrupt(WarehouseUnusable):
+    """The warehouse file is damaged: a block whose checksum does not match, or a file
+    shorter than its own header says. Its message names the file and how to restore it."""
+
+
+_MAGIC_OFFSET, _MAGIC = 8, b"DUCK"
+"""DuckDB's single-file format: bytes 8-11 of every database file (any storage version)."""
+# DuckDB's words for a damaged file: a block whose stored checksum does not match its
+# bytes, or a read past the end of a truncated file.
+_CORRUPTION = re.compile(
+    r"Corrupt database file|does not match stored checksum|Could not read enough bytes"
+)
+
+
 # DuckDB's words for "another process holds the file lock" (duckdb 1.x and 2.0). Matched
 # on the start of the message, never on a bare "lock": paths such as /data/blocks/ or
 # a permission error must not pass for a busy warehouse.
@@ -92,12 +106,15 @@ def connect(
     *,
     read_only: bool = False,
     query_only: bool = False,
+    memory_limit: str | None = None,
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """Open the warehouse, bring its schema up to date (read-write only), close on exit.
 
     A connection is held only for the duration of one stage's I/O: DuckDB lets a single
     process hold a file read-write, and that blocks readers in other processes.
-    `query_only` opens it read-only with `QUERY_ONLY_CONFIG`, for SQL from a user.
+    `query_only` opens it read-only with `QUERY_ONLY_CONFIG`, for SQL from a user, and with
+    `memory_limit` (DuckDB's size syntax, "2GB") bounds its memory and spills nothing to
+    disk (a read-only command writes no file, temporary ones included).
     Raises WarehouseBusy (another process holds it) or WarehouseUnusable (not a DuckDB
     file, no permission, full disk), never a bare DuckDB error about the file.
     """
@@ -106,11 +123,15 @@ def connect(
 
     read_only = read_only or query_only
     config = {**_CONNECT_CONFIG, **(QUERY_ONLY_CONFIG if query_only else {})}
+    if query_only and memory_limit is not None:
+        # Set with the rest at open, so lock_configuration keeps any statement from raising it.
+        config = {**config, "memory_limit": memory_limit, "max_temp_directory_size": "0KB"}
     target = resolve_path(path)
     if read_only and not target.exists():
         raise FileNotFoundError(
             f"warehouse {target} does not exist yet; run `schedlab run` or `schedlab ingest` first"
         )
+    require_duckdb_file(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -120,8 +141,9 @@ def connect(
     # A writer waits out short readers (a `schedlab sql` holds the file for a moment) rather
     # than failing a nightly stage; a reader is told at once, with when to retry.
     wait_s = float(os.environ.get(LOCK_WAIT_ENV, DEFAULT_LOCK_WAIT_S)) if not read_only else 0.0
-    if target.exists():
-        # A checkpoint killed midway (issue 19): put back what it overwrote first.
+    if target.exists() and not read_only:
+        # A checkpoint killed midway: put back what it overwrote first. Only a writer does
+        # this: a read-only command never writes or removes a file.
         with guard.path_lock(target), contextlib.suppress(OSError):
             guard.recover(target)
     start = time.monotonic()
@@ -157,7 +179,7 @@ def connect(
         # Closing checkpoints the WAL; when the disk is full that fails too, and the error
         # already raised (or the committed WAL, replayed on the next open) is what matters.
         # That checkpoint rewrites metadata blocks in place: `guard.closing` keeps what they
-        # held until it is done, so a kill midway cannot leave a torn block (issue 19).
+        # held until it is done, so a kill midway cannot leave a torn block.
         with contextlib.suppress(duckdb.Error):
             if read_only:
                 con.close()
@@ -166,13 +188,75 @@ def connect(
                     con.close()
 
 
+def require_duckdb_file(target: Path) -> None:
+    """WarehouseUnusable unless `target` is missing, empty (DuckDB makes a new database of
+    both) or starts like a DuckDB file. Checked before DuckDB sees the file: given a SQLite
+    or other file, DuckDB would try to find (and download) an extension that reads it."""
+    try:
+        with open(target, "rb") as file:
+            head = file.read(16)  # SQLite's magic is 16 bytes long
+    except FileNotFoundError:
+        return
+    except IsADirectoryError:
+        raise WarehouseUnusable(
+            f"warehouse {target} cannot be used: it is a directory, not a DuckDB database "
+            "file. Nothing was changed."
+        ) from None
+    except OSError as exc:
+        raise WarehouseUnusable(
+            f"warehouse {target} cannot be used: {exc.strerror or exc}. Nothing was changed."
+        ) from None
+    if head and head[_MAGIC_OFFSET : _MAGIC_OFFSET + len(_MAGIC)] != _MAGIC:
+        kind = " (it is a SQLite database)" if head.startswith(b"SQLite format 3") else ""
+        raise WarehouseUnusable(
+            f"warehouse {target} cannot be used: it is not a DuckDB database file{kind}. "
+            "Nothing was changed."
+        )
+
+
+def corrupt_message(target: Path, detail: str) -> str:
+    """What to tell a user whose warehouse file is damaged: which file, DuckDB's words, and
+    how to restore it (or put back an interrupted write's blocks)."""
+    from warehouse import guard
+
+    lines = [
+        f"warehouse {target} is damaged: {detail}",
+        "Nothing was changed. Restore the last good backup with "
+        f"`schedlab restore BACKUP --warehouse {target}` (backups are in "
+        f"{backups_dir(target)}; see docs/operations.md).",
+    ]
+    if guard.guard_files(target):
+        lines.append(
+            "A recovery file of an interrupted write is beside it: "
+            f"`schedlab check --warehouse {target}` puts it back first."
+        )
+    return "\n".join(lines)
+
+
+def backups_dir(path: str | os.PathLike[str] | None) -> Path:
+    """Where `schedlab backup` and the nightly run keep the warehouse's backups:
+    `backups/<warehouse file stem>/` beside it."""
+    return files_dir(path, "backups")
+
+
+def _about_the_warehouse(target: Path, message: str) -> bool:
+    """Whether every file a DuckDB error names is the warehouse or its WAL: a truncated
+    trace file read by an ingest must not pass for a damaged warehouse."""
+    named = re.findall(r'file "([^"]+)"', message)
+    own = {os.path.abspath(target), os.path.abspath(f"{target}.wal")}
+    return all(os.path.abspath(name) in own for name in named)
+
+
 def classify_error(target: Path, exc: Exception) -> WarehouseBusy | WarehouseUnusable | None:
     """The warehouse-level meaning of a DuckDB error, or None if it is the query's own.
 
-    A lock conflict is `WarehouseBusy`; a file that is not a database, a permission
-    problem or a full disk is `WarehouseUnusable`, each with a message saying what to do.
+    A lock conflict is `WarehouseBusy`; a damaged file (checksum mismatch, truncated) is
+    `WarehouseCorrupt`; a file that is not a database, a permission problem or a full disk
+    is `WarehouseUnusable`, each with a message saying what to do.
     """
     message = str(exc)
+    if _CORRUPTION.search(message) and _about_the_warehouse(target, message):
+        return WarehouseCorrupt(corrupt_message(target, message.strip().splitlines()[0]))
     if _LOCK_CONFLICT.search(message):
         pid = re.search(r"\(PID (\d+)\)", message)
         holder = f"process {pid.group(1)}" if pid else "another process"
