@@ -26,7 +26,14 @@ import duckdb
 import polars as pl
 
 from tracelib.contracts import Jobs, Quarantine, TraceSources
-from tracelib.ingest.base import MAX_DURATION_S, IngestError, ParsedTrace, normalize
+from tracelib.ingest.base import (
+    MAX_DURATION_S,
+    PAI_BOUNDS,
+    Bounds,
+    IngestError,
+    ParsedTrace,
+    normalize,
+)
 from tracelib.ingest.generic import Mapping
 from tracelib.provenance import canonical_json, code_version, sha256_hex
 
@@ -234,7 +241,10 @@ def load_trace(
     parsed = parse_trace(trace)
     proposed = source_id or default_source_id(trace.path, trace.format)
     jobs, quarantine = normalize(
-        parsed, proposed, max_duration_s=trace.params.get("max_duration_s", max_duration_s)
+        parsed,
+        proposed,
+        max_duration_s=trace.params.get("max_duration_s", max_duration_s),
+        bounds=trace_bounds(trace),
     )
     notes = (*parsed.notes, *ingest_notes(jobs))
     return LoadedTrace(
@@ -252,6 +262,13 @@ def load_trace(
         named=source_id is not None,
         notes=notes,
     )
+
+
+def trace_bounds(trace: TraceFile) -> Bounds:
+    """What the trace's fields may hold: its mapping's [bounds], else the format's."""
+    if trace.mapping is not None:
+        return trace.mapping.bounds
+    return PAI_BOUNDS if trace.format == "pai" else Bounds()
 
 
 def ingest_notes(jobs: pl.DataFrame) -> list[str]:
@@ -453,7 +470,13 @@ def bulk_plan(trace: TraceFile):
     if trace.format not in ("generic", "helios"):
         return None
     max_duration_s = trace.params.get("max_duration_s", MAX_DURATION_S)
-    return plan_bulk(trace.path, trace.data, trace.mapping, max_duration_s=max_duration_s)
+    return plan_bulk(
+        trace.path,
+        trace.data,
+        trace.mapping,
+        max_duration_s=max_duration_s,
+        bounds=trace_bounds(trace),
+    )
 
 
 def ingest_trace(
