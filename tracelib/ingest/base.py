@@ -305,6 +305,15 @@ def normalize(
             (pl.col("duration_s"),),
         ),
         *bound_checks(bounds),
+        # A NUL byte ends strings in C tools and terminals: text holding one is not stored.
+        *(
+            Check(
+                pl.col(name).str.contains("\x00", literal=True),
+                name,
+                f"{name} holds a NUL byte (\\x00)",
+            )
+            for name in ("job_id", "user_name", "vc", "model", "gpu_type")
+        ),
     ]
     problems = first_problems(frame, checks)
     if parsed.errors.height:

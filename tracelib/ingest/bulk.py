@@ -99,8 +99,8 @@ def plan_bulk(
     if width < 2 or n_lines < 2:
         return None
     index = {name: i for i, name in reversed(list(enumerate(names)))}
-    if any(col not in index for col in mapping.columns.values()):
-        return None  # the careful way names the missing column
+    if any(col not in index or f"{col}_duplicated_0" in index for col in mapping.columns.values()):
+        return None  # the careful way names the missing or repeated column
     raw = {fld: f"c{index[col]}" for fld, col in mapping.columns.items()}
     # DuckDB reads digits grouped by "_" as a number, polars does not. Without a "_" in
     # the file, a column read only as a number is parsed by DuckDB's CSV reader (a value

@@ -75,7 +75,7 @@ from tracelib.ingest.base import (
     normalize_status,
 )
 from tracelib.ingest.csvrecords import is_utf8, read_csv_records
-from tracelib.ingest.files import read_regular
+from tracelib.ingest.files import is_linked, read_regular
 from tracelib.provenance import sha256_hex
 
 FIELDS = (
@@ -498,6 +498,14 @@ def parse_mapped(
             path, f"missing required column {col!r} (mapped to field {field_of[col]!r})", col
         )
     for fld, col in mapping.columns.items():
+        if f"{col}_duplicated_0" in table.columns:
+            # Two columns of the name: which one the field means cannot be known.
+            raise IngestError(
+                path,
+                f"column {col!r} (mapped to field {fld!r}) appears more than once in the "
+                "header: rename one of them",
+                col,
+            )
         dtype = table.schema[col]
         if dtype.is_nested() or dtype in (pl.Binary, pl.Object):
             raise IngestError(
@@ -668,12 +676,17 @@ def _refuse_unmatched_times(
         raw, times = usable.get_column(f"_raw_{fld}"), usable.get_column(fld)
         if raw.null_count() < raw.len() and times.null_count() == times.len():
             col = mapping.columns[fld]
-            example = str(raw.drop_nulls()[0])
-            example = example if len(example) <= 40 else example[:37] + "..."
+            # A value is quoted only from a file named directly: a link may lead anywhere
+            # (/etc/passwd), and an error must not be a way to read another file.
+            shown = ""
+            if not is_linked(path):
+                example = str(raw.drop_nulls()[0])
+                example = example if len(example) <= 40 else example[:37] + "..."
+                shown = f", e.g. {example!r}"
             raise IngestError(
                 path,
-                f"no value of column {col!r} (field {fld!r}) parses as {kinds[fld]}, e.g. "
-                f"{example!r}: check [time] in the mapping",
+                f"no value of column {col!r} (field {fld!r}) parses as {kinds[fld]}"
+                f"{shown}: check [time] in the mapping",
                 col,
             )
 
