@@ -33,6 +33,7 @@ from pipelines.evaluation import (
 )
 from pipelines.progress import QUIET, Reporter
 from tracelib.describe import peak_gpu_demand
+from tracelib.ingest.base import printable
 from tracelib.provenance import canonical_json, code_version
 from tracelib.sim.replay import ReplayCluster, ReplayJobs, replay
 from warehouse import connect, read_frame, transaction
@@ -108,7 +109,7 @@ def load_trace(con, cfg: ReplayConfig) -> tuple[pl.DataFrame, dict[str, int], st
     if source.height == 0:
         known = read_frame(con, "SELECT source_id FROM trace_sources ORDER BY source_id")
         raise ReplayInputError(
-            f"unknown trace source {cfg.source_id!r}; ingested: "
+            f"unknown trace source {printable(repr(cfg.source_id), 80)}; ingested: "
             f"{', '.join(known['source_id'].to_list()) or 'none'}"
         )
     jobs = read_frame(

@@ -33,6 +33,7 @@ from tracelib.ingest.base import (
     IngestError,
     ParsedTrace,
     normalize,
+    printable,
 )
 from tracelib.ingest.generic import Mapping
 from tracelib.provenance import canonical_json, code_version, sha256_hex
@@ -48,6 +49,7 @@ __all__ = [
     "StoreResult",
     "TraceFile",
     "bulk_plan",
+    "check_source_id",
     "default_source_id",
     "find_source",
     "find_source_of",
@@ -139,10 +141,37 @@ class SourceMatch:
     note: str = ""
 
 
+MAX_SOURCE_ID_CHARS = 200
+"""Longest source id: ids are typed into commands and printed in every summary line."""
+
+
 def default_source_id(path: str | Path, fmt: str) -> str:
-    """`format:name`, name the file (or, for PAI, the directory) without its extension."""
+    """`format:name`, name the file (or, for PAI, the directory) without its extension;
+    control characters in the name are escaped (`\\x1b`), so the id is always printable."""
     path = Path(path)
-    return f"{fmt}:{path.stem if path.suffix else path.name}"
+    return printable(f"{fmt}:{path.stem if path.suffix else path.name}", MAX_SOURCE_ID_CHARS)
+
+
+def check_source_id(source_id: str | None, path: str | Path) -> None:
+    """IngestError (naming the trace `path`) unless `source_id` is None or a usable id:
+    not empty or blank, at most `MAX_SOURCE_ID_CHARS` characters, printable characters
+    only (no control characters, which would act on the terminal of whoever lists it)."""
+    if source_id is None:
+        return
+    shown = printable(repr(source_id), 60)
+    if not source_id.strip():
+        raise IngestError(path, f"--source-id {shown} is empty: name the source or leave it out")
+    if len(source_id) > MAX_SOURCE_ID_CHARS:
+        raise IngestError(
+            path,
+            f"--source-id {shown} has {len(source_id):,} characters; at most "
+            f"{MAX_SOURCE_ID_CHARS} are allowed",
+        )
+    if not source_id.isprintable():
+        raise IngestError(
+            path,
+            f"--source-id {shown} holds control characters; use printable characters only",
+        )
 
 
 def read_trace(
@@ -233,6 +262,7 @@ def load_trace(
     Without `source_id` the trace is proposed under `default_source_id`; `store_trace`
     decides the final id (see the module docstring).
     """
+    check_source_id(source_id, path.path if isinstance(path, TraceFile) else path)
     trace = (
         path
         if isinstance(path, TraceFile)
@@ -501,6 +531,7 @@ def ingest_trace(
     """
     from warehouse.bulk import BulkRefused
 
+    check_source_id(source_id, trace.path)
     plan = plan or bulk_plan(trace)
     if plan is not None:
         try:
