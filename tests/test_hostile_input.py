@@ -424,3 +424,30 @@ def test_stored_impossible_rows_do_not_break_describe_replay_or_report(
     report = tmp_path / "report.html"
     assert main(["report", "--out", str(report)]) == 0
     assert "hold impossible values" in report.read_text()
+
+
+def test_the_fast_way_applies_the_same_bounds(tmp_path, stocked, capsys):
+    # A plain CSV into an existing warehouse is read by DuckDB (tracelib/ingest/bulk.py):
+    # values at the bounds are accepted, values beyond them quarantined, as the careful way.
+    path = tmp_path / "plain.csv"
+    path.write_bytes(
+        text(
+            G_HEADER,
+            rec("edge-start", submit="946684800"),  # 2000-01-01 00:00:00, the era's start
+            rec("edge-gpus", gpus="100000"),
+            rec("edge-duration", minutes="525600"),  # 365 days
+            rec("late", submit="4102444800"),  # 2100-01-01, the era's end (excluded)
+            rec("huge", gpus="100001"),
+            rec("tiny", minutes="1e-310"),
+        )
+    )
+    assert main(_argv(path, "generic", GENERIC_MAPPING)) == 0
+    accepted, quarantined = _counts(capsys.readouterr().out)
+    assert (accepted, quarantined) == ("3", "3")
+    with connect(stocked, read_only=True) as con:
+        rows = read_frame(
+            con,
+            "SELECT record_no, field FROM quarantine WHERE source_id = 'generic:plain' "
+            "ORDER BY record_no",
+        )
+    assert rows.rows() == [(5, "submit_time"), (6, "num_gpus"), (7, "duration_s")]
