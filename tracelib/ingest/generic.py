@@ -46,6 +46,12 @@ Mapping file (every key optional except submit_time, and num_gpus unless default
     [status]                       # extra raw status -> completed|failed|killed|running|pending
     "EXIT_OK" = "completed"
 
+    [bounds]                       # what a value may be (defaults: `base.Bounds`,
+    earliest = 2000-01-01          # docs/traces.md); times from earliest, before latest,
+    latest = 2100-01-01            # and a ceiling per quantity (duration in seconds)
+    num_gpus = 100000
+    duration = 31536000
+
 Without a status column or a status default, every job with a run time is taken as
 completed and the others as unknown (derive keeps completed, failed and killed jobs), and
 the ingest says so (`ingest_notes`).
