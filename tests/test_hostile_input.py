@@ -451,3 +451,27 @@ def test_the_fast_way_applies_the_same_bounds(tmp_path, stocked, capsys):
             "ORDER BY record_no",
         )
     assert rows.rows() == [(5, "submit_time"), (6, "num_gpus"), (7, "duration_s")]
+
+
+def test_a_century_of_span_lists_only_the_hours_with_arrivals(tmp_path, warehouse_path, capsys):
+    # Two jobs a century apart (both inside the era): describe stays as small as the source.
+    path = tmp_path / "span.csv"
+    path.write_bytes(text(G_HEADER, rec("first", submit="946684800"), rec("last", "4102444000")))
+    assert main(_argv(path, "generic", GENERIC_MAPPING)) == 0
+    capsys.readouterr()
+    assert main(["describe", "generic:span"]) == 0
+    out = capsys.readouterr().out
+    assert "listed for the 2 hours with arrivals only" in out, out
+    assert "(2 hours, left to right)" in out
+
+
+def test_replay_does_not_size_a_cluster_beyond_a_million_servers(tmp_path, warehouse_path, capsys):
+    # 100 jobs of 100,000 GPUs at once: 1.25 million servers of 8 GPUs.
+    path = tmp_path / "wide.csv"
+    path.write_bytes(text(G_HEADER, *(rec(f"w{i}", gpus="100000") for i in range(100))))
+    assert main(_argv(path, "generic", GENERIC_MAPPING)) == 0
+    capsys.readouterr()
+    assert main(["replay", "generic:wide", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "needs 1,250,000 servers of 8 GPUs, more than the 1,000,000" in err, err
+    assert "--servers" in err

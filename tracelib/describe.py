@@ -343,10 +343,16 @@ def describe_text(d: TraceDescription) -> str:
     hours = d.arrivals_per_hour["jobs"].to_numpy()
     if hours.size:
         busiest = d.arrivals_per_hour.sort("jobs", descending=True).row(0)
+        sparse = d.span is not None and d.span > timedelta(hours=MAX_DENSE_HOURS)
         out.append(
             f"  arrivals per hour: mean {hours.mean():.1f}, max {hours.max()} "
-            f"(at {busiest[0]:%Y-%m-%d %H:00}), {int((hours == 0).sum())} of {hours.size} "
-            "hours without any"
+            f"(at {busiest[0]:%Y-%m-%d %H:00}), "
+            + (
+                f"listed for the {hours.size} hours with arrivals only (the span is over "
+                f"{MAX_DENSE_HOURS:,} hours)"
+                if sparse
+                else f"{int((hours == 0).sum())} of {hours.size} hours without any"
+            )
         )
         out.append(f"    |{sparkline(hours)}| ({hours.size} hours, left to right)")
     q = d.duration_quantiles
