@@ -528,6 +528,35 @@ MAPPINGS = {
         GOOD_MAPPING.replace('submit_time = "Submitted"\n', ""),
         "[columns] must map the required field 'submit_time'",
     ),
+    "bounds-not-a-table": ("bounds = 5\n" + GOOD_MAPPING, "[bounds] must be a table"),
+    "bounds-unknown-key": (
+        GOOD_MAPPING + "\n[bounds]\ngpus = 8\n",
+        "unknown key(s) ['gpus'] in [bounds]",
+    ),
+    "bounds-ceiling-a-string": (
+        GOOD_MAPPING + '\n[bounds]\nnum_gpus = "many"\n',
+        "[bounds] num_gpus must be a number, got a string 'many'",
+    ),
+    "bounds-ceiling-negative": (
+        GOOD_MAPPING + "\n[bounds]\nduration = -1\n",
+        "[bounds] duration must be a positive finite number, got -1",
+    ),
+    "bounds-ceiling-infinite": (
+        GOOD_MAPPING + "\n[bounds]\nmem_gb = inf\n",
+        "[bounds] mem_gb must be a positive finite number, got inf",
+    ),
+    "bounds-workers-not-whole": (
+        GOOD_MAPPING + "\n[bounds]\nnum_workers = 2.5\n",
+        "[bounds] num_workers must be a whole number",
+    ),
+    "bounds-era-a-string": (
+        GOOD_MAPPING + '\n[bounds]\nearliest = "1990"\n',
+        "[bounds] earliest must be a TOML date or date-time",
+    ),
+    "bounds-era-reversed": (
+        GOOD_MAPPING + "\n[bounds]\nearliest = 2030-01-01\nlatest = 2020-01-01\n",
+        "[bounds] earliest 2030-01-01 00:00:00 must be before latest",
+    ),
     "not-toml": ("[columns\njob_id = ", "cannot read mapping file"),
     "invalid-utf8": ("[columns]\njob_id = '\udcff'\n", "cannot read mapping file"),
 }

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 
-from tracelib.ingest.base import Bounds, bound_checks
+from tracelib.ingest.base import Bounds, bound_checks, printable
 
 GPU_BINS = ((0, 0), (1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 64), (65, None))
 """GPU-demand histogram bins (inclusive bounds; None: no upper bound). Fractional GPUs
@@ -332,7 +332,8 @@ def sparkline(values: np.ndarray, width: int = 60) -> str:
 
 def describe_text(d: TraceDescription) -> str:
     """The description as plain text (what `schedlab describe` prints)."""
-    out = [f"trace {d.source_id}: {d.n_jobs:,} jobs"]
+    # A source stored before ids were checked may hold control characters: shown escaped.
+    out = [f"trace {printable(d.source_id)}: {d.n_jobs:,} jobs"]
     if d.n_unreadable:
         out.append(f"  ({left_out_note(d.n_unreadable)})")
     if d.span is not None:
