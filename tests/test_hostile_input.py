@@ -475,3 +475,16 @@ def test_replay_does_not_size_a_cluster_beyond_a_million_servers(tmp_path, wareh
     err = capsys.readouterr().err
     assert "needs 1,250,000 servers of 8 GPUs, more than the 1,000,000" in err, err
     assert "--servers" in err
+
+
+def test_describe_never_prints_control_characters_from_the_trace(tmp_path, warehouse_path, capsys):
+    # A user name and a repeated job id holding ANSI escapes reach describe's output
+    # (top users, quarantine reasons) escaped.
+    path = tmp_path / "ansi.csv"
+    path.write_bytes(text(G_HEADER, g("\x1b[2Jx", user="\x1b[31mmallory"), g("\x1b[2Jx"), g("a3")))
+    assert main(_argv(path, "generic", GENERIC_MAPPING)) == 0
+    capsys.readouterr()
+    assert main(["describe", "generic:ansi"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    assert "\\x1b[31mmallory" in out and "duplicate job_id \\x1b[2Jx" in out, out

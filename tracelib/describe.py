@@ -332,8 +332,7 @@ def sparkline(values: np.ndarray, width: int = 60) -> str:
 
 def describe_text(d: TraceDescription) -> str:
     """The description as plain text (what `schedlab describe` prints)."""
-    # A source stored before ids were checked may hold control characters: shown escaped.
-    out = [f"trace {printable(d.source_id)}: {d.n_jobs:,} jobs"]
+    out = [f"trace {d.source_id}: {d.n_jobs:,} jobs"]
     if d.n_unreadable:
         out.append(f"  ({left_out_note(d.n_unreadable)})")
     if d.span is not None:
@@ -389,4 +388,5 @@ def describe_text(d: TraceDescription) -> str:
         f"  usable for workloads: {d.derivable_jobs:,} jobs ({share:.0%}) have a final status "
         f"({', '.join(DERIVABLE_STATUSES)}) and a duration of at least 1 s"
     )
-    return "\n".join(out)
+    # User names, VCs, job ids in reasons come from the trace: never raw control codes.
+    return "\n".join(printable(line) for line in out)
