@@ -424,6 +424,11 @@ def test_stored_impossible_rows_do_not_break_describe_replay_or_report(
     report = tmp_path / "report.html"
     assert main(["report", "--out", str(report)]) == 0
     assert "hold impossible values" in report.read_text()
+    # The same file ingested again is not "unchanged": its source is read afresh.
+    assert main(["ingest", str(TRACES / "helios_sample.csv"), "--format", "helios"]) == 0
+    assert "helios:helios_sample: replaced" in capsys.readouterr().out
+    assert main(["describe", "helios:helios_sample"]) == 0
+    assert "impossible values" not in capsys.readouterr().out
 
 
 def test_the_fast_way_applies_the_same_bounds(tmp_path, stocked, capsys):

@@ -434,8 +434,10 @@ def find_source(
 def find_source_of(
     con: duckdb.DuckDBPyConnection, trace: TraceFile, source_id: str | None
 ) -> SourceMatch:
-    """`find_source` for a TraceFile read with `read_trace`."""
-    return find_source(
+    """`find_source` for a TraceFile read with `read_trace`. A source stored from the same
+    bytes and mapping whose jobs break the bounds checked now (stored before the checks)
+    is not unchanged: reading it again quarantines those jobs."""
+    match = find_source(
         con,
         fmt=trace.format,
         path=trace.resolved_path,
@@ -444,6 +446,23 @@ def find_source_of(
         source_id=source_id,
         proposed=default_source_id(trace.path, trace.format),
     )
+    if match.unchanged and _breaks_bounds(con, match.source_id, trace_bounds(trace)):
+        note = "its stored jobs include values outside the bounds checked now: read again"
+        return replace(match, unchanged=False, note="; ".join(n for n in (match.note, note) if n))
+    return match
+
+
+def _breaks_bounds(con: duckdb.DuckDBPyConnection, source_id: str, bounds: Bounds) -> bool:
+    """Whether a stored job of `source_id` breaks `bounds`."""
+    from tracelib.ingest.bulk import bounds_sql
+    from warehouse import read_frame
+
+    found = read_frame(
+        con,
+        f"SELECT count(*) AS n FROM jobs WHERE source_id = ? AND ({bounds_sql(bounds)})",
+        [source_id],
+    )
+    return found.item() > 0
 
 
 def store_trace(con: duckdb.DuckDBPyConnection, loaded: LoadedTrace) -> StoreResult:
@@ -466,9 +485,27 @@ def store_trace(con: duckdb.DuckDBPyConnection, loaded: LoadedTrace) -> StoreRes
             source_id=loaded.source_id if loaded.named else None,
             proposed=loaded.source_id,
         )
-        if match.unchanged:
+        if match.unchanged and _same_outcome(con, match.source_id, loaded):
             return StoreResult(match.source_id, "unchanged", 0, 0, match.note)
         return _replace_source(con, loaded, match)
+
+
+def _same_outcome(con: duckdb.DuckDBPyConnection, source_id: str, loaded: LoadedTrace) -> bool:
+    """Whether the stored source holds the jobs and quarantine rows `loaded` would store:
+    the same bytes and mapping read with checks added since (bounds) can split them
+    otherwise, and then the source is replaced."""
+    from warehouse import read_frame
+
+    stored = read_frame(
+        con,
+        "SELECT rows_accepted, rows_quarantined, "
+        "(SELECT count(*) FROM jobs WHERE source_id = $1) AS jobs, "
+        "(SELECT count(*) FROM quarantine WHERE source_id = $1) AS quarantined "
+        "FROM trace_sources WHERE source_id = $1",
+        [source_id],
+    )
+    accepted, quarantined = loaded.jobs.height, loaded.quarantine.height
+    return stored.height == 1 and stored.row(0) == (accepted, quarantined, accepted, quarantined)
 
 
 def _replace_source(

@@ -200,9 +200,9 @@ def _typed_sql(
     )
 
 
-def _bound_sql(bounds: Bounds) -> list[str]:
+def _bound_sql(bounds: Bounds, duration: str = "d") -> list[str]:
     """`base.bound_checks` in SQL: true where a record breaks a bound (the careful way then
-    quarantines it with the reason)."""
+    quarantines it with the reason). `duration`: the column holding the run time."""
     out = []
     for name in _TIME_FIELDS:
         out.append(
@@ -210,7 +210,7 @@ def _bound_sql(bounds: Bounds) -> list[str]:
             f"OR {name} >= TIMESTAMP '{bounds.latest.isoformat(sep=' ')}')"
         )
     for name, ceiling in bounds.ceilings().items():
-        column = "d" if name == "duration_s" else name
+        column = duration if name == "duration_s" else name
         out.append(f"{column} > {_double(ceiling)}")
         if name not in _INT_FIELDS:
             out.append(
@@ -218,6 +218,11 @@ def _bound_sql(bounds: Bounds) -> list[str]:
                 f"{_double(MIN_NORMAL)}))"
             )
     return out
+
+
+def bounds_sql(bounds: Bounds) -> str:
+    """A condition on `jobs` rows: true where a stored row breaks `bounds`."""
+    return " OR ".join(_bound_sql(bounds, duration="duration_s"))
 
 
 def _sql_type(dtype: pl.DataType) -> str:
