@@ -493,3 +493,16 @@ def test_describe_never_prints_control_characters_from_the_trace(tmp_path, wareh
     out = capsys.readouterr().out
     assert "\x1b" not in out
     assert "\\x1b[31mmallory" in out and "duplicate job_id \\x1b[2Jx" in out, out
+
+
+def test_derive_leaves_stored_impossible_rows_out(stocked):
+    from tracelib.workloads import DeriveConfig, derive_workloads
+
+    _store_impossible_rows(stocked)
+    with connect(stocked, read_only=True) as con:
+        jobs = read_frame(con, "SELECT * FROM jobs")
+        sources = read_frame(con, "SELECT * FROM trace_sources")
+    _, derived = derive_workloads(jobs, sources, DeriveConfig(jobs_per_sequence=2))
+    ids = derived["job_id"].to_list()
+    assert ids and not any(i.startswith("bad-") for i in ids)
+    assert int(derived["arrival_slot"].max()) < 1000
