@@ -2,8 +2,9 @@
 
 An adapter turns a file into a `ParsedTrace`: typed job fields per record plus the records
 it could not parse. `normalize` then applies the checks common to all formats (required
-fields, signs, ordering of times, absurd durations, duplicate ids) and splits the records
-into accepted jobs and quarantined rows, each quarantined row with a reason naming a field.
+fields, signs, ordering of times, absurd durations, the plausibility `Bounds`, NUL bytes in
+text, duplicate ids) and splits the records into accepted jobs and quarantined rows, each
+quarantined row with a reason naming a field.
 """
 
 from __future__ import annotations
