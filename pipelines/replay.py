@@ -119,7 +119,7 @@ def load_trace(con, cfg: ReplayConfig) -> tuple[pl.DataFrame, dict[str, int], st
         [cfg.source_id],
     )
     left_out: Counter[str] = Counter()
-    # A row no ingest accepts today (stored before the checks) would break the time
+    # A row no ingest accepts today (stored without these checks) would break the time
     # arithmetic or size the cluster beyond memory: left out and counted.
     jobs, unreadable = readable_jobs(jobs)
     left_out["stored with impossible values (ingest the source again)"] = unreadable

@@ -7,7 +7,7 @@ quarantine rows. Refused cases must exit 2 with a message naming the file, witho
 traceback, and leave the warehouse file byte for byte as it was. Special files (named
 pipes, /dev/zero) run under an alarm, so a read that blocks fails the test instead of
 hanging it. Stored-row cases put an impossible row straight into the warehouse (as one
-stored before the checks) and check that describe, replay and report still answer.
+stored without the bounds) and check that describe, replay and report still answer.
 """
 
 from __future__ import annotations

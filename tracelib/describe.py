@@ -40,8 +40,8 @@ READABLE = Bounds(
 )
 """What a stored job may hold for `describe`, `replay` and `report` to use it: wider than
 any ingest's bounds (`tracelib.ingest.base.Bounds`, which a mapping may widen), so only a
-row no ingest accepts today (one stored before the checks, or written by hand) is left
-out. Times beyond it do not convert to Python dates and would stretch a timeline over
+row no ingest accepts (one stored by a version without these checks, or written by hand)
+is left out. Times beyond it do not convert to Python dates and would stretch a timeline over
 centuries; a GPU count beyond it would size a replay cluster that no memory holds."""
 
 MAX_DENSE_HOURS = 100_000

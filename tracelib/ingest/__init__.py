@@ -435,7 +435,7 @@ def find_source_of(
     con: duckdb.DuckDBPyConnection, trace: TraceFile, source_id: str | None
 ) -> SourceMatch:
     """`find_source` for a TraceFile read with `read_trace`. A source stored from the same
-    bytes and mapping whose jobs break the bounds checked now (stored before the checks)
+    bytes and mapping whose jobs break the bounds (stored by a version without them)
     is not unchanged: reading it again quarantines those jobs."""
     match = find_source(
         con,
@@ -447,7 +447,7 @@ def find_source_of(
         proposed=default_source_id(trace.path, trace.format),
     )
     if match.unchanged and _breaks_bounds(con, match.source_id, trace_bounds(trace)):
-        note = "its stored jobs include values outside the bounds checked now: read again"
+        note = "its stored jobs include values outside the bounds: read again"
         return replace(match, unchanged=False, note="; ".join(n for n in (match.note, note) if n))
     return match
 
@@ -492,7 +492,7 @@ def store_trace(con: duckdb.DuckDBPyConnection, loaded: LoadedTrace) -> StoreRes
 
 def _same_outcome(con: duckdb.DuckDBPyConnection, source_id: str, loaded: LoadedTrace) -> bool:
     """Whether the stored source holds the jobs and quarantine rows `loaded` would store:
-    the same bytes and mapping read with checks added since (bounds) can split them
+    the same bytes and mapping read by a version with other checks (bounds) can split them
     otherwise, and then the source is replaced."""
     from warehouse import read_frame
 
