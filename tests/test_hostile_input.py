@@ -390,8 +390,8 @@ def test_special_files_in_incoming_are_refused_one_by_one(tmp_path, warehouse_pa
 
 def _store_impossible_rows(warehouse: Path) -> None:
     """Copies of a stored job with a year-52671 submit time, an 11-digit-epoch submit time
-    (year 5138), 1e308 GPUs and a subnormal duration, as a warehouse written before the
-    ingest checked bounds would hold them."""
+    (year 5138), 1e308 GPUs and a subnormal duration, as a warehouse written without the
+    bounds would hold them."""
     with connect(warehouse) as con:
         for job_id, change in (
             ("bad-ms", "TIMESTAMP '52671-03-01 00:00:00' AS submit_time"),
