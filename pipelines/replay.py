@@ -32,7 +32,8 @@ from pipelines.evaluation import (
     summarize_runs,
 )
 from pipelines.progress import QUIET, Reporter
-from tracelib.describe import peak_gpu_demand
+from tracelib.describe import peak_gpu_demand, readable_jobs
+from tracelib.ingest.base import printable
 from tracelib.provenance import canonical_json, code_version
 from tracelib.sim.replay import ReplayCluster, ReplayJobs, replay
 from warehouse import connect, read_frame, transaction
@@ -108,7 +109,7 @@ def load_trace(con, cfg: ReplayConfig) -> tuple[pl.DataFrame, dict[str, int], st
     if source.height == 0:
         known = read_frame(con, "SELECT source_id FROM trace_sources ORDER BY source_id")
         raise ReplayInputError(
-            f"unknown trace source {cfg.source_id!r}; ingested: "
+            f"unknown trace source {printable(repr(cfg.source_id), 80)}; ingested: "
             f"{', '.join(known['source_id'].to_list()) or 'none'}"
         )
     jobs = read_frame(
@@ -118,6 +119,10 @@ def load_trace(con, cfg: ReplayConfig) -> tuple[pl.DataFrame, dict[str, int], st
         [cfg.source_id],
     )
     left_out: Counter[str] = Counter()
+    # A row no ingest accepts today (stored without these checks) would break the time
+    # arithmetic or size the cluster beyond memory: left out and counted.
+    jobs, unreadable = readable_jobs(jobs)
+    left_out["stored with impossible values (ingest the source again)"] = unreadable
     if cfg.window is not None:
         inside = (pl.col("submit_time") >= cfg.window[0]) & (pl.col("submit_time") < cfg.window[1])
         left_out["submitted outside the window"] = int(jobs.filter(~inside).height)
@@ -143,6 +148,11 @@ def load_trace(con, cfg: ReplayConfig) -> tuple[pl.DataFrame, dict[str, int], st
     return jobs, {k: v for k, v in left_out.items() if v}, source["content_hash"][0]
 
 
+MAX_SERVERS = 1_000_000
+"""Most servers `size_cluster` sizes a cluster to (8 million GPUs at 8 per server): the
+simulator holds a few numbers per server, and a larger one is a trace's error."""
+
+
 def size_cluster(jobs: pl.DataFrame, cfg: ReplayConfig) -> ReplayCluster:
     """The given cluster, or servers for the peak concurrent GPU demand as `schedlab
     describe` reports it (per GPU type when the trace names types: a job of "A|B" counts
@@ -159,6 +169,12 @@ def size_cluster(jobs: pl.DataFrame, cfg: ReplayConfig) -> ReplayCluster:
         need = max(peak_gpu_demand(part), float(part["num_gpus"].max()))
         per_type.append((gpu_type[0], max(1, math.ceil(need / g - 1e-9))))
     per_type.sort()
+    needed = sum(n for _, n in per_type)
+    if needed > MAX_SERVERS:
+        raise ReplayInputError(
+            f"the trace's peak GPU demand needs {needed:,} servers of {g:g} GPUs, more than "
+            f"the {MAX_SERVERS:,} a replay sizes on its own: give --servers"
+        )
     if per_type == [("", per_type[0][1])]:
         return ReplayCluster(per_type[0][1], g)
     server_types = tuple(t for t, n in per_type for _ in range(n))

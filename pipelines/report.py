@@ -202,7 +202,7 @@ def traces_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -
     overview row per source, then one section per source with its tables and plots."""
     from pipelines.describe import describe_from, trace_figure
     from pipelines.sources import source_ids
-    from tracelib.describe import human_duration
+    from tracelib.describe import human_duration, left_out_note
 
     section = Section(
         "Traces",
@@ -271,6 +271,8 @@ def traces_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -
                 "status and a duration of at least 1 s",
             ],
         ]
+        if d.n_unreadable:
+            facts.append(["left out", left_out_note(d.n_unreadable)])
         one.tables.append(Table("summary", ["", "value"], facts))
         drawn = (plots or Plots()).png(trace_figure, d)
         one.figures.append(Figure(f"{source_id}", drawn))

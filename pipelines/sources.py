@@ -22,6 +22,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracelib.ingest.base import printable
 from warehouse import connect, read_frame, transaction
 from warehouse.maintenance import compact
 
@@ -40,8 +41,10 @@ def require_source(con, source_id: str) -> None:
     """UnknownSource (naming the ingested ones) unless `source_id` is ingested."""
     known = source_ids(con)
     if source_id not in known:
+        # The id is what the user typed: shown escaped and cut, never as raw control codes.
         raise UnknownSource(
-            f"unknown trace source {source_id!r}; ingested: {', '.join(known) or 'none'}"
+            f"unknown trace source {printable(repr(source_id), 80)}; ingested: "
+            f"{', '.join(printable(k) for k in known) or 'none'}"
         )
 
 

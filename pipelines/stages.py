@@ -40,6 +40,7 @@ from tracelib.ingest import (
     LoadedTrace,
     StoreResult,
     bulk_plan,
+    check_source_id,
     find_source_of,
     ingest_trace,
     load_trace,
@@ -88,6 +89,7 @@ def ingest_stage(
     hash, not a parse. Parsing, checking and loading are one step (`ingest_trace`: a plain
     CSV is read by DuckDB inside the load's transaction).
     """
+    check_source_id(source_id, path)
     trace = read_trace(path, fmt, mapping)
     exists = resolve_path(warehouse).exists()
     if exists:

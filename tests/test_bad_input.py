@@ -141,8 +141,9 @@ CASES = {
     "generic-unterminated-quote": Case(
         "generic",
         {"t.csv": text(G_HEADER, g("a1"), g("a2", user='"bob'), g("a3"), g("a4"))},
-        records=2,  # the open quote swallows the rest of the file into one record
-        quarantined={3: ("status", "runs over lines 3-5")},
+        records=4,  # the line that opens the quote is one record, the lines after it too
+        quarantined={3: ("record", "a quote opened in this record is never closed")},
+        raw={3: g("a2", user='"bob')},
     ),
     "generic-invalid-utf8": Case(
         "generic",
@@ -526,6 +527,35 @@ MAPPINGS = {
     "required-field-unmapped": (
         GOOD_MAPPING.replace('submit_time = "Submitted"\n', ""),
         "[columns] must map the required field 'submit_time'",
+    ),
+    "bounds-not-a-table": ("bounds = 5\n" + GOOD_MAPPING, "[bounds] must be a table"),
+    "bounds-unknown-key": (
+        GOOD_MAPPING + "\n[bounds]\ngpus = 8\n",
+        "unknown key(s) ['gpus'] in [bounds]",
+    ),
+    "bounds-ceiling-a-string": (
+        GOOD_MAPPING + '\n[bounds]\nnum_gpus = "many"\n',
+        "[bounds] num_gpus must be a number, got a string 'many'",
+    ),
+    "bounds-ceiling-negative": (
+        GOOD_MAPPING + "\n[bounds]\nduration = -1\n",
+        "[bounds] duration must be a positive finite number, got -1",
+    ),
+    "bounds-ceiling-infinite": (
+        GOOD_MAPPING + "\n[bounds]\nmem_gb = inf\n",
+        "[bounds] mem_gb must be a positive finite number, got inf",
+    ),
+    "bounds-workers-not-whole": (
+        GOOD_MAPPING + "\n[bounds]\nnum_workers = 2.5\n",
+        "[bounds] num_workers must be a whole number",
+    ),
+    "bounds-era-a-string": (
+        GOOD_MAPPING + '\n[bounds]\nearliest = "1990"\n',
+        "[bounds] earliest must be a TOML date or date-time",
+    ),
+    "bounds-era-reversed": (
+        GOOD_MAPPING + "\n[bounds]\nearliest = 2030-01-01\nlatest = 2020-01-01\n",
+        "[bounds] earliest 2030-01-01 00:00:00 must be before latest",
     ),
     "not-toml": ("[columns\njob_id = ", "cannot read mapping file"),
     "invalid-utf8": ("[columns]\njob_id = '\udcff'\n", "cannot read mapping file"),

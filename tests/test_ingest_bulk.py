@@ -339,3 +339,46 @@ def test_a_contract_check_without_sql_twin_is_refused(tmp_path):
     with connect(tmp_path / "wh.duckdb") as con:
         with pytest.raises(NotImplementedError, match="something_new"):
             check_stored(con, Odd, {"source_id": "s"})
+
+
+def test_fast_way_accepts_values_at_the_bounds_as_the_careful_way(tmp_path, monkeypatch):
+    """Values exactly at the plausibility bounds (the era's first second, the GPU and
+    duration ceilings, a mapping's own [bounds]) are stored by the fast way, bit for bit
+    as the careful way stores them."""
+    mapping = Mapping.from_dict(
+        {
+            "columns": {
+                "job_id": "id",
+                "submit_time": "t",
+                "duration": "d",
+                "num_gpus": "g",
+            },
+            "time": {"epoch_unit": "s"},
+            "bounds": {"num_gpus": 64, "duration": 7200},
+        }
+    )
+    path = tmp_path / "edges.csv"
+    path.write_bytes(b"id,t,d,g\ne1,946684800,7200,64\ne2,4102444799,0,0\ne3,1700000000,1,1\n")
+    fast_tables, careful_tables, fast, careful = _both_ways(
+        tmp_path, path, mapping=mapping, fast_only=monkeypatch
+    )
+    assert careful.rows_accepted == 3 and careful.rows_quarantined == 0
+    _assert_same(fast_tables, careful_tables, fast, careful)
+
+
+def test_fast_way_leaves_values_beyond_the_bounds_to_the_careful_way(tmp_path):
+    mapping = Mapping.from_dict(
+        {
+            "columns": {"job_id": "id", "submit_time": "t", "duration": "d", "num_gpus": "g"},
+            "time": {"epoch_unit": "s"},
+            "bounds": {"num_gpus": 64},
+        }
+    )
+    path = tmp_path / "beyond.csv"
+    path.write_bytes(
+        b"id,t,d,g\ne1,1700000000,60,65\ne2,4102444800,60,1\ne3,1700000000,1e-310,1\n"
+        b"e4,1700000000,60,1\n"
+    )
+    fast_tables, careful_tables, fast, careful = _both_ways(tmp_path, path, mapping=mapping)
+    assert (careful.rows_accepted, careful.rows_quarantined) == (1, 3)
+    _assert_same(fast_tables, careful_tables, fast, careful)

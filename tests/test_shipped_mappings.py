@@ -239,7 +239,7 @@ def test_no_status_column_defaults_and_says_so(tmp_path):
 
 def test_every_unit_converts(tmp_path):
     path = tmp_path / "units.csv"
-    path.write_text("id,t,gpu,cpu,mem\nj1,0,50,2500,2048\n")
+    path.write_text("id,t,gpu,cpu,mem\nj1,1700000000,50,2500,2048\n")
     cases = {
         ("bytes", 2048 * 1e-9),
         ("KiB", 2048 * 1024 / 1e9),

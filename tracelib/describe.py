@@ -16,6 +16,8 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 
+from tracelib.ingest.base import Bounds, bound_checks, printable
+
 GPU_BINS = ((0, 0), (1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32), (33, 64), (65, None))
 """GPU-demand histogram bins (inclusive bounds; None: no upper bound). Fractional GPUs
 (a share of one GPU) fall in the bin of their ceiling."""
@@ -24,6 +26,48 @@ DERIVABLE_STATUSES = ("completed", "failed", "killed")
 """Statuses workload derivation keeps by default (tracelib.workloads.DeriveConfig)."""
 
 _SPARK = " ▁▂▃▄▅▆▇█"
+
+READABLE = Bounds(
+    earliest=datetime(1970, 1, 1),
+    latest=datetime(2262, 1, 1),
+    num_gpus=10_000_000.0,
+    num_cpus=1e9,
+    mem_gb=1e10,
+    num_workers=10_000_000,
+    num_ps=10_000_000,
+    epochs=1e9,
+    duration_s=100 * 365 * 24 * 3600.0,
+)
+"""What a stored job may hold for `describe`, `replay` and `report` to use it: wider than
+any ingest's bounds (`tracelib.ingest.base.Bounds`, which a mapping may widen), so only a
+row no ingest accepts (one stored by a version without these checks, or written by hand)
+is left out. Times beyond it do not convert to Python dates and would stretch a timeline over
+centuries; a GPU count beyond it would size a replay cluster that no memory holds."""
+
+MAX_DENSE_HOURS = 100_000
+"""Arrivals are listed hour by hour, zeros included, over a span of at most this many
+hours (11 years); over a longer one only the hours with arrivals are listed, so the
+listing never has more rows than the source has jobs."""
+
+
+def readable_jobs(jobs: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """The `jobs` rows within `READABLE` (for each column the frame has), and how many
+    were left out."""
+    fails = [c.fails.fill_null(False) for c in bound_checks(READABLE) if c.field in jobs.columns]
+    if not fails or jobs.height == 0:
+        return jobs, 0
+    kept = jobs.filter(~pl.any_horizontal(fails))
+    return kept, jobs.height - kept.height
+
+
+def left_out_note(n: int) -> str:
+    """What a command says about stored rows `readable_jobs` left out."""
+    return (
+        f"{n:,} stored job(s) hold impossible values (a time outside "
+        f"{READABLE.earliest:%Y}-{READABLE.latest:%Y}, or a quantity that is not finite, "
+        "subnormal or beyond any job's size) and are left out; ingest the source again "
+        "to quarantine them with the reason"
+    )
 
 
 @dataclass(frozen=True)
@@ -36,7 +80,8 @@ class TraceDescription:
     first_submit: datetime | None
     last_submit: datetime | None
     arrivals_per_hour: pl.DataFrame
-    """hour (datetime), jobs: every hour of the span, zeros included."""
+    """hour (datetime), jobs: every hour of the span, zeros included (over a span of more
+    than `MAX_DENSE_HOURS`, only the hours with arrivals)."""
     duration_quantiles: dict[str, float]
     """p10, p50, p90, p99, max and mean of duration_s (seconds) over jobs that have one."""
     duration_cdf: pl.DataFrame
@@ -65,6 +110,8 @@ class TraceDescription:
     """field, reason, records, first_record (top 10 by records)."""
     derivable_jobs: int
     """Jobs workload derivation keeps by default (a final status and a duration >= 1 s)."""
+    n_unreadable: int = 0
+    """Stored jobs left out for impossible values (`readable_jobs`)."""
 
     @property
     def span(self) -> timedelta | None:
@@ -80,6 +127,8 @@ def _hours(jobs: pl.DataFrame) -> pl.DataFrame:
         pl.len().alias("jobs")
     )
     first, last = counts["hour"].min(), counts["hour"].max()
+    if (last - first) > timedelta(hours=MAX_DENSE_HOURS):
+        return counts.with_columns(pl.col("jobs").cast(pl.UInt32)).sort("hour")
     every = pl.DataFrame({"hour": pl.datetime_range(first, last, "1h", eager=True, time_unit="us")})
     return (
         every.join(counts, on="hour", how="left")
@@ -187,7 +236,9 @@ def _top(jobs: pl.DataFrame, column: str, gpu_h: pl.Expr) -> tuple[int, pl.DataF
 def describe_trace(
     jobs: pl.DataFrame, quarantine: pl.DataFrame, source_id: str = ""
 ) -> TraceDescription:
-    """Summarize one source's `jobs` rows and its `quarantine` rows (the tables' columns)."""
+    """Summarize one source's `jobs` rows and its `quarantine` rows (the tables' columns).
+    Rows outside `READABLE` are left out and counted (`n_unreadable`)."""
+    jobs, unreadable = readable_jobs(jobs)
     durations = jobs["duration_s"].drop_nulls().to_numpy().astype(float)
     quantiles = (
         {
@@ -252,6 +303,7 @@ def describe_trace(
         n_quarantined=quarantine.height,
         quarantine_reasons=reasons,
         derivable_jobs=derivable,
+        n_unreadable=unreadable,
     )
 
 
@@ -281,6 +333,8 @@ def sparkline(values: np.ndarray, width: int = 60) -> str:
 def describe_text(d: TraceDescription) -> str:
     """The description as plain text (what `schedlab describe` prints)."""
     out = [f"trace {d.source_id}: {d.n_jobs:,} jobs"]
+    if d.n_unreadable:
+        out.append(f"  ({left_out_note(d.n_unreadable)})")
     if d.span is not None:
         out.append(
             f"  submitted {d.first_submit:%Y-%m-%d %H:%M} .. {d.last_submit:%Y-%m-%d %H:%M} "
@@ -289,10 +343,16 @@ def describe_text(d: TraceDescription) -> str:
     hours = d.arrivals_per_hour["jobs"].to_numpy()
     if hours.size:
         busiest = d.arrivals_per_hour.sort("jobs", descending=True).row(0)
+        sparse = d.span is not None and d.span > timedelta(hours=MAX_DENSE_HOURS)
         out.append(
             f"  arrivals per hour: mean {hours.mean():.1f}, max {hours.max()} "
-            f"(at {busiest[0]:%Y-%m-%d %H:00}), {int((hours == 0).sum())} of {hours.size} "
-            "hours without any"
+            f"(at {busiest[0]:%Y-%m-%d %H:00}), "
+            + (
+                f"listed for the {hours.size} hours with arrivals only (the span is over "
+                f"{MAX_DENSE_HOURS:,} hours)"
+                if sparse
+                else f"{int((hours == 0).sum())} of {hours.size} hours without any"
+            )
         )
         out.append(f"    |{sparkline(hours)}| ({hours.size} hours, left to right)")
     q = d.duration_quantiles
@@ -328,4 +388,5 @@ def describe_text(d: TraceDescription) -> str:
         f"  usable for workloads: {d.derivable_jobs:,} jobs ({share:.0%}) have a final status "
         f"({', '.join(DERIVABLE_STATUSES)}) and a duration of at least 1 s"
     )
-    return "\n".join(out)
+    # User names, VCs, job ids in reasons come from the trace: never raw control codes.
+    return "\n".join(printable(line) for line in out)

@@ -97,7 +97,13 @@ def derive_workloads(
     cfg: DeriveConfig,
     catalogue: tuple[JobType, ...] = DL2_CATALOGUE,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Turn `jobs` rows into (`workloads` rows, `workload_jobs` rows). Pure and deterministic."""
+    """Turn `jobs` rows into (`workloads` rows, `workload_jobs` rows). Pure and deterministic.
+
+    Stored rows with impossible values (`tracelib.describe.readable_jobs`: stored before
+    the ingest checked them) are not derived from; `schedlab describe` counts them."""
+    from tracelib.describe import readable_jobs
+
+    jobs, _ = readable_jobs(jobs)
     streams = np.random.SeedSequence(cfg.seed).spawn(2)
     model_rng, split_rng = (np.random.default_rng(s) for s in streams)
 

@@ -26,7 +26,15 @@ import duckdb
 import polars as pl
 
 from tracelib.contracts import Jobs, Quarantine, TraceSources
-from tracelib.ingest.base import MAX_DURATION_S, IngestError, ParsedTrace, normalize
+from tracelib.ingest.base import (
+    MAX_DURATION_S,
+    PAI_BOUNDS,
+    Bounds,
+    IngestError,
+    ParsedTrace,
+    normalize,
+    printable,
+)
 from tracelib.ingest.generic import Mapping
 from tracelib.provenance import canonical_json, code_version, sha256_hex
 
@@ -41,6 +49,7 @@ __all__ = [
     "StoreResult",
     "TraceFile",
     "bulk_plan",
+    "check_source_id",
     "default_source_id",
     "find_source",
     "find_source_of",
@@ -132,10 +141,37 @@ class SourceMatch:
     note: str = ""
 
 
+MAX_SOURCE_ID_CHARS = 200
+"""Longest source id: ids are typed into commands and printed in every summary line."""
+
+
 def default_source_id(path: str | Path, fmt: str) -> str:
-    """`format:name`, name the file (or, for PAI, the directory) without its extension."""
+    """`format:name`, name the file (or, for PAI, the directory) without its extension;
+    control characters in the name are escaped (`\\x1b`), so the id is always printable."""
     path = Path(path)
-    return f"{fmt}:{path.stem if path.suffix else path.name}"
+    return printable(f"{fmt}:{path.stem if path.suffix else path.name}", MAX_SOURCE_ID_CHARS)
+
+
+def check_source_id(source_id: str | None, path: str | Path) -> None:
+    """IngestError (naming the trace `path`) unless `source_id` is None or a usable id:
+    not empty or blank, at most `MAX_SOURCE_ID_CHARS` characters, printable characters
+    only (no control characters, which would act on the terminal of whoever lists it)."""
+    if source_id is None:
+        return
+    shown = printable(repr(source_id), 60)
+    if not source_id.strip():
+        raise IngestError(path, f"--source-id {shown} is empty: name the source or leave it out")
+    if len(source_id) > MAX_SOURCE_ID_CHARS:
+        raise IngestError(
+            path,
+            f"--source-id {shown} has {len(source_id):,} characters; at most "
+            f"{MAX_SOURCE_ID_CHARS} are allowed",
+        )
+    if not source_id.isprintable():
+        raise IngestError(
+            path,
+            f"--source-id {shown} holds control characters; use printable characters only",
+        )
 
 
 def read_trace(
@@ -226,6 +262,7 @@ def load_trace(
     Without `source_id` the trace is proposed under `default_source_id`; `store_trace`
     decides the final id (see the module docstring).
     """
+    check_source_id(source_id, path.path if isinstance(path, TraceFile) else path)
     trace = (
         path
         if isinstance(path, TraceFile)
@@ -234,7 +271,10 @@ def load_trace(
     parsed = parse_trace(trace)
     proposed = source_id or default_source_id(trace.path, trace.format)
     jobs, quarantine = normalize(
-        parsed, proposed, max_duration_s=trace.params.get("max_duration_s", max_duration_s)
+        parsed,
+        proposed,
+        max_duration_s=trace.params.get("max_duration_s", max_duration_s),
+        bounds=trace_bounds(trace),
     )
     notes = (*parsed.notes, *ingest_notes(jobs))
     return LoadedTrace(
@@ -252,6 +292,13 @@ def load_trace(
         named=source_id is not None,
         notes=notes,
     )
+
+
+def trace_bounds(trace: TraceFile) -> Bounds:
+    """What the trace's fields may hold: its mapping's [bounds], else the format's."""
+    if trace.mapping is not None:
+        return trace.mapping.bounds
+    return PAI_BOUNDS if trace.format == "pai" else Bounds()
 
 
 def ingest_notes(jobs: pl.DataFrame) -> list[str]:
@@ -387,8 +434,10 @@ def find_source(
 def find_source_of(
     con: duckdb.DuckDBPyConnection, trace: TraceFile, source_id: str | None
 ) -> SourceMatch:
-    """`find_source` for a TraceFile read with `read_trace`."""
-    return find_source(
+    """`find_source` for a TraceFile read with `read_trace`. A source stored from the same
+    bytes and mapping whose jobs break the bounds (stored by a version without them)
+    is not unchanged: reading it again quarantines those jobs."""
+    match = find_source(
         con,
         fmt=trace.format,
         path=trace.resolved_path,
@@ -397,6 +446,23 @@ def find_source_of(
         source_id=source_id,
         proposed=default_source_id(trace.path, trace.format),
     )
+    if match.unchanged and _breaks_bounds(con, match.source_id, trace_bounds(trace)):
+        note = "its stored jobs include values outside the bounds: read again"
+        return replace(match, unchanged=False, note="; ".join(n for n in (match.note, note) if n))
+    return match
+
+
+def _breaks_bounds(con: duckdb.DuckDBPyConnection, source_id: str, bounds: Bounds) -> bool:
+    """Whether a stored job of `source_id` breaks `bounds`."""
+    from tracelib.ingest.bulk import bounds_sql
+    from warehouse import read_frame
+
+    found = read_frame(
+        con,
+        f"SELECT count(*) AS n FROM jobs WHERE source_id = ? AND ({bounds_sql(bounds)})",
+        [source_id],
+    )
+    return found.item() > 0
 
 
 def store_trace(con: duckdb.DuckDBPyConnection, loaded: LoadedTrace) -> StoreResult:
@@ -419,9 +485,27 @@ def store_trace(con: duckdb.DuckDBPyConnection, loaded: LoadedTrace) -> StoreRes
             source_id=loaded.source_id if loaded.named else None,
             proposed=loaded.source_id,
         )
-        if match.unchanged:
+        if match.unchanged and _same_outcome(con, match.source_id, loaded):
             return StoreResult(match.source_id, "unchanged", 0, 0, match.note)
         return _replace_source(con, loaded, match)
+
+
+def _same_outcome(con: duckdb.DuckDBPyConnection, source_id: str, loaded: LoadedTrace) -> bool:
+    """Whether the stored source holds the jobs and quarantine rows `loaded` would store:
+    the same bytes and mapping read by a version with other checks (bounds) can split them
+    otherwise, and then the source is replaced."""
+    from warehouse import read_frame
+
+    stored = read_frame(
+        con,
+        "SELECT rows_accepted, rows_quarantined, "
+        "(SELECT count(*) FROM jobs WHERE source_id = $1) AS jobs, "
+        "(SELECT count(*) FROM quarantine WHERE source_id = $1) AS quarantined "
+        "FROM trace_sources WHERE source_id = $1",
+        [source_id],
+    )
+    accepted, quarantined = loaded.jobs.height, loaded.quarantine.height
+    return stored.height == 1 and stored.row(0) == (accepted, quarantined, accepted, quarantined)
 
 
 def _replace_source(
@@ -453,7 +537,13 @@ def bulk_plan(trace: TraceFile):
     if trace.format not in ("generic", "helios"):
         return None
     max_duration_s = trace.params.get("max_duration_s", MAX_DURATION_S)
-    return plan_bulk(trace.path, trace.data, trace.mapping, max_duration_s=max_duration_s)
+    return plan_bulk(
+        trace.path,
+        trace.data,
+        trace.mapping,
+        max_duration_s=max_duration_s,
+        bounds=trace_bounds(trace),
+    )
 
 
 def ingest_trace(
@@ -478,6 +568,7 @@ def ingest_trace(
     """
     from warehouse.bulk import BulkRefused
 
+    check_source_id(source_id, trace.path)
     plan = plan or bulk_plan(trace)
     if plan is not None:
         try:

@@ -2,14 +2,17 @@
 
 An adapter turns a file into a `ParsedTrace`: typed job fields per record plus the records
 it could not parse. `normalize` then applies the checks common to all formats (required
-fields, signs, ordering of times, absurd durations, duplicate ids) and splits the records
-into accepted jobs and quarantined rows, each quarantined row with a reason naming a field.
+fields, signs, ordering of times, absurd durations, the plausibility `Bounds`, NUL bytes in
+text, duplicate ids) and splits the records into accepted jobs and quarantined rows, each
+quarantined row with a reason naming a field.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,79 @@ from tracelib.contracts import JOB_COLUMNS
 
 # Longer than any training job we know of; a duration beyond it is a unit or clock error.
 MAX_DURATION_S = 365 * 24 * 3600.0
+
+# The smallest normal double: a non-zero magnitude below it (a subnormal such as 6e-319)
+# is the residue of a wrong unit or a corrupted value, never a measurement.
+MIN_NORMAL = 2.2250738585072014e-308
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What a stored job field may hold (docs/traces.md): a value outside is a unit or
+    clock error, and its record is quarantined naming the field.
+
+    Every later command sizes its work by these values (a replay's cluster by the widest
+    job, a report's timeline by the span of times), so they are what keeps one impossible
+    value from making those commands run out of memory or crash.
+    """
+
+    earliest: datetime = datetime(2000, 1, 1)
+    """Times from here on. GPU clusters with job logs start after 2000; a time before it is
+    an offset from an unknown start or a unit error."""
+    latest: datetime = datetime(2100, 1, 1)
+    """Times before here. Fixed, not "today plus some years", so an ingest's result does not
+    depend on the day it runs."""
+    num_gpus: float = 100_000.0
+    """GPUs per job: the largest clusters hold about this many GPUs in all."""
+    num_cpus: float = 10_000_000.0
+    """Cores per job: 100,000 servers of 100 cores."""
+    mem_gb: float = 100_000_000.0
+    """GB per job: 100,000 servers of 1 TB."""
+    num_workers: int = 100_000
+    """Workers per job: one per GPU at most, the GPU ceiling."""
+    num_ps: int = 100_000
+    """Parameter servers per job: the same ceiling as workers."""
+    epochs: float = 1_000_000.0
+    """Training epochs: far beyond any schedule in the papers (hundreds)."""
+    duration_s: float = MAX_DURATION_S
+    """Run time in seconds (also `max_duration_s`)."""
+
+    def ceilings(self) -> dict[str, float]:
+        """Field -> the largest value it may hold."""
+        return {
+            "num_gpus": self.num_gpus,
+            "num_cpus": self.num_cpus,
+            "mem_gb": self.mem_gb,
+            "num_workers": self.num_workers,
+            "num_ps": self.num_ps,
+            "epochs": self.epochs,
+            "duration_s": self.duration_s,
+        }
+
+    def params(self) -> dict[str, Any]:
+        """The bounds that differ from the defaults, as JSON-ready values (part of an
+        ingest's identity only when set, so default ingests keep theirs)."""
+        out: dict[str, Any] = {}
+        default = Bounds()
+        for name in ("earliest", "latest", *self.ceilings()):
+            value = getattr(self, name)
+            if value != getattr(default, name):
+                out[name] = value.isoformat(sep=" ") if isinstance(value, datetime) else value
+        return out
+
+
+PAI_BOUNDS = Bounds(earliest=datetime(1970, 1, 1))
+"""PAI writes times as seconds from an undisclosed start, stored from 1970-01-01."""
+
+_BOUND_UNITS = {
+    "num_gpus": "GPUs",
+    "num_cpus": "cores",
+    "mem_gb": "GB",
+    "num_workers": "workers",
+    "num_ps": "parameter servers",
+    "epochs": "epochs",
+    "duration_s": "s",
+}
 
 _STATUS_WORDS = {
     "completed": "completed",
@@ -57,7 +133,22 @@ class IngestError(Exception):
     def __init__(self, path: Path | str, message: str, column: str | None = None):
         self.path = Path(path)
         self.column = column
-        super().__init__(f"{self.path}: {message}")
+        # Paths and values come from users and files: shown escaped, never as raw control
+        # characters a terminal would act on.
+        super().__init__(printable(f"{self.path}: {message}"))
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str, limit: int | None = None) -> str:
+    """`text` with control characters (ANSI escapes, NUL, carriage returns, ...) shown as
+    `\\xNN`-style escapes, and cut to `limit` characters (with "...") when given, so a
+    message never hands a terminal a raw control sequence or an endless line."""
+    out = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    if limit is not None and len(out) > limit:
+        out = out[: max(limit - 3, 0)] + "..."
+    return out
 
 
 @dataclass
@@ -143,15 +234,24 @@ def first_problems(
 
 
 def normalize(
-    parsed: ParsedTrace, source_id: str, *, max_duration_s: float = MAX_DURATION_S
+    parsed: ParsedTrace,
+    source_id: str,
+    *,
+    max_duration_s: float = MAX_DURATION_S,
+    bounds: Bounds | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Split a parsed trace into (accepted `jobs` rows, `quarantine` rows).
 
     A record is quarantined with the first problem found, in this order: the adapter's own
     parse error, a missing required field, a negative quantity, times out of order, an
-    absurd duration, a duplicate job id (the first occurrence is kept). Every record of
-    the parsed frame ends up in exactly one of the two.
+    absurd duration, a value outside `bounds` (times outside the era, quantities above
+    their ceiling or subnormal), a duplicate job id (the first occurrence is kept). Every
+    record of the parsed frame ends up in exactly one of the two.
     """
+    bounds = bounds or Bounds()
+    if max_duration_s != MAX_DURATION_S and bounds.duration_s == MAX_DURATION_S:
+        bounds = replace(bounds, duration_s=max_duration_s)
+    max_duration_s = bounds.duration_s
     frame = parsed.frame
     for name, dtype in JOB_COLUMNS.items():
         if name == "source_id":
@@ -204,6 +304,16 @@ def normalize(
             "duration_s",
             lambda v: f"absurd duration {v} s (more than {max_duration_s:.0f} s)",
             (pl.col("duration_s"),),
+        ),
+        *bound_checks(bounds),
+        # A NUL byte ends strings in C tools and terminals: text holding one is not stored.
+        *(
+            Check(
+                pl.col(name).str.contains("\x00", literal=True),
+                name,
+                f"{name} holds a NUL byte (\\x00)",
+            )
+            for name in ("job_id", "user_name", "vc", "model", "gpu_type")
         ),
     ]
     problems = first_problems(frame, checks)
@@ -263,6 +373,85 @@ def normalize(
         *[pl.col(c).cast(t) for c, t in JOB_COLUMNS.items() if c != "source_id"],
     )
     return jobs, quarantine
+
+
+def bound_checks(bounds: Bounds) -> list[Check]:
+    """The checks of `bounds` on a frame of `jobs` fields (see `Bounds`)."""
+    checks = []
+    for name in ("submit_time", "start_time", "end_time"):
+        col = pl.col(name)
+        checks.append(
+            Check(
+                (col < bounds.earliest) | (col >= bounds.latest),
+                name,
+                lambda t, secs, name=name: _era_reason(name, t, float(secs), bounds),
+                (col, col.dt.epoch("us").cast(pl.Float64) / 1e6),
+            )
+        )
+    for name, ceiling in bounds.ceilings().items():
+        col = pl.col(name)
+        unit = _BOUND_UNITS[name]
+        if name in ("num_workers", "num_ps"):
+            fails = col > ceiling
+        else:
+            fails = (~col.is_finite()) | ((col != 0) & (col.abs() < MIN_NORMAL)) | (col > ceiling)
+        checks.append(
+            Check(
+                fails,
+                name,
+                lambda v, name=name, ceiling=ceiling, unit=unit: _bound_reason(
+                    name, v, ceiling, unit
+                ),
+                (col,),
+            )
+        )
+    return checks
+
+
+def _bound_reason(name: str, value: str, ceiling: float, unit: str) -> str:
+    number = float(value)
+    if number != number or number in (float("inf"), float("-inf")):
+        return f"{name} {value} is not a finite number"
+    if number != 0 and abs(number) < MIN_NORMAL:
+        return f"{name} {number!r} is subnormal (below {MIN_NORMAL:.3g}): not a measurement"
+    return (
+        f"{name} {number:g} is above the ceiling of {ceiling:g} {unit} per job "
+        f"(a mapping can raise it: [bounds] {_bound_key(name)} = ...)"
+    )
+
+
+def _bound_key(name: str) -> str:
+    return "duration" if name == "duration_s" else name
+
+
+def _era_reason(name: str, shown: str, seconds: float, bounds: Bounds) -> str:
+    """Why a time is outside the era, and the unit it would fit in, if one does."""
+    era = f"{bounds.earliest:%Y-%m-%d} to {bounds.latest:%Y-%m-%d}"
+    reason = f"{name} {shown} is outside the plausible era {era}"
+    low, high = (
+        (t - datetime(1970, 1, 1)).total_seconds() for t in (bounds.earliest, bounds.latest)
+    )
+    for unit, scale, key in (
+        ("milliseconds", 1e3, "ms"),
+        ("microseconds", 1e6, "us"),
+        ("nanoseconds", 1e9, None),
+    ):
+        if low <= seconds / scale < high:
+            fix = (
+                f'set the column\'s unit to {key} in the mapping ([time] epoch_unit = "{key}")'
+                if key
+                else "convert the column to seconds"
+            )
+            return f"{reason}: {seconds:.6g} looks like epoch {unit}; {fix}"
+    if low <= seconds * 1e3 < high:
+        return (
+            f"{reason}: {seconds * 1e3:.6g} looks like epoch seconds read as milliseconds; "
+            'set [time] epoch_unit = "s" in the mapping'
+        )
+    return (
+        f"{reason} (offsets from a trace's start need [time] base; "
+        "[bounds] earliest and latest widen the era)"
+    )
 
 
 def line_lookup(data: bytes, *, first_line: int = 1) -> Callable[[Sequence[int]], list[str]]:

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from tracelib.contracts import JOB_COLUMNS
-from tracelib.ingest.base import _STATUS_WORDS, normalize_status
+from tracelib.ingest.base import _STATUS_WORDS, MIN_NORMAL, Bounds, normalize_status
 from tracelib.ingest.csvrecords import DELIMITER, QUOTE, _column_names
 from tracelib.ingest.generic import (
     _DURATION_UNITS,
@@ -69,7 +69,12 @@ COLUMNS = [c for c in JOB_COLUMNS if c != "source_id"]
 
 
 def plan_bulk(
-    path, data: bytes, mapping: Mapping | None, *, max_duration_s: float
+    path,
+    data: bytes,
+    mapping: Mapping | None,
+    *,
+    max_duration_s: float,
+    bounds: Bounds | None = None,
 ) -> BulkPlan | None:
     """The fast way for this file and mapping, or None when only the careful way reproduces
     the jobs (see the module docstring)."""
@@ -94,8 +99,8 @@ def plan_bulk(
     if width < 2 or n_lines < 2:
         return None
     index = {name: i for i, name in reversed(list(enumerate(names)))}
-    if any(col not in index for col in mapping.columns.values()):
-        return None  # the careful way names the missing column
+    if any(col not in index or f"{col}_duplicated_0" in index for col in mapping.columns.values()):
+        return None  # the careful way names the missing or repeated column
     raw = {fld: f"c{index[col]}" for fld, col in mapping.columns.items()}
     # DuckDB reads digits grouped by "_" as a number, polars does not. Without a "_" in
     # the file, a column read only as a number is parsed by DuckDB's CSV reader (a value
@@ -105,7 +110,7 @@ def plan_bulk(
     numeric = set() if guard else {col for fld, col in raw.items() if fld in _NUMERIC}
     numeric -= {col for fld, col in raw.items() if fld not in _NUMERIC}
     types = tuple("DOUBLE" if f"c{i}" in numeric else "VARCHAR" for i in range(width))
-    typed = _typed_sql(raw, mapping, max_duration_s, guard, numeric)
+    typed = _typed_sql(raw, mapping, max_duration_s, guard, numeric, bounds or Bounds())
     return BulkPlan(types, n_lines - 1, typed)
 
 
@@ -115,6 +120,7 @@ def _typed_sql(
     max_duration_s: float,
     guard: bool,
     read_as_number: set[str],
+    bounds: Bounds,
 ) -> str:
     """The SQL twin of `generic.parse_mapped` then `base.normalize` for a plain, blank-free
     file: the same values, and `_bad` true exactly where the careful way would quarantine
@@ -174,6 +180,7 @@ def _typed_sql(
         "end_time < start_time",
         "d < 0",
         f"d > CAST('{float(max_duration_s)!r}' AS DOUBLE)",
+        *_bound_sql(bounds),
     ]
     bad = " OR ".join(f"coalesce({c}, false)" for c in checks)
     final = ", ".join(
@@ -191,6 +198,31 @@ def _typed_sql(
         f"SELECT {first},\n  {parse_failed} AS _parse_failed FROM ("
         f"SELECT *, {layer1} FROM (SELECT *{', ' + layer0 if layer0 else ''} FROM raw))))"
     )
+
+
+def _bound_sql(bounds: Bounds, duration: str = "d") -> list[str]:
+    """`base.bound_checks` in SQL: true where a record breaks a bound (the careful way then
+    quarantines it with the reason). `duration`: the column holding the run time."""
+    out = []
+    for name in _TIME_FIELDS:
+        out.append(
+            f"({name} < TIMESTAMP '{bounds.earliest.isoformat(sep=' ')}' "
+            f"OR {name} >= TIMESTAMP '{bounds.latest.isoformat(sep=' ')}')"
+        )
+    for name, ceiling in bounds.ceilings().items():
+        column = duration if name == "duration_s" else name
+        out.append(f"{column} > {_double(ceiling)}")
+        if name not in _INT_FIELDS:
+            out.append(
+                f"(NOT isfinite({column}) OR ({column} <> 0 AND abs({column}) < "
+                f"{_double(MIN_NORMAL)}))"
+            )
+    return out
+
+
+def bounds_sql(bounds: Bounds) -> str:
+    """A condition on `jobs` rows: true where a stored row breaks `bounds`."""
+    return " OR ".join(_bound_sql(bounds, duration="duration_s"))
 
 
 def _sql_type(dtype: pl.DataType) -> str:

@@ -70,6 +70,7 @@ def read_csv_records(
     Invalid UTF-8 becomes U+FFFD (the caller reports it per field). Raises IngestError when
     the file has no header or no data record at all.
     """
+    data = text_bytes(path, data)
     plain = _plain_records(data, has_header=has_header, columns=columns)
     if plain is not None:
         return plain
@@ -125,6 +126,37 @@ def read_csv_records(
     return CsvRecords(
         table=table, n_fields=n_fields, problems=problems, raw=_raw_lookup(raw_lines, last_lines)
     )
+
+
+_UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+
+
+def text_bytes(path: Path, data: bytes) -> bytes:
+    """The file's text as UTF-8 with "\n" line ends, which every reader here expects.
+
+    A UTF-16 file (with its byte-order mark, as Windows tools write it) is decoded, and
+    one that does not decode is refused with IngestError; a file whose lines end in a lone
+    "\r" (classic Mac OS) has them read as line ends. UTF-32 is refused by name, since its
+    NUL bytes would otherwise be read as text.
+    """
+    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        raise IngestError(path, "file is UTF-32 text: convert it to UTF-8")
+    encoding = _UTF16_BOMS.get(data[:2])
+    if encoding is None and len(data) >= 4 and data[1] == 0 == data[3] and data[0] and data[2]:
+        encoding = "utf-16-le"  # UTF-16 without a mark: every other byte of ASCII is NUL
+    elif encoding is None and len(data) >= 4 and data[0] == 0 == data[2] and data[1] and data[3]:
+        encoding = "utf-16-be"
+    if encoding is not None:
+        body = data[2:] if data[:2] in _UTF16_BOMS else data
+        try:
+            data = body.decode(encoding).encode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise IngestError(
+                path, f"file looks like {encoding.upper()} text but does not decode: {exc.reason}"
+            ) from None
+    if b"\r" in data and b"\n" not in data:
+        data = data.replace(b"\r", b"\n")
+    return data
 
 
 _PROBLEM_SCHEMA = {"record_no": pl.Int64, "column": pl.Utf8, "reason": pl.Utf8}
@@ -247,6 +279,17 @@ def _quoted_records(lines: pl.Series, has_quote: pl.Series) -> _Quoted:
         except StopIteration:
             break
         end = feed.pos - 1
+        if end > start and feed.pos >= len(text) and _unterminated(text[start:], row):
+            # A quote never closed would swallow every later line into one record: only
+            # its own line is quarantined, and the lines after it are read as records.
+            row = []
+            error = (
+                f"a quote opened in this record is never closed (it would run from line "
+                f"{start + 1} to the end of the file at line {end + 1})"
+            )
+            end = start
+            feed.pos = start + 1
+            reader = csv.reader(feed, delimiter=DELIMITER, quotechar=QUOTE, strict=False)
         record_nos.append(start + 1)
         rows.append(row)
         errors.append(error)
@@ -262,6 +305,19 @@ def _quoted_records(lines: pl.Series, has_quote: pl.Series) -> _Quoted:
         index = [i for first, last in spans for i in range(first + 1, last + 1)]
         covered = covered.scatter(index, True)
     return _Quoted(frame, covered)
+
+
+def _unterminated(lines: list[str], row: list[str]) -> bool:
+    """Whether the record that starts at `lines[0]` and runs to the end of the file does so
+    because a quoted field is never closed (csv's strict mode says so at the end of the
+    data; when it stops earlier, a last field ending in a line break tells)."""
+    try:
+        list(csv.reader((line + "\n" for line in lines), delimiter=DELIMITER, strict=True))
+    except csv.Error as exc:
+        if "unexpected end of data" in str(exc):
+            return True
+        return bool(row) and row[-1].endswith("\n")
+    return False
 
 
 class _Feed:

@@ -46,6 +46,12 @@ Mapping file (every key optional except submit_time, and num_gpus unless default
     [status]                       # extra raw status -> completed|failed|killed|running|pending
     "EXIT_OK" = "completed"
 
+    [bounds]                       # what a value may be (defaults: `base.Bounds`,
+    earliest = 2000-01-01          # docs/traces.md); times from earliest, before latest,
+    latest = 2100-01-01            # and a ceiling per quantity (duration in seconds)
+    num_gpus = 100000
+    duration = 31536000
+
 Without a status column or a status default, every job with a run time is taken as
 completed and the others as unknown (derive keeps completed, failed and killed jobs), and
 the ingest says so (`ingest_notes`).
@@ -67,6 +73,7 @@ import polars as pl
 
 from tracelib.contracts import JOB_COLUMNS, STATUSES
 from tracelib.ingest.base import (
+    Bounds,
     Check,
     IngestError,
     ParsedTrace,
@@ -74,6 +81,7 @@ from tracelib.ingest.base import (
     normalize_status,
 )
 from tracelib.ingest.csvrecords import is_utf8, read_csv_records
+from tracelib.ingest.files import is_linked, read_regular
 from tracelib.provenance import sha256_hex
 
 FIELDS = (
@@ -147,7 +155,19 @@ _SECTIONS = {
     "units": 'field = "unit" pairs, e.g. num_cpus = "milli"',
     "defaults": "field = value pairs",
     "status": '"raw status" = "completed" pairs',
+    "bounds": "field = ceiling pairs, earliest/latest = a date (docs/traces.md)",
 }
+_BOUND_KEYS = (
+    "earliest",
+    "latest",
+    "num_gpus",
+    "num_cpus",
+    "mem_gb",
+    "num_workers",
+    "num_ps",
+    "epochs",
+    "duration",
+)
 
 
 @dataclass(frozen=True)
@@ -168,6 +188,8 @@ class Mapping:
     """Epoch-unit times count from this date-time instead of 1970 (offset timestamps)."""
     units: dict[str, str] = field(default_factory=dict)
     """Resource field -> unit its column is written in (`_UNIT_FIELDS`)."""
+    bounds: Bounds = field(default_factory=Bounds)
+    """What each field may hold ([bounds]; `base.Bounds` has the defaults and reasons)."""
 
     def __post_init__(self) -> None:
         _require(
@@ -231,9 +253,12 @@ class Mapping:
     def from_toml(cls, path: str | Path) -> Mapping:
         """Read and check a mapping file; IngestError naming the file and what is wrong."""
         path = Path(path)
+        # A mapping is read like a trace (a regular file under the size cap), so a pipe or a
+        # device given as the mapping is refused instead of blocking or filling memory.
+        data = read_regular(path, "mapping file")
         try:
-            doc = tomllib.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            doc = tomllib.loads(data.decode())
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise IngestError(path, f"cannot read mapping file: {exc}") from None
         try:
             return cls.from_dict(doc)
@@ -279,6 +304,7 @@ class Mapping:
             status_map=dict(doc.get("status", {})),
             time_base=_time_base(time.get("base")),
             units=dict(doc.get("units", {})),
+            bounds=_bounds(doc.get("bounds", {})),
         )
 
 
@@ -326,6 +352,46 @@ def _time_base(value: Any) -> datetime | None:
     raise ValueError(
         f"[time] base must be a date-time such as 2023-01-01 00:00:00, got {_kind(value)}"
     )
+
+
+def _bounds(section: dict[str, Any]) -> Bounds:
+    """[bounds]: `earliest`/`latest` dates or date-times, a positive finite ceiling per
+    quantity (`duration` in seconds); the rest keep `Bounds`' defaults."""
+    unknown = sorted(set(section) - set(_BOUND_KEYS))
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown} in [bounds]; known: {', '.join(_BOUND_KEYS)}")
+    values: dict[str, Any] = {}
+    for key, value in section.items():
+        if key in ("earliest", "latest"):
+            if isinstance(value, str) or not isinstance(value, date):
+                raise ValueError(
+                    f"[bounds] {key} must be a TOML date or date-time such as 2000-01-01, "
+                    f"got {_kind(value)}"
+                )
+            moment = value if isinstance(value, datetime) else datetime.combine(value, time())
+            _require(moment.tzinfo is None, f"[bounds] {key} must be local (no time zone)")
+            values[key] = moment
+            continue
+        is_number = isinstance(value, int | float) and not isinstance(value, bool)
+        _require(is_number, f"[bounds] {key} must be a number, got {_kind(value)}")
+        _require(
+            math.isfinite(value) and value > 0,
+            f"[bounds] {key} must be a positive finite number, got {value!r}",
+        )
+        if key in _INT_FIELDS:
+            _require(
+                float(value).is_integer() and value < 2**31,
+                f"[bounds] {key} must be a whole number below 2**31, got {value!r}",
+            )
+            values[key] = int(value)
+        else:
+            values["duration_s" if key == "duration" else key] = float(value)
+    bounds = Bounds(**values)
+    _require(
+        bounds.earliest < bounds.latest,
+        f"[bounds] earliest {bounds.earliest} must be before latest {bounds.latest}",
+    )
+    return bounds
 
 
 def _require(condition: bool, message: str) -> None:
@@ -379,11 +445,9 @@ def _check_time_format(fmt: str) -> None:
 
 
 def read_bytes(path: Path) -> bytes:
-    """The file's bytes; IngestError if it cannot be read or holds nothing but blanks."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(path, f"cannot read file: {exc.strerror or exc}") from None
+    """The file's bytes; IngestError if it is not a regular file within the size cap
+    (`tracelib.ingest.files`), cannot be read, or holds nothing but blanks."""
+    data = read_regular(path, "file")
     if not data or data.isspace():
         raise IngestError(path, "file is empty")
     return data
@@ -440,6 +504,14 @@ def parse_mapped(
             path, f"missing required column {col!r} (mapped to field {field_of[col]!r})", col
         )
     for fld, col in mapping.columns.items():
+        if f"{col}_duplicated_0" in table.columns:
+            # Two columns of the name: which one the field means cannot be known.
+            raise IngestError(
+                path,
+                f"column {col!r} (mapped to field {fld!r}) appears more than once in the "
+                "header: rename one of them",
+                col,
+            )
         dtype = table.schema[col]
         if dtype.is_nested() or dtype in (pl.Binary, pl.Object):
             raise IngestError(
@@ -610,12 +682,17 @@ def _refuse_unmatched_times(
         raw, times = usable.get_column(f"_raw_{fld}"), usable.get_column(fld)
         if raw.null_count() < raw.len() and times.null_count() == times.len():
             col = mapping.columns[fld]
-            example = str(raw.drop_nulls()[0])
-            example = example if len(example) <= 40 else example[:37] + "..."
+            # A value is quoted only from a file named directly: a link may lead anywhere
+            # (/etc/passwd), and an error must not be a way to read another file.
+            shown = ""
+            if not is_linked(path):
+                example = str(raw.drop_nulls()[0])
+                example = example if len(example) <= 40 else example[:37] + "..."
+                shown = f", e.g. {example!r}"
             raise IngestError(
                 path,
-                f"no value of column {col!r} (field {fld!r}) parses as {kinds[fld]}, e.g. "
-                f"{example!r}: check [time] in the mapping",
+                f"no value of column {col!r} (field {fld!r}) parses as {kinds[fld]}"
+                f"{shown}: check [time] in the mapping",
                 col,
             )
 
@@ -740,6 +817,8 @@ def _mapping_params(mapping: Mapping) -> dict[str, Any]:
         params["time_base"] = mapping.time_base.isoformat(sep=" ")
     if mapping.units:
         params["units"] = mapping.units
+    if mapping.bounds.params():
+        params["bounds"] = mapping.bounds.params()
     return params
 
 

@@ -166,7 +166,9 @@ def _locate(path: Path) -> tuple[Path, Path]:
             raise IngestError(path, f"give {JOB_TABLE} (or its directory), not {TASK_TABLE}")
         job_path, task_path = path, path.with_name(TASK_TABLE)
     for table, what in ((job_path, "job table"), (task_path, "task table")):
-        if not table.is_file():
+        # A table that exists but is no regular file (a pipe, a device) is refused by
+        # name when it is read (`read_bytes`), not reported missing.
+        if not table.exists() and not table.is_symlink():
             raise IngestError(table, f"PAI {what} {table.name} not found")
     return job_path, task_path
 
