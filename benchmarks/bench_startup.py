@@ -11,7 +11,8 @@ stage begins: what is measured is the start, and 30 starts then take minutes rat
 an hour. `--until done` lets every run finish and counts any failure.
 
 A start fails when the run exits (any code) or times out before its first stage, or when
-its output holds a traceback. Printed: starts, failures (with the first line of each), the
+its output up to then holds a traceback (each run's output is kept in its folder's
+`output.log`). Printed: starts, failures (with the first line of each), the
 time to the first stage (min / median / max), the load average seen, wall and CPU time.
 Target: 0 failures.
 """
@@ -45,6 +46,8 @@ class Start:
     seconds: float | None = None
     """Time to the first stage (None: never reached)."""
     code: int | None = None
+    stopped_at: int | None = None
+    """How many output lines there were when it was stopped at its first stage."""
     failure: str = ""
     output: list[str] = field(default_factory=list)
 
@@ -90,16 +93,21 @@ def _one_run(index: int, args: argparse.Namespace, work: Path) -> Start:
             if start.seconds is None and FIRST_STAGE.search(line):
                 start.seconds = time.monotonic() - began
                 if args.until == "started":
+                    start.stopped_at = len(start.output)
                     _stop(proc, signal.SIGTERM)
         start.code = proc.wait()
     finally:
         timer.cancel()
-    text = "\n".join(start.output)
+    (folder / "output.log").write_text("\n".join(start.output) + "\n")
+    # Stopped on purpose at its first stage, a run's processes may print their own
+    # shutdown (Prefect's server cancelling its tasks): only what came before counts.
+    upto = start.output[: start.stopped_at] if start.stopped_at is not None else start.output
+    text = "\n".join(upto)
     if start.seconds is None:
         why = "timed out" if start.code == -signal.SIGKILL else f"exit {start.code}"
         start.failure = f"{why} before its first stage: {_last_error(start.output)}"
     elif "Traceback (most recent call last)" in text:
-        start.failure = f"traceback: {_last_error(start.output)}"
+        start.failure = f"traceback: {_last_error(upto)}"
     elif args.until == "done" and start.code != 0:
         start.failure = f"exit {start.code}: {_last_error(start.output)}"
     return start
