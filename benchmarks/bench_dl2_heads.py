@@ -37,15 +37,15 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from benchmarks import UsageError, parse_or_exit
 from benchmarks.bench_scoreboard import run_seed
+from benchmarks.options import parse
 from models.dl2.networks import policy_mask
 from models.dl2.policy import workload_seeds
 from models.dl2.recorder import as_workloads, replay
@@ -261,35 +261,35 @@ class Experiment:
         return np.array(out)
 
 
-def _parse(argv: list[str]) -> dict:
-    opts = {"dir": Path("var/scoreboard-default"), "seeds": [0, 1, 2, 3, 4], "variants": VARIANTS}
-    it = iter(argv)
-    for arg in it:
-        if arg == "--dir":
-            opts["dir"] = Path(next(it))
-        elif arg == "--seeds":
-            opts["seeds"] = [int(s) for s in next(it).split(",")]
-        elif arg == "--variants":
-            opts["variants"] = tuple(next(it).split(","))
-            unknown = set(opts["variants"]) - set(VARIANTS)
-            if unknown:
-                raise UsageError(f"unknown variants {sorted(unknown)}; known: {VARIANTS}")
-        else:
-            raise UsageError(f"unknown argument {arg!r}")
-    return opts
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_dl2_heads`'s options (see the module docstring)."""
+
+    dir: Path = Path("var/scoreboard-default")
+    """the scoreboard's folder of default runs"""
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """the runs' seeds (comma-separated)"""
+    variants: tuple[str, ...] = VARIANTS
+    """the variants to train (comma-separated)"""
+
+    def __post_init__(self) -> None:
+        unknown = set(self.variants) - set(VARIANTS)
+        if unknown:
+            raise ValueError(f"unknown variants {sorted(unknown)}; known: {VARIANTS}")
 
 
-def run(argv: list[str]) -> None:
-    opts = parse_or_exit(_parse, argv, "python -m benchmarks.bench_dl2_heads")
+def main(argv: list[str]) -> int:
+    """Train every variant on each run's recording, test it, print its ratios."""
+    opts = parse(Options, argv)
     torch.set_num_threads(1)
-    folder = opts["dir"]
+    folder = opts.dir
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"DL2 heads on the default runs in {folder} (seeds {opts['seeds']})")
-    warehouses = {s: run_seed(s, "default", folder) for s in opts["seeds"]}
+    print(f"DL2 heads on the default runs in {folder} (seeds {list(opts.seeds)})")
+    warehouses = {s: run_seed(s, "default", folder) for s in opts.seeds}
     # Optimus' runs depend only on the run's test sequences: made once per run, whatever
     # the variant.
     baselines: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for variant in opts["variants"]:
+    for variant in opts.variants:
         mine_all, events_all, per_run = [], [], []
         for seed, warehouse in warehouses.items():
             start = time.perf_counter()
@@ -319,11 +319,8 @@ def run(argv: list[str]) -> None:
             f"per run vs Optimus-600 {min(per_run):.3f}-{max(per_run):.3f}"
             + (f" (mean {np.mean(per_run):.3f} [{low:.3f}, {high:.3f}])" if low else "")
         )
-
-
-def main() -> None:
-    run([])
+    return 0
 
 
 if __name__ == "__main__":
-    run(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))
