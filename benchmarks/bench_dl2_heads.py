@@ -54,8 +54,8 @@ from models.heuristics.optimus import Optimus
 from models.heuristics.registry import ALLOCATIONS, PLACEMENTS
 from pipelines.systems.dl2.stages import DL2StageConfig
 from pipelines.trained import set_workloads
-from tracelib.envs.observation import encode_allocation, refresh_allocation_row
-from tracelib.sim.builder import Action, AllocationBuilder
+from tracelib.envs.observation import ACTION_KINDS, encode_allocation, refresh_allocation_row
+from tracelib.sim.builder import AllocationBuilder
 from tracelib.sim.engine import Simulator
 from tracelib.sim.policy import Scheduler
 from tracelib.stats import mean_ci, paired_ratio
@@ -77,7 +77,7 @@ class RowHead(nn.Module):
         self.body = nn.Sequential(
             nn.Linear(2 * d, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
         )
-        self.out = nn.Linear(hidden, 3)
+        self.out = nn.Linear(hidden, ACTION_KINDS)
         self.stop = nn.Linear(hidden, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -86,7 +86,7 @@ class RowHead(nn.Module):
         if not self.context:
             ctx = torch.zeros_like(ctx)
         hid = self.body(torch.cat([rows, ctx], -1))  # (B, J, hidden)
-        per_row = self.out(hid).reshape(x.shape[0], 3 * self.window)  # (B, 3J)
+        per_row = self.out(hid).reshape(x.shape[0], -1)  # (B, J, 3) -> (B, 3J)
         return torch.cat([per_row, self.stop(hid.mean(1))], -1)  # (B, 3J + 1)
 
 
@@ -167,9 +167,10 @@ class Experiment:
                     masks.append(policy_mask(builder, self.net_cfg))
                     actions.append(action)
                     owners.append(workload_id)
-                    if action != 3 * self.window:
-                        builder.step(action // 3, Action(action % 3))
-                        refresh_allocation_row(obs, builder, action // 3)
+                    decoded = self.net_cfg.actions.decode(action)
+                    if decoded is not None:
+                        builder.step(*decoded)
+                        refresh_allocation_row(obs, builder, decoded[0])
                 session.submit(alloc, self.place.place(snap, alloc, session.rng))
         return np.array(xs), np.array(masks), np.array(actions), np.array(owners)
 
@@ -181,7 +182,7 @@ class Experiment:
                 nn.ReLU(),
                 nn.Linear(256, 256),
                 nn.ReLU(),
-                nn.Linear(256, 3 * self.window + 1),
+                nn.Linear(256, self.net_cfg.actions.n),
             )
         return RowHead(self.window, d, context=self.variant != "rows-alone")
 
@@ -232,7 +233,7 @@ class Experiment:
                 builder = AllocationBuilder(snap)
                 obs = encode_allocation(builder, experiment.net_cfg.obs)
                 gains = experiment._gains(builder, self.optimus, snap)
-                stop = 3 * experiment.window
+                layout = experiment.net_cfg.actions
                 while True:
                     mask = policy_mask(builder, experiment.net_cfg)
                     if not mask[:-1].any():
@@ -240,11 +241,11 @@ class Experiment:
                     x = torch.from_numpy(experiment._inputs(obs, builder, gains))[None]
                     with torch.no_grad():
                         z = net(x)[0].masked_fill(~torch.from_numpy(mask), -1e9)
-                    action = int(z.argmax())
-                    if action == stop:
+                    decoded = layout.decode(int(z.argmax()))
+                    if decoded is None:
                         break
-                    builder.step(action // 3, Action(action % 3))
-                    refresh_allocation_row(obs, builder, action // 3)
+                    builder.step(*decoded)
+                    refresh_allocation_row(obs, builder, decoded[0])
                 return builder.allocation()
 
         return Student

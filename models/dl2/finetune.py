@@ -67,6 +67,7 @@ from models.dl2.networks import (
 from models.dl2.policy import DL2Policy, average_jct, clone_net
 from models.dl2.recorder import Workloads, as_workloads
 from tracelib.envs import AllocationEnv, AllocationEnvConfig
+from tracelib.envs.observation import AllocationActions
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.sim.builder import AllocationBuilder
 from tracelib.sim.engine import SimulationStalled
@@ -91,12 +92,13 @@ def corrective_action(
 
     (i) several workers, no PS -> add a PS; (ii) several PSs, no worker -> add a worker;
     (iii) workers/PSs > threshold -> add a PS, PSs/workers > threshold -> add a worker."""
+    actions = AllocationActions(window)
     for i in range(min(len(builder.jobs), window)):
         w, p = builder.workers[i], builder.ps[i]
         if (w >= 2 and p == 0) or (p > 0 and w / p > threshold):
-            action = 3 * i + 1
+            action = actions.add_ps(i)
         elif (p >= 2 and w == 0) or (w > 0 and p / w > threshold):
-            action = 3 * i
+            action = actions.add_worker(i)
         else:
             continue
         if mask[action]:
@@ -333,7 +335,7 @@ def finetune(
                     and overallocated(env.builder, window, stop_k)
                     and act_rng.random() < cfg.stop_injection
                 ):
-                    action = net_cfg.n_actions - 1
+                    action = net_cfg.actions.stop
             stored = mask.sum() > 1  # a forced stop teaches nothing
             if stored:
                 slot_obs.append(obs)
