@@ -69,6 +69,7 @@ from models.dl2.recorder import Workloads, as_workloads
 from tracelib.envs import AllocationEnv, AllocationEnvConfig
 from tracelib.envs.observation import AllocationActions
 from tracelib.progress import ProgressFn, no_progress
+from tracelib.seeds import named_seeds
 from tracelib.sim.builder import AllocationBuilder
 from tracelib.sim.engine import SimulationStalled
 from tracelib.sim.jobs import JobSpec
@@ -206,15 +207,15 @@ def finetune(
         raise ValueError("need training and validation workloads")
 
     # -- seeds: one stream per source of randomness -----------------------------------------
-    init_ss, env_ss, act_ss, replay_ss = np.random.SeedSequence(cfg.seed).spawn(4)
-    act_rng = np.random.default_rng(act_ss)
-    replay_rng = np.random.default_rng(replay_ss)
-    env_seed = int(env_ss.generate_state(1)[0])
+    seeds = named_seeds(cfg.seed, ("init", "envs", "actions", "replay"))
+    act_rng = np.random.default_rng(seeds["actions"])
+    replay_rng = np.random.default_rng(seeds["replay"])
+    env_seed = int(seeds["envs"].generate_state(1)[0])
 
     # -- networks -----------------------------------------------------------------------------
     net_cfg = init.cfg if init is not None else cfg.net
     with torch.random.fork_rng():
-        torch.manual_seed(int(init_ss.generate_state(1)[0]))
+        torch.manual_seed(int(seeds["init"].generate_state(1)[0]))
         policy_net = clone_net(init.net) if init is not None else PolicyNet(net_cfg)
         value_net = ValueNet(net_cfg) if cfg.value_net else None
     anchor = clone_net(policy_net) if cfg.kl_init > 0 else None  # frozen initial policy

@@ -62,6 +62,7 @@ from models.dl2.recorder import Workloads
 from tracelib.envs import AllocationEnv, AllocationEnvConfig
 from tracelib.envs.observation import AllocationActions
 from tracelib.progress import ProgressFn, no_progress
+from tracelib.seeds import named_seeds
 from tracelib.sim.config import SimConfig
 from tracelib.sim.engine import SimulationStalled
 from tracelib.sim.jobs import JobSpec
@@ -282,14 +283,14 @@ def finetune_grouped(
     val_jobs = job_lists(val_workloads)
     if not train_jobs or not val_jobs:
         raise ValueError("need training and validation workloads")
-    init_ss, pick_ss, act_ss, batch_ss = np.random.SeedSequence(cfg.seed).spawn(4)
-    pick_rng = np.random.default_rng(pick_ss)
-    act_rng = np.random.default_rng(act_ss)
-    batch_rng = np.random.default_rng(batch_ss)
+    seeds = named_seeds(cfg.seed, ("init", "pick", "actions", "batches"))
+    pick_rng = np.random.default_rng(seeds["pick"])
+    act_rng = np.random.default_rng(seeds["actions"])
+    batch_rng = np.random.default_rng(seeds["batches"])
 
     net_cfg = init.cfg if init is not None else cfg.net
     with torch.random.fork_rng():
-        torch.manual_seed(int(init_ss.generate_state(1)[0]))
+        torch.manual_seed(int(seeds["init"].generate_state(1)[0]))
         policy_net = clone_net(init.net) if init is not None else PolicyNet(net_cfg)
     anchor = clone_net(policy_net) if cfg.kl_init > 0 else None
     opt = torch.optim.Adam(policy_net.parameters(), lr=cfg.lr)

@@ -97,6 +97,7 @@ from models.warm_start import WarmStart, clone_network
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.scenarios.harmony import harmony_sim
+from tracelib.seeds import named_seeds, named_streams
 from tracelib.sim import SimConfig, Simulator
 from tracelib.sim.jobs import JobSpec
 from tracelib.stats import paired_ratio
@@ -409,7 +410,7 @@ def warm_start(
         key = search_key(workloads, cfg.sim, cfg.net.obs_config(), cfg.search)
         if cfg.teacher != "searched" or searched.key != key:
             raise ValueError("the search given was made for other workloads or another config")
-    stream = np.random.SeedSequence(cfg.seed).spawn(len(STREAMS))[STREAMS.index("imitation")]
+    stream = named_seeds(cfg.seed, STREAMS)["imitation"]
     net_seed, fit_seed = stream.generate_state(2)
     # The teacher's run draws nothing from torch: recorded before the network is made.
     found: dict[str, Any] = {}
@@ -473,8 +474,7 @@ def _train_placement(
     progress: ProgressFn,
     warm: WarmStart | None,
 ) -> tuple[HarmonyPolicy, pl.DataFrame, dict[str, Any]]:
-    seqs = np.random.SeedSequence(cfg.seed).spawn(len(STREAMS))
-    rngs = {n: np.random.default_rng(s) for n, s in zip(STREAMS, seqs, strict=True)}
+    rngs = named_streams(cfg.seed, STREAMS)
     torch.manual_seed(int(rngs["init"].integers(2**31 - 1)))
     gen = torch.Generator().manual_seed(int(rngs["actions"].integers(2**31 - 1)))
     policy_net = PolicyNet(cfg.net)
