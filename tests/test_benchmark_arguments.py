@@ -33,6 +33,7 @@ BAD_VALUES = {
     "bench_rltaps": (["huge"], "invalid choice: 'huge'"),
     "bench_scoreboard": (["--budget", "huge"], "invalid choice: 'huge'"),
     "bench_sim": (["fast"], "unrecognized arguments: fast"),
+    "bench_startup": (["--until", "never"], "invalid choice: 'never'"),
 }
 """Per benchmark, a value its options refuse and what the error says."""
 
