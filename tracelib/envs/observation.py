@@ -13,7 +13,8 @@ Allocation (DL2): the first J visible jobs by arrival, each a row of `allocation
     dominant_share     largest cluster share the job's tasks hold in the decision so far
     workers, ps        tasks given so far in this decision / the job's cap
     present            1 for a real job, 0 for an empty row (fewer than J jobs)
-  Actions: 3J + 1, job i's (worker, PS, both) at 3i + kind, stop last (always valid).
+  Actions: 3J + 1, job i's (worker, PS, both) at 3i + kind, stop last (always valid):
+  `AllocationActions` makes and reads these indices.
 
 Placement (Harmony, state (x, r, w, p, v, d)): the first N' waiting jobs, each a row of
 `placement_job_features` (x: model one-hot; r: remaining epochs; w, p: workers and PSs still
@@ -21,8 +22,8 @@ to place / cap; placed_w, placed_p: placed so far / cap; present), then per serv
 resources v (GPU, CPU, memory as fractions of the server) and d, the tasks of each model on
 it (running jobs and this decision's) / `tasks_scale`.
   Actions: 2 * N' * M, placing job i's worker (role 0) or PS (role 1) on server m at
-  (2i + role) * M + m. A job started in a decision is finished before another starts, and
-  only where its remaining tasks still fit (`PlacementDraft.mask`).
+  (2i + role) * M + m (`PlacementActions`). A job started in a decision is finished before
+  another starts, and only where its remaining tasks still fit (`PlacementDraft.mask`).
 """
 
 from __future__ import annotations
