@@ -24,11 +24,12 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from benchmarks import UsageError, parse_or_exit
+from benchmarks.options import parse, positional
 from models.chic.config import PUBLISHED
 from pipelines.systems.chic.stages import (
     REFERENCE_RATE,
@@ -44,67 +45,61 @@ TARGETS = {"chic": 0.1265, "chic-pair": 0.1008}
 """Chic section 6.2.1: ACT reduction against Optimus (600 s) at every rate."""
 
 
-def _parse(argv: list[str]) -> dict:
-    opts = {
-        "iterations": 4,
-        "rates": (0.9, 1.8, 2.7),
-        "train_rates": None,
-        "out": None,
-        "fit_epochs": 40,
-        # The stage's defaults (the five measured deviations), unless undone.
-        "smoothing": ChicTrainConfig.smoothing,
-        "mask_absent": ChicTrainConfig.mask_absent,
-        "shared_sequence": ChicTrainConfig.shared_sequence,
-        "work_conserving": ChicTrainConfig.work_conserving,
-        "teacher": ChicTrainConfig.teacher,
-        "seeds": (0,),
-    }
-    positional = []
-    it = iter(argv)
-    for arg in it:
-        if arg == "--out":
-            opts["out"] = Path(next(it))
-        elif arg == "--fit-epochs":
-            opts["fit_epochs"] = int(next(it))
-        elif arg == "--smoothing":
-            opts["smoothing"] = float(next(it))
-        elif arg == "--train-rates":
-            opts["train_rates"] = tuple(float(r) for r in next(it).split(","))
-        elif arg == "--seeds":
-            opts["seeds"] = tuple(int(x) for x in next(it).split(","))
-        elif arg == "--as-published":
-            opts.update(PUBLISHED)
-        elif arg == "--without":
-            for name in next(it).replace("-", "_").split(","):
-                if name not in PUBLISHED:
-                    raise UsageError(f"--without: unknown deviation {name!r}; {sorted(PUBLISHED)}")
-                opts[name] = PUBLISHED[name]
-        elif arg.startswith("--"):
-            raise UsageError(f"unknown option {arg}")
-        else:
-            positional.append(arg)
-    if positional:
-        opts["iterations"] = int(positional[0])
-    if len(positional) > 1:
-        opts["rates"] = tuple(float(r) for r in positional[1].split(","))
-    return opts
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_chic`'s options (see the module docstring)."""
+
+    iterations: int = positional(4)
+    """ITERATIONS: CEM iterations per policy"""
+    rates: tuple[float, ...] = positional((0.9, 1.8, 2.7))
+    """RATES: arrival rates per hour, comma-separated (the evaluation's and the training's)"""
+    out: Path | None = None
+    """folder for the figures (PNG)"""
+    fit_epochs: int = 40
+    """epochs of the warm start's fit"""
+    smoothing: float | None = None
+    """CEM smoothing; default the stage's (or the paper's with --as-published)"""
+    as_published: bool = False
+    """undo all five measured deviations"""
+    without: tuple[str, ...] = ()
+    """undo the named deviations (comma-separated)"""
+    train_rates: tuple[float, ...] | None = None
+    """the rates that get their own policies (default RATES; 1.8 always)"""
+    seeds: tuple[int, ...] = (0,)
+    """training seeds (comma-separated)"""
+
+    def __post_init__(self) -> None:
+        unknown = [n for n in self.without if n.replace("-", "_") not in PUBLISHED]
+        if unknown:
+            raise ValueError(f"--without: unknown deviation {unknown[0]!r}; {sorted(PUBLISHED)}")
+
+    def deviations(self) -> dict:
+        """The five settings `--as-published` and `--without` undo: the stage's defaults,
+        the paper's where undone; an explicit --smoothing wins."""
+        out = {name: getattr(ChicTrainConfig, name) for name in PUBLISHED}
+        if self.as_published:
+            out.update(PUBLISHED)
+        for name in self.without:
+            out[name.replace("-", "_")] = PUBLISHED[name.replace("-", "_")]
+        if self.smoothing is not None:
+            out["smoothing"] = self.smoothing
+        return out
 
 
-def run(argv: list[str]) -> None:
+def main(argv: list[str]) -> int:
     """Train, evaluate and print once per training seed (see the module doc); with several
     seeds, then the paired ACT ratios over (seed, test sequence) pairs."""
-    opts = parse_or_exit(_parse, argv, "python -m benchmarks.bench_chic")
+    opts = parse(Options, argv)
     started = time.perf_counter()
     folder = Path(tempfile.mkdtemp(prefix="bench-chic-"))
     per_seed = []
-    for seed in opts["seeds"]:
-        out = (
-            opts["out"] / f"seed-{seed}" if opts["out"] and len(opts["seeds"]) > 1 else opts["out"]
-        )
-        per_seed.append(run_seed({**opts, "out": out}, seed, folder / f"seed-{seed}"))
+    for seed in opts.seeds:
+        out = opts.out / f"seed-{seed}" if opts.out and len(opts.seeds) > 1 else opts.out
+        per_seed.append(run_seed(opts, seed, folder / f"seed-{seed}", out))
     if len(per_seed) > 1:
-        _paired(per_seed, opts["rates"])
+        _paired(per_seed, opts.rates)
     print(f"total wall time {time.perf_counter() - started:.0f} s")
+    return 0
 
 
 def _paired(per_seed: list[dict[str, dict[float, list[float]]]], rates) -> None:
@@ -121,12 +116,14 @@ def _paired(per_seed: list[dict[str, dict[float, list[float]]]], rates) -> None:
                 print(f"  {rate:g}/h {variant} / {base}: {paired_ratio(mine, ref)}")
 
 
-def run_seed(opts: dict, seed: int, folder: Path) -> dict[str, dict[float, list[float]]]:
+def run_seed(
+    opts: Options, seed: int, folder: Path, out: Path | None
+) -> dict[str, dict[float, list[float]]]:
     """One training seed: train every policy on a fresh warehouse, evaluate, print; returns
     system -> rate -> completion time per test sequence (the same sequences every seed)."""
     folder.mkdir(parents=True, exist_ok=True)
     warehouse = str(folder / "wh.duckdb")
-    train_rates = opts["train_rates"] or opts["rates"]
+    train_rates = opts.train_rates or opts.rates
     train_rates = tuple(sorted({*train_rates, REFERENCE_RATE}))
     per_iteration: dict[str, list[float]] = {"chic": [], "chic-pair": []}
     for variant in ("chic", "chic-pair"):
@@ -134,14 +131,10 @@ def run_seed(opts: dict, seed: int, folder: Path) -> dict[str, dict[float, list[
             cfg = ChicTrainConfig(
                 variant=variant,
                 rate_per_hour=rate,
-                iterations=opts["iterations"],
-                fit_epochs=opts["fit_epochs"],
-                smoothing=opts["smoothing"],
-                mask_absent=opts["mask_absent"],
-                shared_sequence=opts["shared_sequence"],
-                work_conserving=opts["work_conserving"],
-                teacher=opts["teacher"],
+                iterations=opts.iterations,
+                fit_epochs=opts.fit_epochs,
                 seed=seed,
+                **opts.deviations(),
             )
             result = train_chic_stage(warehouse, cfg)
             per_iteration[variant].append(result.metrics["s_per_iteration"])
@@ -151,7 +144,7 @@ def run_seed(opts: dict, seed: int, folder: Path) -> dict[str, dict[float, list[
                 f"{result.metrics['best_iteration']}, {result.metrics['wall_s']:.0f} s "
                 f"({result.metrics['s_per_iteration']:.2f} s per iteration)"
             )
-    evaluation = evaluate_chic_stage(warehouse, ChicEvalConfig(rates=opts["rates"]))
+    evaluation = evaluate_chic_stage(warehouse, ChicEvalConfig(rates=opts.rates))
     with connect(warehouse) as con:
         rows = read_frame(
             con,
@@ -188,8 +181,8 @@ def run_seed(opts: dict, seed: int, folder: Path) -> dict[str, dict[float, list[
     for variant, values in per_iteration.items():
         mean = sum(values) / len(values)
         print(f"{variant}: {mean:.2f} s per training iteration here (paper: 28.15 s, Chic)")
-    if opts["out"] is not None:
-        _figures(rows, curves, opts["out"])
+    if out is not None:
+        _figures(rows, curves, out)
     return evaluation.sequence_acts
 
 
@@ -232,10 +225,5 @@ def _figures(rows: pl.DataFrame, curves: pl.DataFrame, out: Path) -> None:
     print(f"figures written to {out}")
 
 
-def main() -> None:
-    """`python -m benchmarks chic`: the small default budget."""
-    run([])
-
-
 if __name__ == "__main__":
-    run(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

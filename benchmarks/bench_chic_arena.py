@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from benchmarks import UsageError, parse_or_exit
 from benchmarks.arena import evaluate_with_heuristics, make_warehouse, print_ratios
+from benchmarks.options import parse
 from models.chic.config import PUBLISHED
 from pipelines.config import run_config
 from pipelines.registry import SYSTEMS
@@ -50,50 +50,46 @@ def config_named(base: ChicArenaConfig, name: str) -> ChicArenaConfig:
         return replace(base, teacher="optimus")
     deviation = name.removeprefix("without-")
     if not name.startswith("without-") or deviation not in PUBLISHED:
-        raise UsageError(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
+        raise ValueError(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
     return replace(base, **{deviation: PUBLISHED[deviation]})
 
 
-def _parse(argv: list[str]) -> dict:
-    opts: dict = {
-        "seeds": (0, 1, 2, 3, 4),
-        "variants": ("chic", "chic-pair"),
-        "configs": CONFIGS,
-        "iterations": None,
-        "sequences": 4,
-        "sim_seeds": 3,
-    }
-    it = iter(argv)
-    for arg in it:
-        if arg == "--seeds":
-            opts["seeds"] = tuple(int(x) for x in next(it).split(","))
-        elif arg == "--variants":
-            opts["variants"] = tuple(next(it).split(","))
-        elif arg == "--configs":
-            opts["configs"] = tuple(next(it).split(","))
-            unknown = [c for c in opts["configs"] if c not in CONFIGS]
-            if unknown:
-                raise UsageError(f"unknown configs {unknown}; known: {', '.join(CONFIGS)}")
-        elif arg in ("--iterations", "--sequences", "--sim-seeds"):
-            opts[arg[2:].replace("-", "_")] = int(next(it))
-        else:
-            raise UsageError(f"unknown argument {arg}")
-    return opts
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_chic_arena`'s options (see the module docstring)."""
+
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """training seeds (comma-separated)"""
+    variants: tuple[str, ...] = ("chic", "chic-pair")
+    """the Chic variants to train (comma-separated)"""
+    configs: tuple[str, ...] = CONFIGS
+    """the configs to train (comma-separated)"""
+    iterations: int | None = None
+    """CEM iterations (default: the run's arena budget)"""
+    sequences: int = 4
+    """test sequences of the set"""
+    sim_seeds: int = 3
+    """simulator seeds per sequence"""
+
+    def __post_init__(self) -> None:
+        unknown = [c for c in self.configs if c not in CONFIGS]
+        if unknown:
+            raise ValueError(f"unknown configs {unknown}; known: {', '.join(CONFIGS)}")
 
 
-def run(argv: list[str]) -> None:
+def main(argv: list[str]) -> int:
     """Train every (variant, config, seed), evaluate them with the heuristics, print."""
-    opts = parse_or_exit(_parse, argv, "python -m benchmarks.bench_chic_arena")
+    opts = parse(Options, argv)
     started = time.perf_counter()
     cfg = run_config(SYSTEMS)
     warehouse = make_warehouse(cfg, "bench-chic-arena-")
     base = cfg.learned["chic"].arena
-    if opts["iterations"] is not None:
-        base = replace(base, iterations=opts["iterations"])
+    if opts.iterations is not None:
+        base = replace(base, iterations=opts.iterations)
     wanted: dict[str, str] = {}
-    for variant in opts["variants"]:
-        for name in opts["configs"]:
-            for seed in opts["seeds"]:
+    for variant in opts.variants:
+        for name in opts.configs:
+            for seed in opts.seeds:
                 arena = replace(config_named(base, name), seed=seed, init="scratch")
                 t0 = time.perf_counter()
                 result = train_chic_arena_stage(warehouse, arena, variant)
@@ -105,22 +101,18 @@ def run(argv: list[str]) -> None:
                     flush=True,
                 )
     runs, heuristics = evaluate_with_heuristics(
-        warehouse, cfg.derive.name, wanted, opts["sequences"], opts["sim_seeds"]
+        warehouse, cfg.derive.name, wanted, opts.sequences, opts.sim_seeds
     )
     # Each (variant, config): its training seeds pooled.
     groups = {
         f"{variant} {config}": f"{variant}/{config}/"
-        for variant in opts["variants"]
-        for config in opts["configs"]
+        for variant in opts.variants
+        for config in opts.configs
     }
     print_ratios(runs, heuristics, groups)
     print(f"total wall time {time.perf_counter() - started:.0f} s")
-
-
-def main() -> None:
-    """`python -m benchmarks chic_arena`: every config, 5 seeds (about 10 minutes here)."""
-    run([])
+    return 0
 
 
 if __name__ == "__main__":
-    run(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

@@ -23,11 +23,15 @@ held-out test workloads. About 2 minutes per RL run here.
 
 from __future__ import annotations
 
+import sys
 import time
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
 
+from benchmarks.options import parse, positional
 from models.dl2.config import DL2NetConfig, RecorderConfig, WarmupConfig, dl2_sim
 from models.dl2.policy import DL2Policy
 from models.dl2.recorder import record_decisions
@@ -83,7 +87,31 @@ def _snapshots(n_servers: int, count: int = 30):
     return out
 
 
-def main() -> None:
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_dl2`'s options (see the module docstring)."""
+
+    command: Literal["latency", "experiment", "generality"] = positional("latency")
+    """latency (the default), the end-to-end experiment, or section 6.4's generality"""
+    count: int | None = positional(None)
+    """experiment: RL seeds (default 1); generality: updates (default 1500)"""
+    out: str | None = positional(None)
+    """experiment and generality: folder for their outputs"""
+
+
+def main(argv: list[str]) -> int:
+    """The command `argv` names (see the module docstring)."""
+    opts = parse(Options, argv)
+    if opts.command == "experiment":
+        experiment(1 if opts.count is None else opts.count, opts.out)
+    elif opts.command == "generality":
+        generality(1500 if opts.count is None else opts.count, opts.out)
+    else:
+        latency()
+    return 0
+
+
+def latency() -> None:
     """Print the decision latency of a warm DL2 policy with 40 concurrent jobs."""
     torch.set_num_threads(1)
     traces = _drf_traces()
@@ -333,11 +361,4 @@ def generality(updates: int = 1500, out: str | None = None) -> None:
 
 
 if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:2] == ["experiment"]:
-        experiment(int(sys.argv[2]) if len(sys.argv) > 2 else 1, *sys.argv[3:4])
-    elif sys.argv[1:2] == ["generality"]:
-        generality(int(sys.argv[2]) if len(sys.argv) > 2 else 1500, *sys.argv[3:4])
-    else:
-        main()
+    sys.exit(main(sys.argv[1:]))

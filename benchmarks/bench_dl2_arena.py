@@ -25,13 +25,12 @@ default, with every deviation of `models.dl2.config.PUBLISHED_DEVIATIONS`), `as-
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from benchmarks import UsageError, parse_or_exit
 from benchmarks.arena import evaluate_with_heuristics, make_warehouse, print_ratios
+from benchmarks.options import parse, repeated, setting
 from models.dl2.config import PUBLISHED_DEVIATIONS
 from pipelines.config import run_config
 from pipelines.registry import SYSTEMS
@@ -53,39 +52,33 @@ def config_named(base: DL2StageConfig, name: str) -> DL2StageConfig:
         return base.as_published()
     deviation = name.removeprefix("without-")
     if not name.startswith("without-") or deviation not in PUBLISHED_DEVIATIONS:
-        raise UsageError(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
+        raise ValueError(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
     return replace(base, **{deviation: PUBLISHED_DEVIATIONS[deviation][0]})
 
 
-def _parse(argv: list[str]) -> dict:
-    opts: dict = {
-        "seeds": (0, 1, 2, 3, 4),
-        "configs": CONFIGS,
-        "updates": None,
-        "sequences": 4,
-        "sim_seeds": 3,
-        "warehouse": None,
-        "set": {},
-    }
-    it = iter(argv)
-    for arg in it:
-        if arg == "--seeds":
-            opts["seeds"] = tuple(int(x) for x in next(it).split(","))
-        elif arg == "--configs":
-            opts["configs"] = tuple(next(it).split(","))
-            unknown = [c for c in opts["configs"] if c not in CONFIGS]
-            if unknown:
-                raise UsageError(f"unknown configs {unknown}; known: {', '.join(CONFIGS)}")
-        elif arg in ("--updates", "--sequences", "--sim-seeds"):
-            opts[arg[2:].replace("-", "_")] = int(next(it))
-        elif arg == "--warehouse":
-            opts["warehouse"] = next(it)
-        elif arg == "--set":
-            name, _, value = next(it).partition("=")
-            opts["set"][name] = json.loads(value)
-        else:
-            raise UsageError(f"unknown argument {arg}")
-    return opts
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_dl2_arena`'s options (see the module docstring)."""
+
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """training seeds (comma-separated)"""
+    configs: tuple[str, ...] = CONFIGS
+    """the configs to train (comma-separated)"""
+    updates: int | None = None
+    """fine-tuning updates (default: the run's)"""
+    sequences: int = 4
+    """test sequences of the set"""
+    sim_seeds: int = 3
+    """simulator seeds per sequence"""
+    warehouse: str | None = None
+    """warehouse file, made once and reused (default: a temporary one)"""
+    set: tuple[tuple[str, object], ...] = repeated(setting(DL2StageConfig))
+    """FIELD=JSON: a DL2StageConfig field of the base (repeatable)"""
+
+    def __post_init__(self) -> None:
+        unknown = [c for c in self.configs if c not in CONFIGS]
+        if unknown:
+            raise ValueError(f"unknown configs {unknown}; known: {', '.join(CONFIGS)}")
 
 
 def train(warehouse: str, cfg: DL2StageConfig) -> tuple[str, str]:
@@ -111,42 +104,36 @@ def train(warehouse: str, cfg: DL2StageConfig) -> tuple[str, str]:
     return warm.policy_id, tuned.policy_id
 
 
-def run(argv: list[str]) -> None:
+def main(argv: list[str]) -> int:
     """Train every (config, seed), evaluate them with the heuristics, print."""
-    opts = parse_or_exit(_parse, argv, "python -m benchmarks.bench_dl2_arena")
+    opts = parse(Options, argv)
     started = time.perf_counter()
     cfg = run_config(SYSTEMS)
-    warehouse = make_warehouse(cfg, "bench-dl2-arena-", opts["warehouse"])
-    base = replace(cfg.learned["dl2"], variants=(), init="warmup", **opts["set"])
-    if opts["updates"] is not None:
-        base = replace(
-            base, updates=opts["updates"], val_every=min(base.val_every, opts["updates"])
-        )
+    warehouse = make_warehouse(cfg, "bench-dl2-arena-", opts.warehouse)
+    base = replace(cfg.learned["dl2"], variants=(), init="warmup", **dict(opts.set))
+    if opts.updates is not None:
+        base = replace(base, updates=opts.updates, val_every=min(base.val_every, opts.updates))
     wanted: dict[str, str] = {}
-    for name in opts["configs"]:
-        for seed in opts["seeds"]:
+    for name in opts.configs:
+        for seed in opts.seeds:
             print(f"  {name} seed {seed}", flush=True)
             stage_cfg = replace(config_named(base, name), seed=seed)
             warm, tuned = train(warehouse, stage_cfg)
             wanted[f"dl2/{name}/{seed}"] = tuned
             wanted[f"warmup/{name}/{seed}"] = warm
     runs, heuristics = evaluate_with_heuristics(
-        warehouse, cfg.derive.name, wanted, opts["sequences"], opts["sim_seeds"]
+        warehouse, cfg.derive.name, wanted, opts.sequences, opts.sim_seeds
     )
     # Each config, fine-tuned and warm-up: its training seeds pooled.
     groups = {
         f"{config} ({'fine-tuned' if stage == 'dl2' else 'warm-up'})": f"{stage}/{config}/"
-        for config in opts["configs"]
+        for config in opts.configs
         for stage in ("dl2", "warmup")
     }
     print_ratios(runs, heuristics, groups)
     print(f"total wall time {time.perf_counter() - started:.0f} s")
-
-
-def main() -> None:
-    """`python -m benchmarks dl2_arena`: every config, 5 seeds."""
-    run([])
+    return 0
 
 
 if __name__ == "__main__":
-    run(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

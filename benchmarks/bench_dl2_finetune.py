@@ -22,18 +22,16 @@ where the pipeline spawns its own).
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from benchmarks import UsageError, parse_or_exit
 from benchmarks.bench_scoreboard import run_seed
+from benchmarks.options import parse, repeated, setting
 from models.checkpoints import load_registered
 from models.dl2.grouped import GroupedConfig, finetune_grouped
 from models.dl2.policy import policy_from_checkpoint
@@ -50,42 +48,18 @@ SET = "dl2-synthetic"
 SIM_SEEDS = (1000, 1001, 1002)
 
 
-def run_arguments(
-    argv: list[str], extra: Callable[[str, Iterator[str]], bool] | None = None
-) -> tuple[Path, list[int]]:
-    """`--dir DIR` (default ./var/scoreboard-default) and `--seeds 0,1,...` of a benchmark
-    over the scoreboard's default runs; any other argument goes to `extra(arg, rest)`, which
-    takes its value from `rest` and returns False for an argument it does not know."""
-    folder, seeds = Path("var/scoreboard-default"), [0, 1, 2, 3, 4]
-    it = iter(argv)
-    for arg in it:
-        if arg == "--dir":
-            folder = Path(next(it))
-        elif arg == "--seeds":
-            seeds = [int(s) for s in next(it).split(",")]
-        elif extra is None or not extra(arg, it):
-            raise UsageError(f"unknown argument {arg!r}")
-    return folder, seeds
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_dl2_finetune`'s options (see the module docstring)."""
 
-
-def _parse(argv: list[str]) -> tuple[Path, list[int], dict]:
-    changes: dict = {}
-    known = {f.name for f in fields(GroupedConfig)} - {"net", "sim", "seed", "variant"}
-
-    def setting(arg: str, rest: Iterator[str]) -> bool:
-        if arg != "--set":
-            return False
-        name, _, value = next(rest).partition("=")
-        if name not in known:
-            raise UsageError(f"--set {name}: not a GroupedConfig field ({sorted(known)})")
-        try:
-            changes[name] = json.loads(value)
-        except json.JSONDecodeError:
-            raise UsageError(f"--set {name}={value}: not JSON (a string is '\"job\"')") from None
-        return True
-
-    folder, seeds = run_arguments(argv, setting)
-    return folder, seeds, changes
+    dir: Path = Path("var/scoreboard-default")
+    """the scoreboard's folder of default runs"""
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """the runs' seeds (comma-separated)"""
+    set: tuple[tuple[str, object], ...] = repeated(
+        setting(GroupedConfig, exclude=("net", "sim", "seed", "variant"))
+    )
+    """FIELD=JSON: a GroupedConfig field (repeatable)"""
 
 
 def dl2_policies(warehouse: Path):
@@ -124,8 +98,10 @@ def test_jct(test, sim, make) -> np.ndarray:
     return np.array(out)
 
 
-def run(argv: list[str]) -> None:
-    folder, seeds, changes = parse_or_exit(_parse, argv, "python -m benchmarks.bench_dl2_finetune")
+def main(argv: list[str]) -> int:
+    """Fine-tune each run's warm-up again, test it beside the run's policies, print."""
+    opts = parse(Options, argv)
+    folder, seeds, changes = opts.dir, list(opts.seeds), dict(opts.set)
     torch.set_num_threads(1)
     folder.mkdir(parents=True, exist_ok=True)
     print(f"DL2 fine-tuning from the warm-ups of the runs in {folder} (seeds {seeds}): {changes}")
@@ -175,11 +151,8 @@ def run(argv: list[str]) -> None:
             f"{a} vs {b}: {p.ratio:.3f} [{p.low:.3f}, {p.high:.3f}] (n={p.n_pairs}, lower "
             f"on {p.wins})"
         )
-
-
-def main() -> None:
-    run([])
+    return 0
 
 
 if __name__ == "__main__":
-    run(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

@@ -44,9 +44,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks import parse_or_exit
-from benchmarks.bench_dl2_finetune import dl2_policies, run_arguments, test_jct
+from benchmarks.bench_dl2_finetune import dl2_policies, test_jct
 from benchmarks.bench_scoreboard import run_seed
+from benchmarks.options import parse
 from models.dl2.recorder import as_workloads
 from models.dl2.search import ConfigTable, table_of
 from models.heuristics.common import remaining_epochs
@@ -108,19 +108,22 @@ def searched_teacher(warehouse: Path) -> ConfigTable | None:
     return ConfigTable(table_of(rows.to_dicts()), trigger="events")
 
 
-def run(argv: list[str]) -> None:
-    servers = None
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_dl2_headroom`'s options (see the module docstring)."""
 
-    def cluster_size(arg: str, rest) -> bool:
-        nonlocal servers
-        if arg != "--servers":
-            return False
-        servers = int(next(rest))
-        return True
+    dir: Path = Path("var/scoreboard-default")
+    """the scoreboard's folder of default runs"""
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """the runs' seeds (comma-separated)"""
+    servers: int | None = None
+    """servers of the cluster every policy runs on (default: the stage's)"""
 
-    folder, seeds = parse_or_exit(
-        lambda a: run_arguments(a, cluster_size), argv, "python -m benchmarks.bench_dl2_headroom"
-    )
+
+def main(argv: list[str]) -> int:
+    """Run every policy on each run's test sequences and print where the gain lies."""
+    opts = parse(Options, argv)
+    folder, seeds, servers = opts.dir, list(opts.seeds), opts.servers
     torch.set_num_threads(1)
     folder.mkdir(parents=True, exist_ok=True)
     where = f", {servers} servers" if servers else ""
@@ -197,11 +200,8 @@ def run(argv: list[str]) -> None:
         table = measured.table(model, cap=CAP)
         w, p = np.unravel_index(int(table.argmax()), table.shape)
         print(f"  {model:14s} " + " | ".join(cells) + f" || best {w} + {p} {table[w, p]:.1f}")
-
-
-def main() -> None:
-    run([])
+    return 0
 
 
 if __name__ == "__main__":
-    run(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

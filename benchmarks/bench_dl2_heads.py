@@ -37,15 +37,15 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from benchmarks import UsageError, parse_or_exit
 from benchmarks.bench_scoreboard import run_seed
+from benchmarks.options import parse
 from models.dl2.networks import policy_mask
 from models.dl2.policy import workload_seeds
 from models.dl2.recorder import as_workloads, replay
@@ -54,8 +54,8 @@ from models.heuristics.optimus import Optimus
 from models.heuristics.registry import ALLOCATIONS, PLACEMENTS
 from pipelines.systems.dl2.stages import DL2StageConfig
 from pipelines.trained import set_workloads
-from tracelib.envs.observation import encode_allocation, refresh_allocation_row
-from tracelib.sim.builder import Action, AllocationBuilder
+from tracelib.envs.observation import ACTION_KINDS, encode_allocation, refresh_allocation_row
+from tracelib.sim.builder import AllocationBuilder
 from tracelib.sim.engine import Simulator
 from tracelib.sim.policy import Scheduler
 from tracelib.stats import mean_ci, paired_ratio
@@ -77,7 +77,7 @@ class RowHead(nn.Module):
         self.body = nn.Sequential(
             nn.Linear(2 * d, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
         )
-        self.out = nn.Linear(hidden, 3)
+        self.out = nn.Linear(hidden, ACTION_KINDS)
         self.stop = nn.Linear(hidden, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -86,7 +86,7 @@ class RowHead(nn.Module):
         if not self.context:
             ctx = torch.zeros_like(ctx)
         hid = self.body(torch.cat([rows, ctx], -1))  # (B, J, hidden)
-        per_row = self.out(hid).reshape(x.shape[0], 3 * self.window)  # (B, 3J)
+        per_row = self.out(hid).reshape(x.shape[0], -1)  # (B, J, 3) -> (B, 3J)
         return torch.cat([per_row, self.stop(hid.mean(1))], -1)  # (B, 3J + 1)
 
 
@@ -167,9 +167,10 @@ class Experiment:
                     masks.append(policy_mask(builder, self.net_cfg))
                     actions.append(action)
                     owners.append(workload_id)
-                    if action != 3 * self.window:
-                        builder.step(action // 3, Action(action % 3))
-                        refresh_allocation_row(obs, builder, action // 3)
+                    decoded = self.net_cfg.actions.decode(action)
+                    if decoded is not None:
+                        builder.step(*decoded)
+                        refresh_allocation_row(obs, builder, decoded[0])
                 session.submit(alloc, self.place.place(snap, alloc, session.rng))
         return np.array(xs), np.array(masks), np.array(actions), np.array(owners)
 
@@ -181,7 +182,7 @@ class Experiment:
                 nn.ReLU(),
                 nn.Linear(256, 256),
                 nn.ReLU(),
-                nn.Linear(256, 3 * self.window + 1),
+                nn.Linear(256, self.net_cfg.actions.n),
             )
         return RowHead(self.window, d, context=self.variant != "rows-alone")
 
@@ -232,7 +233,7 @@ class Experiment:
                 builder = AllocationBuilder(snap)
                 obs = encode_allocation(builder, experiment.net_cfg.obs)
                 gains = experiment._gains(builder, self.optimus, snap)
-                stop = 3 * experiment.window
+                layout = experiment.net_cfg.actions
                 while True:
                     mask = policy_mask(builder, experiment.net_cfg)
                     if not mask[:-1].any():
@@ -240,11 +241,11 @@ class Experiment:
                     x = torch.from_numpy(experiment._inputs(obs, builder, gains))[None]
                     with torch.no_grad():
                         z = net(x)[0].masked_fill(~torch.from_numpy(mask), -1e9)
-                    action = int(z.argmax())
-                    if action == stop:
+                    decoded = layout.decode(int(z.argmax()))
+                    if decoded is None:
                         break
-                    builder.step(action // 3, Action(action % 3))
-                    refresh_allocation_row(obs, builder, action // 3)
+                    builder.step(*decoded)
+                    refresh_allocation_row(obs, builder, decoded[0])
                 return builder.allocation()
 
         return Student
@@ -261,35 +262,35 @@ class Experiment:
         return np.array(out)
 
 
-def _parse(argv: list[str]) -> dict:
-    opts = {"dir": Path("var/scoreboard-default"), "seeds": [0, 1, 2, 3, 4], "variants": VARIANTS}
-    it = iter(argv)
-    for arg in it:
-        if arg == "--dir":
-            opts["dir"] = Path(next(it))
-        elif arg == "--seeds":
-            opts["seeds"] = [int(s) for s in next(it).split(",")]
-        elif arg == "--variants":
-            opts["variants"] = tuple(next(it).split(","))
-            unknown = set(opts["variants"]) - set(VARIANTS)
-            if unknown:
-                raise UsageError(f"unknown variants {sorted(unknown)}; known: {VARIANTS}")
-        else:
-            raise UsageError(f"unknown argument {arg!r}")
-    return opts
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_dl2_heads`'s options (see the module docstring)."""
+
+    dir: Path = Path("var/scoreboard-default")
+    """the scoreboard's folder of default runs"""
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """the runs' seeds (comma-separated)"""
+    variants: tuple[str, ...] = VARIANTS
+    """the variants to train (comma-separated)"""
+
+    def __post_init__(self) -> None:
+        unknown = set(self.variants) - set(VARIANTS)
+        if unknown:
+            raise ValueError(f"unknown variants {sorted(unknown)}; known: {VARIANTS}")
 
 
-def run(argv: list[str]) -> None:
-    opts = parse_or_exit(_parse, argv, "python -m benchmarks.bench_dl2_heads")
+def main(argv: list[str]) -> int:
+    """Train every variant on each run's recording, test it, print its ratios."""
+    opts = parse(Options, argv)
     torch.set_num_threads(1)
-    folder = opts["dir"]
+    folder = opts.dir
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"DL2 heads on the default runs in {folder} (seeds {opts['seeds']})")
-    warehouses = {s: run_seed(s, "default", folder) for s in opts["seeds"]}
+    print(f"DL2 heads on the default runs in {folder} (seeds {list(opts.seeds)})")
+    warehouses = {s: run_seed(s, "default", folder) for s in opts.seeds}
     # Optimus' runs depend only on the run's test sequences: made once per run, whatever
     # the variant.
     baselines: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for variant in opts["variants"]:
+    for variant in opts.variants:
         mine_all, events_all, per_run = [], [], []
         for seed, warehouse in warehouses.items():
             start = time.perf_counter()
@@ -319,11 +320,8 @@ def run(argv: list[str]) -> None:
             f"per run vs Optimus-600 {min(per_run):.3f}-{max(per_run):.3f}"
             + (f" (mean {np.mean(per_run):.3f} [{low:.3f}, {high:.3f}])" if low else "")
         )
-
-
-def main() -> None:
-    run([])
+    return 0
 
 
 if __name__ == "__main__":
-    run(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

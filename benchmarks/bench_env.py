@@ -7,10 +7,13 @@ Target (issue: simulator): at least 20,000 actions per second on the 2-core mach
 
 from __future__ import annotations
 
+import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
+from benchmarks.options import parse
 from tracelib.envs import (
     AllocationEnv,
     AllocationEnvConfig,
@@ -40,8 +43,14 @@ def _episode(env, seed: int) -> tuple[int, float]:
             return steps, time.perf_counter() - start
 
 
-def main() -> None:
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_env` takes no options."""
+
+
+def main(argv: list[str]) -> int:
     """Print actions per second of the allocation and placement environments."""
+    parse(Options, argv)
     jobs = jobs_from_frame(dl2_like_frame(200, 0, max_arrivals_per_slot=10))
     env = AllocationEnv(
         [jobs],
@@ -68,7 +77,8 @@ def main() -> None:
         f"PlacementEnv (Harmony-like: 20 servers, 60 jobs, N'=10): {steps:,} actions in "
         f"{wall:.2f} s = {steps / wall:,.0f} actions/s"
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv[1:]))

@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 
+from benchmarks.options import parse
 from models.fidelity import FidelityConfig, fidelity_checks
 
 
-def main() -> None:
-    """Run every check, print it, and fail when one does not pass."""
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_fidelity` takes no options."""
+
+
+def main(argv: list[str]) -> int:
+    """Run every check, print it; 1 when one does not pass."""
+    parse(Options, argv)
     start = time.perf_counter()
     rows = fidelity_checks(FidelityConfig())
     width = max(len(r.check_name) for r in rows)
@@ -29,8 +37,10 @@ def main() -> None:
     wall = time.perf_counter() - start
     print(f"  {len(rows) - len(failed)} of {len(rows)} checks pass ({wall:.0f} s)")
     if failed:
-        sys.exit(f"fidelity checks failed: {', '.join(failed)}")
+        print(f"fidelity checks failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv[1:]))

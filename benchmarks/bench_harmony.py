@@ -48,14 +48,14 @@ searched teacher, which does not depend on the seed, is searched once for all of
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from dataclasses import fields, replace
+from dataclasses import dataclass, replace
 
 import polars as pl
 import torch
 
+from benchmarks.options import parse, parsed, repeated, setting
 from models.harmony.evaluate import HarmonyEvalConfig
 from models.harmony.placement import ORDERED_BASELINES, GreedySpeedPlacement, RulePlacement
 from models.harmony.reward import RewardTrainConfig, compare_estimators, fit_reward_model
@@ -247,22 +247,6 @@ def placement(
     )
 
 
-def _setting(text: str) -> tuple[str, object]:
-    known = {f.name for f in fields(PlacementTrainConfig)} - {"net", "sim", "seed", "updates"}
-    name, sep, value = text.partition("=")
-    if not sep or name not in known:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected FIELD=JSON with FIELD one of {sorted(known)}"
-        )
-    try:
-        parsed = json.loads(value)
-    except json.JSONDecodeError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: the value is not JSON (a string is written '\"simulator\"')"
-        ) from None
-    return name, tuple(parsed) if isinstance(parsed, list) else parsed
-
-
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -281,33 +265,36 @@ def _systems(text: str) -> tuple[str, ...]:
     return names
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
-    """The benchmark's options (a bad one exits 2 with argparse's message)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.bench_harmony", description=__doc__.split("\n")[0]
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_harmony`'s options (see the module docstring)."""
+
+    updates: int = 300
+    """actor-critic updates"""
+    epochs: int = 80
+    """reward predictor epochs"""
+    sequences: int = parsed(HarmonyEvalConfig().n_sequences, _positive)
+    """held out per pattern"""
+    train_sequences: int | None = parsed(None, _positive)
+    """training sequences (default: the run's)"""
+    val_sequences: int | None = parsed(None, _positive)
+    """validation sequences (default: the run's)"""
+    gavel: str | None = None
+    """Gavel's simulation_throughputs.json"""
+    seeds: int = parsed(1, _positive)
+    """training seeds 0..N-1"""
+    systems: tuple[str, ...] = parsed(SYSTEMS, _systems)
+    """which systems to train (comma-separated)"""
+    set: tuple[tuple[str, object], ...] = repeated(
+        setting(PlacementTrainConfig, exclude=("net", "sim", "seed", "updates"))
     )
-    parser.add_argument("--updates", type=int, default=300, help="actor-critic updates")
-    parser.add_argument("--epochs", type=int, default=80, help="reward predictor epochs")
-    parser.add_argument(
-        "--sequences",
-        type=_positive,
-        default=HarmonyEvalConfig().n_sequences,
-        help="held out per pattern",
-    )
-    parser.add_argument("--train-sequences", type=_positive, default=None, help="default: run's")
-    parser.add_argument("--val-sequences", type=_positive, default=None, help="default: run's")
-    parser.add_argument("--gavel", default=None, help="Gavel's simulation_throughputs.json")
-    parser.add_argument("--seeds", type=_positive, default=1, help="training seeds 0..N-1")
-    parser.add_argument("--systems", type=_systems, default=SYSTEMS, help="which to train")
-    parser.add_argument(
-        "--set", type=_setting, action="append", default=[], help="PlacementTrainConfig FIELD=JSON"
-    )
-    opts = parser.parse_args(argv)
-    try:  # a value of the right type can still be one the config refuses
-        replace(PlacementTrainConfig(), **dict(opts.set))
-    except (TypeError, ValueError) as exc:
-        parser.error(f"--set: {exc}")
-    return opts
+    """FIELD=JSON: a PlacementTrainConfig field of every system (repeatable)"""
+
+    def __post_init__(self) -> None:
+        try:  # a value of the right type can still be one the config refuses
+            replace(PlacementTrainConfig(), **dict(self.set))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"--set: {exc}") from None
 
 
 def pooled_ratios(runs: pl.DataFrame, seeds: int) -> None:
@@ -352,8 +339,9 @@ def pooled_ratios(runs: pl.DataFrame, seeds: int) -> None:
     print(pl.DataFrame(rows).sort("against", "pattern", "system"))
 
 
-def main(argv: list[str] | None = None) -> None:
-    opts = parse(argv or [])
+def main(argv: list[str]) -> int:
+    """Fit the reward models, train and evaluate the placement systems, print."""
+    opts = parse(Options, argv)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     predictor = reward_models(opts.epochs, opts.gavel)
@@ -368,7 +356,8 @@ def main(argv: list[str] | None = None) -> None:
         opts.val_sequences,
     )
     print(f"total wall time {time.perf_counter() - t0:.0f} s")
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

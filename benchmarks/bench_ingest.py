@@ -26,10 +26,13 @@ import resource
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+
+from benchmarks.options import parse, positional
 
 TARGET_ROWS_PER_S = 1_000_000
 
@@ -83,11 +86,25 @@ def _timed(fn):
     return result, time.perf_counter() - wall, time.process_time() - cpu, load
 
 
-def main(rows: int | None = None) -> None:
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_ingest`'s options (see the module docstring)."""
+
+    rows: int = positional(1_000_000)
+    """rows of the generated CSV"""
+
+
+def main(argv: list[str]) -> int:
+    """Generate the CSV, ingest it each way, print the rates beside the target."""
+    measure(parse(Options, argv).rows)
+    return 0
+
+
+def measure(rows: int) -> None:
+    """Ingest a generated CSV of `rows` rows each way and print the rates."""
     from tracelib.ingest import ingest_trace, load_trace, read_trace, store_trace
     from warehouse import connect
 
-    rows = rows or 1_000_000
     with tempfile.TemporaryDirectory() as tmp:
         csv = Path(tmp) / "jobs.csv"
         mapping = Path(tmp) / "jobs.toml"
@@ -171,4 +188,4 @@ def _duckdb_read_csv(csv: Path, db: Path) -> float:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else None)
+    sys.exit(main(sys.argv[1:]))

@@ -16,10 +16,13 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+
+from benchmarks.options import parse, positional
 
 TARGET_S = 60.0
 RULES = ("fifo", "srtf", "drf", "tetris", "sjf")
@@ -65,14 +68,27 @@ def make_trace(path: Path, jobs: int, seed: int = 0) -> None:
     ).write_csv(path)
 
 
-def main(jobs: int | None = None) -> None:
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_replay`'s options (see the module docstring)."""
+
+    jobs: int = positional(100_000)
+    """jobs of the generated trace"""
+
+
+def main(argv: list[str]) -> int:
     """Generate, ingest, replay under each rule at two cluster sizes; print beside target."""
+    measure(parse(Options, argv).jobs)
+    return 0
+
+
+def measure(jobs: int) -> None:
+    """The replay of a generated trace of `jobs` jobs under each rule, printed."""
     from dataclasses import replace
 
     from pipelines.replay import ReplayConfig, replay_stage
     from pipelines.stages import ingest_stage
 
-    jobs = int(jobs or 100_000)
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
         csv, mapping = Path(tmp) / "trace.csv", Path(tmp) / "trace.toml"
         make_trace(csv, jobs)
@@ -101,4 +117,4 @@ def main(jobs: int | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:2])
+    sys.exit(main(sys.argv[1:]))

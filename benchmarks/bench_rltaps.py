@@ -29,12 +29,14 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import polars as pl
 
+from benchmarks.options import parse, positional
 from models.rltaps.config import MODES
 from models.rltaps.pretrained import PRETRAIN_SIZES
 from pipelines.systems.rltaps.stages import (
@@ -176,17 +178,26 @@ def run_seed(
     return slowdowns
 
 
-def run(
-    budget: str = "default",
-    out: str | None = None,
-    seeds: str | int = "0",
-    as_published: bool = False,
-) -> None:
-    """Train and evaluate once per training seed (comma-separated), then print each RL-TAPS
-    mode's paired slowdown ratio to every baseline over (seed, test sequence) pairs.
-    `as_published`: the paper's training from random weights (default: imitate SJF first)."""
-    folder = Path(out or tempfile.mkdtemp(prefix="bench-rltaps-"))
-    seed_list = [int(s) for s in str(seeds).split(",")]
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_rltaps`'s options (see the module docstring)."""
+
+    budget: Literal["default", "medium", "large", "paper"] = positional("default")
+    """the training budget"""
+    out: str | None = positional(None)
+    """folder for the figures and tables (default: a temporary one)"""
+    seeds: tuple[int, ...] = positional((0,))
+    """training seeds (comma-separated)"""
+    as_published: bool = False
+    """train from random weights as the paper (default: imitate SJF first)"""
+
+
+def main(argv: list[str]) -> int:
+    """Train and evaluate once per training seed, then print each RL-TAPS mode's paired
+    slowdown ratio to every baseline over (seed, test sequence) pairs."""
+    opts = parse(Options, argv)
+    budget, as_published, seed_list = opts.budget, opts.as_published, list(opts.seeds)
+    folder = Path(opts.out or tempfile.mkdtemp(prefix="bench-rltaps-"))
     start = time.perf_counter()
     start_from = "the shipped policy" if BUDGETS[budget].init == "latest" else "SJF warm start"
     print(f"RL-TAPS {budget} budget, {'as published' if as_published else start_from}")
@@ -206,13 +217,8 @@ def run(
         verdict = "reached" if r.high is not None and r.high < 1 else "NOT reached"
         print(f"target ({mode}): ratio to the best baseline ({best}) below 1: {verdict}")
     print(f"total wall time {time.perf_counter() - start:.0f} s; outputs in {folder}")
-
-
-def main() -> None:
-    """`python -m benchmarks rltaps`: the default budget."""
-    run("default")
+    return 0
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--as-published"]
-    run(*args[:3], as_published="--as-published" in sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

@@ -28,11 +28,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import polars as pl
 
-from benchmarks import UsageError, parse_or_exit
+from benchmarks.options import parse
 from pipelines.evaluation import summarize_runs
 from warehouse import connect, read_frame
 
@@ -40,19 +42,16 @@ TARGET = 1.0
 """Issue 18: a learned system's ratio's upper end below this."""
 
 
-def _parse(argv: list[str]) -> dict:
-    opts: dict = {"seeds": [0, 1, 2, 3, 4], "budget": "default", "dir": None}
-    it = iter(argv)
-    for arg in it:
-        if arg == "--seeds":
-            opts["seeds"] = [int(s) for s in next(it).split(",")]
-        elif arg == "--budget":
-            opts["budget"] = next(it)
-        elif arg == "--dir":
-            opts["dir"] = next(it)
-        else:
-            raise UsageError(f"unknown argument {arg!r}")
-    return opts
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_scoreboard`'s options (see the module docstring)."""
+
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """the runs' seeds (comma-separated)"""
+    budget: Literal["smoke", "default", "large"] = "default"
+    """the runs' budget (`schedlab run --budget`)"""
+    dir: str | None = None
+    """folder of the runs' warehouses (default ./var/scoreboard-BUDGET)"""
 
 
 def _finished(warehouse: Path) -> bool:
@@ -202,21 +201,23 @@ def report(frame: pl.DataFrame, runs: pl.DataFrame, seeds: list[int]) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str]) -> int:
     """`python -m benchmarks scoreboard`: 5 seeds of the default run."""
-    opts = parse_or_exit(_parse, argv or [], "python -m benchmarks.bench_scoreboard")
-    folder = Path(opts["dir"] or f"var/scoreboard-{opts['budget']}")
+    opts = parse(Options, argv)
+    seeds = list(opts.seeds)
+    folder = Path(opts.dir or f"var/scoreboard-{opts.budget}")
     folder.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    print(f"scoreboard: schedlab run --budget {opts['budget']}, seeds {opts['seeds']}, in {folder}")
-    warehouses = [run_seed(seed, opts["budget"], folder) for seed in opts["seeds"]]
-    per_seed = [newest_runs(w, s) for w, s in zip(warehouses, opts["seeds"], strict=True)]
+    print(f"scoreboard: schedlab run --budget {opts.budget}, seeds {seeds}, in {folder}")
+    warehouses = [run_seed(seed, opts.budget, folder) for seed in seeds]
+    per_seed = [newest_runs(w, s) for w, s in zip(warehouses, seeds, strict=True)]
     runs = pl.concat([r for r, _ in per_seed], how="diagonal_relaxed")
     frame = pooled(runs, pl.concat([s for _, s in per_seed], how="diagonal_relaxed"))
-    report(frame, runs, opts["seeds"])
+    report(frame, runs, seeds)
     frame.write_csv(folder / "scoreboard.csv")
     print(f"\nrows: {folder / 'scoreboard.csv'}; total {time.perf_counter() - start:.0f} s")
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

@@ -14,11 +14,13 @@
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from benchmarks.options import parse
 from models.heuristics import make_scheduler
 from tracelib.sim import (
     Allocation,
@@ -86,8 +88,14 @@ def _step_rate(snap: Snapshot, with_mask: bool, budget_s: float = 1.0) -> tuple[
     return steps / (time.perf_counter() - start), steps
 
 
-def main() -> None:
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_sim` takes no options."""
+
+
+def main(argv: list[str]) -> int:
     """Run both benchmarks and print their figures."""
+    parse(Options, argv)
     jobs, cfg = _large_setting()
     sim = Simulator(jobs, make_scheduler("drf"), cfg)
     walls, cpus = [], []
@@ -117,7 +125,8 @@ def main() -> None:
     )
     rate_m, steps_m = _step_rate(snap, with_mask=True, budget_s=0.5)
     print(f"  step + full mask recomputed each step: {rate_m:,.0f} actions/s ({steps_m:,} steps)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv[1:]))

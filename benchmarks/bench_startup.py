@@ -19,7 +19,6 @@ Target: 0 failures.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import re
@@ -33,6 +32,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+from benchmarks.options import parse
 
 FIRST_STAGE = re.compile(r"\] synthetic trace \(")
 """The first stage every smoke run starts (pipelines/flows.py): the flow is running."""
@@ -52,7 +54,7 @@ class Start:
     output: list[str] = field(default_factory=list)
 
 
-def _one_run(index: int, args: argparse.Namespace, work: Path) -> Start:
+def _one_run(index: int, args: Options, work: Path) -> Start:
     start = Start(index)
     folder = work / f"run-{index:02d}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -125,31 +127,27 @@ def _last_error(lines: list[str]) -> str:
     return lines[-1].strip()[:200] if lines else "no output"
 
 
-def _options(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks startup",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--runs", type=int, default=30, help="runs to start (default 30)")
-    parser.add_argument("--parallel", type=int, default=2, help="runs at once (default 2)")
-    parser.add_argument("--burners", type=int, default=2, help="CPU burners (default 2)")
-    parser.add_argument(
-        "--until",
-        choices=("started", "done"),
-        default="started",
-        help="stop each run at its first stage (default) or let it finish",
-    )
-    parser.add_argument(
-        "--timeout", type=float, default=900.0, help="seconds before a run is killed"
-    )
-    parser.add_argument("--dir", default=None, help="work folder (default: a temporary one)")
-    return parser.parse_args(argv)
+@dataclass(frozen=True)
+class Options:
+    """`python -m benchmarks.bench_startup`'s options (see the module docstring)."""
+
+    runs: int = 30
+    """runs to start"""
+    parallel: int = 2
+    """runs at once"""
+    burners: int = 2
+    """CPU burners"""
+    until: Literal["started", "done"] = "started"
+    """stop each run at its first stage (started) or let it finish (done)"""
+    timeout: float = 900.0
+    """seconds before a run is killed"""
+    dir: str | None = None
+    """work folder (default: a temporary one)"""
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str]) -> int:
     """Run the stress benchmark; returns 0 when every start succeeded, 1 otherwise."""
-    args = _options(argv or [])
+    args = parse(Options, argv)
     holder = tempfile.TemporaryDirectory(prefix="schedlab-startup-") if not args.dir else None
     work = Path(args.dir or holder.name)
     work.mkdir(parents=True, exist_ok=True)

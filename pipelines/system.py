@@ -40,6 +40,7 @@ import threading
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import MISSING, dataclass, fields, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -291,19 +292,25 @@ def _parse_field_docs(cls: type) -> dict[str, str]:
 
 
 def option_flags(key: str, options: type) -> list[Flag]:
-    """Flags `--<key>-<field>` for every field of the dataclass `options`: help from the
-    field's docstring, choices from a `Literal` annotation, `store_true` for a bool that
-    defaults to False and `--no-<key>-<field>` for one that defaults to True."""
+    """Flags `--<key>-<field>` (`--<field>` when `key` is "") for every field of the
+    dataclass `options`: help from the field's docstring, choices from a `Literal`
+    annotation, `store_true` for a bool that defaults to False and `--no-<key>-<field>` for
+    one that defaults to True, comma-separated values for a `tuple[X, ...]`, and the
+    field's `metadata["parse"]` (str -> value) as the type where it has one."""
     docs = field_docs(options)
     hints = typing.get_type_hints(options)
     out = []
     for f in fields(options):
         if f.default is MISSING:
             raise ValueError(f"{options.__name__}.{f.name} needs a default to be a flag")
-        dest = f"{key}_{f.name}"
-        name = f"{key}-{f.name}".replace("_", "-")
+        dest = f"{key}_{f.name}" if key else f.name
+        name = f"{key}-{f.name}".replace("_", "-") if key else f.name.replace("_", "-")
         help_text = docs.get(f.name, "")
         hint = hints[f.name]
+        if "parse" in f.metadata:
+            parse = f.metadata["parse"]
+            out.append(Flag(f"--{name}", dest, "value", parse, f.default, None, help_text))
+            continue
         if hint is bool:
             negate = f.default is True
             flag = f"--no-{name}" if negate else f"--{name}"
@@ -312,13 +319,30 @@ def option_flags(key: str, options: type) -> list[Flag]:
             out.append(Flag(flag, dest, kind, None, f.default, None, text))
             continue
         args = [a for a in typing.get_args(hint) if a is not type(None)]
+        listed = [a for a in [hint, *args] if typing.get_origin(a) is tuple]
+        if listed:
+            item = typing.get_args(listed[0])[0]
+            if item not in (int, float, str):
+                raise ValueError(f"{options.__name__}.{f.name}: no flag for type {hint}")
+            out.append(Flag(f"--{name}", dest, "value", _listed(item), f.default, None, help_text))
+            continue
         literal = [a for a in args if typing.get_origin(a) is typing.Literal]
         if typing.get_origin(hint) is typing.Literal:
             literal = [hint]
         choices = tuple(typing.get_args(literal[0])) if literal else None
-        scalar = next((a for a in args if a in (int, float, str)), hint)
+        scalar = next((a for a in args if a in (int, float, str, Path)), hint)
         kind_type = type(choices[0]) if choices else scalar
-        if kind_type not in (int, float, str):
+        if kind_type not in (int, float, str, Path):
             raise ValueError(f"{options.__name__}.{f.name}: no flag for type {hint}")
         out.append(Flag(f"--{name}", dest, "value", kind_type, f.default, choices, help_text))
     return out
+
+
+def _listed(item: type) -> Callable[[str], tuple]:
+    """The parser of a comma-separated flag value into a tuple of `item`s."""
+
+    def parse(text: str) -> tuple:
+        return tuple(item(x) for x in text.split(",") if x)
+
+    parse.__name__ = f"comma-separated {item.__name__}"  # argparse names it in an error
+    return parse

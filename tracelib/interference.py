@@ -46,6 +46,7 @@ from tracelib.contracts import InterferenceSamples
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
 from tracelib.scenarios.harmony import harmony_testbed
+from tracelib.seeds import named_streams
 from tracelib.sim.config import ClusterConfig, SpeedConfig
 from tracelib.sim.snapshot import JobPlacement
 from tracelib.sim.speed import SpeedModel
@@ -184,10 +185,9 @@ def _draw_set(
     )
 
 
-def _streams(seed: int) -> list[np.random.Generator]:
-    """One generator per entry of STREAMS, spawned from `seed`."""
-    seqs = np.random.SeedSequence(seed).spawn(len(STREAMS))
-    return [np.random.default_rng(s) for s in seqs]
+def _streams(seed: int) -> dict[str, np.random.Generator]:
+    """One generator per entry of STREAMS, by name, spawned from `seed`."""
+    return named_streams(seed, STREAMS)
 
 
 def sample_sets(cfg: InterferenceConfig) -> Iterator[SampleSet]:
@@ -196,7 +196,8 @@ def sample_sets(cfg: InterferenceConfig) -> Iterator[SampleSet]:
     capacity: list[Vec] = [(c.gpus, c.cpus, c.mem_gb)] * c.n_servers
     named = by_name()
     jts = [named[m] for m in cfg.models]
-    jobs_rng, place_rng = _streams(cfg.seed)[:2]
+    streams = _streams(cfg.seed)
+    jobs_rng, place_rng = streams["jobs"], streams["placement"]
     total = empty = 0
     while total < cfg.n_samples:
         ss = _draw_set(capacity, cfg, jts, jobs_rng, place_rng)
@@ -270,7 +271,7 @@ def collect_samples(
     model = SpeedModel(cfg.speed)
     true_speed = model.placed(types, workers, ps, together, len(sets) * n_srv)
     isolated = model.placed(types, workers, ps, alone, len(alone) * n_srv)
-    noise_rng = _streams(cfg.seed)[2]
+    noise_rng = _streams(cfg.seed)["noise"]
     u = noise_rng.uniform(-1.0, 1.0, (2, len(types)))
     sp = cfg.speed
     measured = true_speed * (1.0 + sp.speed_variation * u[0]) * (1.0 + sp.slot_noise * u[1])

@@ -28,6 +28,7 @@ import polars as pl
 from tracelib.catalogue import DL2_CATALOGUE, JobType, by_name
 from tracelib.contracts import JOB_COLUMNS
 from tracelib.provenance import canonical_json, sha256_hex
+from tracelib.seeds import named_streams
 
 # A Monday at midnight: slot 0 starts a week, so the weekly pattern is aligned.
 EPOCH = datetime(2026, 1, 5)
@@ -149,10 +150,7 @@ class BimodalConfig:
 
 
 def _streams(seed: int) -> dict[str, np.random.Generator]:
-    children = np.random.SeedSequence(seed).spawn(len(_STREAMS))
-    return {
-        name: np.random.default_rng(child) for name, child in zip(_STREAMS, children, strict=True)
-    }
+    return named_streams(seed, _STREAMS)
 
 
 def diurnal_trace(cfg: DiurnalConfig, source_id: str = "synthetic:dl2-diurnal") -> pl.DataFrame:

@@ -37,6 +37,7 @@ import polars as pl
 from tracelib.catalogue import DL2_CATALOGUE, JobType
 from tracelib.contracts import JobTypes, WorkloadJobs, Workloads
 from tracelib.provenance import canonical_json, code_version
+from tracelib.seeds import named_streams
 
 SPLITS = ("train", "validation", "test")
 
@@ -104,8 +105,8 @@ def derive_workloads(
     from tracelib.describe import readable_jobs
 
     jobs, _ = readable_jobs(jobs)
-    streams = np.random.SeedSequence(cfg.seed).spawn(2)
-    model_rng, split_rng = (np.random.default_rng(s) for s in streams)
+    streams = named_streams(cfg.seed, ("models", "split"))
+    model_rng, split_rng = streams["models"], streams["split"]
 
     kept = jobs.filter(
         pl.col("status").is_in(list(cfg.statuses))

@@ -42,6 +42,7 @@ from models.chic.networks import ChicPolicyNet, NumpyPolicy
 from models.chic.policy import ChicPolicy, evaluate_policy, make_env, run_episode
 from models.warm_start import WarmStart, clone_network
 from tracelib.progress import ProgressFn, no_progress
+from tracelib.seeds import named_seeds
 from tracelib.sim.jobs import JobSpec
 
 CURVE_SCHEMA = {
@@ -126,7 +127,7 @@ def warm_start(train: Sequence[Sequence[JobSpec]], cfg: CEMConfig) -> WarmStart:
     if cfg.teacher is None:
         raise ValueError("warm_start needs a teacher (CEMConfig.teacher)")
     started = time.perf_counter()
-    stream = np.random.SeedSequence(cfg.seed).spawn(len(STREAMS))[STREAMS.index("imitation")]
+    stream = named_seeds(cfg.seed, STREAMS)["imitation"]
     net_seed, fit_seed, env_seed = (int(x) for x in stream.generate_state(3))
     sequences = list(train)[: cfg.imitation_sequences]
     samples = teacher_samples(sequences, cfg, cfg.teacher, env_seed, cfg.imitation_order)
@@ -176,11 +177,11 @@ def train_cem(
         warm = None
         if cfg.iterations == 0:
             raise ValueError("0 iterations from a starting policy train nothing")
-    root = np.random.SeedSequence(cfg.seed)
-    torch_seed, episode_ss, action_ss = root.spawn(3)
+    seeds = named_seeds(cfg.seed, STREAMS)
+    torch_seed = seeds["torch"]
     gen = torch.Generator().manual_seed(int(torch_seed.generate_state(1)[0]))
-    episode_rng = np.random.default_rng(episode_ss)
-    action_rng = np.random.default_rng(action_ss)
+    episode_rng = np.random.default_rng(seeds["episodes"])
+    action_rng = np.random.default_rng(seeds["actions"])
 
     # Initialization and dropout draw from torch's global generator: seed it for this run
     # and restore it afterwards, so training is a function of cfg.seed alone.

@@ -60,7 +60,7 @@ from models.chic.config import ORDERS, CEMConfig
 from models.chic.networks import ChicPolicyNet
 from models.chic.policy import make_env
 from models.heuristics.optimus import Optimus
-from tracelib.envs.chic import average_jct_s
+from tracelib.envs.chic import ChicActions, average_jct_s
 from tracelib.envs.chic_arena import ChicArenaEnv
 from tracelib.sim.jobs import JobSpec
 
@@ -101,11 +101,11 @@ def by_rows(steps: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, int]]
     return sorted(steps, key=lambda s: s[0])
 
 
-def chic_actions(steps: Sequence[tuple[int, int, int]], variant: str) -> list[int]:
+def chic_actions(steps: Sequence[tuple[int, int, int]], actions: ChicActions) -> list[int]:
     """Optimus' additions (row, workers added, PSs added) as Chic's actions, in order
     (without the closing void; module doc)."""
     out: list[int] = []
-    if variant == "chic-pair":
+    if actions.per_row == 1:  # Chic-Pair: a pair once a row has one more worker and PS
         workers: dict[int, int] = {}
         ps: dict[int, int] = {}
         pairs: dict[int, int] = {}
@@ -114,13 +114,13 @@ def chic_actions(steps: Sequence[tuple[int, int, int]], variant: str) -> list[in
             ps[i] = ps.get(i, 0) + dp
             while pairs.get(i, 0) < min(workers[i], ps[i]):
                 pairs[i] = pairs.get(i, 0) + 1
-                out.append(i)
+                out.append(actions.add_pair(i))
         return out
     for i, dw, dp in steps:
         if dw:
-            out.append(2 * i)
+            out.append(actions.add_worker(i))
         if dp:
-            out.append(2 * i + 1)
+            out.append(actions.add_ps(i))
     return out
 
 
@@ -138,7 +138,7 @@ def teacher_samples(
         raise ValueError(f"unknown teacher {teacher!r}; known: {', '.join(TEACHERS)}")
     env = make_env(workloads, cfg.scenario, cfg.env_config)
     arena = isinstance(env, ChicArenaEnv)
-    void = env.action_space.n - 1
+    void = env.actions.void
     obs_rows: list[np.ndarray] = []
     mask_rows: list[np.ndarray] = []
     actions: list[int] = []
@@ -157,9 +157,11 @@ def teacher_samples(
                 raise ValueError(f"unknown order {order!r}; known: {', '.join(ORDERS)}")
             if order == "rows":
                 steps = by_rows(steps)
-            planned = chic_actions([s for s in steps if s[0] < len(schedule.jobs)], cfg.variant)
+            planned = chic_actions(
+                [s for s in steps if s[0] < len(schedule.jobs)], schedule.actions
+            )
             skipped += len(
-                chic_actions([s for s in steps if s[0] >= len(schedule.jobs)], cfg.variant)
+                chic_actions([s for s in steps if s[0] >= len(schedule.jobs)], schedule.actions)
             )
             plan = iter(planned)
             while env.schedule is schedule:

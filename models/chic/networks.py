@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from tracelib.catalogue import DL2_CATALOGUE
-from tracelib.envs.chic import VARIANTS, chic_features, chic_n_actions
+from tracelib.envs.chic import VARIANTS, ChicActions, chic_features
 from tracelib.envs.chic_arena import chic_arena_features
 
 SETTINGS = ("chic", "dl2")
@@ -71,7 +71,7 @@ class ChicNetConfig:
 
     @property
     def n_actions(self) -> int:
-        return chic_n_actions(self.variant, self.window)
+        return ChicActions(self.variant, self.window).n
 
 
 class ChicPolicyNet(nn.Module):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tracelib.catalogue import DL2_CATALOGUE, JobType
-from tracelib.envs.observation import ACTION_KINDS, ALLOCATION_SCALARS, AllocationObsConfig
+from tracelib.envs.observation import ALLOCATION_SCALARS, AllocationActions, AllocationObsConfig
 from tracelib.sim.config import TRIGGERS, ClusterConfig, SimConfig, SpeedConfig
 
 SYSTEM = "dl2"
@@ -147,9 +147,14 @@ class DL2NetConfig:
         return self.window * self.n_features
 
     @property
+    def actions(self) -> AllocationActions:
+        """The layout of the 3J + 1 actions."""
+        return AllocationActions(self.window)
+
+    @property
     def n_actions(self) -> int:
         """3J + 1."""
-        return ACTION_KINDS * self.window + 1
+        return self.actions.n
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,9 @@ from models.dl2.networks import (
 from models.dl2.policy import DL2Policy, average_jct, clone_net
 from models.dl2.recorder import Workloads, as_workloads
 from tracelib.envs import AllocationEnv, AllocationEnvConfig
+from tracelib.envs.observation import AllocationActions
 from tracelib.progress import ProgressFn, no_progress
+from tracelib.seeds import named_seeds
 from tracelib.sim.builder import AllocationBuilder
 from tracelib.sim.engine import SimulationStalled
 from tracelib.sim.jobs import JobSpec
@@ -91,12 +93,13 @@ def corrective_action(
 
     (i) several workers, no PS -> add a PS; (ii) several PSs, no worker -> add a worker;
     (iii) workers/PSs > threshold -> add a PS, PSs/workers > threshold -> add a worker."""
+    actions = AllocationActions(window)
     for i in range(min(len(builder.jobs), window)):
         w, p = builder.workers[i], builder.ps[i]
         if (w >= 2 and p == 0) or (p > 0 and w / p > threshold):
-            action = 3 * i + 1
+            action = actions.add_ps(i)
         elif (p >= 2 and w == 0) or (w > 0 and p / w > threshold):
-            action = 3 * i
+            action = actions.add_worker(i)
         else:
             continue
         if mask[action]:
@@ -204,15 +207,15 @@ def finetune(
         raise ValueError("need training and validation workloads")
 
     # -- seeds: one stream per source of randomness -----------------------------------------
-    init_ss, env_ss, act_ss, replay_ss = np.random.SeedSequence(cfg.seed).spawn(4)
-    act_rng = np.random.default_rng(act_ss)
-    replay_rng = np.random.default_rng(replay_ss)
-    env_seed = int(env_ss.generate_state(1)[0])
+    seeds = named_seeds(cfg.seed, ("init", "envs", "actions", "replay"))
+    act_rng = np.random.default_rng(seeds["actions"])
+    replay_rng = np.random.default_rng(seeds["replay"])
+    env_seed = int(seeds["envs"].generate_state(1)[0])
 
     # -- networks -----------------------------------------------------------------------------
     net_cfg = init.cfg if init is not None else cfg.net
     with torch.random.fork_rng():
-        torch.manual_seed(int(init_ss.generate_state(1)[0]))
+        torch.manual_seed(int(seeds["init"].generate_state(1)[0]))
         policy_net = clone_net(init.net) if init is not None else PolicyNet(net_cfg)
         value_net = ValueNet(net_cfg) if cfg.value_net else None
     anchor = clone_net(policy_net) if cfg.kl_init > 0 else None  # frozen initial policy
@@ -333,7 +336,7 @@ def finetune(
                     and overallocated(env.builder, window, stop_k)
                     and act_rng.random() < cfg.stop_injection
                 ):
-                    action = net_cfg.n_actions - 1
+                    action = net_cfg.actions.stop
             stored = mask.sum() > 1  # a forced stop teaches nothing
             if stored:
                 slot_obs.append(obs)

@@ -60,8 +60,9 @@ from models.dl2.networks import (
 from models.dl2.policy import DL2Policy, clone_net
 from models.dl2.recorder import Workloads
 from tracelib.envs import AllocationEnv, AllocationEnvConfig
-from tracelib.envs.observation import ACTION_KINDS
+from tracelib.envs.observation import AllocationActions
 from tracelib.progress import ProgressFn, no_progress
+from tracelib.seeds import named_seeds
 from tracelib.sim.config import SimConfig
 from tracelib.sim.engine import SimulationStalled
 from tracelib.sim.jobs import JobSpec
@@ -165,12 +166,13 @@ class Episode:
 def _job_offsets(env: AllocationEnv, window: int, noise: dict, sigma: float, rng) -> np.ndarray:
     """(3J + 1,) logit offsets of the decision's visible jobs (`GroupedConfig.job_noise`),
     each job's drawn once per rollout into `noise` (job id -> (worker, PS))."""
-    out = np.zeros(ACTION_KINDS * window + 1, dtype=np.float32)
+    actions = AllocationActions(window)
+    out = np.zeros(actions.n, dtype=np.float32)
     for i, job in enumerate(env.builder.jobs[:window]):
         if job.job_id not in noise:
             noise[job.job_id] = rng.normal(0.0, sigma, 2)
         dw, dp = noise[job.job_id]
-        out[ACTION_KINDS * i : ACTION_KINDS * (i + 1)] = (dw, dp, dw + dp)
+        out[actions.row(i)] = (dw, dp, dw + dp)  # worker, PS, both
     return out
 
 
@@ -205,8 +207,8 @@ def _rollout(
             behaviour = masked_log_prob(sampled, mask, action) if sigma > 0 else logp
             ep.rho.append(min(1.0, math.exp(logp - behaviour)))
             ep.time_s.append(info["time_s"])
-            row = action // ACTION_KINDS if action < len(mask) - 1 else None
-            ep.job.append(-1 if row is None else env.builder.jobs[row].job_id)
+            decoded = net_cfg.actions.decode(action)
+            ep.job.append(-1 if decoded is None else env.builder.jobs[decoded[0]].job_id)
         try:
             obs, _, terminated, truncated, info = env.step(action)
         except SimulationStalled:
@@ -281,14 +283,14 @@ def finetune_grouped(
     val_jobs = job_lists(val_workloads)
     if not train_jobs or not val_jobs:
         raise ValueError("need training and validation workloads")
-    init_ss, pick_ss, act_ss, batch_ss = np.random.SeedSequence(cfg.seed).spawn(4)
-    pick_rng = np.random.default_rng(pick_ss)
-    act_rng = np.random.default_rng(act_ss)
-    batch_rng = np.random.default_rng(batch_ss)
+    seeds = named_seeds(cfg.seed, ("init", "pick", "actions", "batches"))
+    pick_rng = np.random.default_rng(seeds["pick"])
+    act_rng = np.random.default_rng(seeds["actions"])
+    batch_rng = np.random.default_rng(seeds["batches"])
 
     net_cfg = init.cfg if init is not None else cfg.net
     with torch.random.fork_rng():
-        torch.manual_seed(int(init_ss.generate_state(1)[0]))
+        torch.manual_seed(int(seeds["init"].generate_state(1)[0]))
         policy_net = clone_net(init.net) if init is not None else PolicyNet(net_cfg)
     anchor = clone_net(policy_net) if cfg.kl_init > 0 else None
     opt = torch.optim.Adam(policy_net.parameters(), lr=cfg.lr)

@@ -30,7 +30,7 @@ from torch import nn
 from torch.distributions import Categorical
 
 from models.dl2.config import DL2NetConfig
-from tracelib.envs.observation import allocation_mask
+from tracelib.envs.observation import ACTION_KINDS, AllocationActions, allocation_mask
 from tracelib.sim.builder import AllocationBuilder
 
 MASKED = -1e9
@@ -58,12 +58,13 @@ class RowsHead(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.trunk = _trunk(cfg)
-        self.out = nn.Linear(cfg.hidden[-1], 3)
+        self.out = nn.Linear(cfg.hidden[-1], ACTION_KINDS)
         self.stop = nn.Linear(cfg.hidden[-1], 1)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         hid = self.trunk(obs.view(obs.shape[0], self.cfg.window, self.cfg.n_features))  # (B,J,H)
-        per_row = self.out(hid).reshape(obs.shape[0], 3 * self.cfg.window)  # (B, 3J)
+        # (B, J, 3) -> (B, 3J): row i's kinds at 3i + kind, `AllocationActions`' layout
+        per_row = self.out(hid).reshape(obs.shape[0], -1)
         return torch.cat([per_row, self.stop(hid.mean(1))], -1)  # (B, 3J + 1)
 
 
@@ -136,18 +137,19 @@ def needy_rows(builder: AllocationBuilder, mask: np.ndarray, window: int) -> lis
     """Rows of the first `window` jobs still lacking a worker or a PS whose worker+PS pair
     is valid in the (exact) encoder `mask`."""
     workers, ps = builder.workers, builder.ps
+    both = AllocationActions(window).add_both
     return [
         i
         for i in range(min(len(workers), window))
-        if (workers[i] == 0 or ps[i] == 0) and mask[3 * i + 2]
+        if (workers[i] == 0 or ps[i] == 0) and mask[both(i)]
     ]
 
 
-def bundle_mask(mask: np.ndarray, needy: list[int]) -> np.ndarray:
+def bundle_mask(mask: np.ndarray, needy: list[int], actions: AllocationActions) -> np.ndarray:
     """While jobs wait for their first bundle, only their worker+PS pairs are valid."""
     out = np.zeros_like(mask)
     for i in needy:
-        out[3 * i + 2] = True
+        out[actions.add_both(i)] = True
     return out
 
 
@@ -159,7 +161,7 @@ def acting_mask(
     if cfg.bundle_first and builder is not None:
         needy = needy_rows(builder, mask, cfg.window)
         if needy:
-            return bundle_mask(mask, needy)
+            return bundle_mask(mask, needy, cfg.actions)
     return mask
 
 
@@ -299,7 +301,10 @@ class FastRows:
         ]
         self.w, self.b = w, b
         self.window = net.cfg.window
-        self._z = np.zeros(3 * self.window + 1, dtype=np.float32)  # (3J + 1,) logits
+        actions = net.cfg.actions
+        self._z = np.zeros(actions.n, dtype=np.float32)  # (3J + 1,) logits
+        # each row's three logits in `_z`, by row (a tuple read in the per-action loop)
+        self._row_logits = tuple(actions.row(i) for i in range(self.window))
         self._out = np.empty_like(self._z)
         self._terms = [0.0] * self.window  # each row's stop term
         self._total = 0.0  # their sum
@@ -347,6 +352,7 @@ class FastRows:
         (w1, w_last), (act0, act1), (h0, h1) = self.w_aug, self._act, self._h
         (z0, z1), (pre1,), last = self._zeros, self._pres, self._last
         z, terms, window, b_stop = self._z, self._terms, self.window, self.b_stop
+        row_logits = self._row_logits
         dot, maximum = np.dot, np.maximum
 
         def set_row_pre(row: int, pre: np.ndarray) -> None:
@@ -354,7 +360,7 @@ class FastRows:
             dot(h0, w1, out=pre1)
             maximum(pre1, z1, out=act1)
             dot(h1, w_last, out=last)
-            z[3 * row : 3 * row + 3] = last[:3]
+            z[row_logits[row]] = last[:3]
             term = float(last[3])
             self._total += term - terms[row]
             terms[row] = term
@@ -373,7 +379,7 @@ class FastRows:
             np.maximum(pre, zero, out=act)
             h = nxt
         last = np.dot(h, self.w_aug[-1], out=self._last)
-        self._z[3 * row : 3 * row + 3] = last[:3]
+        self._z[self._row_logits[row]] = last[:3]
         term = float(last[3])
         self._total += term - self._terms[row]
         self._terms[row] = term

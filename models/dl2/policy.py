@@ -34,7 +34,7 @@ from models.dl2.networks import (
     needy_rows,
 )
 from models.heuristics.registry import PLACEMENTS
-from tracelib.envs.observation import allocation_mask, encode_allocation, refresh_allocation_row
+from tracelib.envs.observation import AllocationActions, encode_allocation, refresh_allocation_row
 from tracelib.sim.builder import Action, AllocationBuilder
 from tracelib.sim.config import SimConfig
 from tracelib.sim.engine import SimResult, Simulator
@@ -50,9 +50,12 @@ _KIND_TASKS = tuple(_TASKS[kind] for kind in Action)
 
 
 @functools.cache
-def _split(n_job_actions: int) -> tuple[tuple[int, int, int, int], ...]:
-    """(row, kind, workers, PSs) of each of the first `n_job_actions` actions (not stop)."""
-    return tuple((a // 3, a % 3, *_KIND_TASKS[a % 3]) for a in range(n_job_actions))
+def _split(actions: AllocationActions) -> tuple[tuple[int, int, int, int], ...]:
+    """(row, kind, workers, PSs) of each action but stop."""
+    return tuple(
+        (row, int(kind), *_KIND_TASKS[kind])
+        for row, kind in map(actions.decode, range(actions.stop))
+    )
 
 
 class _Steps:
@@ -235,12 +238,13 @@ class DL2Policy:
         encoding and masking afresh and updating the network from the changed inputs."""
         cfg = self.cfg
         obs_cfg = cfg.obs
-        stop = cfg.n_actions - 1
+        actions = cfg.actions
+        stop, both = actions.stop, actions.add_both
         obs = encode_allocation(builder, obs_cfg)  # (J, F) float32
         steps_of = _RowSteps if cfg.head == "rows" else _FlatSteps
         net = steps_of(self, builder, obs)
         rng = None if self.greedy else self._rng
-        mask = allocation_mask(builder, obs_cfg)  # (3J + 1,) bool
+        mask = actions.mask(builder)  # (3J + 1,) bool
         exact = True
         # bundle_first: first a worker+PS pair for every job that fits one; `needy` holds
         # those rows until they get it (or their pair no longer fits).
@@ -252,11 +256,11 @@ class DL2Policy:
         add = builder.add
         # Per action: its row, kind and the workers and PSs it adds, one list read a step
         # instead of a divmod and a table lookup.
-        split = _split(stop)
+        split = _split(actions)
         steps = 0
         while True:
             if needy:
-                valid = bundle_mask(mask, sorted(needy))
+                valid = bundle_mask(mask, sorted(needy), actions)
                 valid[-1] = False
             else:
                 valid = mask
@@ -267,8 +271,8 @@ class DL2Policy:
                         needy.clear()
                         continue
                     return steps
-                mask, exact = allocation_mask(builder, obs_cfg), True
-                needy = {i for i in needy if mask[3 * i + 2]}
+                mask, exact = actions.mask(builder), True
+                needy = {i for i in needy if mask[both(i)]}
                 continue
             if not needy and n_valid == valid[-1]:
                 return steps  # only stop is left (exact or not, nothing else is worth a try)
@@ -291,8 +295,8 @@ class DL2Policy:
                     # infeasible under a stale mask: nothing changed; refresh and infer again
                     # (same state, same logits: greedy gives the exact masked argmax,
                     # sampling the exact masked distribution)
-                    mask, exact = allocation_mask(builder, obs_cfg), True
-                    needy = {i for i in needy if mask[3 * i + 2]}
+                    mask, exact = actions.mask(builder), True
+                    needy = {i for i in needy if mask[both(i)]}
                     if forced < 0:
                         steps -= 1
                     break
@@ -300,11 +304,11 @@ class DL2Policy:
                 cap = caps[row]
                 full = workers_of[row] >= cap or ps_of[row] >= cap
                 if full:
-                    cols = [3 * row + 2]
+                    cols = [both(row)]
                     if workers_of[row] >= cap:
-                        cols.append(3 * row)
+                        cols.append(actions.add_worker(row))
                     if ps_of[row] >= cap:
-                        cols.append(3 * row + 1)
+                        cols.append(actions.add_ps(row))
                     mask[cols] = False
                     bias[cols] = minus_inf  # `valid` is `mask` or a subset of it
                 after(row)
@@ -315,7 +319,7 @@ class DL2Policy:
                     needy.discard(row)
                     if len(needy) <= 1:
                         break
-                    bias[3 * row + 2] = minus_inf
+                    bias[both(row)] = minus_inf
                 if full and np.count_nonzero(mask) == mask[-1]:
                     break  # only stop is left: the outer loop ends
 

@@ -214,7 +214,7 @@ def replay(
     builder = AllocationBuilder(snap)
     n = len(builder.jobs)
     obs_cfg = net.obs
-    window = obs_cfg.window
+    window, actions = obs_cfg.window, net.actions
     if n > window or any(job_id not in builder.index for job_id in alloc.counts):
         raise ReplayMismatch(
             f"decision {snap.decision}: the teacher allocated jobs outside the first {window} "
@@ -229,7 +229,7 @@ def replay(
 
     def act(row: int | None, kind: str) -> None:
         mask = policy_mask(builder, net)
-        action = 3 * window if row is None else 3 * row + KINDS.index(kind)
+        action = actions.stop if row is None else actions.of(row, KINDS.index(kind))
         if not mask[action]:
             raise ReplayMismatch(
                 f"decision {snap.decision}: the teacher's {kind} for job row {row} is not a "
@@ -237,7 +237,7 @@ def replay(
                 "teacher does not give every job a worker+PS pair first (record it with "
                 "DL2NetConfig(bundle_first=False))"
             )
-        trimmed = np.concatenate([mask[: 3 * n], mask[-1:]])
+        trimmed = np.concatenate([mask[actions.rows(n)], mask[actions.stop :]])
         steps.append(
             (
                 snap.time_s,

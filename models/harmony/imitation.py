@@ -70,7 +70,7 @@ def teacher_samples(
         raise ValueError(f"unknown teacher {teacher!r}; known: {', '.join(RULES)}")
     rule = RULES[teacher]()
     env = PlacementEnv(workloads, env_cfg, speed_model=speed_model)
-    window, m = env_cfg.obs.window, env.n_servers
+    layout = env.actions
     obs_rows: list[np.ndarray] = []
     mask_rows: list[np.ndarray] = []
     actions: list[int] = []
@@ -78,13 +78,13 @@ def teacher_samples(
         obs, _ = env.reset(seed=k, options={"workload": k})
         while env.draft is not None:
             mask = env.action_masks()
-            grid = mask.reshape(window, 2, m)
+            grid = layout.grid(mask)  # (N', 2, M)
             task = next_task(env.draft, grid)
             if task is None:  # cannot happen with a non-empty mask; never loop on it
                 raise RuntimeError("the placement mask allows a task next_task cannot find")
             i, role = task
             server = rule(env.draft, i, role, np.flatnonzero(grid[i, role]))
-            action = (2 * i + role) * m + server
+            action = layout.of(i, role, server)
             obs_rows.append(obs)
             mask_rows.append(mask)
             actions.append(action)

@@ -39,9 +39,9 @@ from torch.distributions import Categorical
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.envs.environments import PlacementEnv
 from tracelib.envs.observation import (
+    PlacementActions,
     PlacementDraft,
     PlacementObsConfig,
-    decode_placement_action,
     encode_placement,
     placement_job_features,
     placement_server_features,
@@ -196,20 +196,20 @@ def place_in_order(
     `key`, each task on the server `rule` picks among those the mask allows, until nothing
     more fits. `on_step` sees every step as a policy action (a teacher's recording)."""
     draft = PlacementDraft.start(snap, PlacementEnv.requested(snap), obs.window)
-    m = snap.cluster.n_servers
+    actions = PlacementActions(obs.window, snap.cluster.n_servers)
     order = None
     if key is not None:  # sorted() is stable: equal keys stay in arrival order
         order = sorted(range(len(draft.jobs)), key=lambda i: key(draft.jobs[i], snap))
     while True:
         flat = draft.mask(obs)
-        mask = flat.reshape(obs.window, 2, m)
+        mask = actions.grid(flat)  # (N', 2, M)
         task = next_task(draft, mask, order)
         if task is None:
             break
         i, role = task
         server = rule(draft, i, role, np.flatnonzero(mask[i, role]))
         if on_step is not None:
-            on_step(draft, flat, (2 * i + role) * m + server)
+            on_step(draft, flat, actions.of(i, role, server))
         draft.place(i, role, server)
     return decision_of(draft)
 
@@ -297,8 +297,13 @@ class HarmonyNetConfig:
         return self.window * self.job_features + self.n_servers * self.server_features
 
     @property
+    def actions(self) -> PlacementActions:
+        """The layout of the 2N'M actions."""
+        return PlacementActions(self.window, self.n_servers)
+
+    @property
     def n_actions(self) -> int:
-        return 2 * self.window * self.n_servers
+        return self.actions.n
 
     def obs_config(self) -> PlacementObsConfig:
         return PlacementObsConfig(window=self.window, job_placement=self.job_placement)
@@ -460,7 +465,7 @@ class HarmonyPolicy:
         jobs with every task placed make the decision."""
         obs_cfg = self.cfg.obs_config()
         draft = PlacementDraft.start(snap, counts, obs_cfg.window)
-        m = snap.cluster.n_servers
+        actions = PlacementActions(obs_cfg.window, snap.cluster.n_servers)
         with torch.no_grad():
             while True:
                 mask = draft.mask(obs_cfg)
@@ -468,7 +473,7 @@ class HarmonyPolicy:
                     break
                 obs = torch.from_numpy(encode_placement(draft, obs_cfg))[None]
                 logits = self.net.masked_logits(obs, torch.from_numpy(mask)[None])
-                i, role, server = decode_placement_action(int(logits.argmax()), m)
+                i, role, server = actions.decode(int(logits.argmax()))
                 draft.place(i, role, server)
         return decision_of(draft)
 

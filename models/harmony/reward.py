@@ -62,7 +62,13 @@ from models.checkpoints import Checkpoint, CheckpointError, save_checkpoint
 from models.torch_scope import scoped_torch
 from tracelib.interference import placement_counts
 from tracelib.progress import ProgressFn, no_progress
+from tracelib.seeds import named_seeds
 from tracelib.sim.snapshot import JobPlacement
+
+REWARD_STREAMS = ("split", "init", "batches", "augmentation")
+"""Random streams of one reward-model fit: the held-out split of sample sets, the network's
+initialization, the batch order and the augmentation (`tracelib.seeds`: named, spawned in
+this order; append only)."""
 
 SYSTEM = "harmony-reward-model"
 TASKS_SCALE = 4.0
@@ -509,7 +515,7 @@ def split_sets(frame: pl.DataFrame, test_fraction: float, seed: int) -> np.ndarr
     keys = frame.select(pl.struct("source", "seed", "sample_set").rank("dense").alias("g"))["g"]
     g = keys.to_numpy().astype(np.int64) - 1
     n_sets = int(g.max()) + 1 if len(g) else 0
-    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(3)[0])
+    rng = np.random.default_rng(named_seeds(seed, REWARD_STREAMS)["split"])
     perm = rng.permutation(n_sets)
     n_test = max(1, round(test_fraction * n_sets)) if n_sets > 1 else 0
     test_sets = np.zeros(n_sets, dtype=bool)
@@ -559,7 +565,8 @@ def _fit_reward_model(
     init: RewardPredictor | None = None,
     progress: ProgressFn = no_progress,
 ) -> RewardFit:
-    torch.manual_seed(int(np.random.SeedSequence(cfg.seed).spawn(3)[1].generate_state(1)[0]))
+    seeds = named_seeds(cfg.seed, REWARD_STREAMS)
+    torch.manual_seed(int(seeds["init"].generate_state(1)[0]))
     test_mask = split_sets(frame, cfg.test_fraction, cfg.seed)
     train, test = frame.filter(~pl.Series(test_mask)), frame.filter(pl.Series(test_mask))
     names = type_names_of(frame)
@@ -608,10 +615,8 @@ def _fit_reward_model(
     tr = _padded(tr, pad)
     scale_t = torch.tensor(ncfg.speed_scale, dtype=torch.float32)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    gen = torch.Generator().manual_seed(
-        int(np.random.SeedSequence(cfg.seed).spawn(3)[2].generate_state(1)[0])
-    )
-    aug_rng = np.random.default_rng(np.random.SeedSequence(cfg.seed).spawn(4)[3])
+    gen = torch.Generator().manual_seed(int(seeds["batches"].generate_state(1)[0]))
+    aug_rng = np.random.default_rng(seeds["augmentation"])
     predictor = RewardPredictor(net, train_config=asdict(cfg))
     sched = (
         torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(cfg.epochs, 1))

@@ -95,9 +95,9 @@ from models.harmony.search import HarmonySearchConfig, SearchResult, search_key,
 from models.torch_scope import scoped_torch
 from models.warm_start import WarmStart, clone_network
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
-from tracelib.envs.observation import decode_placement_action
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.scenarios.harmony import harmony_sim
+from tracelib.seeds import named_seeds, named_streams
 from tracelib.sim import SimConfig, Simulator
 from tracelib.sim.jobs import JobSpec
 from tracelib.stats import paired_ratio
@@ -297,7 +297,7 @@ def _interval(
     """Run one scheduling interval on worker `w`; returns its samples
     (obs, mask, action, reward, next_obs, done, behaviour probability of the action) and
     the interval's reward."""
-    env, m = w.env, cfg.net.n_servers
+    env, layout = w.env, cfg.net.actions
     steps: list[tuple[np.ndarray, np.ndarray, int, float]] = []
     start = w.decision
     reward, done, over = 0.0, False, False
@@ -315,19 +315,19 @@ def _interval(
         action = int(torch.multinomial(probs, 1, generator=gen))
         behaviour = float(probs[action])
         if cfg.exploration:
-            i, role, _ = decode_placement_action(action, m)
-            allowed = np.flatnonzero(mask.reshape(cfg.net.window, 2, m)[i, role])
-            picks = [(2 * i + role) * m + r(env.draft, i, role, allowed) for r in EXPLORERS]
+            i, role, _ = layout.decode(action)
+            allowed = np.flatnonzero(layout.grid(mask)[i, role])
+            picks = [layout.of(i, role, r(env.draft, i, role, allowed)) for r in EXPLORERS]
             if explore_rng.random() < eps:
                 action = picks[int(explore_rng.random() >= 0.5)]
             # mu(a): the network's choice, or its task's server replaced by either rule
-            task_p = float(probs[(2 * i + role) * m : (2 * i + role + 1) * m].sum())
+            task_p = float(probs[layout.task(i, role)].sum())
             behaviour = (1 - eps) * float(probs[action]) + eps * task_p * sum(
                 0.5 for p in picks if p == action
             )
         gain = 0.0
         if cfg.credit != "interval":
-            after = predicted_reward(env.draft, predictor, decode_placement_action(action, m))
+            after = predicted_reward(env.draft, predictor, layout.decode(action))
             gain, placed = (after - placed) * cfg.sim.slot_s, after
         steps.append((w.obs, mask, action, behaviour, gain))
         next_obs, r, term, trunc, info = env.step(action)
@@ -410,7 +410,7 @@ def warm_start(
         key = search_key(workloads, cfg.sim, cfg.net.obs_config(), cfg.search)
         if cfg.teacher != "searched" or searched.key != key:
             raise ValueError("the search given was made for other workloads or another config")
-    stream = np.random.SeedSequence(cfg.seed).spawn(len(STREAMS))[STREAMS.index("imitation")]
+    stream = named_seeds(cfg.seed, STREAMS)["imitation"]
     net_seed, fit_seed = stream.generate_state(2)
     # The teacher's run draws nothing from torch: recorded before the network is made.
     found: dict[str, Any] = {}
@@ -474,8 +474,7 @@ def _train_placement(
     progress: ProgressFn,
     warm: WarmStart | None,
 ) -> tuple[HarmonyPolicy, pl.DataFrame, dict[str, Any]]:
-    seqs = np.random.SeedSequence(cfg.seed).spawn(len(STREAMS))
-    rngs = {n: np.random.default_rng(s) for n, s in zip(STREAMS, seqs, strict=True)}
+    rngs = named_streams(cfg.seed, STREAMS)
     torch.manual_seed(int(rngs["init"].integers(2**31 - 1)))
     gen = torch.Generator().manual_seed(int(rngs["actions"].integers(2**31 - 1)))
     policy_net = PolicyNet(cfg.net)

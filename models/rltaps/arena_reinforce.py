@@ -52,7 +52,12 @@ from models.rltaps.config import ARENA_SYSTEM, ArenaTrainConfig
 from models.rltaps.reinforce import returns_and_advantages
 from models.torch_scope import scoped_torch
 from tracelib.progress import ProgressFn, no_progress
+from tracelib.seeds import named_seeds
 from tracelib.sim import JobSpec, SimResult, Simulator
+
+ARENA_STREAMS = ("init", "shuffle", "actions", "simulator", "validation")
+"""Random streams of one arena training (`tracelib.seeds`: named, spawned in this order;
+append only)."""
 
 CURVE_SCHEMA = {
     "phase": pl.Utf8,
@@ -158,7 +163,7 @@ def train_arena(
 
 def _train(cfg, train, val, init, progress):
     start = time.perf_counter()
-    s_init, s_shuffle, s_act, s_sim, s_val = np.random.SeedSequence(cfg.seed).spawn(5)
+    seeds = named_seeds(cfg.seed, ARENA_STREAMS)
     if init is not None:
         policy = clone_arena(init)
         if policy.env != cfg.env:
@@ -166,15 +171,18 @@ def _train(cfg, train, val, init, progress):
     else:
         # Initialization from the run's own seed, without touching torch's global stream.
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(s_init.generate_state(1)[0]))
+            torch.manual_seed(int(seeds["init"].generate_state(1)[0]))
             policy = RLTapsArenaPolicy(ArenaNet(cfg.net), cfg.env)
     policy.system = ARENA_SYSTEM
     policy.train_config = to_dict(cfg)
     net = policy.net
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    shuffle_rng, act_rng = np.random.default_rng(s_shuffle), np.random.default_rng(s_act)
-    sim_rng = np.random.default_rng(s_sim)
-    val_cfg = replace(cfg.sim, seed=int(s_val.generate_state(1)[0]))
+    shuffle_rng, act_rng = (
+        np.random.default_rng(seeds["shuffle"]),
+        np.random.default_rng(seeds["actions"]),
+    )
+    sim_rng = np.random.default_rng(seeds["simulator"])
+    val_cfg = replace(cfg.sim, seed=int(seeds["validation"].generate_state(1)[0]))
     rows: list[dict[str, Any]] = []
     episodes = updates = forced = 0
     best: tuple[float, int, dict[str, torch.Tensor]] | None = None

@@ -47,6 +47,11 @@ from models.rltaps.policy import (
 from models.torch_scope import scoped_torch
 from tracelib.envs.gpu import GpuAssignmentEnv
 from tracelib.progress import ProgressFn, no_progress
+from tracelib.seeds import named_seeds
+
+STREAMS = ("init", "train", "validation", "shuffle", "actions", "imitation")
+"""Random streams of one training (`tracelib.seeds`: named, spawned in this order; append
+only)."""
 
 CURVE_SCHEMA = {
     "iteration": pl.Int32,
@@ -125,21 +130,23 @@ def _train(
     cfg: ReinforceConfig, init: RLTapsPolicy | None, progress: ProgressFn
 ) -> tuple[RLTapsPolicy, pl.DataFrame, dict[str, Any]]:
     start = time.perf_counter()
-    s_init, s_train, s_val, s_shuffle, s_act, s_imitate = np.random.SeedSequence(cfg.seed).spawn(6)
+    seeds = named_seeds(cfg.seed, STREAMS)
     if init is not None:
         policy = clone(init)
         policy.check_env(cfg.env)
     else:
         # Initialization from the run's own seed, without touching torch's global stream.
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(s_init.generate_state(1)[0]))
+            torch.manual_seed(int(seeds["init"].generate_state(1)[0]))
             policy = RLTapsPolicy(PolicyNet(cfg.net))
     policy.system = cfg.system
     policy.train_config = to_dict(cfg)
     net = policy.net
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    train_rng, val_rng = np.random.default_rng(s_train), np.random.default_rng(s_val)
-    shuffle_rng, act_rng = np.random.default_rng(s_shuffle), np.random.default_rng(s_act)
+    train_rng = np.random.default_rng(seeds["train"])
+    val_rng = np.random.default_rng(seeds["validation"])
+    shuffle_rng = np.random.default_rng(seeds["shuffle"])
+    act_rng = np.random.default_rng(seeds["actions"])
 
     def new_env(rng: np.random.Generator, n: int) -> tuple[GpuAssignmentEnv, list[int]]:
         seeds = sequence_seeds(rng, n)
@@ -153,7 +160,9 @@ def _train(
         # A fresh network first imitates the teacher on the training sequences (deviation:
         # models/rltaps/imitation.py); iteration 0 of the curve is then its result.
         _, imitation["untrained_val_slowdown"] = _validate(policy, val_env, cfg.gamma)
-        imitation |= warm_start(policy, train_env, cfg, int(s_imitate.generate_state(1)[0]))
+        imitation |= warm_start(
+            policy, train_env, cfg, int(seeds["imitation"].generate_state(1)[0])
+        )
     rows: list[dict[str, Any]] = []
     updates = episodes = 0
     best: tuple[float, int, dict[str, torch.Tensor]] | None = None

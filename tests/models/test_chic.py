@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from models.chic import CEMConfig, ChicPolicy, elite_bound, evaluate_policy, load_policy, train_cem
-from tracelib.envs.chic import ChicEnv, ChicEnvConfig, ChicSchedule, chic_features, chic_n_actions
+from tracelib.envs.chic import ChicActions, ChicEnv, ChicEnvConfig, ChicSchedule, chic_features
 from tracelib.scenarios.chic import CHIC_CATALOGUE, ChicScenario, iteration_time_s, split_seeds
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.snapshot import JobView
@@ -151,7 +151,7 @@ def test_penalties_p1_and_p2():
         [(JobSpec(0, "vgg-16", 120.0, 0.0),)], ChicScenario(), ChicEnvConfig(variant="chic-pair")
     )
     pair.reset(seed=0)
-    assert pair.action_space.n == chic_n_actions("chic-pair", 3) == 4
+    assert pair.action_space.n == ChicActions("chic-pair", 3).n == 4
     assert pair.step(1)[1] == -5.0
     assert pair.step(0)[1] == 0.0  # no p2 in Chic-Pair
 

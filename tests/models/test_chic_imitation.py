@@ -14,7 +14,7 @@ from models.chic import CEMConfig, ChicPolicyNet, train_cem
 from models.chic.cem import warm_key, warm_start
 from models.chic.imitation import by_rows, chic_actions, imitate, teacher_samples
 from models.heuristics.optimus import Optimus
-from tracelib.envs.chic import decode_chic_action
+from tracelib.envs.chic import ChicActions
 from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario, split_seeds
 from tracelib.sim import ClusterConfig, SimConfig
 from tracelib.sim.jobs import JobSpec
@@ -47,10 +47,11 @@ def cfg(**kw) -> CEMConfig:
 
 def test_optimus_additions_become_chic_actions():
     steps = [(0, 1, 1), (1, 1, 1), (0, 1, 0), (0, 0, 1), (1, 0, 1), (0, 1, 0)]
-    assert chic_actions(steps, "chic") == [0, 1, 2, 3, 0, 1, 3, 0]
-    assert chic_actions(by_rows(steps), "chic") == [0, 1, 0, 1, 0, 2, 3, 3]
+    chic = ChicActions("chic", 4)
+    assert chic_actions(steps, chic) == [0, 1, 2, 3, 0, 1, 3, 0]
+    assert chic_actions(by_rows(steps), chic) == [0, 1, 0, 1, 0, 2, 3, 3]
     # Chic-Pair: a pair whenever the smaller of a job's counts rises.
-    assert chic_actions(steps, "chic-pair") == [0, 1, 0]
+    assert chic_actions(steps, ChicActions("chic-pair", 4)) == [0, 1, 0]
 
 
 @pytest.mark.parametrize("variant", ["chic", "chic-pair"])
@@ -83,13 +84,14 @@ def test_chic_teacher_rebuilds_optimus_allocation_in_the_arena():
     env.reset(seed=int(np.random.SeedSequence([0, 0]).generate_state(1)[0] >> 1))
     snap = env.schedule.snap
     expected, steps = Optimus().allocate_in_order(snap)
-    first = chic_actions(steps, "chic")
+    chic = ChicActions("chic", ARENA.window)
+    first = chic_actions(steps, chic)
     assert list(samples.actions[: len(first)]) == first
     rows = teacher_samples([ARENA_JOBS], c, order="rows")
-    assert list(rows.actions[: len(first)]) == chic_actions(by_rows(steps), "chic")
+    assert list(rows.actions[: len(first)]) == chic_actions(by_rows(steps), chic)
     assert sorted(rows.actions[: len(first)]) == sorted(first)
     for a in first:
-        decoded = decode_chic_action(a, "chic", ARENA.window)
+        decoded = chic.decode(a)
         assert decoded is not None
         env.schedule.apply(a)
     assert env.schedule.allocation() == expected

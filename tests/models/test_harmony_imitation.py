@@ -20,7 +20,6 @@ from models.harmony.train import (
     warm_start,
 )
 from tracelib.envs.environments import PlacementEnvConfig
-from tracelib.envs.observation import decode_placement_action
 from tracelib.interference import InterferenceConfig, collect_samples
 from tracelib.scenarios.harmony import ArrivalConfig, sequences
 
@@ -46,13 +45,13 @@ def recorded(predictor):
 
 
 def test_teacher_actions_are_allowed_and_place_jobs_in_arrival_order(recorded):
-    m, window = NET.n_servers, NET.window
+    layout = NET.actions
     assert len(recorded) > 20
     assert recorded.obs.shape == (len(recorded), NET.obs_dim)
     for mask, action in zip(recorded.masks, recorded.actions, strict=True):
         assert mask[action]
-        row, role, _ = decode_placement_action(int(action), m)
-        grid = mask.reshape(window, 2, m)
+        row, role, _ = layout.decode(int(action))
+        grid = layout.grid(mask)  # (N', 2, M)
         # the first job with a task the mask allows is the one placed (Harmony's baselines)
         assert row == int(np.flatnonzero(grid.any(axis=(1, 2)))[0])
         assert grid[row, role].any()

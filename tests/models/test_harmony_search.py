@@ -18,7 +18,7 @@ from models.harmony.search import (
     search_teacher,
 )
 from models.harmony.train import PlacementTrainConfig, warm_key, warm_start
-from tracelib.envs.observation import PlacementObsConfig, decode_placement_action
+from tracelib.envs.observation import PlacementActions, PlacementObsConfig
 from tracelib.scenarios.harmony import ArrivalConfig, harmony_sim, sequences
 from tracelib.sim import Simulator
 
@@ -58,7 +58,7 @@ def test_an_order_places_its_first_job_first() -> None:
             RULES["lif-quad"](),
             key,
             lambda draft, mask, action, placed=placed: placed.append(
-                draft.jobs[decode_placement_action(action, 6)[0]].job_id
+                draft.jobs[PlacementActions(OBS.window, 6).decode(action)[0]].job_id
             ),
         )
         first = (

@@ -22,7 +22,6 @@ from tracelib.envs import (
 )
 from tracelib.envs.observation import (
     allocation_features,
-    decode_placement_action,
     encode_allocation,
     placement_job_features,
     placement_server_features,
@@ -191,7 +190,7 @@ def test_placement_server_rows_show_where_each_window_job_has_tasks():
     names = placement_server_features(DL2_CATALOGUE, cfg)
     n_jobs = cfg.window * len(placement_job_features(DL2_CATALOGUE))
     action = int(np.flatnonzero(env.action_masks())[0])
-    row, role, server = decode_placement_action(action, 3)
+    row, role, server = env.actions.decode(action)
     obs, *_ = env.step(action)
     servers = obs[n_jobs:].reshape(3, len(names))
     col = names.index(f"job{row}_{'workers' if role == 0 else 'ps'}")

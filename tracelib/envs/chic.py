@@ -119,20 +119,69 @@ def chic_features(
     return (*rows, "backlog")
 
 
-def chic_n_actions(variant: str, window: int) -> int:
-    """2I + 1 (Chic) or I + 1 (Chic-Pair); void is the last action."""
-    return window + 1 if variant == "chic-pair" else 2 * window + 1
+@dataclass(frozen=True)
+class ChicActions:
+    """Chic's action layout: 2I + 1 actions, job row i's worker at 2i and PS at 2i + 1
+    (Chic), or I + 1, row i's worker+PS pair at i (Chic-Pair); void last. Every index of
+    this space is made or read here."""
 
+    variant: str
+    """"chic" or "chic-pair"."""
+    window: int
+    """I: the job rows acted on."""
 
-def decode_chic_action(action: int, variant: str, window: int) -> tuple[int, int, int] | None:
-    """(job row, workers added, PSs added), or None for void."""
-    if not 0 <= action < chic_n_actions(variant, window):
-        raise ValueError(f"action {action} outside 0..{chic_n_actions(variant, window) - 1}")
-    if action == chic_n_actions(variant, window) - 1:
-        return None
-    if variant == "chic-pair":
-        return action, 1, 1
-    return action // 2, 1 - action % 2, action % 2
+    @property
+    def per_row(self) -> int:
+        """Actions per job row: 1 (Chic-Pair) or 2 (Chic)."""
+        return 1 if self.variant == "chic-pair" else 2
+
+    @property
+    def n(self) -> int:
+        """2I + 1 (Chic) or I + 1 (Chic-Pair)."""
+        return self.per_row * self.window + 1
+
+    @property
+    def void(self) -> int:
+        """The void action (the last): ends the phase."""
+        return self.per_row * self.window
+
+    def add_worker(self, row: int) -> int:
+        """Chic: the action adding a worker to job row `row`."""
+        return 2 * row
+
+    def add_ps(self, row: int) -> int:
+        """Chic: the action adding a PS to job row `row`."""
+        return 2 * row + 1
+
+    def add_pair(self, row: int) -> int:
+        """Chic-Pair: the action adding a worker+PS pair to job row `row`."""
+        return row
+
+    def decode(self, action: int) -> tuple[int, int, int] | None:
+        """(job row, workers added, PSs added) of `action`, or None for void."""
+        if not 0 <= action < self.n:
+            raise ValueError(f"action {action} outside 0..{self.n - 1}")
+        if action == self.void:
+            return None
+        if self.per_row == 1:
+            return action, 1, 1
+        return action // 2, 1 - action % 2, action % 2
+
+    def row(self, row: int) -> slice:
+        """The actions of job row `row`."""
+        return slice(self.per_row * row, self.per_row * (row + 1))
+
+    def rows(self, start: int, stop: int) -> slice:
+        """The actions of job rows `start`..`stop - 1`."""
+        return slice(self.per_row * start, self.per_row * stop)
+
+    def workers(self, n: int) -> slice:
+        """Chic: the worker actions of the first `n` job rows."""
+        return slice(0, 2 * n, 2)
+
+    def ps(self, n: int) -> slice:
+        """Chic: the PS actions of the first `n` job rows."""
+        return slice(1, 2 * n, 2)
 
 
 class ChicSchedule:
@@ -154,6 +203,7 @@ class ChicSchedule:
         self.jobs = tuple(jobs)
         self.cfg = cfg
         self.window = window
+        self.actions = ChicActions(cfg.variant, window)
         self.backlog = backlog
         self.pending_arrivals = pending_arrivals
         self.types = [types[j.model] for j in self.jobs]
@@ -227,27 +277,23 @@ class ChicSchedule:
     # -- actions ---------------------------------------------------------------------
 
     def mask(self) -> np.ndarray:
-        """Valid actions (bool, chic_n_actions); void last."""
+        """Valid actions (bool, `ChicActions.n`); void last."""
         if self._mask is None:
             self._mask = self._compute_mask()
         return self._mask.copy()
 
     def _compute_mask(self) -> np.ndarray:
-        n_act = chic_n_actions(self.cfg.variant, self.window)
-        out = np.zeros(n_act, dtype=bool)
+        actions = self.actions
+        out = np.zeros(actions.n, dtype=bool)
         for row in range(self.window):
             if row >= len(self.jobs):
-                absent = not self.cfg.mask_absent
-                if self.cfg.pair:
-                    out[row] = absent
-                else:
-                    out[2 * row] = out[2 * row + 1] = absent
+                out[actions.row(row)] = not self.cfg.mask_absent
             elif self.cfg.pair:
-                out[row] = self.can_add(row, 1, 1)
+                out[actions.add_pair(row)] = self.can_add(row, 1, 1)
             else:
-                out[2 * row] = self.can_add(row, 1, 0)
-                out[2 * row + 1] = self.can_add(row, 0, 1)
-        out[-1] = (self.trainable() or self.pending_arrivals > 0) and not (
+                out[actions.add_worker(row)] = self.can_add(row, 1, 0)
+                out[actions.add_ps(row)] = self.can_add(row, 0, 1)
+        out[actions.void] = (self.trainable() or self.pending_arrivals > 0) and not (
             self.cfg.work_conserving and self._idle_job_fits()
         )
         return out
@@ -264,7 +310,7 @@ class ChicSchedule:
 
     def apply(self, action: int) -> float:
         """Take one non-void action; returns its reward (penalties; 0 otherwise)."""
-        decoded = decode_chic_action(action, self.cfg.variant, self.window)
+        decoded = self.actions.decode(action)
         if decoded is None:
             raise ValueError("void ends the phase; it is not applied to the schedule")
         self.steps += 1
@@ -368,7 +414,8 @@ class ChicEnvBase(gym.Env):
         self.observation_space = gym.spaces.Box(
             0.0, np.inf, (len(self.features),), dtype=np.float32
         )
-        self.action_space = gym.spaces.Discrete(chic_n_actions(self.cfg.variant, self.window))
+        self.actions = ChicActions(cfg.variant, window)
+        self.action_space = gym.spaces.Discrete(self.actions.n)
         self.session: SimSession | None = None
         self.schedule: ChicSchedule | None = None
         self.stats = EpisodeStats()
@@ -420,7 +467,7 @@ class ChicEnvBase(gym.Env):
             raise ValueError(f"action {action} is not valid here (mask {mask.astype(int)})")
         self.stats.steps += 1
         reward = 0.0
-        if decode_chic_action(action, self.cfg.variant, self.window) is None:
+        if self.actions.decode(action) is None:
             reward += self._submit()
         else:
             penalty = self.schedule.apply(action)

@@ -45,11 +45,10 @@ import numpy as np
 
 from tracelib.catalogue import JobType
 from tracelib.envs.chic import (
+    ChicActions,
     ChicEnvBase,
     ChicEnvConfig,
     ChicSchedule,
-    chic_n_actions,
-    decode_chic_action,
 )
 from tracelib.scenarios.chic import ChicArenaScenario
 from tracelib.sim.builder import AllocationBuilder
@@ -83,6 +82,7 @@ class ChicArenaSchedule(ChicSchedule):
         self.jobs = jobs
         self.cfg = cfg
         self.window = window
+        self.actions = ChicActions(cfg.variant, window)
         self.backlog = max(len(snap.jobs) - window, 0)
         self.pending_arrivals = 0  # not in a snapshot; never idle on them (module doc, 5)
         self.types = [snap.job_types[j.model] for j in jobs]
@@ -135,21 +135,20 @@ class ChicArenaSchedule(ChicSchedule):
         return gain
 
     def _compute_mask(self) -> np.ndarray:
-        n_act = chic_n_actions(self.cfg.variant, self.window)
-        out = np.zeros(n_act, dtype=bool)
+        actions = self.actions
+        out = np.zeros(actions.n, dtype=bool)
         n = len(self.jobs)
-        absent = not self.cfg.mask_absent
         fit = self.fits()
         if self.cfg.pair:
-            out[:n] = fit[:, 2]
-            out[n : self.window] = absent
+            out[actions.rows(0, n)] = fit[:, 2]
         else:
-            out[0 : 2 * n : 2] = fit[:, 0]
-            out[1 : 2 * n : 2] = fit[:, 1]
-            out[2 * n : 2 * self.window] = absent
-        out[-1] = self.trainable() or not self._could_train()
-        if out[-1] and self.cfg.work_conserving and self._idle_job_fits():
-            out[-1] = False
+            out[actions.workers(n)] = fit[:, 0]
+            out[actions.ps(n)] = fit[:, 1]
+        out[actions.rows(n, self.window)] = not self.cfg.mask_absent
+        void = actions.void
+        out[void] = self.trainable() or not self._could_train()
+        if out[void] and self.cfg.work_conserving and self._idle_job_fits():
+            out[void] = False
         return out
 
     def _could_train(self) -> bool:
@@ -215,7 +214,7 @@ def play_schedule(schedule: ChicArenaSchedule, choose) -> Allocation:
     What the deployed policy does at every decision."""
     while not schedule.finished() and schedule.steps < schedule.cfg.max_phase_steps:
         action = choose(schedule.observation(), schedule.mask())
-        if decode_chic_action(action, schedule.cfg.variant, schedule.window) is None:
+        if schedule.actions.decode(action) is None:
             break
         schedule.apply(action)
     if schedule.jobs and not schedule.trainable():

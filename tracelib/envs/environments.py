@@ -31,21 +31,18 @@ import numpy as np
 from tracelib.catalogue import DL2_CATALOGUE, JobType
 from tracelib.envs.observation import (
     AllocationObsConfig,
+    PlacementActions,
     PlacementDraft,
     PlacementObsConfig,
     allocation_features,
     allocation_mask,
-    allocation_n_actions,
-    decode_allocation_action,
-    decode_placement_action,
     encode_allocation,
     encode_placement,
     placement_job_features,
-    placement_n_actions,
     placement_server_features,
     refresh_allocation_row,
 )
-from tracelib.sim.builder import Action, AllocationBuilder
+from tracelib.sim.builder import AllocationBuilder
 from tracelib.sim.config import SimConfig
 from tracelib.sim.engine import PlacedSpeedModel, SimResult, SimSession, Simulator
 from tracelib.sim.jobs import JobSpec
@@ -207,7 +204,8 @@ class AllocationEnv(_SessionEnv):
         self.observation_space = gym.spaces.Box(
             0.0, 1.0, (window * len(self.features),), dtype=np.float32
         )
-        self.action_space = gym.spaces.Discrete(allocation_n_actions(self.cfg.obs))
+        self.actions = self.cfg.obs.actions
+        self.action_space = gym.spaces.Discrete(self.actions.n)
         self.builder: AllocationBuilder | None = None
         self._mask = np.zeros(self.action_space.n, dtype=bool)
 
@@ -243,12 +241,12 @@ class AllocationEnv(_SessionEnv):
         self._count_step()
         action = int(action)
         reward, invalid = 0.0, False
-        decoded = decode_allocation_action(action, self.cfg.obs)
+        decoded = self.actions.decode(action)
         if not self._mask[action]:
             reward, invalid = self.invalid_action_penalty, True
         elif decoded is not None:
             row, kind = decoded
-            self.builder.step(row, Action(kind))
+            self.builder.step(row, kind)
             refresh_allocation_row(self._obs_rows, self.builder, row)
             self._refresh_mask()
         # Stop, or nothing left to add: the slot's allocation goes to the simulator.
@@ -301,7 +299,8 @@ class PlacementEnv(_SessionEnv):
         self.server_features = placement_server_features(catalogue, self.cfg.obs)
         size = window * len(self.job_features) + self.n_servers * len(self.server_features)
         self.observation_space = gym.spaces.Box(0.0, 1.0, (size,), dtype=np.float32)
-        self.action_space = gym.spaces.Discrete(placement_n_actions(self.cfg.obs, self.n_servers))
+        self.actions = PlacementActions(window, self.n_servers)
+        self.action_space = gym.spaces.Discrete(self.actions.n)
         self.draft: PlacementDraft | None = None
         self._mask = np.zeros(self.action_space.n, dtype=bool)
 
@@ -365,7 +364,7 @@ class PlacementEnv(_SessionEnv):
         if not self._mask[action]:
             reward, invalid = self.invalid_action_penalty, True
         else:
-            row, role, server = decode_placement_action(action, self.n_servers)
+            row, role, server = self.actions.decode(action)
             self.draft.place(row, role, server)
             self._mask = self.draft.mask(self.cfg.obs)
             if not self._mask.any():

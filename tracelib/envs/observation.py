@@ -13,7 +13,8 @@ Allocation (DL2): the first J visible jobs by arrival, each a row of `allocation
     dominant_share     largest cluster share the job's tasks hold in the decision so far
     workers, ps        tasks given so far in this decision / the job's cap
     present            1 for a real job, 0 for an empty row (fewer than J jobs)
-  Actions: 3J + 1, job i's (worker, PS, both) at 3i + kind, stop last (always valid).
+  Actions: 3J + 1, job i's (worker, PS, both) at 3i + kind, stop last (always valid):
+  `AllocationActions` makes and reads these indices.
 
 Placement (Harmony, state (x, r, w, p, v, d)): the first N' waiting jobs, each a row of
 `placement_job_features` (x: model one-hot; r: remaining epochs; w, p: workers and PSs still
@@ -21,8 +22,8 @@ to place / cap; placed_w, placed_p: placed so far / cap; present), then per serv
 resources v (GPU, CPU, memory as fractions of the server) and d, the tasks of each model on
 it (running jobs and this decision's) / `tasks_scale`.
   Actions: 2 * N' * M, placing job i's worker (role 0) or PS (role 1) on server m at
-  (2i + role) * M + m. A job started in a decision is finished before another starts, and
-  only where its remaining tasks still fit (`PlacementDraft.mask`).
+  (2i + role) * M + m (`PlacementActions`). A job started in a decision is finished before
+  another starts, and only where its remaining tasks still fit (`PlacementDraft.mask`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracelib.catalogue import JobType
-from tracelib.sim.builder import AllocationBuilder
+from tracelib.sim.builder import Action, AllocationBuilder
 from tracelib.sim.snapshot import JobView, Snapshot
 
 # -- allocation (DL2) ---------------------------------------------------------------------
@@ -66,6 +67,11 @@ class AllocationObsConfig:
         if self.window < 1 or self.slots_scale <= 0 or self.epochs_scale <= 0:
             raise ValueError("window, slots_scale and epochs_scale must be positive")
 
+    @property
+    def actions(self) -> AllocationActions:
+        """The layout of the 3J + 1 actions on this observation's J job rows."""
+        return AllocationActions(self.window)
+
 
 def allocation_features(catalogue: tuple[JobType, ...]) -> tuple[str, ...]:
     """Column names of one job row of the allocation observation."""
@@ -73,9 +79,65 @@ def allocation_features(catalogue: tuple[JobType, ...]) -> tuple[str, ...]:
     return tuple(f"type={jt.model}" for jt in types) + ALLOCATION_SCALARS
 
 
-def allocation_n_actions(cfg: AllocationObsConfig) -> int:
-    """3J + 1."""
-    return ACTION_KINDS * cfg.window + 1
+@dataclass(frozen=True)
+class AllocationActions:
+    """DL2's action layout, 3J + 1 actions: job row i's worker, PS and worker+PS pair at
+    3i + kind (kind an `Action`), stop last. Every index of this space is made or read
+    here, so the networks, policies, recorder and environment agree on it."""
+
+    window: int
+    """J: the job rows acted on."""
+
+    @property
+    def n(self) -> int:
+        """3J + 1."""
+        return ACTION_KINDS * self.window + 1
+
+    @property
+    def stop(self) -> int:
+        """The stop action (the last)."""
+        return ACTION_KINDS * self.window
+
+    def of(self, row: int, kind: int) -> int:
+        """The action adding `kind` (an `Action`) to job row `row`."""
+        return ACTION_KINDS * row + kind
+
+    def add_worker(self, row: int) -> int:
+        """The action adding a worker to job row `row`."""
+        return ACTION_KINDS * row + Action.WORKER
+
+    def add_ps(self, row: int) -> int:
+        """The action adding a PS to job row `row`."""
+        return ACTION_KINDS * row + Action.PS
+
+    def add_both(self, row: int) -> int:
+        """The action adding a worker+PS pair to job row `row`."""
+        return ACTION_KINDS * row + Action.BOTH
+
+    def decode(self, action: int) -> tuple[int, Action] | None:
+        """(job row, kind) of `action`, None for stop."""
+        if action == self.stop:
+            return None
+        row, kind = divmod(int(action), ACTION_KINDS)
+        return row, Action(kind)
+
+    def row(self, row: int) -> slice:
+        """The actions of job row `row` (its worker, PS and pair), in `Action` order."""
+        return slice(ACTION_KINDS * row, ACTION_KINDS * (row + 1))
+
+    def rows(self, n: int) -> slice:
+        """The actions of the first `n` job rows."""
+        return slice(0, ACTION_KINDS * n)
+
+    def mask(self, builder: AllocationBuilder) -> np.ndarray:
+        """(3J + 1,) bool: the valid actions of the decision `builder` holds; stop is always
+        valid."""
+        mask = np.zeros(self.n, dtype=bool)
+        n = min(len(builder.jobs), self.window)
+        if n:
+            mask[self.rows(n)] = builder.mask()[:n].ravel()
+        mask[self.stop] = True
+        return mask
 
 
 def encode_allocation(builder: AllocationBuilder, cfg: AllocationObsConfig) -> np.ndarray:
@@ -110,19 +172,7 @@ def refresh_allocation_row(obs: np.ndarray, builder: AllocationBuilder, i: int) 
 
 def allocation_mask(builder: AllocationBuilder, cfg: AllocationObsConfig) -> np.ndarray:
     """(3J + 1,) bool: valid actions; stop (the last) is always valid."""
-    mask = np.zeros(allocation_n_actions(cfg), dtype=bool)
-    n = min(len(builder.jobs), cfg.window)
-    if n:
-        mask[: ACTION_KINDS * n] = builder.mask()[:n].ravel()
-    mask[-1] = True
-    return mask
-
-
-def decode_allocation_action(action: int, cfg: AllocationObsConfig) -> tuple[int, int] | None:
-    """(job row, kind) of an action, None for stop."""
-    if action == allocation_n_actions(cfg) - 1:
-        return None
-    return divmod(int(action), ACTION_KINDS)
+    return cfg.actions.mask(builder)
 
 
 # -- placement (Harmony) ------------------------------------------------------------------
@@ -171,9 +221,40 @@ def placement_server_features(
     return SERVER_FREE + tuple(f"tasks={jt.model}" for jt in types) + own
 
 
-def placement_n_actions(cfg: PlacementObsConfig, n_servers: int) -> int:
-    """2 * N' * M."""
-    return 2 * cfg.window * n_servers
+@dataclass(frozen=True)
+class PlacementActions:
+    """Harmony's action layout, 2 * N' * M actions: job row i's next worker (role 0) or PS
+    (role 1) on server m at (2i + role) * M + m, the order of `PlacementDraft.mask`'s
+    (N', 2, M) grid flattened. Every index of this space is made or read here."""
+
+    window: int
+    """N': the job rows placed."""
+    n_servers: int
+    """M."""
+
+    @property
+    def n(self) -> int:
+        """2 * N' * M."""
+        return 2 * self.window * self.n_servers
+
+    def of(self, row: int, role: int, server: int) -> int:
+        """The action placing job row `row`'s next task of `role` on `server`."""
+        return (2 * row + role) * self.n_servers + server
+
+    def task(self, row: int, role: int) -> slice:
+        """The actions placing job row `row`'s next task of `role`, one per server."""
+        start = (2 * row + role) * self.n_servers
+        return slice(start, start + self.n_servers)
+
+    def decode(self, action: int) -> tuple[int, int, int]:
+        """(job row, role, server) of `action`."""
+        job_role, server = divmod(int(action), self.n_servers)
+        job, role = divmod(job_role, 2)
+        return job, role, server
+
+    def grid(self, mask: np.ndarray) -> np.ndarray:
+        """(2 * N' * M,) -> (N', 2, M) view: by job row, role and server."""
+        return mask.reshape(self.window, 2, self.n_servers)
 
 
 _TOL = 1e-9
@@ -313,10 +394,3 @@ def encode_placement(draft: PlacementDraft, cfg: PlacementObsConfig) -> np.ndarr
         parts.append(own.reshape(len(free), -1))
     servers = np.concatenate(parts, axis=1).astype(np.float32)
     return np.concatenate([jobs.reshape(-1), servers.reshape(-1)])
-
-
-def decode_placement_action(action: int, n_servers: int) -> tuple[int, int, int]:
-    """(job row, role, server) of a placement action."""
-    job_role, server = divmod(int(action), n_servers)
-    job, role = divmod(job_role, 2)
-    return job, role, server

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracelib.catalogue import by_name
+from tracelib.seeds import named_streams
 from tracelib.sim.config import ClusterConfig, SimConfig, SpeedConfig
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.speed import SpeedModel
@@ -97,9 +98,8 @@ def _counts(cfg: ArrivalConfig, rng: np.random.Generator) -> list[int]:
 
 def sequence(cfg: ArrivalConfig, seed: int) -> tuple[JobSpec, ...]:
     """One job sequence of the pattern, a pure function of (cfg, seed)."""
-    arrivals, models, sizes = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3)
-    )
+    rng = named_streams(seed, ("arrivals", "models", "sizes"))
+    arrivals, models, sizes = rng["arrivals"], rng["models"], rng["sizes"]
     counts = _counts(cfg, arrivals)
     slots = np.repeat(np.arange(len(counts)), counts)[: cfg.n_jobs]
     named = by_name()

@@ -46,6 +46,7 @@ import numpy as np
 import polars as pl
 
 from tracelib.catalogue import DL2_CATALOGUE, DL2_SIM_FACTS, JobType, SimFacts, by_name
+from tracelib.seeds import named_streams
 from tracelib.sim.cluster import is_share, summed_demands, task_arrays
 from tracelib.sim.config import TRIGGERS, SimConfig
 from tracelib.sim.jobs import JobSpec
@@ -390,8 +391,7 @@ class Simulator:
     # -- setup ---------------------------------------------------------------------------
 
     def _streams(self) -> dict[str, np.random.Generator]:
-        seqs = np.random.SeedSequence(self.cfg.seed).spawn(len(STREAMS))
-        return {name: np.random.default_rng(s) for name, s in zip(STREAMS, seqs, strict=True)}
+        return named_streams(self.cfg.seed, STREAMS)
 
     def _init_jobs(self, rng: dict[str, np.random.Generator]) -> dict[int, _Job]:
         n = len(self.specs)

@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from pipelines.system import LearnedSystem
+from tracelib.seeds import named_seeds
 
 if TYPE_CHECKING:
     from pipelines.systems.chic.steps import ChicRunConfig
@@ -72,7 +71,7 @@ def seeded(cfg: ChicRunConfig, seed: int, workload_set: str) -> ChicRunConfig:
     """One seed for training and evaluation: their sequences' seeds are split from it
     (`split_seeds`), so the test sequences are never trained on. The arena training gets
     a child of it and the run's synthetic workload set."""
-    arena_seed = int(np.random.SeedSequence(seed).spawn(1)[0].generate_state(1)[0])
+    arena_seed = int(named_seeds(seed, ("arena",))["arena"].generate_state(1)[0])
     return replace(
         cfg,
         train=replace(cfg.train, seed=seed),

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pipelines.system import LearnedSystem
+from pipelines.systems.harmony.lines import gavel_line, skipped_line
 
 if TYPE_CHECKING:
     from pipelines.systems.harmony.steps import HarmonyRunConfig
@@ -109,31 +109,6 @@ def seeded(cfg: HarmonyRunConfig, seed: int, workload_set: str) -> HarmonyRunCon
         stage=replace(cfg.stage, seed=seed, eval=evaluation),
         arena=replace(cfg.arena, seed=seed, workload_set=workload_set),
     )
-
-
-GAVEL_ESTIMATORS = (
-    ("harmony-nn", "predictor"),
-    ("lif-line", "LIF-Line"),
-    ("lif-quad", "LIF-Quad"),
-    ("gradient-boosting", "gradient boosting"),
-)
-"""The estimators of a Gavel GPU type's line, in order, with their printed names."""
-
-
-def gavel_line(gpu: str, errors: Mapping[str, float]) -> str:
-    """One GPU type's held-out mean relative error of the predictor beside LIF's and
-    gradient boosting's on the same split (`errors`: `RewardResult.gavel_errors[gpu]`)."""
-    parts = [
-        f"{name} {errors[key]:.1%}" if key in errors else f"{name} n/a"
-        for key, name in GAVEL_ESTIMATORS
-    ]
-    n = int(errors.get("test_samples", 0))
-    return f"Gavel {gpu}: held-out relative error ({n} samples) {', '.join(parts)}"
-
-
-def skipped_line(key: str, reason: str) -> str:
-    """A Gavel key that gave no samples, and why."""
-    return f"Gavel {key}: skipped ({reason})"
 
 
 def summary_lines(summary: dict) -> list[str]:

@@ -83,7 +83,7 @@ from pipelines.evaluation import (
     summarize_runs,
 )
 from pipelines.progress import QUIET, Reporter
-from pipelines.systems.harmony.plugin import gavel_line, skipped_line
+from pipelines.systems.harmony.lines import gavel_line, skipped_line
 from pipelines.trained import (
     TrainResult,
     already_trained,
