@@ -14,7 +14,7 @@ Optimus at 600 s and 300 s on 30 unseen sequences per rate. Prints the ACT table
 reduction against Optimus-600 with the paper's targets (Chic >= 12.65%, Chic-Pair >= 10.08%
 at every rate), the learning curves at 1.8 and the seconds per training iteration (paper:
 28.15 s on one core). With --out, also writes the figures (PNG) there.
-Training runs with the stage's defaults, the five measured deviations (README, Chic);
+Training runs with the stage's defaults, the five measured deviations (docs/chic.md);
 `--as-published` undoes all five, `--without mask_absent,smoothing` (or work_conserving,
 shared_sequence) undoes those named, to measure what each is worth.
 """

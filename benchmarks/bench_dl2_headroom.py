@@ -31,7 +31,7 @@ jobs, and each job's share of it, start to matter):
   imitates, alone;
 - the run's DL2 (the fine-tuned policy of system dl2), for its configurations beside them.
 
-The figures in the README (DL2, "What is left to gain") come from this command.
+The figures in docs/dl2.md ("Headroom", "Results") come from this command.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ baselines under three arrival patterns (Fig. 8), and the Table II ablations.
         [--systems NAME,...] [--set FIELD=JSON ...]
     python -m benchmarks.bench_harmony --seeds 5      # every system, 5 seeds (~40 min)
     python -m benchmarks.bench_harmony --seeds 5 --systems harmony,harmony-warm-start
-                                                      # the README's figures (~9 min)
+                                                      # docs/harmony.md's figures (~9 min)
     python -m benchmarks.bench_harmony --updates 1500 --seeds 5 --systems harmony \
         --set rollout_speed='"simulator"'              # rollouts on the simulator's speeds
 

@@ -6,7 +6,7 @@ jobs held at once over their recorded run intervals (start to end; submit to sub
 time where the trace has no start), rounded up to whole servers, per GPU type when the
 trace names types. Each rule's run becomes one `eval_runs` row, one `eval_jobs` row per
 replayed job and one `eval_summary` row, in workload set `replay:<source>`, so the
-leaderboard and the README's evaluation queries read replays like any evaluation.
+leaderboard and the queries of docs/querying.md read replays like any evaluation.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ def available_cores() -> int:
 def default_runner(budget: str = "default") -> str:
     """`schedlab run`'s default: local worker processes, one per available core, when there
     is more than one and the budget is worth it (the independent trainings and evaluations
-    then overlap; measured in the README); one task at a time on a single core, and for the
+    then overlap; docs/benchmarks.md); one task at a time on a single core, and for the
     smoke budget, whose whole run is shorter than starting the worker processes (each
     imports torch, Prefect and the pipeline: 10-60 s on a loaded 2-core machine)."""
     return "processes" if available_cores() > 1 and budget != "smoke" else "sequential"

@@ -27,7 +27,7 @@ gives no alpha, 0.7 is ours)."""
 @dataclass(frozen=True)
 class CEMConfig:
     """The modified cross-entropy method (Chic section 4.3, Algorithm 1), by default with
-    five measured departures from the paper (`as_published` undoes them; README, Chic)."""
+    five measured departures from the paper (`as_published` undoes them; docs/chic.md)."""
 
     variant: str = "chic"
     """"chic" or "chic-pair"."""

@@ -2,7 +2,7 @@
 
 The paper trains Chic from random weights. Here, at the run's budget, the modified CEM from
 random weights stays 1.28-1.34x Optimus-300's average JCT in Chic's own scenario and about
-1.5x the best heuristic in the arena (README, Chic), so the policy network first learns, by
+1.5x the best heuristic in the arena (docs/chic.md), so the policy network first learns, by
 supervised cross-entropy, what Optimus does in the states of the training episodes: CEM then
 starts from schedules that work, as Harmony and RL-TAPS start from their baselines'
 decisions. Every other part of the method is unchanged.

@@ -39,7 +39,7 @@ PUBLISHED_DEVIATIONS: dict[str, tuple[Any, Any]] = {
     "trigger": ("interval", "events"),
     "algorithm": ("actor-critic", "grouped-ppo"),
 }
-"""Where the default run's DL2 departs from the paper, each measured (README, DL2): name
+"""Where the default run's DL2 departs from the paper, each measured (docs/dl2.md): name
 (a `DL2StageConfig` field) -> (the paper's value, the default). `as_published()` takes the
 first of each."""
 
@@ -94,7 +94,7 @@ class DL2NetConfig:
     stop from the mean of the rows' last hidden units (the value network: that mean to one
     output). What it learns of a job holds in every row, and an action changes one row's
     logits only. Measured on Optimus' recordings: the flat network hands out as much as its
-    teacher to the wrong jobs (README, DL2)."""
+    teacher to the wrong jobs (docs/dl2.md)."""
     trigger: str = "interval"
     """When the policy decides: "interval" (every `interval_s`) or "events" (at every
     arrival and completion, the simulator's event trigger; not in the paper)."""

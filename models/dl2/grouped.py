@@ -21,7 +21,7 @@ itself, against rollouts that saw the same input:
   had when it was played, clipped to 1 +- clip) over them in minibatches, with an optional
   KL(initial policy || policy) anchor and entropy bonus.
 
-Two options, off by default (measured in the README, DL2, "Tried against it"): `credit`
+Two options, off by default (measured in docs/dl2.md, "Measured alternatives"): `credit`
 "job" credits an inference that adds to job j with job j's own time in the system only,
 against the same job in the group's other rollouts, and `job_noise` makes a rollout's
 exploration stick to a job (logit offsets drawn once per job and rollout).
@@ -92,7 +92,7 @@ class GroupedConfig:
     lr: float = 3e-4
     """Adam learning rate (measured on two default runs' warm-ups, 48 iterations: 3e-4
     ended 1.017 times Optimus at every event on their test sequences, 1e-4 after 24
-    iterations 1.029; README, DL2)."""
+    iterations 1.029; docs/dl2.md)."""
     clip: float = 0.2
     """PPO's clip of the probability ratio."""
     kl_init: float = 0.0

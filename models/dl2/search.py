@@ -1,6 +1,6 @@
 """DL2's searched teacher: each model's workers and PSs, searched on the training sequences'
 average JCT, then imitated by the warm-up (a deviation from the paper, whose warm-up imitates
-DRF; README, DL2, "The searched teacher").
+DRF; docs/dl2.md, "The searched teacher").
 
 Why: on `dl2-synthetic` the cluster never runs out of room, so an allocator's only decision
 is each job's own configuration, and Optimus gives every job of a model the configuration

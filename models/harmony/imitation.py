@@ -1,7 +1,7 @@
 """Harmony's warm start: clone a teacher's placements before the actor-critic (a deviation).
 
 The paper trains the placement policy from random weights. Here, from random weights the
-actor-critic ends 31-73% behind LIF-Quad (README, Harmony), and the one-step optimum of the
+actor-critic ends 31-73% behind LIF-Quad (docs/harmony.md), and the one-step optimum of the
 reward predictor itself (`GreedySpeedPlacement` scored by the predictor) is 39-65% behind
 it too, so the predictor's rewards alone do not lead to LIF's placements. The policy
 network therefore first learns, by supervised cross-entropy, what a baseline (default

@@ -130,7 +130,7 @@ ORDERED_BASELINES = ("lif-quad/shortest",)
 the waiting jobs shortest remaining work first (`RulePlacement.named`). Harmony's policy
 chooses which waiting job to place as well as where, and the paper's baselines always take
 the oldest; with this order LIF-Quad's average JCT is 2-17% lower than in arrival order
-here, as low as Harmony's, so it is the heuristic Harmony has to beat (README, Harmony)."""
+here, as low as Harmony's, so it is the heuristic Harmony has to beat (docs/harmony.md)."""
 
 
 def next_task(

@@ -4,7 +4,7 @@ simulated average JCT, and recorded as the policy's actions for the warm start t
 
 Why: cloning LIF-Quad (the strongest baseline) gives a policy level with LIF-Quad at best,
 and the actor-critic on the reward predictor's rollouts adds nothing measurable after it
-(README, Harmony). Harmony's action space is wider than its baselines': at each step it
+(docs/harmony.md). Harmony's action space is wider than its baselines': at each step it
 chooses *which* waiting job to place as well as where, and its baselines always take the
 oldest. Following, at each decision, the (rule, order) whose continuation ends with the
 lowest average JCT puts a teacher 25% below LIF-Quad on the training sequences, and the

@@ -54,7 +54,7 @@ represent them (63% held-out accuracy). The changes, each measured (300 updates 
   policy network first clones a teacher's placements on the training sequences, and that
   clone is validated as a candidate (kept unless an update beats it). From random weights
   the five changes above still end 31-73% behind LIF-Quad in the simulator with the
-  measured ground truth (README, Harmony), and even the reward predictor's own one-step
+  measured ground truth (docs/harmony.md), and even the reward predictor's own one-step
   optimum is 39-65% behind it, so the predictor's rewards alone do not lead there. The
   teacher is searched (`models.harmony.search`): the placement rule and job order chosen
   decision by decision by the simulated JCT of the run that follows, on the training
@@ -64,8 +64,8 @@ Removing one of the first five at a time, on an earlier version of the simulator
 ground truth was the measured one; seed 0; JCT / best baseline's, uniform / Poisson /
 Google-like; the default then 0.85 / 1.04 / 0.92): flat head 1.18 / 1.50 / 1.51, interval
 credit 1.22 / 1.60 / 1.26, no clip 1.17 / 1.62 / 1.25, epsilon from 0.5 1.02 / 1.25 / 1.07;
-all of them (`as_published`) about 1.3 / 1.6 / 1.5 (`benchmarks/bench_harmony.py`; the
-README has today's figures).
+all of them (`as_published`) about 1.3 / 1.6 / 1.5 (`benchmarks/bench_harmony.py`;
+docs/harmony.md has today's figures).
 """
 
 from __future__ import annotations

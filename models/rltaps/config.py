@@ -122,7 +122,7 @@ class ReinforceConfig:
     teacher: str | None = "sjf"
     """A fresh network first imitates this baseline's decisions on the training sequences
     (`models.rltaps.imitation`), then REINFORCE continues from it; None: from random
-    weights, as the paper. A measured deviation (README, RL-TAPS): from random weights a
+    weights, as the paper. A measured deviation (docs/rltaps.md): from random weights a
     budget of minutes leaves the policy as slow as Random."""
     imitation_epochs: int = 30
     """Supervised passes over the teacher's decisions (0: no imitation)."""

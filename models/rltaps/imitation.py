@@ -1,7 +1,7 @@
 """RL-TAPS' warm start: imitate a baseline's decisions before REINFORCE (a deviation).
 
 The paper trains from random weights. Here, with a budget of minutes, REINFORCE from random
-weights leaves the greedy policy as slow as the Random picker (README, RL-TAPS), so a fresh
+weights leaves the greedy policy as slow as the Random picker (docs/rltaps.md), so a fresh
 network first learns, by supervised cross-entropy, what a baseline (default SJF with the
 first-fit allocator) does in the same states; REINFORCE then starts from a schedule that
 works, as DL2 starts from its warm-up. Every other part of the method is unchanged.
@@ -11,7 +11,7 @@ each GPU's target is the job slot of the job it runs, or the null slot when it i
 held by a job outside the N job slots (a baseline may start a backlog job) has no target and
 is left out of the loss. The loss is the mean over GPUs with a target of minus the masked
 log-probability of the target (eq. 7's per-GPU softmaxes), Adam, shuffled minibatches.
-Measured (README, RL-TAPS): the imitation ends 10-23% behind SJF on held-out sequences
+Measured (docs/rltaps.md): the imitation ends 10-23% behind SJF on held-out sequences
 whatever was tried at this budget (more epochs, 5-10x more teacher sequences, two to four
 DAgger rounds adding the states the imitating policy reaches): a 97-99.9% per-GPU agreement
 still leaves a few GPUs per step on another job than SJF's, and those errors compound.

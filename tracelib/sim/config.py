@@ -122,7 +122,7 @@ class SpeedConfig:
     surface, interpolated (`tracelib.sim.measured`); "analytical": the catalogue's
     Optimus-form fit, the analytical model Optimus starts from and OfflineRL trains in."""
     measurements: str | None = None
-    """CSV of measured speeds replacing the shipped DL2 file (same columns; README)."""
+    """CSV of measured speeds replacing the shipped DL2 file (same columns; docs/simulator.md)."""
     locality: bool = True
     """Jobs whose workers and PSs share servers communicate faster (catalogue locality gain)."""
     interference_scale: float = 1.0

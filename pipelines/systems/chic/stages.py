@@ -530,7 +530,7 @@ class ChicArenaConfig:
     0.60-0.77, the sampled clone's validation ACT 4,500-11,243 s over 5 seeds against
     4,860-5,306 s from scratch after 6 iterations), and 6 iterations do not repair a bad
     clone: against Optimus 1.730 [1.542, 1.919] (Chic) and 1.907 [1.669, 2.145] (Chic-Pair)
-    with it, 1.534 [1.481, 1.588] and 1.564 [1.516, 1.613] without (README, Chic)."""
+    with it, 1.534 [1.481, 1.588] and 1.564 [1.516, 1.613] without (docs/chic.md)."""
     init: str = "latest"
     """Start from: "latest" (the newest "<variant>-arena" policy whose network fits, else
     scratch), "scratch", or a policy id."""

@@ -150,8 +150,8 @@ class HarmonyStageConfig:
     """Validation sequences (uniform arrivals): each validation runs the policy on all of
     them, and the best validated weights are kept, an update over the warm start only when
     significantly better on them (`PlacementTrainConfig.significant_update`; with 2, judged
-    by the predictor, updates worse on held-out sequences replaced the warm start: README,
-    Harmony)."""
+    by the predictor, updates worse on held-out sequences replaced the warm start:
+    docs/harmony.md)."""
     eval: HarmonyEvalConfig = field(default_factory=HarmonyEvalConfig)
     init: str = "latest"
     """Training starts from "latest" (newest registered policy of the same system) or
@@ -709,7 +709,7 @@ class HarmonyArenaConfig:
     the interval's inferences (`credit`), resized to the cluster
     (`RewardPredictor.for_cluster`). The starting policy is validated too and kept unless a
     later validation beats it (`keep_start`): at this budget the updates do not improve on
-    it (README, Harmony), and a run must not leave the arena a worse policy than it had."""
+    it (docs/harmony.md), and a run must not leave the arena a worse policy than it had."""
     train_sequences: int | None = 16
     """At most this many training sequences (the lowest sequence numbers; None: all)."""
     val_sequences: int | None = 2
