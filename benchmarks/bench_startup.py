@@ -3,6 +3,7 @@ burners; every start must reach the flow's first stage.
 
     python -m benchmarks startup [--runs 30] [--parallel 2] [--burners 2]
                                  [--until started|done] [--timeout 900] [--dir DIR]
+                                 [--budget smoke|default]
 
 Each run has its own warehouse; all share one PREFECT_HOME, as runs of one checkout do, so
 their temporary API servers start on the same database. `--until started` (the default)
@@ -37,7 +38,7 @@ from typing import Literal
 from benchmarks.options import parse
 
 FIRST_STAGE = re.compile(r"\] synthetic trace \(")
-"""The first stage every smoke run starts (pipelines/flows.py): the flow is running."""
+"""The first stage every run starts (pipelines/flows.py): the flow is running."""
 
 
 @dataclass
@@ -71,7 +72,7 @@ def _one_run(index: int, args: Options, work: Path) -> Start:
         "pipelines.cli",
         "run",
         "--budget",
-        "smoke",
+        args.budget,
         "--warehouse",
         str(folder / "wh.duckdb"),
         "--seed",
@@ -143,6 +144,8 @@ class Options:
     """seconds before a run is killed"""
     dir: str | None = None
     """work folder (default: a temporary one)"""
+    budget: Literal["smoke", "default"] = "smoke"
+    """the runs' budget: default starts the worker processes (one per core) as well"""
 
 
 def main(argv: list[str]) -> int:
@@ -186,7 +189,7 @@ def main(argv: list[str]) -> int:
                 )
 
     print(
-        f"startup stress: {args.runs} smoke runs, {args.parallel} at a time, "
+        f"startup stress: {args.runs} {args.budget} runs, {args.parallel} at a time, "
         f"{args.burners} CPU burners, until {args.until}; work folder {work}",
         flush=True,
     )
