@@ -170,3 +170,36 @@ def test_the_runner_passes_help_to_the_benchmark(capsys) -> None:
         run_benchmarks(["scoreboard", "--help"])
     assert exited.value.code == 0
     assert "usage: python -m benchmarks.bench_scoreboard" in capsys.readouterr().out
+
+
+def test_write_results_keeps_the_output_and_stamps_it(tmp_path, monkeypatch, capsys):
+    """`python -m benchmarks --write-results NAME ARGS` runs the benchmark as usual (its
+    output still shown) and writes docs/results/NAME.md: the command, exit status, code
+    version, date, machine, load and times, then the output."""
+    import sys
+    import types
+
+    import benchmarks.__main__ as runner
+
+    stub = types.ModuleType("benchmarks.bench_stub")
+
+    def stub_main(argv):
+        print(f"| rule | JCT |\n| fifo | {len(argv)} |")
+        return 0
+
+    stub.main = stub_main
+    monkeypatch.setitem(sys.modules, "benchmarks.bench_stub", stub)
+    monkeypatch.setattr(runner, "names", lambda: ["bench_stub"])
+    monkeypatch.setattr(runner, "RESULTS", tmp_path / "results")
+    assert run_benchmarks(["--write-results", "stub", "--a", "b"]) == 0
+    out = capsys.readouterr().out
+    assert "| fifo | 2 |" in out  # shown as it ran
+    page = (tmp_path / "results" / "stub.md").read_text()
+    assert "| command | `python -m benchmarks stub --a b` |" in page
+    assert "| exit status | 0 |" in page and "| code | `0.1.0+g" in page
+    assert "| load average (1 min) |" in page and "cores, Python 3.11" in page
+    assert page.rstrip().endswith("| rule | JCT |\n| fifo | 2 |\n```")
+    # Without the flag nothing is written.
+    (tmp_path / "results" / "stub.md").unlink()
+    assert run_benchmarks(["stub"]) == 0
+    assert list((tmp_path / "results").iterdir()) == []
