@@ -15,10 +15,13 @@ anything imports Prefect (pipelines/cli.py).
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from pipelines.progress import QUIET, Reporter
@@ -46,19 +49,27 @@ def shared_api(
     Each start is bounded by PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS and retried
     (`API_START_ATTEMPTS` in all) on a fresh port and process; when none comes up,
     `ApiUnavailable` says why in one line and what to do."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_HOME,
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+        temporary_settings,
+    )
 
     if PREFECT_API_URL.value():
         meanwhile()
         yield
         return
+    # Read here: settings are context-local, and the start runs in a thread of its own.
+    home = Path(PREFECT_HOME.value())
+    timeout = float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
     start = time.perf_counter()
     started: list[Any] = []
     failed: list[BaseException] = []
 
     def start_server() -> None:
         try:
-            started.append(_start_api(progress))
+            started.append(_start_api(progress, home, timeout))
         except BaseException as exc:  # raised in this process below
             failed.append(exc)
 
@@ -75,12 +86,43 @@ def shared_api(
         yield
 
 
-def _start_api(progress: Reporter) -> Any:
-    """A running temporary API server, after at most `API_START_ATTEMPTS` bounded starts."""
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+def _start_api(progress: Reporter, home: Path, timeout: float) -> Any:
+    """A running temporary API server, after at most `API_START_ATTEMPTS` starts of at most
+    `timeout` seconds each, one process of PREFECT_HOME `home` at a time
+    (`_one_start_at_a_time`)."""
+    with _one_start_at_a_time(home, progress):
+        return _start_api_now(progress, timeout)
 
-    timeout = PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
+
+@contextmanager
+def _one_start_at_a_time(home: Path, progress: Reporter) -> Iterator[None]:
+    """Hold this PREFECT_HOME's start lock while a temporary API server starts.
+
+    Each server migrates PREFECT_HOME's database as it starts; two runs starting at once on
+    a new database both migrate it, and one fails ("duplicate column name", a traceback on
+    the terminal). Waiting for the other run's server to be up costs seconds, and the
+    lock goes with its holder however it ends (an flock is released with the process).
+    Where the folder cannot hold the lock file, servers start unguarded, as Prefect's do."""
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        fd = os.open(home / "schedlab-api-start.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress.line("waiting for another run's Prefect API to finish starting")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _start_api_now(progress: Reporter, timeout: float) -> Any:
+    from prefect.server.api.server import SubprocessASGIServer
+
     reason = ""
     for attempt in range(1, API_START_ATTEMPTS + 1):
         server = SubprocessASGIServer()

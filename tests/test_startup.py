@@ -137,3 +137,38 @@ def test_prefects_own_start_failing_inside_the_flow_is_the_same_clear_error(monk
     monkeypatch.setattr("pipelines.cli._run_flow", other)
     with pytest.raises(RuntimeError, match="a stage's own failure"):
         main(["run", "--quiet", "--budget", "smoke"])
+
+
+def test_a_start_waits_while_another_process_of_the_same_home_starts_its_server(
+    flaky, tmp_path, capsys
+):
+    """Two runs on one new PREFECT_HOME would both migrate its database as their servers
+    start; a start waits for the lock the other holds while its server starts."""
+    import fcntl
+    import os
+
+    from prefect.settings import PREFECT_API_URL, PREFECT_HOME, temporary_settings
+
+    flaky.fail = 0
+    lock = tmp_path / "schedlab-api-start.lock"
+    holder = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # the other run's server is starting
+    entered = threading.Event()
+    errors = []
+
+    def run():
+        try:
+            with temporary_settings(updates={PREFECT_API_URL: None, PREFECT_HOME: tmp_path}):
+                with shared_api(Reporter("lines")):
+                    entered.set()
+        except BaseException as exc:
+            errors.append(exc)
+
+    starter = threading.Thread(target=run)
+    starter.start()
+    assert not entered.wait(1.0)  # held back
+    assert flaky.starts == 0
+    os.close(holder)  # the other start is done
+    starter.join(30)
+    assert entered.is_set() and errors == [] and flaky.starts == 1
+    assert "waiting for another run's Prefect API to finish starting" in capsys.readouterr().out
