@@ -11,7 +11,7 @@ import polars as pl
 from warehouse import connect, read_frame
 
 # Bookkeeping that differs between any two runs by design (run ids, clocks).
-NOT_COMPARED = {"pipeline_runs", "schema_migrations"}
+NOT_COMPARED = {"pipeline_runs", "schema_migrations", "schema_views"}
 WALL_CLOCK_COLUMNS = {"wall_s"}
 RUN_COLUMNS = {("fidelity_checks", "run_id")}
 """Columns naming the pipeline run that wrote a row (a fresh id per run)."""

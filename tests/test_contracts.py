@@ -22,8 +22,8 @@ CONTRACT_MODULES = [
     models.rltaps.contracts,
     models.chic.contracts,
 ]
-# Bookkeeping of the migration mechanism itself, not a stage's table.
-NO_CONTRACT = {"schema_migrations"}
+# Bookkeeping of the migration and view mechanism itself, not a stage's table.
+NO_CONTRACT = {"schema_migrations", "schema_views"}
 
 DUCKDB_TYPES = {
     pl.Utf8: "VARCHAR",

@@ -267,3 +267,49 @@ def test_a_run_whose_process_is_gone_is_marked_interrupted_at_the_next_start(tmp
     summary = json.loads(rows.filter(pl.col("run_id") == "killed")["summary"][0])
     assert f"pid {gone_pid}) ended without finishing the run" in summary["interrupted"]
     finish_run(path, live, "completed")
+
+
+def test_views_are_defined_once_and_reapplied_when_their_definition_changes(tmp_path, monkeypatch):
+    """Each view has one definition (warehouse/views/), applied after the migrations: a
+    changed definition is re-applied on the next writing open, a view a migration dropped
+    comes back, and an unchanged one is left as it is."""
+    import re
+
+    import warehouse.migrations as migrations
+
+    views = migrations.available_views()
+    names = [v.name for v in views]
+    assert len(names) == len(set(names)) and "leaderboard" in names
+    # No migration after views moved to warehouse/views/ restates one.
+    for migration in migrations.available_migrations():
+        if migration.version >= 25:
+            defined = re.findall(r"CREATE (?:OR REPLACE )?VIEW (\w+)", migration.sql)
+            assert defined == [], f"{migration.name} restates {defined}"
+
+    path = tmp_path / "wh.duckdb"
+    with connect(path) as con:
+        applied = dict(con.sql("SELECT name, applied_at FROM schema_views").fetchall())
+        present = {n for (n,) in con.sql("SELECT view_name FROM duckdb_views()").fetchall()}
+    assert set(applied) == set(names) and set(names) <= present
+
+    changed = [
+        migrations.View(v.name, v.sql.replace("AS\nSELECT", "AS\nSELECT 1 AS marker,", 1))
+        if v.name == "chic_evaluation"
+        else v
+        for v in views
+    ]
+    assert changed != views
+    monkeypatch.setattr(migrations, "available_views", lambda: changed)
+    with connect(path) as con:
+        con.execute("DROP VIEW policy_lineage")  # as a migration rebuilding a table might
+    with connect(path) as con:
+        columns = [
+            c
+            for (c,) in con.sql(
+                "SELECT column_name FROM duckdb_columns() WHERE table_name = 'chic_evaluation'"
+            ).fetchall()
+        ]
+        again = dict(con.sql("SELECT name, applied_at FROM schema_views").fetchall())
+        assert con.sql("SELECT count(*) FROM policy_lineage").fetchall() == [(0,)]
+    assert "marker" in columns
+    assert {n for n in names if again[n] != applied[n]} == {"chic_evaluation", "policy_lineage"}

@@ -1,4 +1,10 @@
-"""Versioned schema migrations: numbered SQL files applied once each, in order."""
+"""Versioned schema migrations: numbered SQL files applied once each, in order; then the
+views, each defined once in `warehouse/views/` and re-applied when its definition changes.
+
+A migration changes tables. A view is not restated by the migration that changes what it
+reads: its one file under `views/` is edited, and `apply_views` re-creates every view whose
+file changed or that is missing (a migration that rebuilds a table a view reads may drop
+the view; it comes back here)."""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from importlib import resources
 import duckdb
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_VIEW = re.compile(r"^(\d{2})_([a-z0-9_]+)\.sql$")
 
 
 class MigrationError(RuntimeError):
@@ -48,8 +55,64 @@ def applied_migrations(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
     return {int(v): str(c) for v, c in rows}
 
 
+@dataclass(frozen=True)
+class View:
+    """One view's one definition (`views/NN_<name>.sql`; NN orders views that read views)."""
+
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def available_views() -> list[View]:
+    """Every view shipped in warehouse/views, in file-name order."""
+    found = []
+    for entry in resources.files("warehouse").joinpath("views").iterdir():
+        match = _VIEW.match(entry.name)
+        if match:
+            found.append((entry.name, View(match.group(2), entry.read_text())))
+    return [view for _, view in sorted(found)]
+
+
+def apply_views(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """(Re-)create, in one transaction, every view whose definition file changed since it
+    was applied here or that is missing; returns their names."""
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS schema_views ("
+        " name VARCHAR PRIMARY KEY, checksum VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
+    )
+    done = dict(con.sql("SELECT name, checksum FROM schema_views").fetchall())
+    present = {
+        name
+        for (name,) in con.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+    }
+    stale = [
+        v for v in available_views() if done.get(v.name) != v.checksum or v.name not in present
+    ]
+    if not stale:
+        return []
+    now = datetime.now(UTC).replace(tzinfo=None)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for view in stale:
+            con.execute(view.sql)
+            con.execute(
+                "INSERT OR REPLACE INTO schema_views VALUES (?, ?, ?)",
+                [view.name, view.checksum, now],
+            )
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+    return [view.name for view in stale]
+
+
 def migrate(con: duckdb.DuckDBPyConnection) -> list[int]:
-    """Apply pending migrations, each in its own transaction; return the versions applied."""
+    """Apply pending migrations, each in its own transaction, then the views that changed
+    (`apply_views`); return the migration versions applied."""
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " version INTEGER PRIMARY KEY, name VARCHAR NOT NULL,"
@@ -82,4 +145,5 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[int]:
             raise
         con.execute("COMMIT")
         applied.append(migration.version)
+    apply_views(con)
     return applied
