@@ -262,18 +262,35 @@ def gittins_index(services: np.ndarray, attained: float) -> float:
     return float(np.max(k / spent))
 
 
-def gittins_table(services: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(points, index): the Gittins index at attained service 0 and at each distinct value
-    of `services` (thinned to `_GITTINS_POINTS` quantiles on large traces). A job's index
-    is read at the largest point not above its attained service: exact at the points, and
-    between two neighbouring samples the empirical distribution has no mass, so only the
-    denominator's linear drift is ignored there."""
-    values = np.unique(np.asarray(services, dtype=float))
-    if values.size > _GITTINS_POINTS:
-        values = np.unique(np.quantile(values, np.linspace(0, 1, _GITTINS_POINTS)))
-    points = np.unique(np.concatenate([[0.0], values]))
-    index = np.array([gittins_index(services, a) for a in points])
-    return points, index
+class GittinsTable:
+    """The Gittins index of any attained service, from a table over the recorded services.
+
+    Between two neighbouring recorded sizes p < q the survivors are fixed, and 1 / G(a) is
+    the least of lines in a (one per candidate quantum), so concave, reaching 0 as a nears
+    q (the job may end at q). The table holds 1 / G at 0 and at each distinct size (thinned
+    to `_GITTINS_POINTS` sizes on large traces) and a lookup draws the chord to 0 at q:
+    exact when the best quantum at p is "up to q" (the line itself), an upper bound of the
+    index otherwise. Beyond the largest size the index is 0."""
+
+    def __init__(self, services: np.ndarray) -> None:
+        services = np.asarray(services, dtype=float)
+        values = np.unique(services)
+        if values.size > _GITTINS_POINTS:
+            grid = np.linspace(0, 1, _GITTINS_POINTS)
+            values = np.unique(np.quantile(values, grid, method="nearest"))
+        self.points = np.unique(np.concatenate([[0.0], values]))
+        index = np.array([gittins_index(services, a) for a in self.points[:-1]])
+        self.inverse = 1.0 / index
+
+    def __call__(self, attained: np.ndarray | float) -> np.ndarray:
+        a = np.asarray(attained, dtype=float)
+        k = np.searchsorted(self.points, a + _EPS, side="right") - 1
+        inside = k < len(self.inverse)
+        k = np.minimum(k, len(self.inverse) - 1)
+        lo, hi = self.points[k], self.points[k + 1]
+        inverse = self.inverse[k] * (hi - a) / (hi - lo)
+        with np.errstate(divide="ignore"):
+            return np.where(inside, 1.0 / np.maximum(inverse, _EPS), 0.0)
 
 
 class _FgdServers(_Servers):
@@ -441,10 +458,7 @@ def replay(
     qversion = np.zeros(n, dtype=np.int64)
     queued: dict[int, tuple] = {}  # a waiting job's current rank; other heap entries are stale
     if rule.order == "gittins":
-        points, index = gittins_table((gpus * duration)[gpus > 0])
-
-    def gittins(a: np.ndarray | float) -> np.ndarray:
-        return index[np.searchsorted(points, np.asarray(a) + _EPS, side="right") - 1]
+        gittins = GittinsTable((gpus * duration)[gpus > 0])
 
     # Waiting jobs in one heap per (GPU demand, GPU type) class: the classes are few (GPU
     # counts are 1, 2, 4, 8, ...), so each decision compares class heads, not the queue.
