@@ -568,6 +568,10 @@ def replay(
             _schedule_users(now)
             return
         blocked: set[tuple[float, str]] = set()
+        may_preempt = rule.preemptive
+        # Fewest GPUs that found no room by preemption, per GPU type and width: a later
+        # head ranks lower (fewer jobs below it), so asking as much finds no room either.
+        no_room: dict[tuple[str, bool], float] = {}
         while True:
             if tiresias:
                 # A promotion re-queued some jobs under a new rank: drop the old entries.
@@ -587,8 +591,17 @@ def replay(
             heapq.heappop(classes[key])
             if tiresias:
                 queued.pop(i)
-            if try_start(i, now) or (rule.preemptive and preempt_for(head, now)):
+            if try_start(i, now):
                 continue
+            shape = (types[i], gpus[i] > servers.g + _EPS)
+            if may_preempt and gpus[i] < no_room.get(shape, math.inf):
+                paused = preempt_for(head, now)
+                if paused:
+                    continue
+                # Nobody runs below this head, so nobody runs below the heads after it.
+                may_preempt = paused is not None
+                if tiresias:
+                    no_room[shape] = min(gpus[i], no_room.get(shape, math.inf))
             if tiresias:
                 queued[i] = head
             heapq.heappush(classes[key], head)
@@ -596,7 +609,7 @@ def replay(
                 return
             blocked.add(key)
 
-    def preempt_for(head: tuple, now: float) -> bool:
+    def preempt_for(head: tuple, now: float) -> bool | None:
         return _preempt_ranked(head, now) if tiresias else _preempt_for(head[-1], now)
 
     def _ranked_running(now: float) -> tuple[np.ndarray, ...]:
@@ -618,10 +631,11 @@ def replay(
             ranked[0], ranked[1] = key, (run, q[order], g[order], np.cumsum(gpus[run]))
         return ranked[1]
 
-    def _preempt_ranked(head: tuple, now: float) -> bool:
+    def _preempt_ranked(head: tuple, now: float) -> bool | None:
         """Tiresias: pause running jobs ranked below the waiting job of rank `head` (i),
         lowest first, until i fits, then only those on the servers i goes to; False
-        (nothing paused) if they cannot make room. Running jobs' ranks are read now (their
+        (nothing paused) if they cannot make room, None if no running job ranks below it.
+        Running jobs' ranks are read now (their
         service grows as they run); a waiting job's is its queue entry (service frozen)."""
         i = head[-1]
         run, q, g, held_gpus = _ranked_running(now)
@@ -631,7 +645,9 @@ def replay(
         if rule.order == "gittins":
             below |= (q == queue[i]) & (g < -head[1] - _EPS)
         count = int(np.argmin(below)) if not below.all() else below.size
-        if count == 0 or held_gpus[count - 1] + servers.free.sum() < gpus[i] - _EPS:
+        if count == 0:
+            return None
+        if held_gpus[count - 1] + servers.free.sum() < gpus[i] - _EPS:
             return False
         victims = run[:count].tolist()
         trial = servers.free.copy()
