@@ -38,8 +38,19 @@ from tracelib.provenance import canonical_json, code_version
 from tracelib.sim.replay import ReplayCluster, ReplayJobs, replay
 from warehouse import connect, read_frame, transaction
 
-DEFAULT_RULES = ("fifo", "sjf", "srtf", "drf", "tetris")
-"""Rules `schedlab replay` runs when none is named (all registered but fifo-backfill)."""
+DEFAULT_RULES = (
+    "fifo",
+    "sjf",
+    "srtf",
+    "drf",
+    "tetris",
+    "tiresias-las",
+    "tiresias-gittins",
+    "fifo-fgd",
+)
+"""Rules `schedlab replay` runs when none is named (all registered but fifo-backfill): the
+papers' baselines and what production schedulers run (Tiresias without size estimates,
+FGD's fragmentation-aware placement), each within a second or so per 10,000 jobs."""
 
 REFERENCE = "fifo"
 """The rule every other's JCT ratio is taken against (what a plain queue does)."""

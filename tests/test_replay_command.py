@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 from pipelines.cli import main
+from pipelines.replay import DEFAULT_RULES
 from tests.conftest import TRACES
 from warehouse import connect, read_frame
 
@@ -44,9 +45,9 @@ def test_replay_writes_one_job_row_per_replayed_job(helios, warehouse_path, caps
         pl.col("status").is_in(["completed", "failed", "killed"])
         & (pl.col("duration_s").is_not_null() | pl.col("end_time").is_not_null())
     )
-    assert sorted(runs["scheduler"].to_list()) == ["drf", "fifo", "sjf", "srtf", "tetris"]
-    assert rows["n"].to_list() == [final.height] * 5
-    assert rows["ids"].to_list() == [final.height] * 5
+    assert sorted(runs["scheduler"].to_list()) == sorted(DEFAULT_RULES)
+    assert rows["n"].to_list() == [final.height] * len(DEFAULT_RULES)
+    assert rows["ids"].to_list() == [final.height] * len(DEFAULT_RULES)
     assert summary.filter(pl.col("scheduler") == "fifo")["jct_ratio"][0] == pytest.approx(1.0)
     assert f"{final.height:,} jobs replayed" in out
     # Sized from the peak `schedlab describe` reports (the sample's jobs all replay; 8 GPUs a
@@ -63,7 +64,7 @@ def test_replay_writes_one_job_row_per_replayed_job(helios, warehouse_path, caps
         again = read_frame(
             con, "SELECT count(*) AS n FROM eval_jobs WHERE eval_id = ?", [runs["eval_id"][0]]
         )
-    assert again["n"][0] == final.height * 5
+    assert again["n"][0] == final.height * len(DEFAULT_RULES)
 
 
 def test_a_smaller_cluster_makes_queues(helios, warehouse_path, capsys):

@@ -13,7 +13,7 @@ decides only who starts next, where, and whether to pause someone for it:
 - `tetris`: the widest job that fits now (Tetris' alignment score with GPUs as the one
   resource), earliest first among equals;
 - `tiresias-las`: Tiresias' discretized 2D-LAS (Gu et al., "Tiresias: A GPU Cluster Manager
-  for Distributed Deep Learning", NSDI'19, section 3.2), preemptive, no size estimate: two
+  for Distributed Deep Learning", NSDI'19, its 2DAS scheduler), preemptive, no size estimate: two
   queues split at 1 GPU-hour of attained service (GPUs x seconds run; the paper evaluates
   K = 2 queues), FIFO by submit time inside a queue, and PROMOTEKNOB = 8: a demoted job that
   has waited 8 times as long as it ran goes back to the high queue;

@@ -53,15 +53,17 @@ class ReplayRule:
     """Who goes first in a replay, and where (see the module doc).
 
     Orders "las" and "gittins" are Tiresias' discretized 2D schedulers (Gu et al., NSDI'19,
-    section 3.2): a job's attained service is GPUs x seconds it has run (progress only: a
-    resume's restart time is not service), counted since it last entered the highest
-    queue. `thresholds_gpu_s` split attained service into len + 1 queues (a job moves down
-    when its service crosses the next threshold); a higher queue always ranks first. Within
-    a queue, "las" is FIFO by submit time and a waiting job never preempts a running job of
-    its own queue (the released simulator keeps running jobs ahead of waiting ones in each
-    queue); "gittins" ranks by the Gittins index of the job's attained service (highest
-    first, then submit time) and preempts a running job of its queue only for a strictly
-    higher index. `promote_knob` is Tiresias' PROMOTEKNOB (starvation avoidance).
+    the 2DAS scheduler; parameters as its released simulator, SymbioticLab/Tiresias
+    `simulator/run_sim.py`, sets them): a job's attained service is GPUs x seconds it has
+    run (progress only: a resume's restart time is not service), counted since it last
+    entered the highest queue. `thresholds_gpu_s` split attained service into len + 1 queues
+    (a job moves down when its service crosses the next threshold); a higher queue always
+    ranks first. Within a queue, "las" is FIFO by submit time and a waiting job never
+    preempts a running job of its own queue (the released simulator keeps running jobs ahead
+    of waiting ones in each queue); "gittins" ranks by the Gittins index of the job's
+    attained service (highest first, then submit time) and preempts a running job of its
+    queue only for a strictly higher index. `promote_knob` is Tiresias' PROMOTEKNOB
+    (starvation avoidance).
     """
 
     order: str
@@ -244,7 +246,7 @@ class _Servers:
 
 def gittins_index(services: np.ndarray, attained: float) -> float:
     """Gittins index of a job that has received `attained` service, job sizes drawn from the
-    empirical distribution `services` (Tiresias section 3.2):
+    empirical distribution `services` (Tiresias' 2D-Gittins index):
 
         G(a) = sup over D > 0 of P(S - a <= D | S > a) / E[min(S - a, D) | S > a].
 
@@ -295,20 +297,20 @@ class GittinsTable:
 
 class _FgdServers(_Servers):
     """Placement by Fragmentation Gradient Descent (Weng et al., "Beware of Fragmentation:
-    Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent", ATC'23, section
-    4): GPUs are tracked one by one (a share of one GPU below 1); a node's fragmentation
+    Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent", ATC'23):
+    GPUs are tracked one by one (a share of one GPU below 1); a node's fragmentation
     for a request is its free GPU capacity that request could not use; the node's expected
     fragmentation weighs that over the workload's mix of requests; a job goes where (node,
     and GPU for a share) that expectation grows least (ties: the node with the least free
     GPUs, then the lowest index).
 
-    What a request cannot use on a node (section 4.1): a share d < 1 cannot use a GPU with
-    less than d free; k whole GPUs cannot use partly taken GPUs, nor anything when fewer
-    than k GPUs are wholly free. A request wider than a server gathers wholly free GPUs
-    across servers (as best fit does), so on one node it too can use only whole free GPUs.
-    A request above 1 GPU takes whole GPUs (1.5 -> 2: a GPU is shared only by shares).
-    The mix is the replayed jobs' requested GPUs weighted by how many jobs ask for each
-    (the paper's task popularity from the trace itself), GPU-less jobs left out."""
+    What a request cannot use on a node (the paper's task-level fragmentation): a share d
+    below 1 cannot use a GPU with less than d free; k whole GPUs cannot use partly taken GPUs, nor
+    anything when fewer than k GPUs are wholly free. A request wider than a server gathers
+    wholly free GPUs across servers (as best fit does), so on one node it too can use only
+    whole free GPUs. A request above 1 GPU takes whole GPUs (1.5 -> 2: a GPU is shared only
+    by shares). The mix is the replayed jobs' requested GPUs weighted by how many jobs ask
+    for each (the paper's task popularity from the trace itself), GPU-less jobs left out."""
 
     def __init__(self, cluster: ReplayCluster, requests: np.ndarray) -> None:
         super().__init__(cluster)
