@@ -69,7 +69,7 @@ class ReplayConfig:
 
     source_id: str
     schedulers: tuple[str, ...] = DEFAULT_RULES
-    """Registered replay rules (`models.heuristics.REPLAYS`)."""
+    """Registered replay rules (`models.heuristics.REPLAYS`); "all" names every one."""
     servers: int | None = None
     """Servers of the cluster (None: sized from the trace's peak GPU demand)."""
     gpus_per_server: float = 8.0
@@ -80,6 +80,11 @@ class ReplayConfig:
     6.3 measures tens of seconds)."""
 
     def __post_init__(self) -> None:
+        if "all" in self.schedulers:
+            # Every registered rule once, in the default order first (FIFO, the reference,
+            # leads), the others by name.
+            every = (*DEFAULT_RULES, *(n for n in REPLAYS.names() if n not in DEFAULT_RULES))
+            object.__setattr__(self, "schedulers", every)
         unknown = [s for s in self.schedulers if s not in REPLAYS.names()]
         if unknown or not self.schedulers:
             raise ReplayInputError(

@@ -127,6 +127,18 @@ def test_a_window_keeps_only_its_jobs(helios, warehouse_path, capsys):
     assert "submitted outside the window" in out
 
 
+def test_scheduler_all_replays_every_registered_rule(helios, warehouse_path, capsys):
+    from models.heuristics import REPLAYS
+
+    assert main(["replay", helios, "--scheduler", "all", "--quiet"]) == 0
+    with connect(warehouse_path) as con:
+        runs = read_frame(
+            con, "SELECT scheduler FROM eval_runs WHERE workload_set = ?", [f"replay:{helios}"]
+        )
+    assert sorted(runs["scheduler"].to_list()) == sorted(REPLAYS.names())
+    assert "fifo-backfill" in REPLAYS.names() and "fifo-backfill" not in DEFAULT_RULES
+
+
 def test_the_production_baselines_replay_from_the_command_line(helios, warehouse_path, capsys):
     rules = ["fifo", "tiresias-las", "tiresias-gittins", "fifo-fgd"]
     argv = ["replay", helios, "--servers", "16", "--quiet"]
