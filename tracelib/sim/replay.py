@@ -30,6 +30,7 @@ recorded, as the slot simulator's SRTF reads the user's epoch estimate.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable
@@ -283,6 +284,7 @@ class GittinsTable:
         self.points = np.unique(np.concatenate([[0.0], values]))
         index = np.array([gittins_index(services, a) for a in self.points[:-1]])
         self.inverse = 1.0 / index
+        self._points, self._inverse = self.points.tolist(), self.inverse.tolist()
 
     def __call__(self, attained: np.ndarray | float) -> np.ndarray:
         a = np.asarray(attained, dtype=float)
@@ -293,6 +295,16 @@ class GittinsTable:
         inverse = self.inverse[k] * (hi - a) / (hi - lo)
         with np.errstate(divide="ignore"):
             return np.where(inside, 1.0 / np.maximum(inverse, _EPS), 0.0)
+
+    def at(self, attained: float) -> float:
+        """The index of one attained service (as `__call__`, without array overhead: a
+        waiting job's rank is read once per queue entry)."""
+        points = self._points
+        k = bisect.bisect_right(points, attained + _EPS) - 1
+        if k >= len(self._inverse):
+            return 0.0
+        lo, hi = points[k], points[k + 1]
+        return 1.0 / max(self._inverse[k] * (hi - attained) / (hi - lo), _EPS)
 
 
 class _FgdServers(_Servers):
@@ -473,7 +485,7 @@ def replay(
         if rule.order == "las":
             return (int(queue[i]), arrival[i], i)
         if rule.order == "gittins":
-            return (int(queue[i]), -float(gittins(attained[i])), arrival[i], i)
+            return (int(queue[i]), -gittins.at(float(attained[i])), arrival[i], i)
         return (arrival[i], i)
 
     def enqueue(i: int) -> None:
