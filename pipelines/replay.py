@@ -43,8 +43,8 @@ DEFAULT_RULES = ("fifo", "sjf", "srtf", "drf", "tetris", "tiresias-las", "fifo-f
 production schedulers run (Tiresias' 2D-LAS, needing no size estimate; FGD's
 fragmentation-aware placement), each a few seconds at most per 10,000 jobs. Left to
 `--scheduler` (or "all"): fifo-backfill, and tiresias-gittins, whose ranks move as jobs
-run: on an overloaded cluster it preempts about 18 times per job and takes ten times as
-long as the others."""
+run: on an overloaded cluster it preempts about 18 times per job and takes about 36 s on
+10,000 jobs where the others take 5 s at most."""
 
 REFERENCE = "fifo"
 """The rule every other's JCT ratio is taken against (what a plain queue does)."""

@@ -25,11 +25,14 @@ decides only who starts next, where, and whether to pause someone for it:
   al., "Beware of Fragmentation", ATC'23, the scheduler published with Alibaba's GPU 2023
   trace): a one-server job goes to the node (and GPU, for a share of one) whose expected
   fragmentation over the trace's mix of GPU requests grows least, where best fit takes the
-  fullest fitting node. Beside `fifo`, it measures what placement alone changes.
+  fullest fitting node;
+- `fifo-gpu-best-fit`: strict FIFO, best fit with GPUs tracked one by one as FGD tracks them
+  (FGD's best-fit baseline). Beside it `fifo-fgd` measures what FGD's choice of node alone
+  changes; `fifo`'s best fit pools a node's free GPUs, which is looser for shares.
 
 `sjf` and `srtf` read the recorded run time as the job's size estimate, as the slot
 simulator's SRTF reads the user's epoch estimate. `ReplayRule` documents the Tiresias
-parameters, `tracelib.sim.replay._FgdServers` the fragmentation measure.
+parameters, `tracelib.sim.replay._GpuServers` the fragmentation measure.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ REPLAY_RULES: dict[str, ReplayRule] = {
     "tiresias-las": ReplayRule("las", preemptive=True),
     "tiresias-gittins": ReplayRule("gittins", preemptive=True),
     "fifo-fgd": ReplayRule("arrival", backfill=False, placement="fgd"),
+    "fifo-gpu-best-fit": ReplayRule("arrival", backfill=False, placement="gpu-best-fit"),
 }
 """Registered replay rules (names shared with the slot simulator's heuristics where the
 idea is the same)."""

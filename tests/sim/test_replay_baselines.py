@@ -215,3 +215,25 @@ def test_rules_reject_impossible_settings():
         ReplayRule("arrival", placement="worst-fit")
     with pytest.raises(ValueError, match="whole number of GPUs"):
         replay(_jobs([0], [1], [1]), ReplayCluster(1, 1.5), REPLAYS.create("fifo-fgd"))
+
+
+def test_gpu_best_fit_is_fgds_baseline_under_the_same_gpu_bookkeeping():
+    # PACKING again: at t=20 best fit GPU by GPU also takes the fuller server 1 for Z (its
+    # free GPU split in two), so W2 waits for Z as under `fifo`.
+    gpu_best = _run(PACKING, TWO_BY_TWO, "fifo-gpu-best-fit")
+    assert gpu_best["finish_s"].to_list() == [1000.0, 10.0, 1000.0, 120.0, 130.0, 220.0]
+    # Pooled free GPUs host a whole-GPU job on halves of two GPUs; GPU by GPU they cannot.
+    # One server of 2 GPUs: halves A (10 s), B (100 s), C (100 s) at t=0, then D: 1 GPU,
+    # 5 s, at t=1.
+    jobs = _jobs([0, 0, 0, 1], [10, 100, 100, 5], [0.5, 0.5, 0.5, 1])
+    server = ReplayCluster(1, 2.0)
+    # GPU by GPU: A, then B on the fuller GPU 0, C on half of GPU 1. At 10 A ends: half of
+    # each GPU free, one GPU in all but no whole one: D waits for B (100): 105.
+    assert _run(jobs, server, "fifo-gpu-best-fit")["finish_s"].to_list() == [
+        10.0,
+        100.0,
+        100.0,
+        105.0,
+    ]
+    # Pooled: 0.5 free at first, 1 free at 10: D runs 10-15.
+    assert _run(jobs, server, "fifo")["finish_s"].to_list() == [10.0, 100.0, 100.0, 15.0]

@@ -13,7 +13,7 @@ Model:
   ("A|B": either) runs only on servers of that type when the servers have types.
 - One-server jobs go to the fitting server with the least free GPUs (best fit: keeps whole
   servers free for wide jobs), or, under `placement="fgd"`, where the server's expected GPU
-  fragmentation grows least (`_FgdServers`).
+  fragmentation grows least, or "gpu-best-fit", best fit GPU by GPU (`_GpuServers`).
 - Decisions happen at every arrival and every completion (all events at one instant first).
 - A `ReplayRule` says who goes first: `order` ("arrival", "remaining": shortest remaining
   run time, "user-share": the user holding the smallest share of the cluster's GPUs,
@@ -42,7 +42,9 @@ import polars as pl
 ORDERS = ("arrival", "remaining", "user-share", "largest-fit", "las", "gittins")
 TIRESIAS_ORDERS = ("las", "gittins")
 """Orders whose ranks change while jobs run (attained service), Tiresias' two schedulers."""
-PLACEMENTS = ("best-fit", "fgd")
+PLACEMENTS = ("best-fit", "fgd", "gpu-best-fit")
+GPU_PLACEMENTS = ("fgd", "gpu-best-fit")
+"""Placements that track each GPU's free share (`_GpuServers`)."""
 _EPS = 1e-9
 _GITTINS_POINTS = 2000
 """Most attained-service points the Gittins index is tabulated at (quantiles of the
@@ -75,8 +77,9 @@ class ReplayRule:
     "gittins")."""
     placement: str = "best-fit"
     """Where a one-server job goes: "best-fit" (the fitting server with the least free GPUs)
-    or "fgd" (Weng et al., ATC'23: the server whose expected fragmentation grows least;
-    non-preemptive orders only)."""
+    "fgd" (Weng et al., ATC'23: the server whose expected fragmentation grows least) or
+    "gpu-best-fit" (best fit with GPUs tracked one by one, FGD's best-fit baseline); the
+    last two for non-preemptive orders only."""
     thresholds_gpu_s: tuple[float, ...] = (3600.0,)
     """Tiresias' queue thresholds in GPU-seconds of attained service (ascending): one
     threshold, two queues, as the paper's evaluation uses (K = 2). The default, 1 GPU-hour,
@@ -100,9 +103,9 @@ class ReplayRule:
             )
         if self.placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {PLACEMENTS}, got {self.placement!r}")
-        if self.placement == "fgd" and self.preemptive:
-            # A preemption frees GPUs on paper before it picks them; FGD picks single GPUs.
-            raise ValueError("placement 'fgd' places for non-preemptive orders only")
+        if self.placement in GPU_PLACEMENTS and self.preemptive:
+            # A preemption frees GPUs on paper before it picks them; these pick single GPUs.
+            raise ValueError(f"placement {self.placement!r} places for non-preemptive orders only")
         t = self.thresholds_gpu_s
         if not t or any(not (b > a) for a, b in zip((0.0, *t), t, strict=False)):
             raise ValueError("thresholds_gpu_s must be positive and ascending")
@@ -307,14 +310,18 @@ class GittinsTable:
         return 1.0 / max(self._inverse[k] * (hi - attained) / (hi - lo), _EPS)
 
 
-class _FgdServers(_Servers):
-    """Placement by Fragmentation Gradient Descent (Weng et al., "Beware of Fragmentation:
-    Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent", ATC'23):
-    GPUs are tracked one by one (a share of one GPU below 1); a node's fragmentation
+class _GpuServers(_Servers):
+    """GPUs tracked one by one (a share of one GPU below 1), placed by Fragmentation
+    Gradient Descent (Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing
+    Workloads with Fragmentation Gradient Descent", ATC'23): a node's fragmentation
     for a request is its free GPU capacity that request could not use; the node's expected
     fragmentation weighs that over the workload's mix of requests; a job goes where (node,
     and GPU for a share) that expectation grows least (ties: the node with the least free
-    GPUs, then the lowest index).
+    GPUs, the GPU with the least free share, then the lowest indices). With
+    `objective="gpu-best-fit"` the node with the least free GPUs goes first (FGD's best-fit
+    baseline under the same GPU-by-GPU bookkeeping, so the two compare placement alone:
+    `_Servers`' best fit counts a node's free GPUs as one pool, which lets two halves of
+    different GPUs host a whole-GPU job).
 
     What a request cannot use on a node (the paper's task-level fragmentation): a share d
     below 1 cannot use a GPU with less than d free; k whole GPUs cannot use partly taken GPUs, nor
@@ -324,11 +331,14 @@ class _FgdServers(_Servers):
     by shares). The mix is the replayed jobs' requested GPUs weighted by how many jobs ask
     for each (the paper's task popularity from the trace itself), GPU-less jobs left out."""
 
-    def __init__(self, cluster: ReplayCluster, requests: np.ndarray) -> None:
+    def __init__(
+        self, cluster: ReplayCluster, requests: np.ndarray, objective: str = "fgd"
+    ) -> None:
         super().__init__(cluster)
+        self.objective = objective
         per = round(self.g)
         if abs(per - self.g) > _EPS:
-            raise ValueError("placement 'fgd' needs a whole number of GPUs per server")
+            raise ValueError(f"placement {objective!r} needs a whole number of GPUs per server")
         self.gpu = np.ones((cluster.n_servers, per))
         asked = np.asarray(requests, dtype=float)
         asked = np.where(asked < 1.0, asked, np.ceil(asked - _EPS))
@@ -354,7 +364,7 @@ class _FgdServers(_Servers):
 
     def plan(self, need, gpu_type, free=None):
         if free is not None:
-            raise ValueError("placement 'fgd' plans with the servers' current state only")
+            raise ValueError("GPU-by-GPU placement plans with the servers' current state only")
         mask = self._candidates(gpu_type)
         nodes = np.arange(len(self.free)) if mask is None else np.flatnonzero(mask)
         rows = self.gpu[nodes]
@@ -365,9 +375,10 @@ class _FgdServers(_Servers):
                 return None
             after = rows[fit_node].copy()
             after[np.arange(fit_node.size), fit_gpu] -= need
-            grow = self.fragmentation(after) - self.fragmentation(rows[fit_node])
+            grow = self._growth(after, rows[fit_node])
+            share = rows[fit_node, fit_gpu]
             order = np.lexsort(
-                (fit_gpu, nodes[fit_node], self.free[nodes[fit_node]], np.round(grow, 9))
+                (fit_gpu, nodes[fit_node], share, self.free[nodes[fit_node]], np.round(grow, 9))
             )
             best = order[0]
             return [(int(nodes[fit_node[best]]), need, (int(fit_gpu[best]),))]
@@ -392,9 +403,16 @@ class _FgdServers(_Servers):
         # All wholly free GPUs of a node are alike: take its first k.
         take = whole[fits] & (np.cumsum(whole[fits], axis=1) <= k)
         after = np.where(take, 0.0, rows[fits])
-        grow = self.fragmentation(after) - self.fragmentation(rows[fits])
+        grow = self._growth(after, rows[fits])
         best = np.lexsort((nodes[fits], self.free[nodes[fits]], np.round(grow, 9)))[0]
         return [(int(nodes[fits[best]]), float(k), tuple(np.flatnonzero(take[best]).tolist()))]
+
+    def _growth(self, after: np.ndarray, before: np.ndarray) -> np.ndarray:
+        """How much each candidate adds to its node's expected fragmentation (0 for all
+        under best fit, whose order is the free GPUs alone)."""
+        if self.objective != "fgd":
+            return np.zeros(len(after))
+        return self.fragmentation(after) - self.fragmentation(before)
 
     def place(self, need, gpu_type):
         taken = self.plan(need, gpu_type)
@@ -436,7 +454,11 @@ def replay(
     gpus = np.asarray(jobs.gpus, dtype=float)
     users = np.zeros(n, dtype=np.int64) if jobs.users is None else np.asarray(jobs.users)
     types = [""] * n if jobs.gpu_types is None else [str(t or "") for t in jobs.gpu_types]
-    servers = _FgdServers(cluster, gpus) if rule.placement == "fgd" else _Servers(cluster)
+    servers = (
+        _GpuServers(cluster, gpus, rule.placement)
+        if rule.placement in GPU_PLACEMENTS
+        else _Servers(cluster)
+    )
     too_big = [i for i in range(n) if gpus[i] > servers.capacity(types[i]) + _EPS]
     if too_big:
         i = too_big[0]
