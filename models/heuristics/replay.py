@@ -16,11 +16,13 @@ decides only who starts next, where, and whether to pause someone for it:
   for Distributed Deep Learning", NSDI'19, its 2DAS scheduler), preemptive, no size estimate: two
   queues split at 1 GPU-hour of attained service (GPUs x seconds run; the paper evaluates
   K = 2 queues), FIFO by submit time inside a queue, and PROMOTEKNOB = 8: a demoted job that
-  has waited 8 times as long as it ran goes back to the high queue;
+  has waited 8 times as long as it ran (both since it last entered the high queue) goes back
+  to the high queue with its service reset;
 - `tiresias-gittins`: Tiresias' discretized 2D-Gittins index, the same queues and knob,
   ranked inside a queue by the Gittins index of the job's attained service over the
   distribution of the trace's recorded job services (GPUs x run time): the history an
-  operator has, not the job's own duration;
+  operator has, not the job's own duration (on an overloaded cluster wide jobs cycle
+  through promotion quickly, their threshold being GPU-seconds, and it preempts often);
 - `fifo-fgd`: strict FIFO order as `fifo`, placed by Fragmentation Gradient Descent (Weng et
   al., "Beware of Fragmentation", ATC'23, the scheduler published with Alibaba's GPU 2023
   trace): a one-server job goes to the node (and GPU, for a share of one) whose expected
