@@ -38,8 +38,13 @@ from tracelib.provenance import canonical_json, code_version
 from tracelib.sim.replay import ReplayCluster, ReplayJobs, replay
 from warehouse import connect, read_frame, transaction
 
-DEFAULT_RULES = ("fifo", "sjf", "srtf", "drf", "tetris")
-"""Rules `schedlab replay` runs when none is named (all registered but fifo-backfill)."""
+DEFAULT_RULES = ("fifo", "sjf", "srtf", "drf", "tetris", "tiresias-las", "fifo-fgd")
+"""Rules `schedlab replay` runs when none is named: the papers' baselines and what
+production schedulers run (Tiresias' 2D-LAS, needing no size estimate; FGD's
+fragmentation-aware placement), each a few seconds at most per 10,000 jobs. Left to
+`--scheduler` (or "all"): fifo-backfill, and tiresias-gittins, whose ranks move as jobs
+run: on an overloaded cluster it preempts about 18 times per job and takes about 36 s on
+10,000 jobs where the others take 5 s at most."""
 
 REFERENCE = "fifo"
 """The rule every other's JCT ratio is taken against (what a plain queue does)."""
@@ -58,7 +63,7 @@ class ReplayConfig:
 
     source_id: str
     schedulers: tuple[str, ...] = DEFAULT_RULES
-    """Registered replay rules (`models.heuristics.REPLAYS`)."""
+    """Registered replay rules (`models.heuristics.REPLAYS`); "all" names every one."""
     servers: int | None = None
     """Servers of the cluster (None: sized from the trace's peak GPU demand)."""
     gpus_per_server: float = 8.0
@@ -69,6 +74,11 @@ class ReplayConfig:
     6.3 measures tens of seconds)."""
 
     def __post_init__(self) -> None:
+        if "all" in self.schedulers:
+            # Every registered rule once, in the default order first (FIFO, the reference,
+            # leads), the others by name.
+            every = (*DEFAULT_RULES, *(n for n in REPLAYS.names() if n not in DEFAULT_RULES))
+            object.__setattr__(self, "schedulers", every)
         unknown = [s for s in self.schedulers if s not in REPLAYS.names()]
         if unknown or not self.schedulers:
             raise ReplayInputError(

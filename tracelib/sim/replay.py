@@ -12,14 +12,16 @@ Model:
   for `duration_s` seconds of running, from `arrival_s` on; a job that names a GPU type
   ("A|B": either) runs only on servers of that type when the servers have types.
 - One-server jobs go to the fitting server with the least free GPUs (best fit: keeps whole
-  servers free for wide jobs).
+  servers free for wide jobs), or, under `placement="fgd"`, where the server's expected GPU
+  fragmentation grows least, or "gpu-best-fit", best fit GPU by GPU (`_GpuServers`).
 - Decisions happen at every arrival and every completion (all events at one instant first).
 - A `ReplayRule` says who goes first: `order` ("arrival", "remaining": shortest remaining
   run time, "user-share": the user holding the smallest share of the cluster's GPUs,
   "largest-fit": the widest job that fits, Tetris' alignment with GPUs as the only
   resource), whether a job that does not fit blocks the ones behind it (`backfill`), and
   whether a waiting job may preempt running jobs that rank below it (`preemptive`; a
-  preempted job keeps its progress and pays `preempt_cost_s` when it resumes).
+  preempted job keeps its progress and pays `preempt_cost_s` when it resumes). Orders "las"
+  and "gittins" are Tiresias' (`ReplayRule` says how they rank).
 
 Jobs' recorded run times include whatever interference they met on the real cluster, so a
 replay adds none. Orders that read `duration_s` (remaining time) read what the trace
@@ -28,6 +30,7 @@ recorded, as the slot simulator's SRTF reads the user's epoch estimate.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable
@@ -36,25 +39,78 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-ORDERS = ("arrival", "remaining", "user-share", "largest-fit")
+ORDERS = ("arrival", "remaining", "user-share", "largest-fit", "las", "gittins")
+TIRESIAS_ORDERS = ("las", "gittins")
+"""Orders whose ranks change while jobs run (attained service), Tiresias' two schedulers."""
+PLACEMENTS = ("best-fit", "fgd", "gpu-best-fit")
+GPU_PLACEMENTS = ("fgd", "gpu-best-fit")
+"""Placements that track each GPU's free share (`_GpuServers`)."""
 _EPS = 1e-9
+_GITTINS_POINTS = 2000
+"""Most attained-service points the Gittins index is tabulated at (quantiles of the
+recorded services beyond that: the table costs points x jobs to build)."""
 
 
 @dataclass(frozen=True)
 class ReplayRule:
-    """Who goes first in a replay (see the module doc)."""
+    """Who goes first in a replay, and where (see the module doc).
+
+    Orders "las" and "gittins" are Tiresias' discretized 2D schedulers (Gu et al., NSDI'19,
+    the 2DAS scheduler; parameters as its released simulator, SymbioticLab/Tiresias
+    `simulator/run_sim.py`, sets them): a job's attained service is GPUs x seconds it has
+    run (progress only: a resume's restart time is not service), counted since it last
+    entered the highest queue. `thresholds_gpu_s` split attained service into len + 1 queues
+    (a job moves down when its service crosses the next threshold); a higher queue always
+    ranks first. Within a queue, "las" is FIFO by submit time and a waiting job never
+    preempts a running job of its own queue (the released simulator keeps running jobs ahead
+    of waiting ones in each queue); "gittins" ranks by the Gittins index of the job's
+    attained service (highest first, then submit time) and preempts a running job of its
+    queue only for a strictly higher index. `promote_knob` is Tiresias' PROMOTEKNOB
+    (starvation avoidance).
+    """
 
     order: str
     backfill: bool = True
     """A job that does not fit lets later ones start (False: strict head-of-line FIFO)."""
     preemptive: bool = False
-    """A waiting job may pause running jobs that rank below it (order "remaining" only)."""
+    """A waiting job may pause running jobs that rank below it (orders "remaining", "las",
+    "gittins")."""
+    placement: str = "best-fit"
+    """Where a one-server job goes: "best-fit" (the fitting server with the least free GPUs)
+    "fgd" (Weng et al., ATC'23: the server whose expected fragmentation grows least) or
+    "gpu-best-fit" (best fit with GPUs tracked one by one, FGD's best-fit baseline); the
+    last two for non-preemptive orders only."""
+    thresholds_gpu_s: tuple[float, ...] = (3600.0,)
+    """Tiresias' queue thresholds in GPU-seconds of attained service (ascending): one
+    threshold, two queues, as the paper's evaluation uses (K = 2). The default, 1 GPU-hour,
+    is the released simulator's example threshold (3,600 s; its job files use 3,250): it
+    sends a one-GPU job to the low queue after an hour, an 8-GPU one after 7.5 minutes."""
+    promote_knob: float | None = 8.0
+    """Tiresias' PROMOTEKNOB: a job below the highest queue that has waited (since it last
+    entered the highest queue, counted once it has run) `promote_knob` times as long as it
+    has run over the same span goes back to the highest queue with its attained service
+    reset, as the released simulator does (`dlas_sim_jobs(solve_starvation=...)`). 8 is
+    the largest knob that simulator's runs sweep (1, 2, 4, 8): it bounds a job's wait while
+    leaving the LAS order alone for all but the longest waits. None: no promotion."""
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS}, got {self.order!r}")
-        if self.preemptive and self.order != "remaining":
-            raise ValueError("only the 'remaining' order can preempt (ranks must not change)")
+        if self.preemptive and self.order not in ("remaining", *TIRESIAS_ORDERS):
+            raise ValueError(
+                "only the 'remaining' order and Tiresias' 'las' and 'gittins' can preempt "
+                "(other ranks ignore how far a job has run)"
+            )
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {PLACEMENTS}, got {self.placement!r}")
+        if self.placement in GPU_PLACEMENTS and self.preemptive:
+            # A preemption frees GPUs on paper before it picks them; these pick single GPUs.
+            raise ValueError(f"placement {self.placement!r} places for non-preemptive orders only")
+        t = self.thresholds_gpu_s
+        if not t or any(not (b > a) for a, b in zip((0.0, *t), t, strict=False)):
+            raise ValueError("thresholds_gpu_s must be positive and ascending")
+        if self.promote_knob is not None and not self.promote_knob > 0:
+            raise ValueError("promote_knob must be positive (None: no promotion)")
 
 
 @dataclass(frozen=True)
@@ -192,6 +248,189 @@ class _Servers:
             self.free[server] += amount
 
 
+def gittins_index(services: np.ndarray, attained: float) -> float:
+    """Gittins index of a job that has received `attained` service, job sizes drawn from the
+    empirical distribution `services` (Tiresias' 2D-Gittins index):
+
+        G(a) = sup over D > 0 of P(S - a <= D | S > a) / E[min(S - a, D) | S > a].
+
+    Over an empirical distribution the numerator steps up only at the samples and the
+    denominator grows between them, so the supremum is reached at D = s - a for a sample
+    s > a: with the m samples above a sorted, t_1 <= ... <= t_m, the index is the largest
+    k / (sum_{l<=k} (t_l - a) + (m - k) (t_k - a)). 0 when no sample exceeds a (nothing
+    says the job will ever end)."""
+    s = np.sort(np.asarray(services, dtype=float))
+    tail = s[s > attained + _EPS] - attained
+    if tail.size == 0:
+        return 0.0
+    k = np.arange(1, tail.size + 1)
+    spent = np.cumsum(tail) + (tail.size - k) * tail
+    return float(np.max(k / spent))
+
+
+class GittinsTable:
+    """The Gittins index of any attained service, from a table over the recorded services.
+
+    Between two neighbouring recorded sizes p < q the survivors are fixed, and 1 / G(a) is
+    the least of lines in a (one per candidate quantum), so concave, reaching 0 as a nears
+    q (the job may end at q). The table holds 1 / G at 0 and at each distinct size (thinned
+    to `_GITTINS_POINTS` sizes on large traces) and a lookup draws the chord to 0 at q:
+    exact when the best quantum at p is "up to q" (the line itself), an upper bound of the
+    index otherwise. Beyond the largest size the index is 0."""
+
+    def __init__(self, services: np.ndarray) -> None:
+        services = np.asarray(services, dtype=float)
+        values = np.unique(services)
+        if values.size > _GITTINS_POINTS:
+            grid = np.linspace(0, 1, _GITTINS_POINTS)
+            values = np.unique(np.quantile(values, grid, method="nearest"))
+        self.points = np.unique(np.concatenate([[0.0], values]))
+        index = np.array([gittins_index(services, a) for a in self.points[:-1]])
+        self.inverse = 1.0 / index
+        self._points, self._inverse = self.points.tolist(), self.inverse.tolist()
+
+    def __call__(self, attained: np.ndarray | float) -> np.ndarray:
+        a = np.asarray(attained, dtype=float)
+        k = np.searchsorted(self.points, a + _EPS, side="right") - 1
+        inside = k < len(self.inverse)
+        k = np.minimum(k, len(self.inverse) - 1)
+        lo, hi = self.points[k], self.points[k + 1]
+        inverse = self.inverse[k] * (hi - a) / (hi - lo)
+        with np.errstate(divide="ignore"):
+            return np.where(inside, 1.0 / np.maximum(inverse, _EPS), 0.0)
+
+    def at(self, attained: float) -> float:
+        """The index of one attained service (as `__call__`, without array overhead: a
+        waiting job's rank is read once per queue entry)."""
+        points = self._points
+        k = bisect.bisect_right(points, attained + _EPS) - 1
+        if k >= len(self._inverse):
+            return 0.0
+        lo, hi = points[k], points[k + 1]
+        return 1.0 / max(self._inverse[k] * (hi - attained) / (hi - lo), _EPS)
+
+
+class _GpuServers(_Servers):
+    """GPUs tracked one by one (a share of one GPU below 1), placed by Fragmentation
+    Gradient Descent (Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing
+    Workloads with Fragmentation Gradient Descent", ATC'23): a node's fragmentation
+    for a request is its free GPU capacity that request could not use; the node's expected
+    fragmentation weighs that over the workload's mix of requests; a job goes where (node,
+    and GPU for a share) that expectation grows least (ties: the node with the least free
+    GPUs, the GPU with the least free share, then the lowest indices). With
+    `objective="gpu-best-fit"` the node with the least free GPUs goes first (FGD's best-fit
+    baseline under the same GPU-by-GPU bookkeeping, so the two compare placement alone:
+    `_Servers`' best fit counts a node's free GPUs as one pool, which lets two halves of
+    different GPUs host a whole-GPU job).
+
+    What a request cannot use on a node (the paper's task-level fragmentation): a share d
+    below 1 cannot use a GPU with less than d free; k whole GPUs cannot use partly taken GPUs, nor
+    anything when fewer than k GPUs are wholly free. A request wider than a server gathers
+    wholly free GPUs across servers (as best fit does), so on one node it too can use only
+    whole free GPUs. A request above 1 GPU takes whole GPUs (1.5 -> 2: a GPU is shared only
+    by shares). The mix is the replayed jobs' requested GPUs weighted by how many jobs ask
+    for each (the paper's task popularity from the trace itself), GPU-less jobs left out."""
+
+    def __init__(
+        self, cluster: ReplayCluster, requests: np.ndarray, objective: str = "fgd"
+    ) -> None:
+        super().__init__(cluster)
+        self.objective = objective
+        per = round(self.g)
+        if abs(per - self.g) > _EPS:
+            raise ValueError(f"placement {objective!r} needs a whole number of GPUs per server")
+        self.gpu = np.ones((cluster.n_servers, per))
+        asked = np.asarray(requests, dtype=float)
+        asked = np.where(asked < 1.0, asked, np.ceil(asked - _EPS))
+        values, counts = np.unique(asked[asked > 0], return_counts=True)
+        self.mix = list(zip(values.tolist(), (counts / max(counts.sum(), 1)).tolist(), strict=True))
+
+    def fragmentation(self, rows: np.ndarray) -> np.ndarray:
+        """Expected fragmentation of each node of `rows` (free share per GPU, one row per
+        node) against the workload's request mix."""
+        total = rows.sum(axis=-1)
+        whole = rows >= 1.0 - _EPS
+        n_whole = whole.sum(axis=-1)
+        partial = total - n_whole
+        out = np.zeros(rows.shape[:-1])
+        for d, p in self.mix:
+            if d < 1.0:
+                out += p * np.where(rows < d - _EPS, rows, 0.0).sum(axis=-1)
+            elif d > rows.shape[-1]:
+                out += p * partial
+            else:
+                out += p * np.where(n_whole < d - _EPS, total, partial)
+        return out
+
+    def plan(self, need, gpu_type, free=None):
+        if free is not None:
+            raise ValueError("GPU-by-GPU placement plans with the servers' current state only")
+        mask = self._candidates(gpu_type)
+        nodes = np.arange(len(self.free)) if mask is None else np.flatnonzero(mask)
+        rows = self.gpu[nodes]
+        per = rows.shape[1]
+        if need < 1.0:
+            fit_node, fit_gpu = np.nonzero(rows >= need - _EPS)
+            if fit_node.size == 0:
+                return None
+            after = rows[fit_node].copy()
+            after[np.arange(fit_node.size), fit_gpu] -= need
+            grow = self._growth(after, rows[fit_node])
+            share = rows[fit_node, fit_gpu]
+            order = np.lexsort(
+                (fit_gpu, nodes[fit_node], share, self.free[nodes[fit_node]], np.round(grow, 9))
+            )
+            best = order[0]
+            return [(int(nodes[fit_node[best]]), need, (int(fit_gpu[best]),))]
+        k = math.ceil(need - _EPS)
+        whole = rows >= 1.0 - _EPS
+        if k > per:
+            # Wide: wholly free GPUs, emptiest servers first (fewest servers spanned).
+            counts = whole.sum(axis=1)
+            if counts.sum() < k:
+                return None
+            taken, left = [], k
+            for j in np.argsort(-counts, kind="stable"):
+                if left <= 0 or counts[j] == 0:
+                    break
+                idx = np.flatnonzero(whole[j])[: min(left, counts[j])]
+                taken.append((int(nodes[j]), float(idx.size), tuple(idx.tolist())))
+                left -= idx.size
+            return taken
+        fits = np.flatnonzero(whole.sum(axis=1) >= k)
+        if fits.size == 0:
+            return None
+        # All wholly free GPUs of a node are alike: take its first k.
+        take = whole[fits] & (np.cumsum(whole[fits], axis=1) <= k)
+        after = np.where(take, 0.0, rows[fits])
+        grow = self._growth(after, rows[fits])
+        best = np.lexsort((nodes[fits], self.free[nodes[fits]], np.round(grow, 9)))[0]
+        return [(int(nodes[fits[best]]), float(k), tuple(np.flatnonzero(take[best]).tolist()))]
+
+    def _growth(self, after: np.ndarray, before: np.ndarray) -> np.ndarray:
+        """How much each candidate adds to its node's expected fragmentation (0 for all
+        under best fit, whose order is the free GPUs alone)."""
+        if self.objective != "fgd":
+            return np.zeros(len(after))
+        return self.fragmentation(after) - self.fragmentation(before)
+
+    def place(self, need, gpu_type):
+        taken = self.plan(need, gpu_type)
+        if taken is not None:
+            self._apply(taken, -1.0)
+        return taken
+
+    def release(self, taken) -> None:
+        self._apply(taken, 1.0)
+
+    def _apply(self, taken, sign: float) -> None:
+        for server, amount, gpus in taken:
+            # A share moves one GPU by its amount; whole GPUs move by one each.
+            step = amount if amount < 1.0 else 1.0
+            self.gpu[server, list(gpus)] = np.round(self.gpu[server, list(gpus)] + sign * step, 9)
+            self.free[server] = float(self.gpu[server].sum())
+
+
 def replay(
     jobs: ReplayJobs,
     cluster: ReplayCluster,
@@ -203,14 +442,23 @@ def replay(
     """Replay `jobs` on `cluster` under `rule`; every job runs to completion.
 
     Raises Unplaceable when a job can never run (it needs more GPUs than the servers of its
-    type have). `progress(finished, total)` is called every 2,000 completions."""
+    type have). `progress(finished, total)` is called every 2,000 completions.
+
+    What a rule learns from the trace is learned from `jobs` themselves, as an operator
+    learns it from past jobs: "gittins" the distribution of service (GPUs x recorded run
+    time of every job with GPUs), "fgd" the mix of requested GPUs. Neither reads a job's
+    own run time to rank that job."""
     n = len(jobs)
     arrival = np.asarray(jobs.arrival_s, dtype=float)
     duration = np.asarray(jobs.duration_s, dtype=float)
     gpus = np.asarray(jobs.gpus, dtype=float)
     users = np.zeros(n, dtype=np.int64) if jobs.users is None else np.asarray(jobs.users)
     types = [""] * n if jobs.gpu_types is None else [str(t or "") for t in jobs.gpu_types]
-    servers = _Servers(cluster)
+    servers = (
+        _GpuServers(cluster, gpus, rule.placement)
+        if rule.placement in GPU_PLACEMENTS
+        else _Servers(cluster)
+    )
     too_big = [i for i in range(n) if gpus[i] > servers.capacity(types[i]) + _EPS]
     if too_big:
         i = too_big[0]
@@ -232,6 +480,22 @@ def replay(
     user_gpus = np.zeros(int(users.max()) + 1 if n else 1)
     total = cluster.total_gpus
 
+    # Tiresias' state: queue, attained GPU-seconds and run seconds since the job last
+    # entered the highest queue (at the start of its current stint), the waiting it has
+    # done since then, and a version that invalidates a stale queue-change event.
+    tiresias = rule.order in TIRESIAS_ORDERS
+    thresholds = np.asarray(rule.thresholds_gpu_s, dtype=float)
+    lowest = len(thresholds)
+    queue = np.zeros(n, dtype=np.int64)
+    attained = np.zeros(n)
+    ran = np.zeros(n)
+    waited = np.zeros(n)
+    wait_since = arrival.copy()
+    qversion = np.zeros(n, dtype=np.int64)
+    queued: dict[int, tuple] = {}  # a waiting job's current rank; other heap entries are stale
+    if rule.order == "gittins":
+        gittins = GittinsTable((gpus * duration)[gpus > 0])
+
     # Waiting jobs in one heap per (GPU demand, GPU type) class: the classes are few (GPU
     # counts are 1, 2, 4, 8, ...), so each decision compares class heads, not the queue.
     classes: dict[tuple[float, str], list[tuple]] = {}
@@ -240,46 +504,92 @@ def replay(
     def rank(i: int) -> tuple:
         if rule.order == "remaining":
             return (duration[i] - done[i], arrival[i], i)
+        if rule.order == "las":
+            return (int(queue[i]), arrival[i], i)
+        if rule.order == "gittins":
+            return (int(queue[i]), -gittins.at(float(attained[i])), arrival[i], i)
         return (arrival[i], i)
 
     def enqueue(i: int) -> None:
         if rule.order == "user-share":
             heapq.heappush(by_user.setdefault(int(users[i]), []), (arrival[i], i))
         else:
-            heapq.heappush(classes.setdefault((gpus[i], types[i]), []), rank(i))
+            r = rank(i)
+            if tiresias:
+                queued[i] = r
+            heapq.heappush(classes.setdefault((gpus[i], types[i]), []), r)
 
     # Running jobs by finish time, latest first (= longest remaining: every running job's
     # remaining time shrinks at the same rate), for preemption.
     running_heap: list[tuple[float, int, int]] = []  # (-planned finish, job, version)
-    events: list[tuple[float, int, int, int]] = []  # (time, kind 0=finish 1=arrive, job, ver)
+    # (time, kind 0=finish 1=arrive 2=queue change, job, version)
+    events: list[tuple[float, int, int, int]] = []
     for i in np.argsort(arrival, kind="stable"):
         events.append((arrival[i], 1, int(i), 0))
     heapq.heapify(events)
     finished = 0
     n_events = 0
 
+    changes = [0]  # running-set changes, for the per-instant ranking below
+    ranked: list = [None, None]
+
     def begin(i: int, now: float, taken: list[tuple[int, float]]) -> None:
         placed[i] = taken
+        changes[0] += 1
         user_gpus[users[i]] += gpus[i]
         if math.isnan(start[i]):
             start[i] = now
         stint[i] = now
         end = now + resume_extra[i] + duration[i] - done[i]
         heapq.heappush(events, (end, 0, i, int(version[i])))
-        if rule.preemptive:
+        if rule.preemptive and not tiresias:
             heapq.heappush(running_heap, (-end, i, int(version[i])))
+        if tiresias:
+            queued.pop(i, None)
+            if ran[i] > 0:
+                waited[i] += now - wait_since[i]
+            qversion[i] += 1
+            if queue[i] < lowest:
+                # Service accrues once the restart is paid: the moment it crosses the
+                # queue's threshold is known now.
+                cross = now + resume_extra[i] + (thresholds[queue[i]] - attained[i]) / gpus[i]
+                heapq.heappush(events, (cross, 2, i, int(qversion[i])))
 
     def stop(i: int, now: float) -> None:
         servers.release(placed.pop(i))
+        changes[0] += 1
         held[i] += now - stint[i]
         user_gpus[users[i]] -= gpus[i]
 
     def preempt(i: int, now: float) -> None:
         stop(i, now)
-        done[i] += max(0.0, now - stint[i] - resume_extra[i])
+        progress_s = max(0.0, now - stint[i] - resume_extra[i])
+        done[i] += progress_s
         resume_extra[i] = preempt_cost_s
         preemptions[i] += 1
         version[i] += 1
+        if tiresias:
+            attained[i] += gpus[i] * progress_s
+            ran[i] += progress_s
+            wait_since[i] = now
+            qversion[i] += 1
+            if rule.promote_knob is not None and queue[i] > 0 and ran[i] > 0:
+                due = now + max(0.0, rule.promote_knob * ran[i] - waited[i])
+                heapq.heappush(events, (due, 2, i, int(qversion[i])))
+        enqueue(i)
+
+    def change_queue(i: int, now: float) -> None:
+        """A running job crosses its queue's threshold (down one queue), or a waiting one
+        has waited PROMOTEKNOB times its run (back to the highest queue, service reset)."""
+        if i in placed:
+            queue[i] += 1
+            if queue[i] < lowest:
+                cross = now + (thresholds[queue[i]] - thresholds[queue[i] - 1]) / gpus[i]
+                heapq.heappush(events, (cross, 2, i, int(qversion[i])))
+            return
+        queue[i] = 0
+        attained[i] = ran[i] = waited[i] = 0.0
+        wait_since[i] = now
         enqueue(i)
 
     def try_start(i: int, now: float) -> bool:
@@ -294,7 +604,16 @@ def replay(
             _schedule_users(now)
             return
         blocked: set[tuple[float, str]] = set()
+        may_preempt = rule.preemptive
+        # Fewest GPUs that found no room by preemption, per GPU type and width: a later
+        # head ranks lower (fewer jobs below it), so asking as much finds no room either.
+        no_room: dict[tuple[str, bool], float] = {}
         while True:
+            if tiresias:
+                # A promotion re-queued some jobs under a new rank: drop the old entries.
+                for q in classes.values():
+                    while q and queued.get(q[0][-1]) != q[0]:
+                        heapq.heappop(q)
             heads = [(q[0], key) for key, q in classes.items() if q and key not in blocked]
             if not heads:
                 return
@@ -306,12 +625,84 @@ def replay(
             i = head[-1]
             # Off the queue first: a preemption below puts its victims back in the queues.
             heapq.heappop(classes[key])
-            if try_start(i, now) or (rule.preemptive and _preempt_for(i, now)):
+            if tiresias:
+                queued.pop(i)
+            if try_start(i, now):
                 continue
+            shape = (types[i], gpus[i] > servers.g + _EPS)
+            if may_preempt and gpus[i] < no_room.get(shape, math.inf):
+                paused = preempt_for(head, now)
+                if paused:
+                    continue
+                # Nobody runs below this head, so nobody runs below the heads after it.
+                may_preempt = paused is not None
+                if tiresias:
+                    no_room[shape] = min(gpus[i], no_room.get(shape, math.inf))
+            if tiresias:
+                queued[i] = head
             heapq.heappush(classes[key], head)
             if not rule.backfill:
                 return
             blocked.add(key)
+
+    def preempt_for(head: tuple, now: float) -> bool | None:
+        return _preempt_ranked(head, now) if tiresias else _preempt_for(head[-1], now)
+
+    def _ranked_running(now: float) -> tuple[np.ndarray, ...]:
+        """Running jobs lowest rank first, their queues, Gittins indices and cumulative GPUs
+        (once per instant and running set: most waiting heads find nothing to preempt)."""
+        key = (now, changes[0])
+        if ranked[0] != key:
+            run = np.fromiter((j for j, where in placed.items() if where), dtype=np.int64)
+            q = queue[run]
+            if rule.order == "las":
+                g = np.zeros(run.size)
+            else:
+                served = attained[run] + gpus[run] * np.maximum(
+                    0.0, now - stint[run] - resume_extra[run]
+                )
+                g = gittins(served)
+            order = np.lexsort((-run, -arrival[run], g, -q))
+            run = run[order]
+            ranked[0], ranked[1] = key, (run, q[order], g[order], np.cumsum(gpus[run]))
+        return ranked[1]
+
+    def _preempt_ranked(head: tuple, now: float) -> bool | None:
+        """Tiresias: pause running jobs ranked below the waiting job of rank `head` (i),
+        lowest first, until i fits, then only those on the servers i goes to; False
+        (nothing paused) if they cannot make room, None if no running job ranks below it.
+        Running jobs' ranks are read now (their
+        service grows as they run); a waiting job's is its queue entry (service frozen)."""
+        i = head[-1]
+        run, q, g, held_gpus = _ranked_running(now)
+        # Lowest first, so the jobs ranked below i are a prefix. LAS is FIFO inside a
+        # queue: only a lower queue's running jobs give way.
+        below = q > queue[i]
+        if rule.order == "gittins":
+            below |= (q == queue[i]) & (g < -head[1] - _EPS)
+        count = int(np.argmin(below)) if not below.all() else below.size
+        if count == 0:
+            return None
+        if held_gpus[count - 1] + servers.free.sum() < gpus[i] - _EPS:
+            return False
+        victims = run[:count].tolist()
+        trial = servers.free.copy()
+        chosen: list[int] = []
+        plan = None
+        for j in victims:
+            chosen.append(j)
+            for server, amount in placed[j]:
+                trial[server] += amount
+            plan = servers.plan(gpus[i], types[i], trial)
+            if plan is not None:
+                break
+        if plan is None:
+            return False
+        where = {server for server, _ in plan}
+        for j in chosen:
+            if any(server in where for server, _ in placed[j]):
+                preempt(j, now)
+        return try_start(i, now)
 
     def _preempt_for(i: int, now: float) -> bool:
         """Pause the fewest running jobs ranked below job i (longest remaining first) that
@@ -364,6 +755,10 @@ def replay(
         while events and events[0][0] <= now:
             _, kind, i, ver = heapq.heappop(events)
             n_events += 1
+            if kind == 2:
+                if ver == qversion[i] and finish[i] != finish[i]:
+                    change_queue(i, now)
+                continue
             if kind == 1:
                 if gpus[i] <= 0:
                     # No GPU asked: runs at once (the replay tracks GPUs only).
