@@ -886,8 +886,9 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     replay.add_argument(
         "--scheduler",
         action="append",
-        help="replay rule: fifo, fifo-backfill, sjf, srtf, drf or tetris; repeat for several "
-        "(default: fifo, sjf, srtf, drf, tetris)",
+        help="replay rule (`models.heuristics.REPLAYS`): fifo, fifo-backfill, sjf, srtf, drf, "
+        "tetris, tiresias-las, tiresias-gittins, fifo-fgd, fifo-gpu-best-fit, or all; repeat "
+        "for several (default: fifo, sjf, srtf, drf, tetris, tiresias-las, fifo-fgd)",
     )
     replay.add_argument(
         "--servers",
@@ -905,7 +906,8 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         "--preempt-cost",
         type=float,
         default=30.0,
-        help="seconds a preempted job loses when it resumes (srtf; default 30)",
+        help="seconds a preempted job loses when it resumes (srtf, tiresias-las, "
+        "tiresias-gittins; default 30)",
     )
     replay.set_defaults(func=cmd_replay)
 
