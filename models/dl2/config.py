@@ -107,7 +107,7 @@ class DL2NetConfig:
     interval_s: float | None = None
     """Seconds between the policy's decisions (None: every slot of the simulator, DL2's 20
     minutes). The default run's DL2 decides every 600 s, as Optimus does (a deviation,
-    `DL2StageConfig.interval_s`)."""
+    `DL2StageConfig.net`)."""
     bundle_first: bool = True
     """Each slot starts by giving every visible job that can take one a worker+PS pair:
     until then the only valid actions are those pairs (the network picks the order) and
