@@ -124,6 +124,18 @@ def test_harmony_options_reach_the_systems() -> None:
     assert made["harmony-as-published"].rollout_speed == "predictor"
 
 
+def test_dl2_arena_sets_nested_fields_and_names_deviations_by_their_field():
+    from benchmarks.bench_dl2_arena import Options, config_named
+    from pipelines.systems.dl2.stages import DL2StageConfig
+
+    opts = parse(Options, ["--set", "finetune.clip=0.1", "--set", "net.hidden=[32,32]"])
+    assert opts.set == (("finetune.clip", 0.1), ("net.hidden", (32, 32)))
+    with pytest.raises(SystemExit):
+        parse(Options, ["--set", "finetune.clipp=0.1"])
+    without = config_named(DL2StageConfig(), "without-clip")
+    assert without.finetune.clip is None and without.finetune.kl_init == 1.0
+
+
 def test_positional_and_flag_arguments_mix() -> None:
     from benchmarks import bench_chic, bench_dl2, bench_rltaps
 
@@ -170,15 +182,3 @@ def test_the_runner_passes_help_to_the_benchmark(capsys) -> None:
         run_benchmarks(["scoreboard", "--help"])
     assert exited.value.code == 0
     assert "usage: python -m benchmarks.bench_scoreboard" in capsys.readouterr().out
-
-
-def test_dl2_arena_sets_nested_fields_and_names_deviations_by_their_field():
-    from benchmarks.bench_dl2_arena import Options, config_named
-    from pipelines.systems.dl2.stages import DL2StageConfig
-
-    opts = parse(Options, ["--set", "finetune.clip=0.1", "--set", "net.hidden=[32,32]"])
-    assert opts.set == (("finetune.clip", 0.1), ("net.hidden", (32, 32)))
-    with pytest.raises(SystemExit):
-        parse(Options, ["--set", "finetune.clipp=0.1"])
-    without = config_named(DL2StageConfig(), "without-clip")
-    assert without.finetune.clip is None and without.finetune.kl_init == 1.0
