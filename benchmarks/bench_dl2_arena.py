@@ -19,8 +19,10 @@ heuristic (chosen by mean average JCT over the same runs), pooled over training 
 sequences x simulator seeds, with its 95% interval, for the fine-tuned policy and for its
 warm-up, and the target (issue 18: upper end below 1). Configs: `default` (the run's
 default, with every deviation of `models.dl2.config.PUBLISHED_DEVIATIONS`), `as-published`
-(none of them), `without-<name>` (the default less one). `--set clip=0.1` changes a
-`DL2StageConfig` field of the base before the configs are made (to try a value).
+(none of them), `without-<name>` (the default less one; the name is the deviation's
+field, `without-clip` for `finetune.clip`). `--set finetune.clip=0.1` changes a
+`DL2StageConfig` field, or a field of a config nested in it, of the base before the
+configs are made (to try a value).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from benchmarks.options import parse, repeated, setting
 from models.dl2.config import PUBLISHED_DEVIATIONS
 from pipelines.config import run_config
 from pipelines.registry import SYSTEMS
+from pipelines.system import resized
 from pipelines.systems.dl2.stages import (
     DL2StageConfig,
     finetune_stage,
@@ -41,7 +44,9 @@ from pipelines.systems.dl2.stages import (
     warmup_stage,
 )
 
-CONFIGS = ("default", "as-published", *(f"without-{name}" for name in PUBLISHED_DEVIATIONS))
+DEVIATIONS = {path.rpartition(".")[2]: path for path in PUBLISHED_DEVIATIONS}
+"""Each deviation by its field's name (`clip`) -> its dotted path (`finetune.clip`)."""
+CONFIGS = ("default", "as-published", *(f"without-{name}" for name in DEVIATIONS))
 
 
 def config_named(base: DL2StageConfig, name: str) -> DL2StageConfig:
@@ -51,9 +56,10 @@ def config_named(base: DL2StageConfig, name: str) -> DL2StageConfig:
     if name == "as-published":
         return base.as_published()
     deviation = name.removeprefix("without-")
-    if not name.startswith("without-") or deviation not in PUBLISHED_DEVIATIONS:
+    if not name.startswith("without-") or deviation not in DEVIATIONS:
         raise ValueError(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
-    return replace(base, **{deviation: PUBLISHED_DEVIATIONS[deviation][0]})
+    path = DEVIATIONS[deviation]
+    return resized(base, {path: PUBLISHED_DEVIATIONS[path][0]})
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,8 @@ class Options:
     warehouse: str | None = None
     """warehouse file, made once and reused (default: a temporary one)"""
     set: tuple[tuple[str, object], ...] = repeated(setting(DL2StageConfig))
-    """FIELD=JSON: a DL2StageConfig field of the base (repeatable)"""
+    """FIELD=JSON: a DL2StageConfig field of the base, dotted into a nested config
+    (finetune.clip=0.1; repeatable)"""
 
     def __post_init__(self) -> None:
         unknown = [c for c in self.configs if c not in CONFIGS]
@@ -110,9 +117,9 @@ def main(argv: list[str]) -> int:
     started = time.perf_counter()
     cfg = run_config(SYSTEMS)
     warehouse = make_warehouse(cfg, "bench-dl2-arena-", opts.warehouse)
-    base = replace(cfg.learned["dl2"], variants=(), init="warmup", **dict(opts.set))
+    base = resized(replace(cfg.learned["dl2"], variants=(), init="warmup"), dict(opts.set))
     if opts.updates is not None:
-        base = replace(base, updates=opts.updates, val_every=min(base.val_every, opts.updates))
+        base = resized(base, {"finetune.max_updates": opts.updates})
     wanted: dict[str, str] = {}
     for name in opts.configs:
         for seed in opts.seeds:

@@ -33,7 +33,8 @@ import torch
 from benchmarks.bench_scoreboard import run_seed
 from benchmarks.options import parse, repeated, setting
 from models.checkpoints import load_registered
-from models.dl2.grouped import GroupedConfig, finetune_grouped
+from models.dl2.config import GroupedConfig
+from models.dl2.grouped import finetune_grouped
 from models.dl2.policy import policy_from_checkpoint
 from models.dl2.recorder import as_workloads
 from models.heuristics.registry import ALLOCATIONS, PLACEMENTS

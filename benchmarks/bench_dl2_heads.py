@@ -99,7 +99,7 @@ class Experiment:
             self.train = as_workloads(set_workloads(con, SET, "train"))
             self.test = as_workloads(set_workloads(con, SET, "test"))
         self.cfg = DL2StageConfig(seed=seed)
-        self.net_cfg = self.cfg.recorder().net
+        self.net_cfg = self.cfg.recorder_config().net
         self.window, self.n_features = self.net_cfg.window, self.net_cfg.n_features
         self.baseline_sim = replace(self.cfg.sim, window=self.window)
         # The recording and the policy decide at every event in rows-events (Optimus at its

@@ -14,8 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import typing
 from collections.abc import Callable, Collection
-from dataclasses import field, fields
+from dataclasses import field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -45,14 +46,17 @@ def repeated(parse: Callable[[str], Any]) -> Any:
 
 def setting(config: type, exclude: Collection[str] = ()) -> Callable[[str], tuple[str, Any]]:
     """The parser of `FIELD=JSON`, a change to a field of the dataclass `config` (not one
-    of `exclude`): -> (FIELD, the value; a JSON list as a tuple, as frozen configs hold)."""
+    of `exclude`), or of a config nested in it by a dotted name (`finetune.clip=0.1`, as
+    `pipelines.system.resized` takes it): -> (FIELD, the value; a JSON list as a tuple, as
+    frozen configs hold)."""
     known = sorted({f.name for f in fields(config)} - set(exclude))
 
     def parse(text: str) -> tuple[str, Any]:
         name, sep, value = text.partition("=")
-        if not sep or name not in known:
+        if not sep or not _is_field(config, name, exclude):
             raise argparse.ArgumentTypeError(
-                f"{text!r}: expected FIELD=JSON, FIELD a {config.__name__} field {known}"
+                f"{text!r}: expected FIELD=JSON, FIELD a {config.__name__} field {known} "
+                "(or a field of one of them that is a config, dotted: NAME.FIELD)"
             )
         try:
             parsed = json.loads(value)
@@ -63,6 +67,17 @@ def setting(config: type, exclude: Collection[str] = ()) -> Callable[[str], tupl
         return name, tuple(parsed) if isinstance(parsed, list) else parsed
 
     return parse
+
+
+def _is_field(config: type, name: str, exclude: Collection[str]) -> bool:
+    """Whether the dotted `name` is a field of `config` (its head not in `exclude`)."""
+    head, _, rest = name.partition(".")
+    if head in exclude or head not in {f.name for f in fields(config)}:
+        return False
+    if not rest:
+        return True
+    inner = typing.get_type_hints(config)[head]
+    return is_dataclass(inner) and _is_field(inner, rest, ())
 
 
 class _Parser(argparse.ArgumentParser):

@@ -9,6 +9,8 @@ system's flags before it knows which command runs:
     options    a dataclass of its `schedlab run` options; each field becomes the flag
                `--<key>-<field>` (a bool that defaults to True: `--no-<key>-<field>`),
                its docstring the flag's help, `Literal[...]` its choices
+    nested     the configs nested in its run config whose fields are flags too,
+               `--<key>-<attr>-<field>` (`--dl2-grouped-lr`): attribute -> `Nested`
     budgets    per budget (smoke, large), the config fields it changes ("train.updates")
     apply      (config, options) -> the config with the options applied, or None when
                they skip the system (0 updates, ...)
@@ -37,9 +39,10 @@ import inspect
 import itertools
 import textwrap
 import threading
+import types
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import MISSING, dataclass, fields, replace
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -143,6 +146,19 @@ class Steps(Protocol):
 
 
 @dataclass(frozen=True)
+class Nested:
+    """A config nested in a system's run config (an algorithm's, by value), each of whose
+    fields is a `schedlab run` flag `--<key>-<attr>-<field>`, its docstring the help."""
+
+    cls: type
+    """The nested config's dataclass."""
+    derived: frozenset[str] = frozenset()
+    """Its fields that get no flag: those the system derives from its run config (the
+    seed, the simulator, the network) or sets from an option, whose flag would not reach
+    the algorithm."""
+
+
+@dataclass(frozen=True)
 class LearnedSystem:
     """One learned system's entry in the registry (see the module docstring)."""
 
@@ -156,6 +172,9 @@ class LearnedSystem:
     seeded: Callable[[Any, int, str], Any]
     summary_lines: Callable[[dict], list[str]]
     steps: Callable[[], Steps]
+    nested: Mapping[str, Nested] = field(default_factory=dict)
+    """Attribute of its run config (a dotted path for a deeper one) -> the config there
+    whose fields are flags; a flag given changes that field after the options apply."""
 
     def __post_init__(self) -> None:
         if not self.key.isidentifier():
@@ -168,11 +187,35 @@ class LearnedSystem:
         """Its run config at `budget` with its options from `values` (flat, keyed by flag
         dest: `dl2_updates`) applied; None when the options skip it."""
         sized = resized(self.steps().config(), self.budgets.get(budget, {}))
-        return self.apply(sized, self.parse_options(values))
+        applied = self.apply(sized, self.parse_options(values))
+        # The nested fields' flags go last: one names a single field, so it wins over an
+        # option that sets many (`--dl2-as-published --dl2-finetune-clip 0.1` fine-tunes
+        # with clip 0.1).
+        return None if applied is None else resized(applied, self.nested_changes(values))
 
     def flags(self) -> list[Flag]:
-        """Its `schedlab run` flags, one per field of `options`."""
-        return option_flags(self.key, self.options)
+        """Its `schedlab run` flags: one per field of `options`, then one per field of each
+        nested config (`nested`) that it does not derive."""
+        out = option_flags(self.key, self.options)
+        for attr, nested in self.nested.items():
+            prefix = f"{self.key}_{attr.replace('.', '_')}"
+            out += nested_flags(prefix, nested.cls, nested.derived)
+        dests = [f.dest for f in out]
+        if len(set(dests)) < len(dests):
+            raise ValueError(f"{self.name}: two flags share a dest: {sorted(dests)}")
+        return out
+
+    def nested_changes(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The nested fields' flags given in `values` (flat, by flag dest; None: not
+        given), by dotted path ("grouped.lr"), as `resized` takes them."""
+        out = {}
+        for attr, nested in self.nested.items():
+            prefix = f"{self.key}_{attr.replace('.', '_')}_"
+            for f in fields(nested.cls):
+                value = values.get(prefix + f.name)
+                if f.name not in nested.derived and value is not None:
+                    out[f"{attr}.{f.name}"] = value
+        return out
 
     def parse_options(self, values: Mapping[str, Any]) -> Any:
         """Its `options` from flat values keyed by flag dest; absent ones (and None for a
@@ -336,6 +379,55 @@ def option_flags(key: str, options: type) -> list[Flag]:
             raise ValueError(f"{options.__name__}.{f.name}: no flag for type {hint}")
         out.append(Flag(f"--{name}", dest, "value", kind_type, f.default, choices, help_text))
     return out
+
+
+def nested_flags(prefix: str, cls: type, derived: Collection[str] = ()) -> list[Flag]:
+    """Flags `--<prefix>-<field>` for the fields of the dataclass `cls` not in `derived`,
+    each taking a value and defaulting to None (not given: the config keeps its own, which
+    the budget and the options chose); help from the field's docstring, choices from a
+    `Literal`, a bool as true/false, comma-separated values for a `tuple[X, ...]`. A field
+    that may be None takes a value of its other type (None is its default's business)."""
+    docs = field_docs(cls)
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in fields(cls):
+        if f.name in derived:
+            continue
+        hint = hints[f.name]
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
+            hint = args[0]
+        choices = None
+        if typing.get_origin(hint) is typing.Literal:
+            choices = typing.get_args(hint)
+            parse: Callable[[str], Any] = type(choices[0])
+        elif hint is bool:
+            parse = _boolean
+        elif typing.get_origin(hint) is tuple and typing.get_args(hint)[0] in (int, float, str):
+            parse = _listed(typing.get_args(hint)[0])
+        elif hint in (int, float, str):
+            parse = hint
+        else:
+            raise ValueError(f"{cls.__name__}.{f.name}: no flag for type {hint}; derive it")
+        flag = f"--{prefix}-{f.name}".replace("_", "-")
+        dest = f"{prefix}_{f.name}"
+        # argparse formats help with %: an algorithm's docstring says "45% slower"
+        help_text = docs.get(f.name, "").replace("%", "%%")
+        out.append(Flag(flag, dest, "value", parse, None, choices, help_text))
+    return out
+
+
+def _boolean(text: str) -> bool:
+    """A bool flag's value: true/false (also yes/no, 1/0)."""
+    word = text.strip().lower()
+    if word in ("true", "yes", "1"):
+        return True
+    if word in ("false", "no", "0"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+_boolean.__name__ = "true/false"  # argparse names it in an error
 
 
 def _listed(item: type) -> Callable[[str], tuple]:

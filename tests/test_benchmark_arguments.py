@@ -21,7 +21,7 @@ BAD_VALUES = {
     "bench_chic": (["--seeds", "a,b"], "invalid comma-separated int value: 'a,b'"),
     "bench_chic_arena": (["--configs", "default,nope"], "unknown configs ['nope']"),
     "bench_dl2": (["experimen"], "invalid choice: 'experimen'"),
-    "bench_dl2_arena": (["--set", "clip=y"], "the value is not JSON"),
+    "bench_dl2_arena": (["--set", "finetune.clip=y"], "the value is not JSON"),
     "bench_dl2_finetune": (["--set", "credit_mode=job"], "FIELD a GroupedConfig field"),
     "bench_dl2_headroom": (["--servers", "many"], "invalid int value: 'many'"),
     "bench_dl2_heads": (["--variants", "rows,nope"], "unknown variants ['nope']"),
@@ -122,6 +122,18 @@ def test_harmony_options_reach_the_systems() -> None:
     assert made["harmony-warm-start"].updates == 0
     # as_published undoes the change with every other deviation
     assert made["harmony-as-published"].rollout_speed == "predictor"
+
+
+def test_dl2_arena_sets_nested_fields_and_names_deviations_by_their_field():
+    from benchmarks.bench_dl2_arena import Options, config_named
+    from pipelines.systems.dl2.stages import DL2StageConfig
+
+    opts = parse(Options, ["--set", "finetune.clip=0.1", "--set", "net.hidden=[32,32]"])
+    assert opts.set == (("finetune.clip", 0.1), ("net.hidden", (32, 32)))
+    with pytest.raises(SystemExit):
+        parse(Options, ["--set", "finetune.clipp=0.1"])
+    without = config_named(DL2StageConfig(), "without-clip")
+    assert without.finetune.clip is None and without.finetune.kl_init == 1.0
 
 
 def test_positional_and_flag_arguments_mix() -> None:

@@ -13,6 +13,7 @@ from models.dl2.recorder import as_workloads
 from pipelines.evaluation import EvalConfig, evaluate
 from pipelines.registry import SYSTEMS
 from pipelines.stages import derive_stage, learned_policies, synthetic_stage
+from pipelines.system import resized
 from pipelines.systems.dl2 import stages
 from pipelines.systems.dl2 import steps as dl2_steps
 from pipelines.systems.dl2.stages import (
@@ -29,15 +30,16 @@ from tracelib.workloads import DeriveConfig
 from warehouse import connect, read_frame, table_counts
 
 SIM = replace(EvalConfig().sim_config(0), cluster=ClusterConfig(n_servers=8))
-CFG = DL2StageConfig(
-    workload_set="tiny",
-    sim=SIM,
-    hidden=(32, 32),
-    warmup_epochs=2,
-    updates=24,
-    val_every=12,
-    iterations=3,
-    group_size=2,
+CFG = resized(
+    DL2StageConfig(workload_set="tiny", sim=SIM),
+    {
+        "net.hidden": (32, 32),
+        "warmup.max_epochs": 2,
+        "finetune.max_updates": 24,
+        "finetune.val_every": 12,
+        "grouped.iterations": 3,
+        "grouped.group_size": 2,
+    },
 )
 
 
@@ -86,7 +88,8 @@ def test_stages_register_policies_with_lineage_and_curves(trained):
         (tuned.policy_id, "finetune"),
     }
     metrics = json.loads(policies["metrics"][1])
-    assert metrics["stage_config"]["updates"] == 24 and len(metrics["input_key"]) == 64
+    stage_config = metrics["stage_config"]
+    assert stage_config["finetune"]["max_updates"] == 24 and len(metrics["input_key"]) == 64
     assert json.loads(policies["training_workloads"][1]) == [
         f"tiny/train/{i:03d}" for i in range(4)
     ]
@@ -188,7 +191,9 @@ def test_a_failed_stage_leaves_the_warehouse_as_it_was(trained):
     path, _ = trained
     before = _counts(path)
     with pytest.raises(KeyError, match="not registered"):
-        finetune_stage(path, replace(CFG, init="dl2-missing", updates=25), "unused")
+        finetune_stage(
+            path, resized(CFG, {"init": "dl2-missing", "finetune.max_updates": 25}), "unused"
+        )
     with pytest.raises(ValueError, match="no 'train' workloads"):
         record_stage(path, replace(CFG, workload_set="nope"))
     assert _counts(path) == before

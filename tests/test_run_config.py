@@ -38,7 +38,8 @@ def test_default_budget_is_the_documented_one():
     cfg = _config()
     learned = cfg.learned
     assert list(learned) == ["dl2", "harmony", "chic", "rl-taps"]
-    assert learned["dl2"].updates == 3000 and learned["dl2"].warmup_epochs == 40
+    dl2 = learned["dl2"]
+    assert dl2.finetune.max_updates == 3000 and dl2.warmup.max_epochs == 40
     assert learned["harmony"].stage.train.updates == 300
     assert learned["chic"].train.iterations == 6 and learned["rl-taps"].stage.epochs == 4
     assert budgeted(cfg, "default") == cfg
@@ -47,7 +48,8 @@ def test_default_budget_is_the_documented_one():
 def test_budgets_order_every_system():
     smoke, default, large = (_config(budget=b).learned for b in ("smoke", "default", "large"))
     for pick in (
-        lambda c: c["dl2"].updates,
+        lambda c: c["dl2"].finetune.max_updates,
+        lambda c: c["dl2"].grouped.iterations,
         lambda c: c["harmony"].stage.train.updates,
         lambda c: c["chic"].train.iterations,
         lambda c: c["rl-taps"].stage.epochs,
@@ -58,7 +60,8 @@ def test_budgets_order_every_system():
 
 def test_options_skips_and_unknown_names():
     cfg = _config(seed=7, budget="smoke", options={"dl2_updates": 50, "chic_iterations": 0})
-    assert cfg.learned["dl2"].updates == 50 and cfg.learned["dl2"].warmup_epochs == 2
+    dl2 = cfg.learned["dl2"]
+    assert dl2.finetune.max_updates == 50 and dl2.warmup.max_epochs == 2
     assert "chic" not in cfg.learned  # 0 iterations skips Chic
     only = _config(systems=["rl-taps"])
     assert list(only.learned) == ["rl-taps"]
@@ -93,21 +96,30 @@ def test_dl2_trains_with_its_deviations_unless_asked_for_the_paper():
 
     dl2 = _config().learned["dl2"]
     paper = _config(options={"dl2_as_published": True}).learned["dl2"]
+
+    def at(cfg, path):
+        for name in path.split("."):
+            cfg = getattr(cfg, name)
+        return cfg
+
     for name, (published, default) in PUBLISHED_DEVIATIONS.items():
-        assert getattr(dl2, name) == default and getattr(paper, name) == published, name
+        assert at(dl2, name) == default and at(paper, name) == published, name
     # the paper's choices: DRF's decisions, a decision every 20-minute slot, job-aware
     # exploration, the plain policy gradient at lr 0.0001
-    assert (paper.teacher, paper.interval_s, paper.exploration) == ("drf", None, True)
-    assert (paper.clip, paper.kl_init, paper.lr) == (None, 0.0, 1e-4)
-    assert (dl2.clip, dl2.kl_init, dl2.lr) == (0.2, 1.0, 1e-4)
-    assert paper.recorder().net.interval_s is None and paper.finetune_config().exploration
-    assert dl2.recorder().teacher == "searched" and dl2.recorder().net.bundle_first
-    assert dl2.recorder().resolved_order() == "rows"
-    assert dl2.recorder().net.interval_s == dl2.finetune_config().net.interval_s == 600.0
+    ft, paper_ft = dl2.finetune_config(), paper.finetune_config()
+    assert (paper.teacher, paper_ft.net.interval_s, paper_ft.exploration) == ("drf", None, True)
+    assert (paper_ft.clip, paper_ft.kl_init, paper_ft.lr) == (None, 0.0, 1e-4)
+    assert (ft.clip, ft.kl_init, ft.lr) == (0.2, 1.0, 1e-4)
+    assert paper.recorder_config().net.interval_s is None
+    recorder = dl2.recorder_config()
+    assert recorder.teacher == "searched" and recorder.net.bundle_first
+    assert recorder.resolved_order() == "rows"
+    assert recorder.net.interval_s == ft.net.interval_s == 600.0
     # Nothing else moves: the budget's sizes stay; a teacher option still applies.
-    assert (paper.updates, paper.warmup_epochs) == (dl2.updates, dl2.warmup_epochs)
+    assert paper.finetune.max_updates == dl2.finetune.max_updates
+    assert paper.warmup.max_epochs == dl2.warmup.max_epochs
     fifo = _config(options={"dl2_as_published": True, "dl2_teacher": "fifo"}).learned["dl2"]
-    assert fifo.teacher == "fifo" and not fifo.recorder().net.bundle_first
+    assert fifo.teacher == "fifo" and not fifo.recorder_config().net.bundle_first
 
 
 def test_every_stage_gets_its_own_seed_spawned_from_the_run_seed():

@@ -8,38 +8,32 @@ fine-tuned by actor-critic RL in the simulator. Pure functions, frames in and fr
     sha = policy.save(path); register_policy(con, ...)        # models.checkpoints
     simulate(jobs, Scheduler(load_policy(path, sha256=sha), LoadBalancing()), sim)
 
-Modules: config (dataclasses), networks (policy/value nets, fast inference), recorder
-(decision logs), warmup (supervised), finetune (actor-critic and its switches), policy
-(`DL2Policy`, checkpoints, evaluation helpers).
+Modules: config (dataclasses, every algorithm's config included), networks (policy/value
+nets, fast inference), recorder (decision logs), warmup (supervised), finetune
+(actor-critic and its switches), grouped (grouped PPO), policy (`DL2Policy`, checkpoints,
+evaluation helpers).
+
+The package itself holds only the configs (`models.dl2.config`, no torch): `schedlab run`
+reads the algorithm configs' fields for its flags before it knows whether it trains
+anything. The functions come from their modules (`from models.dl2.warmup import warmup`).
 """
 
 from models.dl2.config import (
     DL2NetConfig,
     FinetuneConfig,
+    GroupedConfig,
     RecorderConfig,
     WarmupConfig,
     analytical,
     dl2_sim,
 )
-from models.dl2.finetune import finetune
-from models.dl2.policy import DL2Policy, average_jct, load_policy, policy_from_checkpoint
-from models.dl2.recorder import ReplayMismatch, record_decisions, record_runs
-from models.dl2.warmup import warmup
 
 __all__ = [
     "DL2NetConfig",
-    "DL2Policy",
     "FinetuneConfig",
+    "GroupedConfig",
     "RecorderConfig",
-    "ReplayMismatch",
     "WarmupConfig",
     "analytical",
-    "average_jct",
     "dl2_sim",
-    "finetune",
-    "load_policy",
-    "policy_from_checkpoint",
-    "record_decisions",
-    "record_runs",
-    "warmup",
 ]

@@ -15,7 +15,7 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from tracelib.catalogue import DL2_CATALOGUE, JobType
 from tracelib.envs.observation import ALLOCATION_SCALARS, AllocationActions, AllocationObsConfig
@@ -30,18 +30,18 @@ OFFLINE_SYSTEM = "offline-rl"
 
 PUBLISHED_DEVIATIONS: dict[str, tuple[Any, Any]] = {
     "teacher": ("drf", "searched"),
-    "interval_s": (None, 600.0),
-    "exploration": (True, False),
-    "clip": (None, 0.2),
-    "kl_init": (0.0, 1.0),
-    "head": ("flat", "rows"),
-    "hidden": ((256, 256), (64, 64)),
-    "trigger": ("interval", "events"),
+    "net.interval_s": (None, 600.0),
+    "finetune.exploration": (True, False),
+    "finetune.clip": (None, 0.2),
+    "finetune.kl_init": (0.0, 1.0),
+    "net.head": ("flat", "rows"),
+    "net.hidden": ((256, 256), (64, 64)),
+    "net.trigger": ("interval", "events"),
     "algorithm": ("actor-critic", "grouped-ppo"),
 }
-"""Where the default run's DL2 departs from the paper, each measured (docs/dl2.md): name
-(a `DL2StageConfig` field) -> (the paper's value, the default). `as_published()` takes the
-first of each."""
+"""Where the default run's DL2 departs from the paper, each measured (docs/dl2.md): a
+`DL2StageConfig` field, dotted into the config it nests ("finetune.clip") -> (the paper's
+value, the default). `as_published()` takes the first of each."""
 
 
 def dl2_sim(n_servers: int = 32, window: int = 20, seed: int = 0, **speed: Any) -> SimConfig:
@@ -71,7 +71,9 @@ def analytical(sim: SimConfig) -> SimConfig:
     return replace(sim, speed=speed)
 
 
-HEADS = ("flat", "rows")
+Head = Literal["flat", "rows"]
+"""How a DL2 network reads the job rows (`DL2NetConfig.head`)."""
+HEADS = typing.get_args(Head)
 """`DL2NetConfig.head` values."""
 
 
@@ -87,7 +89,7 @@ class DL2NetConfig:
     hidden: tuple[int, ...] = (256, 256)
     """Hidden layer widths (DL2: 2 hidden layers of 256, ReLU; of the shared row network
     with `head="rows"`)."""
-    head: str = "flat"
+    head: Head = "flat"
     """How the network reads the J job rows. "flat" (DL2): the rows as one vector through
     the hidden layers to the 3J + 1 logits. "rows" (not in the paper): one network shared
     by the rows, each row's F inputs through the hidden layers to that row's three logits,
@@ -95,7 +97,7 @@ class DL2NetConfig:
     output). What it learns of a job holds in every row, and an action changes one row's
     logits only. Measured on Optimus' recordings: the flat network hands out as much as its
     teacher to the wrong jobs (docs/dl2.md)."""
-    trigger: str = "interval"
+    trigger: Literal["interval", "events"] = "interval"
     """When the policy decides: "interval" (every `interval_s`) or "events" (at every
     arrival and completion, the simulator's event trigger; not in the paper)."""
     slots_scale: float = 50.0
@@ -105,7 +107,7 @@ class DL2NetConfig:
     interval_s: float | None = None
     """Seconds between the policy's decisions (None: every slot of the simulator, DL2's 20
     minutes). The default run's DL2 decides every 600 s, as Optimus does (a deviation,
-    `DL2StageConfig.interval_s`)."""
+    `DL2StageConfig.net`)."""
     bundle_first: bool = True
     """Each slot starts by giving every visible job that can take one a worker+PS pair:
     until then the only valid actions are those pairs (the network picks the order) and
@@ -166,7 +168,7 @@ class RecorderConfig:
     ...). It decides every `net.interval_s` (the student's interval), not at its own."""
     placement: str = "load-balancing"
     """Placement policy the teacher runs with (DL2: the cluster's load balancing)."""
-    order: str = "auto"
+    order: Literal["auto", "share", "arrival", "remaining", "teacher", "rows"] = "auto"
     """Order in which the teacher's allocation is rebuilt action by action: "share" (lowest
     dominant share first, DRF's own order), "arrival" (each job filled in arrival order,
     FIFO's), "remaining" (shortest estimated remaining time first, SRTF's), "teacher" (the
@@ -269,7 +271,7 @@ class FinetuneConfig:
     entropy_weight: float = 0.1
     """Entropy bonus (DL2: 0.1), applied as the authors' code does to the mean over the
     3J + 1 actions of -p log p, i.e. to the entropy / (3J + 1)."""
-    credit: str = "slot"
+    credit: Literal["slot", "inference"] = "slot"
     """Advantage of each inference. "slot" (DL2: every sample of a slot carries the slot's
     reward): r + gamma V(first state of the next slot) - V(state). "inference": its TD
     error in the per-inference MDP (no reward or discount between a slot's inferences, so
@@ -373,6 +375,76 @@ class FinetuneConfig:
         """The simulator episodes run in (analytical for OfflineRL), window `window`."""
         sim = analytical(self.sim) if self.offline else self.sim
         return replace(sim, window=window)
+
+
+CREDITS = ("episode", "job")
+"""`GroupedConfig.credit` values."""
+ALGORITHM = "grouped-ppo"
+"""`DL2StageConfig.algorithm` / `train_config.algorithm` of this trainer."""
+
+
+@dataclass(frozen=True)
+class GroupedConfig:
+    """PPO over groups of rollouts of one sequence (`models.dl2.grouped`, not in the paper)."""
+
+    net: DL2NetConfig = field(default_factory=DL2NetConfig)
+    """Networks when training from scratch (`init=None`); otherwise the initial policy's."""
+    sim: SimConfig = field(default_factory=dl2_sim)
+    """Simulator of rollouts and validation (window set to the network's)."""
+    iterations: int = 24
+    """Iterations: one group of rollouts, then the policy's passes over its samples."""
+    group_size: int = 8
+    """Rollouts of the same sequence and simulator seed per iteration (>= 2: each one's
+    baseline is the others' mean)."""
+    epochs: int = 2
+    """Passes of the policy over an iteration's samples."""
+    minibatch: int = 1024
+    """Samples per gradient step."""
+    lr: float = 3e-4
+    """Adam learning rate (measured on two default runs' warm-ups, 48 iterations: 3e-4
+    ended 1.017 times Optimus at every event on their test sequences, 1e-4 after 24
+    iterations 1.029; docs/dl2.md)."""
+    clip: float = 0.2
+    """PPO's clip of the probability ratio."""
+    kl_init: float = 0.0
+    """Weight of KL(initial policy || policy) on each minibatch (0: none)."""
+    entropy_weight: float = 0.0
+    """Weight of the mean masked entropy (0: none; sampling from a warm-up that imitates a
+    teacher to 98% already explores around it)."""
+    credit: Literal["episode", "job"] = "episode"
+    """Whose time in the system an inference is credited with: "episode", every job's
+    (G(t) above); "job", an inference that adds to job j only job j's own time in the
+    system after t (stop keeps every job's), each kind's advantages scaled on its own."""
+    job_noise: float = 0.0
+    """Exploration that sticks to a job: in each rollout, every job draws two offsets
+    N(0, job_noise) once, added to its rows' logits of adding a worker (the first), a PS
+    (the second) and both (their sum) at every decision of its life, so a rollout tries
+    another configuration for the job throughout rather than a step here and there. PPO's
+    ratio stays against the policy; each sample's advantage is weighted by min(1, policy /
+    sampled probability) (a truncated importance weight, as V-trace's). 0: sample the
+    policy as is."""
+    val_every: int = 4
+    """Validate the greedy policy every so many iterations; the best weights are kept."""
+    seed: int = 0
+    """Root seed: initialization, sequence and simulator-seed choice, action sampling."""
+    variant: str | None = None
+    """`policies.system` of the result (None: "dl2")."""
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1 or self.group_size < 2 or self.epochs < 1:
+            raise ValueError("need iterations >= 1, group_size >= 2 and epochs >= 1")
+        if self.minibatch < 1 or self.lr <= 0 or self.clip <= 0 or self.val_every < 1:
+            raise ValueError("minibatch, lr, clip and val_every must be positive")
+        if self.kl_init < 0 or self.entropy_weight < 0:
+            raise ValueError("kl_init and entropy_weight must be >= 0")
+        if self.job_noise < 0:
+            raise ValueError("job_noise must be >= 0")
+        if self.credit not in CREDITS:
+            raise ValueError(f"credit must be one of {CREDITS}, not {self.credit!r}")
+
+    @property
+    def system(self) -> str:
+        return self.variant or "dl2"
 
 
 # -- JSON round trip -----------------------------------------------------------------------

@@ -47,7 +47,7 @@ import polars as pl
 import torch
 import torch.nn.functional as F
 
-from models.dl2.config import DL2NetConfig, dl2_sim, to_dict
+from models.dl2.config import ALGORITHM, DL2NetConfig, GroupedConfig, to_dict
 from models.dl2.finetune import finetune_curve, job_lists, validate_greedy
 from models.dl2.networks import (
     PolicyNet,
@@ -63,77 +63,8 @@ from tracelib.envs import AllocationEnv, AllocationEnvConfig
 from tracelib.envs.observation import AllocationActions
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.seeds import named_seeds
-from tracelib.sim.config import SimConfig
 from tracelib.sim.engine import SimulationStalled
 from tracelib.sim.jobs import JobSpec
-
-CREDITS = ("episode", "job")
-ALGORITHM = "grouped-ppo"
-"""`DL2StageConfig.algorithm` / `train_config.algorithm` of this trainer."""
-
-
-@dataclass(frozen=True)
-class GroupedConfig:
-    """PPO over groups of rollouts of one sequence (see the module docstring)."""
-
-    net: DL2NetConfig = field(default_factory=DL2NetConfig)
-    """Networks when training from scratch (`init=None`); otherwise the initial policy's."""
-    sim: SimConfig = field(default_factory=dl2_sim)
-    """Simulator of rollouts and validation (window set to the network's)."""
-    iterations: int = 24
-    """Iterations: one group of rollouts, then the policy's passes over its samples."""
-    group_size: int = 8
-    """Rollouts of the same sequence and simulator seed per iteration (>= 2: each one's
-    baseline is the others' mean)."""
-    epochs: int = 2
-    """Passes of the policy over an iteration's samples."""
-    minibatch: int = 1024
-    """Samples per gradient step."""
-    lr: float = 3e-4
-    """Adam learning rate (measured on two default runs' warm-ups, 48 iterations: 3e-4
-    ended 1.017 times Optimus at every event on their test sequences, 1e-4 after 24
-    iterations 1.029; docs/dl2.md)."""
-    clip: float = 0.2
-    """PPO's clip of the probability ratio."""
-    kl_init: float = 0.0
-    """Weight of KL(initial policy || policy) on each minibatch (0: none)."""
-    entropy_weight: float = 0.0
-    """Weight of the mean masked entropy (0: none; sampling from a warm-up that imitates a
-    teacher to 98% already explores around it)."""
-    credit: str = "episode"
-    """Whose time in the system an inference is credited with: "episode", every job's
-    (G(t) above); "job", an inference that adds to job j only job j's own time in the
-    system after t (stop keeps every job's), each kind's advantages scaled on its own."""
-    job_noise: float = 0.0
-    """Exploration that sticks to a job: in each rollout, every job draws two offsets
-    N(0, job_noise) once, added to its rows' logits of adding a worker (the first), a PS
-    (the second) and both (their sum) at every decision of its life, so a rollout tries
-    another configuration for the job throughout rather than a step here and there. PPO's
-    ratio stays against the policy; each sample's advantage is weighted by min(1, policy /
-    sampled probability) (a truncated importance weight, as V-trace's). 0: sample the
-    policy as is."""
-    val_every: int = 4
-    """Validate the greedy policy every so many iterations; the best weights are kept."""
-    seed: int = 0
-    """Root seed: initialization, sequence and simulator-seed choice, action sampling."""
-    variant: str | None = None
-    """`policies.system` of the result (None: "dl2")."""
-
-    def __post_init__(self) -> None:
-        if self.iterations < 1 or self.group_size < 2 or self.epochs < 1:
-            raise ValueError("need iterations >= 1, group_size >= 2 and epochs >= 1")
-        if self.minibatch < 1 or self.lr <= 0 or self.clip <= 0 or self.val_every < 1:
-            raise ValueError("minibatch, lr, clip and val_every must be positive")
-        if self.kl_init < 0 or self.entropy_weight < 0:
-            raise ValueError("kl_init and entropy_weight must be >= 0")
-        if self.job_noise < 0:
-            raise ValueError("job_noise must be >= 0")
-        if self.credit not in CREDITS:
-            raise ValueError(f"credit must be one of {CREDITS}, not {self.credit!r}")
-
-    @property
-    def system(self) -> str:
-        return self.variant or "dl2"
 
 
 def time_in_system_after(times: np.ndarray, arrival: np.ndarray, finish: np.ndarray) -> np.ndarray:

@@ -6,7 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
-from pipelines.system import LearnedSystem
+from models.dl2.config import (
+    DL2NetConfig,
+    FinetuneConfig,
+    GroupedConfig,
+    RecorderConfig,
+    WarmupConfig,
+)
+from pipelines.system import LearnedSystem, Nested, resized
 
 if TYPE_CHECKING:
     from pipelines.systems.dl2.stages import DL2StageConfig
@@ -39,27 +46,45 @@ class DL2Options:
 
 BUDGETS = {
     "smoke": {
-        "updates": 20,
-        "iterations": 2,
-        "group_size": 2,
-        "warmup_epochs": 2,
-        "val_every": 10,
+        "finetune.max_updates": 20,
+        "finetune.val_every": 10,
+        "grouped.iterations": 2,
+        "grouped.group_size": 2,
+        "warmup.max_epochs": 2,
         "train_sequences_per_set": 2,
         "val_sequences_per_set": 1,
     },
     "large": {
-        "updates": 20_000,
-        "iterations": 160,
-        "warmup_epochs": 100,
-        "val_every": 1000,
+        "finetune.max_updates": 20_000,
+        "finetune.val_every": 1000,
+        "grouped.iterations": 160,
+        "warmup.max_epochs": 100,
         "train_sequences_per_set": 64,
         "val_sequences_per_set": 16,
     },
 }
 
+_RUN_LEVEL = frozenset({"net", "sim", "seed", "variant", "progress"})
+"""What the stage fills into every algorithm's config (`DL2StageConfig.grouped_config`,
+...) or sets per variant: no flag."""
+
+NESTED = {
+    "net": Nested(DL2NetConfig, frozenset({"window", "bundle_first"})),
+    "recorder": Nested(RecorderConfig, _RUN_LEVEL | {"teacher"}),
+    "warmup": Nested(WarmupConfig, _RUN_LEVEL | {"hidden", "head", "max_epochs"}),
+    "finetune": Nested(FinetuneConfig, _RUN_LEVEL | {"offline", "max_updates"}),
+    "grouped": Nested(GroupedConfig, _RUN_LEVEL | {"iterations"}),
+}
+"""DL2's nested configs whose fields are flags (`--dl2-grouped-lr`). Besides what the stage
+derives: the recorder's teacher is `--dl2-teacher`, the warm-up's network is `net`'s, the
+actor-critic's `offline` is what the OfflineRL variant sets, and `--dl2-warmup-epochs`,
+`--dl2-updates` and `--dl2-iterations` set the budgets."""
+
 
 def apply(cfg: DL2StageConfig, opts: DL2Options) -> DL2StageConfig | None:
     """The options on the budget's config; 0 updates skip DL2."""
+    if opts.updates is not None and opts.updates <= 0:
+        return None
     cfg = replace(cfg, variants=cfg.variants if opts.baselines else ())
     if opts.as_published:
         cfg = cfg.as_published()
@@ -67,14 +92,14 @@ def apply(cfg: DL2StageConfig, opts: DL2Options) -> DL2StageConfig | None:
         cfg = replace(cfg, teacher=opts.teacher)
     if opts.algorithm is not None:
         cfg = replace(cfg, algorithm=opts.algorithm)
+    changes: dict[str, int] = {}
     if opts.iterations is not None:
-        cfg = replace(cfg, iterations=max(opts.iterations, 1))
+        changes["grouped.iterations"] = max(opts.iterations, 1)
     if opts.updates is not None:
-        # Validating less often than once per run would never keep a best policy.
-        cfg = replace(cfg, updates=opts.updates, val_every=min(cfg.val_every, max(opts.updates, 1)))
+        changes["finetune.max_updates"] = opts.updates
     if opts.warmup_epochs is not None:
-        cfg = replace(cfg, warmup_epochs=opts.warmup_epochs)
-    return cfg if cfg.updates > 0 else None
+        changes["warmup.max_epochs"] = opts.warmup_epochs
+    return resized(cfg, changes)
 
 
 def seeded(cfg: DL2StageConfig, seed: int, workload_set: str) -> DL2StageConfig:
@@ -127,4 +152,5 @@ DL2 = LearnedSystem(
     seeded=seeded,
     summary_lines=summary_lines,
     steps=steps,
+    nested=NESTED,
 )

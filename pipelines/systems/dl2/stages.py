@@ -39,20 +39,20 @@ import polars as pl
 
 from models.checkpoints import register_policy, resume_from
 from models.contracts import DecisionTraces, DL2TeacherConfigs
-from models.dl2 import (
+from models.dl2.config import ALGORITHM as GROUPED
+from models.dl2.config import (
+    PUBLISHED_DEVIATIONS,
+    SYSTEM,
     DL2NetConfig,
     FinetuneConfig,
+    GroupedConfig,
     RecorderConfig,
     WarmupConfig,
-    finetune,
-    policy_from_checkpoint,
-    record_decisions,
-    warmup,
 )
-from models.dl2.config import PUBLISHED_DEVIATIONS, SYSTEM
-from models.dl2.grouped import ALGORITHM as GROUPED
-from models.dl2.grouped import GroupedConfig, finetune_grouped
-from models.dl2.recorder import as_workloads
+from models.dl2.finetune import finetune
+from models.dl2.grouped import finetune_grouped
+from models.dl2.policy import policy_from_checkpoint
+from models.dl2.recorder import as_workloads, record_decisions
 from models.dl2.search import TEACHER as SEARCHED
 from models.dl2.search import (
     ConfigTable,
@@ -61,10 +61,12 @@ from models.dl2.search import (
     search_configurations,
     table_of,
 )
+from models.dl2.warmup import warmup
 from models.heuristics.registry import ALLOCATIONS
 from models.torch_scope import scoped_torch
 from pipelines.evaluation import EvalConfig
 from pipelines.progress import QUIET, Reporter
+from pipelines.system import resized
 from pipelines.trained import (
     TrainResult,
     already_trained,
@@ -89,13 +91,37 @@ def _eval_setting() -> SimConfig:
     return EvalConfig().sim_config(0)
 
 
+DL2_NET = DL2NetConfig(
+    hidden=PUBLISHED_DEVIATIONS["net.hidden"][1],
+    head=PUBLISHED_DEVIATIONS["net.head"][1],
+    trigger=PUBLISHED_DEVIATIONS["net.trigger"][1],
+    interval_s=PUBLISHED_DEVIATIONS["net.interval_s"][1],
+)
+"""`DL2StageConfig.net`'s default: the networks and decisions of the default run."""
+DL2_WARMUP = WarmupConfig(max_epochs=40, patience=6)
+"""`DL2StageConfig.warmup`'s default."""
+DL2_FINETUNE = FinetuneConfig(
+    exploration=PUBLISHED_DEVIATIONS["finetune.exploration"][1],
+    clip=PUBLISHED_DEVIATIONS["finetune.clip"][1],
+    kl_init=PUBLISHED_DEVIATIONS["finetune.kl_init"][1],
+    max_updates=3000,
+    val_every=150,
+    progress=False,
+)
+"""`DL2StageConfig.finetune`'s default (learning rate: the paper's 0.0001)."""
+
+
 @dataclass(frozen=True)
 class DL2StageConfig:
-    """DL2 in `schedlab run`: which workloads, which teacher, and the training budgets.
+    """DL2 in `schedlab run`: which workloads, which teacher, the network, and each
+    algorithm's config (by value: what the stage hands the algorithm is that config with
+    the run's seed, simulator and network filled in, `recorder_config()`, `warmup_config()`,
+    `finetune_config()`, `grouped_config()`).
 
     The default budget is small (a few minutes here); `--dl2-updates` and
-    `--dl2-warmup-epochs` make it larger. Budgets are counted in epochs and updates, not
-    seconds, so the same seed gives the same policy."""
+    `--dl2-warmup-epochs` make it larger, and every algorithm field has its flag
+    (`--dl2-grouped-lr`). Budgets are counted in epochs and updates, not seconds, so the
+    same seed gives the same policy."""
 
     workload_set: str = "dl2-synthetic"
     """Derivation whose train split is recorded and trained on and whose val split
@@ -107,56 +133,42 @@ class DL2StageConfig:
     `models.dl2.search`), recorded job by job (RecorderConfig order "rows")."""
     search: SearchConfig = field(default_factory=SearchConfig)
     """The searched teacher's search (with teacher "searched")."""
-    interval_s: float | None = PUBLISHED_DEVIATIONS["interval_s"][1]
-    """Seconds between DL2's decisions (recording, training, evaluation) with the interval
-    `trigger`. Default 600, as Optimus (a deviation; the paper decides every 20-minute
-    slot: None)."""
-    exploration: bool = PUBLISHED_DEVIATIONS["exploration"][1]
-    """Job-aware exploration in fine-tuning (FinetuneConfig.exploration). Default off (a
-    deviation: measured to cost more than it gives here); the paper's: on."""
-    clip: float | None = PUBLISHED_DEVIATIONS["clip"][1]
-    """PPO-style clip of fine-tuning's policy ratio (FinetuneConfig.clip). Default 0.2 (a
-    deviation; paper: None, the plain policy gradient)."""
-    kl_init: float = PUBLISHED_DEVIATIONS["kl_init"][1]
-    """Weight of the KL to the warm-up in fine-tuning (FinetuneConfig.kl_init). Default 1.0
-    (a deviation: without it and the clip, fine-tuning left the Optimus warm-up for a
-    policy 45% slower on validation within 3000 updates); paper: 0."""
-    lr: float = 1e-4
-    """Fine-tuning's Adam learning rate (FinetuneConfig.lr; DL2: 0.0001)."""
     sim: SimConfig = field(default_factory=_eval_setting)
     """Simulator of recording, training and validation (default: the evaluation's)."""
-    head: str = PUBLISHED_DEVIATIONS["head"][1]
-    """The networks' head (DL2NetConfig.head). Default "rows", one network shared by the job
-    rows (a deviation; the paper's: "flat", the rows as one vector)."""
-    hidden: tuple[int, ...] = PUBLISHED_DEVIATIONS["hidden"][1]
-    """Hidden layers of the policy and value networks (DL2: two of 256; default two of 64,
-    the rows head's shared row network: as good as two of 128 in `bench_dl2_arena`, at
-    half the training time)."""
-    trigger: str = PUBLISHED_DEVIATIONS["trigger"][1]
-    """When DL2 decides (recording, training, evaluation): "events" (default, a deviation:
-    at every arrival and completion, as Optimus at its best) or "interval" (every
-    `interval_s`; the paper's)."""
+    net: DL2NetConfig = field(default_factory=lambda: DL2_NET)
+    """The networks, and when they decide (its window is the simulator's, its
+    `bundle_first` the teacher's: `network`). Deviations from the paper: the "rows" head
+    (paper: "flat"), two hidden layers of 64 (DL2: two of 256; as good as two of 128 in
+    `bench_dl2_arena`, at half the training time), a decision at every arrival and
+    completion (trigger "events", as Optimus at its best; paper: "interval") or else every
+    600 s (interval_s, as Optimus; paper: every 20-minute slot)."""
+    recorder: RecorderConfig = field(default_factory=RecorderConfig)
+    """How the teacher's decisions are recorded (its teacher, network, simulator and seed
+    are the stage's: `recorder_config()`)."""
+    warmup: WarmupConfig = field(default_factory=lambda: DL2_WARMUP)
+    """The supervised warm-up (its network and seed are the stage's: `warmup_config()`).
+    Default: 40 epochs at most, patience 6."""
+    finetune: FinetuneConfig = field(default_factory=lambda: DL2_FINETUNE)
+    """The paper's actor-critic fine-tuning (DL2's own with `algorithm` "actor-critic", and
+    every variant's; its network, simulator and seed are the stage's, and its validation
+    interval and critic warm-up are capped by its updates: `finetune_config()`). Defaults
+    that deviate from the paper: no job-aware exploration (measured to cost more than it
+    gives here), clip 0.2 and KL to the warm-up 1.0 (without them fine-tuning left the
+    Optimus warm-up for a policy 45% slower on validation within 3000 updates)."""
+    grouped: GroupedConfig = field(default_factory=GroupedConfig)
+    """DL2's own fine-tuning by grouped PPO (`algorithm` "grouped-ppo"; its network,
+    simulator and seed are the stage's, its validation interval capped by its iterations:
+    `grouped_config()`)."""
     algorithm: str = PUBLISHED_DEVIATIONS["algorithm"][1]
     """How DL2 itself is fine-tuned: "grouped-ppo" (default, a deviation: PPO over groups
     of rollouts of one sequence, each judged by the time its jobs spend in the system
     against the group's other rollouts, `models.dl2.grouped`) or "actor-critic" (the
     paper's, `models.dl2.finetune`; its Table 2 ablations and OfflineRL always use it)."""
-    iterations: int = 24
-    """Iterations of grouped PPO (one group of rollouts each)."""
-    group_size: int = 8
-    """Rollouts per group of grouped PPO."""
     record_repeats: int = 1
     """The teacher runs each training sequence this many times, each with its own
     simulator seed, and the warm-up imitates them all (more states of the same teacher).
     Measured with Optimus, one training seed: 3 made the warm-up worse (14% slower than
     its teacher on validation instead of 7%, early stopping after 7 epochs), so 1."""
-    warmup_epochs: int = 40
-    """Supervised epochs at most (early stopping on the validation loss)."""
-    updates: int = 3000
-    """RL updates (one per time slot) of the actor-critic's fine-tuning (DL2's with
-    `algorithm` "actor-critic", and every variant's)."""
-    val_every: int = 150
-    """Validate every so many updates; the best validated weights are kept."""
     seed: int = 0
     """Root seed of recording, initialization, exploration and replay."""
     variants: tuple[str, ...] = (
@@ -197,58 +209,45 @@ class DL2StageConfig:
 
     def as_published(self) -> DL2StageConfig:
         """This config with the paper's choices where the default deviates (PUBLISHED)."""
-        return replace(self, **{k: v for k, (v, _) in PUBLISHED_DEVIATIONS.items()})
+        return resized(self, {k: v for k, (v, _) in PUBLISHED_DEVIATIONS.items()})
 
-    def net(self, bundle_first: bool = True) -> DL2NetConfig:
-        """The networks' shape and decision interval."""
-        return DL2NetConfig(
-            window=self.window,
-            hidden=self.hidden,
-            head=self.head,
-            bundle_first=bundle_first,
-            interval_s=self.interval_s,
-            trigger=self.trigger,
-        )
+    # What the stage hands each algorithm: its config with the run-level values (seed,
+    # simulator, network) filled in, here and nowhere else.
 
-    def recorder(self) -> RecorderConfig:
+    def network(self, bundle_first: bool = True) -> DL2NetConfig:
+        """The networks' shape and decision interval, with the simulator's window."""
+        return replace(self.net, window=self.window, bundle_first=bundle_first)
+
+    def recorder_config(self) -> RecorderConfig:
         # DRF's and Optimus' decisions give every job a worker+PS pair first; FIFO's and
         # SRTF's fill one job at a time, which the bundle-first rule would reject
         # (DL2NetConfig).
-        net = self.net(bundle_first=self.teacher in ("drf", "optimus", SEARCHED))
-        return RecorderConfig(teacher=self.teacher, net=net, sim=self.sim, seed=self.seed)
+        net = self.network(bundle_first=self.teacher in ("drf", "optimus", SEARCHED))
+        return replace(self.recorder, teacher=self.teacher, net=net, sim=self.sim, seed=self.seed)
 
     def warmup_config(self) -> WarmupConfig:
-        return WarmupConfig(
-            hidden=self.hidden,
-            head=self.head,
-            max_epochs=self.warmup_epochs,
-            patience=6,
-            seed=self.seed,
-        )
+        return replace(self.warmup, hidden=self.net.hidden, head=self.net.head, seed=self.seed)
 
     def finetune_config(self) -> FinetuneConfig:
-        return FinetuneConfig(
-            net=self.net(),
-            exploration=self.exploration,
-            clip=self.clip,
-            kl_init=self.kl_init,
-            lr=self.lr,
+        ft = self.finetune
+        return replace(
+            ft,
+            net=self.network(),
             sim=self.sim,
-            max_updates=self.updates,
-            val_every=min(self.val_every, self.updates),
-            critic_warmup=min(200, self.updates // 3),
+            val_every=min(ft.val_every, ft.max_updates),
+            # a third of a short run at most trains the critic alone
+            critic_warmup=min(ft.critic_warmup, ft.max_updates // 3),
             seed=self.seed,
-            progress=False,
         )
 
     def grouped_config(self) -> GroupedConfig:
         """DL2's own fine-tuning by grouped PPO (`algorithm` "grouped-ppo")."""
-        return GroupedConfig(
-            net=self.net(),
+        gr = self.grouped
+        return replace(
+            gr,
+            net=self.network(),
             sim=self.sim,
-            iterations=self.iterations,
-            group_size=self.group_size,
-            val_every=min(4, self.iterations),
+            val_every=min(gr.val_every, gr.iterations),
             seed=self.seed,
         )
 
@@ -312,7 +311,7 @@ def _record_run_id(cfg: DL2StageConfig, jobs: pl.DataFrame) -> str:
     """Deterministic id of one recording: set, teacher, seed, encoder and the jobs' content,
     so re-recording the same inputs replaces its rows and new workloads get new ones."""
     digest = hashlib.sha256()
-    recorder = cfg.recorder()
+    recorder = cfg.recorder_config()
     # the order "auto" stands for is part of what is recorded
     recorder = replace(recorder, order=recorder.resolved_order())
     digest.update(canonical_json(asdict(recorder)).encode())
@@ -346,7 +345,7 @@ def record_stage(
     runs = as_workloads(jobs) * cfg.record_repeats
     with progress.bar(f"{cfg.teacher} decisions: workloads recorded") as advance:
         traces = record_decisions(
-            runs, teacher, cfg.recorder(), run_id=run_id, trace_version="", progress=advance
+            runs, teacher, cfg.recorder_config(), run_id=run_id, trace_version="", progress=advance
         )
     with connect(warehouse) as con, transaction(con):
         con.execute("DELETE FROM decision_traces WHERE run_id = ?", [run_id])
@@ -368,7 +367,7 @@ def _search_teacher(
     """The searched teacher on the recording's training sequences (the recorder's
     simulator and seeds) and its `dl2_teacher_configs` rows."""
     workloads = [specs for _, specs in as_workloads(jobs)]
-    recorder = cfg.recorder()
+    recorder = cfg.recorder_config()
     sim = replace(recorder.sim, window=recorder.net.window)
     with progress.bar("searched teacher: screening, then models", 1) as advance:
         found = search_configurations(
@@ -376,8 +375,8 @@ def _search_teacher(
             cfg.search,
             sim,
             seed=recorder.seed,
-            interval_s=cfg.interval_s,
-            trigger=cfg.trigger,
+            interval_s=cfg.net.interval_s,
+            trigger=cfg.net.trigger,
             progress=advance,
         )
     return found.policy(), result_frame(found, run_id)
@@ -393,7 +392,9 @@ def teacher_policy(con, cfg: DL2StageConfig, record_run_id: str) -> AllocationPo
     )
     if rows.height == 0:
         raise ValueError(f"recording {record_run_id!r} has no searched teacher; record again")
-    return ConfigTable(table_of(rows.to_dicts()), interval_s=cfg.interval_s, trigger=cfg.trigger)
+    return ConfigTable(
+        table_of(rows.to_dicts()), interval_s=cfg.net.interval_s, trigger=cfg.net.trigger
+    )
 
 
 def newest_teacher_configs(con) -> pl.DataFrame:
@@ -433,7 +434,10 @@ def warmup_stage(
         done = already_trained(con, key, SYSTEM)
     if done is not None:
         return done
-    with scoped_torch(threads=1), progress.bar("DL2 warm-up epochs", cfg.warmup_epochs) as advance:
+    with (
+        scoped_torch(threads=1),
+        progress.bar("DL2 warm-up epochs", cfg.warmup.max_epochs) as advance,
+    ):
         policy, metrics, curve = warmup(
             traces,
             cfg.warmup_config(),

@@ -89,7 +89,7 @@ def train(run: RunContext, cfg: DL2StageConfig, pending: Pending) -> Pending:
 def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
     """A DL2-family checkpoint (DL2, OfflineRL, the ablations) allocating in the evaluation,
     placed by the evaluation's default placement (DL2's: load balancing)."""
-    from models.dl2 import load_policy
+    from models.dl2.policy import load_policy
     from models.heuristics.registry import PLACEMENTS
 
     policy = load_policy(ref.checkpoint_path, sha256=ref.sha256, name=ref.policy_id)

@@ -1,0 +1,213 @@
+"""DL2's run config holds each algorithm's config by value: the configs the stage hands its
+algorithms are the ones it handed them when it copied its own fields into them, and every
+flag of `schedlab run` reaches the algorithm config that uses it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import fields
+
+import pytest
+
+from models.dl2.config import to_dict
+from pipelines.cli import build_parser
+from pipelines.config import run_config
+from pipelines.registry import SYSTEMS
+from pipelines.system import Flag, resized
+from pipelines.systems.dl2.plugin import BUDGETS, DL2, NESTED, DL2Options, apply
+from pipelines.systems.dl2.stages import DL2StageConfig
+from tests.conftest import DATA
+
+OPTIONS = {
+    "": {},
+    "/as_published": {"as_published": True},
+    "/updates=50": {"updates": 50},
+    "/teacher=fifo,algorithm=actor-critic,iterations=0,warmup_epochs=3": {
+        "teacher": "fifo",
+        "algorithm": "actor-critic",
+        "iterations": 0,
+        "warmup_epochs": 3,
+    },
+}
+"""The options of the frozen cases (`dl2_algorithm_configs.json`), by the case's suffix."""
+
+
+def _handed(cfg: DL2StageConfig) -> dict:
+    """What the stages hand the recorder and the three trainers, as JSON."""
+    return {
+        "recorder": to_dict(cfg.recorder_config()),
+        "warmup": to_dict(cfg.warmup_config()),
+        "finetune": to_dict(cfg.finetune_config()),
+        "grouped": to_dict(cfg.grouped_config()),
+        "trained_variants": list(cfg.trained_variants()),
+        "teacher": cfg.teacher,
+        "algorithm": cfg.algorithm,
+    }
+
+
+def test_the_algorithms_get_the_configs_the_copying_stage_config_gave_them():
+    # Written by the stage config that copied its ~25 fields into each algorithm's config
+    # (`recorder()`, `warmup_config()`, `finetune_config()`, `grouped_config()` of the
+    # commit before the nesting), for every budget, with and without options: the
+    # defaults, and so the input keys of the policies already trained, stay the same.
+    frozen = json.loads((DATA / "dl2_algorithm_configs.json").read_text())
+    cases = {f"{b}{suffix}" for b in ("smoke", "default", "large") for suffix in OPTIONS}
+    assert set(frozen) == cases
+    for name, expected in frozen.items():
+        budget, _, suffix = name.partition("/")
+        base = resized(DL2StageConfig(), BUDGETS.get(budget, {}))
+        cfg = apply(base, DL2Options(**OPTIONS["/" + suffix if suffix else ""]))
+        assert json.loads(json.dumps(_handed(cfg))) == expected, name
+        # the run config of that budget is the same stage config
+        via_run = run_config(
+            SYSTEMS, budget=budget, systems=["dl2"], options=_as_dests(OPTIONS, suffix)
+        ).learned["dl2"]
+        assert _handed(via_run)["grouped"] == {**expected["grouped"], "seed": via_run.seed}
+
+
+def _as_dests(options: dict, suffix: str) -> dict:
+    return {f"dl2_{k}": v for k, v in options["/" + suffix if suffix else ""].items()}
+
+
+def test_grouped_ppo_keeps_its_own_learning_rate_and_no_kl():
+    cfg = DL2StageConfig()
+    grouped, ft = cfg.grouped_config(), cfg.finetune_config()
+    assert (grouped.lr, grouped.kl_init, grouped.clip) == (3e-4, 0.0, 0.2)
+    assert (ft.lr, ft.clip, ft.kl_init, ft.exploration) == (1e-4, 0.2, 1.0, False)
+
+
+# -- every flag of `schedlab run` ----------------------------------------------------------
+
+
+def _at(cfg, path: str):
+    for name in path.split("."):
+        cfg = getattr(cfg, name)
+    return cfg
+
+
+NESTED_USES = {
+    "recorder": lambda c: [c.recorder_config()],
+    "warmup": lambda c: [c.warmup_config()],
+    "finetune": lambda c: [c.finetune_config()],
+    "grouped": lambda c: [c.grouped_config()],
+    "net": lambda c: [c.recorder_config().net, c.finetune_config().net, c.grouped_config().net],
+}
+"""For each of DL2's nested configs, the algorithm configs its fields reach."""
+
+OPTION_USES = {
+    "dl2_updates": lambda c: c.finetune_config().max_updates,
+    "dl2_iterations": lambda c: c.grouped_config().iterations,
+    "dl2_warmup_epochs": lambda c: c.warmup_config().max_epochs,
+    "dl2_teacher": lambda c: c.recorder_config().teacher,
+    "dl2_algorithm": lambda c: c.algorithm_of("dl2"),
+    "dl2_baselines": lambda c: c.trained_variants() != (),
+}
+"""Where each of DL2's options lands (`dl2_as_published` has its own test below: every
+field it changes has a flag of its own, which wins)."""
+
+STRINGS = {"dl2_recorder_placement": "bin-packing", "harmony_gavel": "g.json"}
+"""A value for each free-text flag."""
+
+
+def _value(flag: Flag, current) -> tuple[list[str], object]:
+    """The flag's argv (a value other than `current`, the config's own) and the value
+    the config should then hold."""
+    if flag.kind == "store_true":
+        return [flag.flag], True
+    if flag.kind == "store_false":
+        return [flag.flag], False
+    if flag.choices:
+        value = next(c for c in reversed(flag.choices) if c != current)
+        return [flag.flag, str(value)], value
+    if flag.dest in STRINGS:
+        return [flag.flag, STRINGS[flag.dest]], STRINGS[flag.dest]
+    name = getattr(flag.type, "__name__", "")
+    if name == "true/false":
+        return [flag.flag, str(not current).lower()], not current
+    if name.startswith("comma-separated"):
+        # a str tuple (the network's models) less its last; numbers one more each
+        value = tuple(current[:-1]) if name.endswith("str") else tuple(x + 1 for x in current)
+        return [flag.flag, ",".join(str(x) for x in value)], value
+    if flag.type is int:
+        value = 5000 if current is None else current + 1
+    elif flag.type is float:
+        value = 1.5 if current is None else current * 0.5 + 0.25
+    else:
+        raise AssertionError(f"{flag.flag}: no test value for type {flag.type}")
+    return [flag.flag, str(value)], value
+
+
+@pytest.mark.parametrize("budget", ["smoke", "default", "large"])
+def test_every_flag_reaches_the_algorithm_config_that_uses_it(budget):
+    parser = build_parser()
+    base = run_config(SYSTEMS, budget=budget).learned["dl2"]
+    argv, wanted = ["run", "--budget", budget], {}
+    for system in SYSTEMS:
+        for flag in system.flags():
+            path = _nested_path(flag)
+            args, value = _value(flag, _at(base, path) if path else None)
+            argv += args
+            wanted[flag.dest] = value
+    args = parser.parse_args(argv)
+    options = {f.dest: getattr(args, f.dest) for s in args.registry for f in s.flags()}
+    assert {d: options[d] for d in wanted} == wanted  # every flag parsed to its value
+    cfg = run_config(SYSTEMS, budget=budget, options=options)
+    dl2 = cfg.learned["dl2"]
+    checked = set()
+    for flag in DL2.flags():
+        path = _nested_path(flag)
+        if path:
+            attr, _, name = path.rpartition(".")
+            for used in NESTED_USES[attr](dl2):
+                assert getattr(used, name) == wanted[flag.dest], flag.flag
+            checked.add(flag.dest)
+        elif flag.dest in OPTION_USES:
+            got = OPTION_USES[flag.dest](dl2)
+            assert got == wanted[flag.dest], flag.flag
+            checked.add(flag.dest)
+    assert {f.dest for f in DL2.flags()} - checked == {"dl2_as_published"}
+    # the warm-up's network is `net`'s
+    assert dl2.warmup_config().hidden == wanted["dl2_net_hidden"]
+    assert dl2.warmup_config().head == wanted["dl2_net_head"]
+
+
+def _nested_path(flag: Flag) -> str | None:
+    """ "grouped.lr" for `--dl2-grouped-lr`; None for an option's flag (`--dl2-warmup-epochs`
+    is `DL2Options.warmup_epochs`)."""
+    if flag.dest in {f"dl2_{f.name}" for f in fields(DL2Options)}:
+        return None
+    for attr, nested in NESTED.items():
+        prefix = f"dl2_{attr}_"
+        if flag.dest.startswith(prefix):
+            name = flag.dest.removeprefix(prefix)
+            assert name in {f.name for f in fields(nested.cls)}
+            return f"{attr}.{name}"
+    return None
+
+
+def test_a_nested_flag_wins_over_as_published_and_is_documented():
+    cfg = run_config(
+        SYSTEMS,
+        systems=["dl2"],
+        options={"dl2_as_published": True, "dl2_finetune_clip": 0.1, "dl2_grouped_lr": 1e-4},
+    ).learned["dl2"]
+    ft = cfg.finetune_config()
+    assert (ft.clip, ft.kl_init, ft.exploration) == (0.1, 0.0, True)  # the rest: the paper's
+    assert cfg.grouped_config().lr == 1e-4
+    flags = {f.flag: f for f in DL2.flags()}
+    assert flags["--dl2-grouped-lr"].help.startswith("Adam learning rate")
+    assert flags["--dl2-finetune-credit"].choices == ("slot", "inference")
+    assert "--dl2-grouped-seed" not in flags and "--dl2-finetune-net" not in flags
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--dl2-finetune-exploration", "maybe"])
+
+
+def test_the_command_line_reads_dl2s_algorithm_configs_without_torch():
+    code = (
+        "import sys; from pipelines.systems.dl2.plugin import DL2; DL2.flags(); "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
