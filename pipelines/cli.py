@@ -549,6 +549,7 @@ def cmd_replay(args) -> int:
         f"{outcome.eval_id}: {outcome.n_jobs:,} jobs replayed on {c.n_servers:,} servers x "
         f"{c.gpus_per_server:g} GPUs ({c.total_gpus:,.0f} GPUs)"
     )
+    print(f"replayed: {outcome.replayed}")
     if outcome.left_out:
         print("left out: " + ", ".join(f"{n:,} {r}" for r, n in outcome.left_out.items()))
     for row in outcome.summary.iter_rows(named=True):

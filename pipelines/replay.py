@@ -50,7 +50,14 @@ REFERENCE = "fifo"
 """The rule every other's JCT ratio is taken against (what a plain queue does)."""
 
 FINAL_STATUSES = ("completed", "failed", "killed")
-"""Jobs whose recorded run time is final (running/pending ones have none yet)."""
+"""Jobs whose recorded run time is final."""
+
+REPLAYED_STATUSES = ("completed", "running", "pending", "failed", "killed")
+"""Statuses a replay keeps, in the order its counts are printed. A running job is censored
+at the trace's end (it holds its resources until then); a pending one keeps its recorded
+times when the trace has them (Alibaba's pods record creation, scheduling and deletion for
+every phase: the phase is a label) and is censored like a running one when it has none.
+"unknown" stays out: nothing says whether it ever asked for resources."""
 
 
 class ReplayInputError(ValueError):
@@ -108,6 +115,8 @@ class ReplayOutcome:
     summary: pl.DataFrame
     seconds: dict[str, float]
     """Wall time of each rule's replay."""
+    replayed: str = ""
+    """The replayed jobs by status (`replayed_counts`)."""
 
 
 def load_trace(con, cfg: ReplayConfig) -> tuple[pl.DataFrame, dict[str, int], str]:
@@ -124,7 +133,8 @@ def load_trace(con, cfg: ReplayConfig) -> tuple[pl.DataFrame, dict[str, int], st
         )
     jobs = read_frame(
         con,
-        "SELECT job_id, submit_time, start_time, end_time, duration_s, num_gpus, status, "
+        "SELECT job_id, submit_time, start_time, end_time, duration_s, num_gpus, num_cpus, "
+        "mem_gb, status, "
         "user_name, model, gpu_type FROM jobs WHERE source_id = ? ORDER BY submit_time, job_id",
         [cfg.source_id],
     )
@@ -133,27 +143,50 @@ def load_trace(con, cfg: ReplayConfig) -> tuple[pl.DataFrame, dict[str, int], st
     # arithmetic or size the cluster beyond memory: left out and counted.
     jobs, unreadable = readable_jobs(jobs)
     left_out["stored with impossible values (ingest the source again)"] = unreadable
-    if cfg.window is not None:
-        inside = (pl.col("submit_time") >= cfg.window[0]) & (pl.col("submit_time") < cfg.window[1])
-        left_out["submitted outside the window"] = int(jobs.filter(~inside).height)
-        jobs = jobs.filter(inside)
     ran = pl.coalesce(
         "duration_s",
         (pl.col("end_time") - pl.col("start_time")).dt.total_microseconds() / 1e6,
     )
     jobs = jobs.with_columns(ran.alias("run_s"))
-    final = pl.col("status").is_in(FINAL_STATUSES)
+    # The trace's end: the latest moment it records, over the whole source (a window does
+    # not move it), where jobs without a recorded end are censored.
+    trace_end = jobs.select(
+        pl.max_horizontal(
+            pl.col("submit_time").max(),
+            pl.col("start_time").max(),
+            pl.col("end_time").max(),
+            (
+                pl.coalesce("start_time", "submit_time")
+                + pl.duration(microseconds=(pl.col("run_s") * 1e6).cast(pl.Int64))
+            ).max(),
+        )
+    ).item()
+    if cfg.window is not None:
+        inside = (pl.col("submit_time") >= cfg.window[0]) & (pl.col("submit_time") < cfg.window[1])
+        left_out["submitted outside the window"] = int(jobs.filter(~inside).height)
+        jobs = jobs.filter(inside)
+    kept = pl.col("status").is_in(REPLAYED_STATUSES)
     left_out.update(
-        {f"status {s}": n for s, n in jobs.filter(~final)["status"].value_counts().iter_rows() if n}
+        {f"status {s}": n for s, n in jobs.filter(~kept)["status"].value_counts().iter_rows() if n}
     )
-    jobs = jobs.filter(final)
+    jobs = jobs.filter(kept)
+    # A running job has not ended by the trace's end, whatever deletion time the trace
+    # holds for it; any replayed job without a recorded end is censored there too.
+    censored = (pl.col("status") == "running") | pl.col("run_s").is_null()
+    held = (
+        pl.lit(trace_end) - pl.coalesce("start_time", "submit_time")
+    ).dt.total_microseconds() / 1e6
+    jobs = jobs.with_columns(
+        censored.alias("censored"),
+        pl.when(censored).then(held).otherwise(pl.col("run_s")).alias("run_s"),
+    )
     no_time = pl.col("run_s").is_null()
     left_out["no recorded run time"] = int(jobs.filter(no_time).height)
     jobs = jobs.filter(~no_time)
     if jobs.height == 0:
         raise ReplayInputError(
             f"source {cfg.source_id!r} has no job to replay (left out: "
-            f"{_counts(left_out) or 'none'}); a job needs a final status and a run time"
+            f"{_counts(left_out) or 'none'}); a job needs a known status and a run time"
         )
     return jobs, {k: v for k, v in left_out.items() if v}, source["content_hash"][0]
 
@@ -189,6 +222,27 @@ def size_cluster(jobs: pl.DataFrame, cfg: ReplayConfig) -> ReplayCluster:
         return ReplayCluster(per_type[0][1], g)
     server_types = tuple(t for t, n in per_type for _ in range(n))
     return ReplayCluster(len(server_types), g, server_types)
+
+
+def replayed_counts(jobs: pl.DataFrame) -> str:
+    """ "N completed, M running (censored at trace end), K pending, F failed" for the loaded
+    jobs (statuses without jobs left out), plus jobs of other statuses censored for want
+    of a recorded end."""
+    counts = dict(jobs["status"].value_counts().iter_rows())
+    parts = [
+        f"{counts[s]:,} {s}" + (" (censored at trace end)" if s == "running" else "")
+        for s in REPLAYED_STATUSES
+        if counts.get(s)
+    ]
+    other = int(jobs.filter(pl.col("censored") & (pl.col("status") != "running")).height)
+    if other:
+        parts.append(f"{other:,} of them with no recorded end (censored at trace end)")
+    return ", ".join(parts)
+
+
+def _cluster_record(cluster: ReplayCluster) -> dict:
+    unset = {"server_gpus", "server_cpus", "server_mem_gb"} - set(cluster.extras())
+    return {k: v for k, v in asdict(cluster).items() if k not in unset}
 
 
 def _seconds(column: pl.Series, t0) -> np.ndarray:
@@ -228,7 +282,9 @@ def replay_stage(
     version = code_version()
     config = canonical_json(
         {**asdict(cfg), "window": [str(t) for t in cfg.window] if cfg.window else None}
-        | {"cluster": asdict(cluster)}
+        # The per-server fields only when set: a homogeneous cluster's record (and so its
+        # eval_id) stays what it is without them.
+        | {"cluster": {**_cluster_record(cluster)}}
     )
     eval_id = (
         "replay-" + hashlib.sha256(f"{config}|{content_hash}|{version}".encode()).hexdigest()[:16]
@@ -305,4 +361,6 @@ def replay_stage(
     tables = EvalTables(eval_id, runs, cast_to_contract(pl.concat(job_frames), EvalJobs), summary)
     with connect(warehouse) as con, transaction(con):
         store_evaluation(con, tables)
-    return ReplayOutcome(eval_id, len(engine_jobs), left_out, cluster, summary, seconds)
+    return ReplayOutcome(
+        eval_id, len(engine_jobs), left_out, cluster, summary, seconds, replayed_counts(jobs)
+    )
