@@ -33,7 +33,8 @@ from pipelines.evaluation import (
 )
 from pipelines.progress import QUIET, Reporter
 from tracelib.describe import peak_gpu_demand, readable_jobs
-from tracelib.ingest.base import printable
+from tracelib.ingest.base import IngestError, printable
+from tracelib.ingest.nodes import read_node_list
 from tracelib.provenance import canonical_json, code_version
 from tracelib.sim.replay import ReplayCluster, ReplayJobs, replay
 from warehouse import connect, read_frame, transaction
@@ -79,6 +80,9 @@ class ReplayConfig:
     preempt_cost_s: float = 30.0
     """Run time a preempted job loses when it resumes (checkpoint and restart; DL2 section
     6.3 measures tens of seconds)."""
+    nodes: str | None = None
+    """A node list (`tracelib.ingest.nodes`): the cluster itself, each server with its GPUs,
+    GPU type, CPU cores and memory (instead of `servers` or sizing)."""
 
     def __post_init__(self) -> None:
         if "all" in self.schedulers:
@@ -91,6 +95,8 @@ class ReplayConfig:
             raise ReplayInputError(
                 f"unknown replay rule(s) {unknown}; known: {', '.join(REPLAYS.names())}"
             )
+        if self.nodes is not None and self.servers is not None:
+            raise ReplayInputError("--nodes is the cluster: give it or --servers, not both")
         if self.servers is not None and self.servers < 1:
             raise ReplayInputError("--servers must be at least 1")
         if not self.gpus_per_server > 0:
@@ -117,6 +123,8 @@ class ReplayOutcome:
     """Wall time of each rule's replay."""
     replayed: str = ""
     """The replayed jobs by status (`replayed_counts`)."""
+    shape: str = ""
+    """The node list's servers by type (`NodeList.describe`); "" without one."""
 
 
 def load_trace(con, cfg: ReplayConfig) -> tuple[pl.DataFrame, dict[str, int], str]:
@@ -171,11 +179,11 @@ def load_trace(con, cfg: ReplayConfig) -> tuple[pl.DataFrame, dict[str, int], st
     )
     jobs = jobs.filter(kept)
     # A running job has not ended by the trace's end, whatever deletion time the trace
-    # holds for it; any replayed job without a recorded end is censored there too.
+    # holds for it; any replayed job without a recorded end is censored there too. Its run
+    # time counts from its submission: started on arrival it holds its resources to the
+    # trace's end, and a replay that makes it wait pushes that end out as for any job.
     censored = (pl.col("status") == "running") | pl.col("run_s").is_null()
-    held = (
-        pl.lit(trace_end) - pl.coalesce("start_time", "submit_time")
-    ).dt.total_microseconds() / 1e6
+    held = (pl.lit(trace_end) - pl.col("submit_time")).dt.total_microseconds() / 1e6
     jobs = jobs.with_columns(
         censored.alias("censored"),
         pl.when(censored).then(held).otherwise(pl.col("run_s")).alias("run_s"),
@@ -268,6 +276,18 @@ def replay_jobs(jobs: pl.DataFrame, cluster: ReplayCluster) -> ReplayJobs:
             if cluster.gpu_types is not None
             else None
         ),
+        # CPU and memory only where the servers have them (a node list): a job without
+        # a recorded amount asks for none.
+        cpus=(
+            jobs["num_cpus"].fill_null(0.0).to_numpy().astype(float)
+            if cluster.server_cpus is not None
+            else None
+        ),
+        mem_gb=(
+            jobs["mem_gb"].fill_null(0.0).to_numpy().astype(float)
+            if cluster.server_mem_gb is not None
+            else None
+        ),
     )
 
 
@@ -277,11 +297,24 @@ def replay_stage(
     """Replay the source under every rule of `cfg` and store the rows (one transaction)."""
     with connect(warehouse, read_only=True) as con:
         jobs, left_out, content_hash = load_trace(con, cfg)
-    cluster = size_cluster(jobs, cfg)
+    record = asdict(cfg)
+    if cfg.nodes is None:
+        # Without a node list the record is what it was before the option existed.
+        del record["nodes"]
+        cluster = size_cluster(jobs, cfg)
+        shape = ""
+    else:
+        try:
+            node_list = read_node_list(cfg.nodes)
+        except IngestError as exc:
+            raise ReplayInputError(str(exc)) from None
+        cluster = node_list.cluster
+        record["nodes_hash"] = node_list.content_hash
+        shape = node_list.describe()
     engine_jobs = replay_jobs(jobs, cluster)
     version = code_version()
     config = canonical_json(
-        {**asdict(cfg), "window": [str(t) for t in cfg.window] if cfg.window else None}
+        {**record, "window": [str(t) for t in cfg.window] if cfg.window else None}
         # The per-server fields only when set: a homogeneous cluster's record (and so its
         # eval_id) stays what it is without them.
         | {"cluster": {**_cluster_record(cluster)}}
@@ -292,10 +325,12 @@ def replay_stage(
     workload_id = cfg.workload_set + (
         f"@{cfg.window[0].isoformat()}..{cfg.window[1].isoformat()}" if cfg.window else ""
     )
-    progress.line(
-        f"replay {cfg.source_id}: {len(engine_jobs):,} jobs on {cluster.n_servers:,} servers x "
-        f"{cluster.gpus_per_server:g} GPUs"
+    on = shape or (
+        f"{cluster.n_servers:,} servers x {cluster.gpus_per_server:g} GPUs"
         + (f" ({len(set(cluster.gpu_types))} GPU types)" if cluster.gpu_types else "")
+    )
+    progress.line(
+        f"replay {cfg.source_id}: {len(engine_jobs):,} jobs on {on}"
         + (f"; left out {_counts(left_out)}" if left_out else "")
     )
     run_rows, job_frames, seconds = [], [], {}
@@ -362,5 +397,5 @@ def replay_stage(
     with connect(warehouse) as con, transaction(con):
         store_evaluation(con, tables)
     return ReplayOutcome(
-        eval_id, len(engine_jobs), left_out, cluster, summary, seconds, replayed_counts(jobs)
+        eval_id, len(engine_jobs), left_out, cluster, summary, seconds, replayed_counts(jobs), shape
     )
