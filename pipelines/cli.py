@@ -563,6 +563,13 @@ def cmd_replay(args) -> int:
             f"JCT / {row['reference']} {row['jct_ratio']:.3f}  "
             f"({outcome.seconds[row['scheduler']]:.1f} s)"
         )
+    if outcome.at_end:
+        # Beside JCT, what a pod list of long-running services is judged by (FGD).
+        for name, end in outcome.at_end.items():
+            print(
+                f"  {name:14} GPUs allocated at trace end {end['allocation_at_end']:.3f}  "
+                f"pods waiting then {end['waiting_at_end']:,}"
+            )
     return 0
 
 

@@ -127,6 +127,7 @@ def test_every_pod_replays_on_the_node_list(warehouse_path, capsys):
         f"trace end), {counts['pending']} pending, {counts['failed']} failed" in out
     )
     assert "left out" not in out
+    assert "GPUs allocated at trace end" in out and "pods waiting then" in out
     with connect(warehouse_path) as con:
         rows = read_frame(con, "SELECT scheduler, count(*) AS n FROM eval_jobs GROUP BY 1")
     assert rows["n"].to_list() == [32, 32]
@@ -218,3 +219,21 @@ def test_a_pod_no_server_can_hold_is_named():
 
 def test_mib_to_gb_matches_the_pod_mapping():
     assert MIB_GB == 2**20 / 1e9
+
+
+def test_allocation_and_waiting_pods_at_the_trace_end():
+    import polars as pl
+
+    from pipelines.replay import at_trace_end
+
+    # Hand-checked: at t = 100 jobs 0 (0.5 GPU) and 2 (2 GPUs) run, job 1 finished at 50,
+    # job 3 arrived at 90 and starts at 120, job 4 arrives after the end.
+    jobs = pl.DataFrame(
+        {
+            "arrival_s": [0.0, 0.0, 10.0, 90.0, 150.0],
+            "start_s": [0.0, 0.0, 10.0, 120.0, 150.0],
+            "finish_s": [200.0, 50.0, 100.5, 130.0, 160.0],
+        }
+    )
+    got = at_trace_end(jobs, np.array([0.5, 8.0, 2.0, 1.0, 1.0]), 100.0, 10.0)
+    assert got == {"allocation_at_end": pytest.approx(0.25), "waiting_at_end": 1}
