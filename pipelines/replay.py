@@ -258,7 +258,8 @@ def at_trace_end(result: pl.DataFrame, gpus: np.ndarray, end_s: float, total: fl
     start = result["start_s"].to_numpy()
     finish = result["finish_s"].to_numpy()
     arrival = result["arrival_s"].to_numpy()
-    running = (start <= end_s) & (finish > end_s)
+    # A job censored at the trace's end finishes exactly there: it counts as held.
+    running = (start <= end_s) & (finish >= end_s - 1e-6)
     return {
         "allocation_at_end": float(gpus[running].sum() / total),
         "waiting_at_end": int(((arrival <= end_s) & ~(start <= end_s)).sum()),

@@ -226,13 +226,14 @@ def test_allocation_and_waiting_pods_at_the_trace_end():
 
     from pipelines.replay import at_trace_end
 
-    # Hand-checked: at t = 100 jobs 0 (0.5 GPU) and 2 (2 GPUs) run, job 1 finished at 50,
-    # job 3 arrived at 90 and starts at 120, job 4 arrives after the end.
+    # Hand-checked: at t = 100 jobs 0 (0.5 GPU) and 2 (2 GPUs, censored: it ends at 100)
+    # hold GPUs, job 1 finished at 50, job 3 arrived at 90 and starts at 120, job 4 arrives
+    # after the end.
     jobs = pl.DataFrame(
         {
             "arrival_s": [0.0, 0.0, 10.0, 90.0, 150.0],
             "start_s": [0.0, 0.0, 10.0, 120.0, 150.0],
-            "finish_s": [200.0, 50.0, 100.5, 130.0, 160.0],
+            "finish_s": [200.0, 50.0, 100.0, 130.0, 160.0],
         }
     )
     got = at_trace_end(jobs, np.array([0.5, 8.0, 2.0, 1.0, 1.0]), 100.0, 10.0)
