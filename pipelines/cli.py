@@ -538,6 +538,7 @@ def cmd_replay(args) -> int:
             gpus_per_server=args.gpus_per_server,
             window=window,
             preempt_cost_s=args.preempt_cost,
+            nodes=args.nodes,
         )
         with _display(args) as display, display.reporter.stage(f"replay {args.source_id}"):
             outcome = replay_stage(args.warehouse, cfg, display.reporter)
@@ -546,9 +547,13 @@ def cmd_replay(args) -> int:
         return EXIT_BAD_INPUT
     c = outcome.cluster
     print(
-        f"{outcome.eval_id}: {outcome.n_jobs:,} jobs replayed on {c.n_servers:,} servers x "
-        f"{c.gpus_per_server:g} GPUs ({c.total_gpus:,.0f} GPUs)"
+        f"{outcome.eval_id}: {outcome.n_jobs:,} jobs replayed on "
+        + (
+            outcome.shape
+            or f"{c.n_servers:,} servers x {c.gpus_per_server:g} GPUs ({c.total_gpus:,.0f} GPUs)"
+        )
     )
+    print(f"replayed: {outcome.replayed}")
     if outcome.left_out:
         print("left out: " + ", ".join(f"{n:,} {r}" for r, n in outcome.left_out.items()))
     for row in outcome.summary.iter_rows(named=True):
@@ -558,6 +563,13 @@ def cmd_replay(args) -> int:
             f"JCT / {row['reference']} {row['jct_ratio']:.3f}  "
             f"({outcome.seconds[row['scheduler']]:.1f} s)"
         )
+    if outcome.at_end:
+        # Beside JCT, what a pod list of long-running services is judged by (FGD).
+        for name, end in outcome.at_end.items():
+            print(
+                f"  {name:14} GPUs allocated at trace end {end['allocation_at_end']:.3f}  "
+                f"pods waiting then {end['waiting_at_end']:,}"
+            )
     return 0
 
 
@@ -901,6 +913,14 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     )
     replay.add_argument(
         "--window", default=None, help="START,END: only jobs submitted in [START, END) (ISO)"
+    )
+    replay.add_argument(
+        "--nodes",
+        default=None,
+        metavar="FILE",
+        help="node list that is the cluster (Alibaba 2023 openb_node_list_*.csv: sn, "
+        "cpu_milli, memory_mib, gpu, model): each server's GPUs, GPU type, CPU and memory; "
+        "a pod starts only where all of them fit",
     )
     replay.add_argument(
         "--preempt-cost",

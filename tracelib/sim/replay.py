@@ -115,22 +115,52 @@ class ReplayRule:
 
 @dataclass(frozen=True)
 class ReplayCluster:
-    """Servers of a replay: `gpus_per_server` GPUs each, optionally a GPU type each."""
+    """Servers of a replay: `gpus_per_server` GPUs each (or `server_gpus`), optionally a
+    GPU type, CPU cores and memory each."""
 
     n_servers: int
     gpus_per_server: float = 8.0
+    """GPUs of every server; with `server_gpus`, the most any server has."""
     gpu_types: tuple[str, ...] | None = None
     """One GPU type per server (None: one type, and jobs' types are ignored)."""
+    server_gpus: tuple[float, ...] | None = None
+    """GPUs of each server (a node list's servers differ); None: `gpus_per_server` each."""
+    server_cpus: tuple[float, ...] | None = None
+    """CPU cores of each server; None: CPU is no constraint."""
+    server_mem_gb: tuple[float, ...] | None = None
+    """Memory (GB) of each server; None: memory is no constraint."""
 
     def __post_init__(self) -> None:
         if self.n_servers < 1 or self.gpus_per_server <= 0:
             raise ValueError("a replay cluster needs at least one server with GPUs")
-        if self.gpu_types is not None and len(self.gpu_types) != self.n_servers:
-            raise ValueError("gpu_types needs one entry per server")
+        for name in ("gpu_types", "server_gpus", "server_cpus", "server_mem_gb"):
+            value = getattr(self, name)
+            if value is not None and len(value) != self.n_servers:
+                raise ValueError(f"{name} needs one entry per server")
+        for name in ("server_gpus", "server_cpus", "server_mem_gb"):
+            value = getattr(self, name)
+            if value is not None and not all(math.isfinite(v) and v >= 0 for v in value):
+                raise ValueError(f"{name} must be finite and non-negative")
+        if self.server_gpus is not None and (
+            not any(v > 0 for v in self.server_gpus)
+            or abs(max(self.server_gpus) - self.gpus_per_server) > _EPS
+        ):
+            raise ValueError("server_gpus needs a server with GPUs; gpus_per_server its most")
 
     @property
     def total_gpus(self) -> float:
+        if self.server_gpus is not None:
+            return float(sum(self.server_gpus))
         return self.n_servers * self.gpus_per_server
+
+    def extras(self) -> dict:
+        """The per-server fields that are set (for a config record that stays as it was
+        for a homogeneous cluster)."""
+        return {
+            k: getattr(self, k)
+            for k in ("server_gpus", "server_cpus", "server_mem_gb")
+            if getattr(self, k) is not None
+        }
 
 
 @dataclass(frozen=True)
@@ -144,9 +174,17 @@ class ReplayJobs:
     """Integer user index per job (order "user-share"); None: one user."""
     gpu_types: np.ndarray | None = None
     """GPU type per job (object array of str, "" for any); None: any type."""
+    cpus: np.ndarray | None = None
+    """CPU cores per job (checked against servers with `server_cpus`); None: none."""
+    mem_gb: np.ndarray | None = None
+    """Memory (GB) per job (checked against servers with `server_mem_gb`); None: none."""
 
     def __post_init__(self) -> None:
         n = len(self.arrival_s)
+        for name in ("cpus", "mem_gb"):
+            value = getattr(self, name)
+            if value is not None and (len(value) != n or np.any(~(np.asarray(value) >= 0))):
+                raise ValueError(f"{name} needs {n} non-negative values")
         for name in ("duration_s", "gpus"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"{name} has {len(getattr(self, name))} rows, expected {n}")
@@ -178,16 +216,36 @@ class Unplaceable(ValueError):
 
 
 class _Servers:
-    """Free GPUs per server and the placement rules (best fit; gather for wide jobs)."""
+    """Free GPUs per server and the placement rules (best fit; gather for wide jobs).
 
-    def __init__(self, cluster: ReplayCluster) -> None:
+    With servers' CPU and memory given (and jobs' demands), a job goes only where its CPU
+    and memory fit too; a job wider than one server takes them from each server in
+    proportion to the GPUs it takes there. Planning a preemption (`free` given) counts GPUs
+    alone: the start that follows checks CPU and memory."""
+
+    def __init__(self, cluster: ReplayCluster, jobs: ReplayJobs | None = None) -> None:
         self.g = float(cluster.gpus_per_server)
-        self.free = np.full(cluster.n_servers, self.g)
+        self.sized = cluster.server_gpus is not None
+        self.size = (
+            np.asarray(cluster.server_gpus, dtype=float)
+            if self.sized
+            else np.full(cluster.n_servers, self.g)
+        )
+        self.free = self.size.copy()
         types = cluster.gpu_types or ("",) * cluster.n_servers
         self.type_mask: dict[str, np.ndarray] = {
             t: np.array([s == t for s in types]) for t in sorted(set(types))
         }
         self.typed = cluster.gpu_types is not None
+        # Each constrained resource: (free per server, demand per job).
+        self.other: list[tuple[np.ndarray, np.ndarray]] = []
+        for have, want in (
+            (cluster.server_cpus, None if jobs is None else jobs.cpus),
+            (cluster.server_mem_gb, None if jobs is None else jobs.mem_gb),
+        ):
+            if have is not None and want is not None:
+                self.other.append((np.asarray(have, dtype=float), np.asarray(want, dtype=float)))
+        self.full = [(free.copy(), want) for free, want in self.other]
 
     def _candidates(self, gpu_type: str) -> np.ndarray | None:
         """Servers a job of `gpu_type` may use ("A|B": either type); None: any."""
@@ -199,18 +257,49 @@ class _Servers:
                 mask |= self.type_mask[one]
         return mask
 
+    def _room(self, need: float, job: int | None) -> np.ndarray | None:
+        """Servers with the CPU and memory job `job` needs for `need` GPUs on one server
+        (for a wider job, one GPU's part of them); None: no constraint."""
+        if job is None or not self.other:
+            return None
+        part = 1.0 if need <= self.g + _EPS else 1.0 / need
+        ok = np.ones(len(self.free), dtype=bool)
+        for free, want in self.other:
+            ok &= free >= want[job] * part - _EPS
+        return ok
+
+    def short_of(self, need: float, gpu_type: str, job: int) -> str | None:
+        """The resource ("CPU", "memory") no server of the job's type has enough of even
+        when empty; None if some server could take it."""
+        mask = self._candidates(gpu_type)
+        part = 1.0 if need <= self.g + _EPS else 1.0 / need
+        for name, (have, want) in zip(("CPU", "memory"), self.full, strict=False):
+            room = have >= want[job] * part - _EPS
+            if not (room if mask is None else room & mask).any():
+                return name
+        return None
+
     def capacity(self, gpu_type: str) -> float:
         """GPUs of the servers a job of this type may use."""
         mask = self._candidates(gpu_type)
+        if self.sized:
+            return float(self.size.sum() if mask is None else self.size[mask].sum())
         return self.g * (len(self.free) if mask is None else int(mask.sum()))
 
     def plan(
-        self, need: float, gpu_type: str, free: np.ndarray | None = None
+        self,
+        need: float,
+        gpu_type: str,
+        free: np.ndarray | None = None,
+        job: int | None = None,
     ) -> list[tuple[int, float]] | None:
         """Where `need` GPUs would go given `free` (default: now): [(server, GPUs)], or
         None if they do not fit."""
         mask = self._candidates(gpu_type)
+        room = self._room(need, job) if free is None else None
         free = self.free if free is None else free
+        if room is not None:
+            mask = room if mask is None else mask & room
         if mask is not None:
             free = np.where(mask, free, -1.0)
         if need <= self.g + _EPS:
@@ -220,6 +309,11 @@ class _Servers:
                 return None
             return [(int(np.argmin(np.where(fits, free, np.inf))), need)]
         whole = np.floor(np.maximum(free, 0.0) + _EPS)
+        if room is not None:
+            # No more GPUs on a server than its CPU and memory carry.
+            for have, want in self.other:
+                if want[job] > 0:
+                    whole = np.minimum(whole, np.floor(have / (want[job] / need) + _EPS))
         if whole.sum() < need - _EPS:
             return None
         # Wide jobs gather whole GPUs, emptiest servers first (fewest servers spanned).
@@ -235,17 +329,31 @@ class _Servers:
             left -= take
         return taken
 
-    def place(self, need: float, gpu_type: str) -> list[tuple[int, float]] | None:
-        """Take `need` GPUs now; returns [(server, GPUs)] or None if they are not free."""
-        taken = self.plan(need, gpu_type)
+    def place(
+        self, need: float, gpu_type: str, job: int | None = None
+    ) -> list[tuple[int, float]] | None:
+        """Take `need` GPUs now (and job `job`'s CPU and memory where they go); returns
+        [(server, GPUs)] or None if they are not free."""
+        taken = self.plan(need, gpu_type, job=job)
         if taken is not None:
             for server, amount in taken:
                 self.free[server] -= amount
+            self._hold(taken, job, -1.0)
         return taken
 
-    def release(self, taken: list[tuple[int, float]]) -> None:
+    def release(self, taken: list[tuple[int, float]], job: int | None = None) -> None:
+        """Give back what `place(..., job)` took."""
         for server, amount in taken:
             self.free[server] += amount
+        self._hold(taken, job, 1.0)
+
+    def _hold(self, taken, job: int | None, sign: float) -> None:
+        if job is None or not self.other:
+            return
+        total = sum(t[1] for t in taken)
+        for free, want in self.other:
+            for server, amount, *_ in taken:
+                free[server] += sign * want[job] * (amount / total if total > 0 else 1.0)
 
 
 def gittins_index(services: np.ndarray, attained: float) -> float:
@@ -332,14 +440,19 @@ class _GpuServers(_Servers):
     for each (the paper's task popularity from the trace itself), GPU-less jobs left out."""
 
     def __init__(
-        self, cluster: ReplayCluster, requests: np.ndarray, objective: str = "fgd"
+        self,
+        cluster: ReplayCluster,
+        requests: np.ndarray,
+        objective: str = "fgd",
+        jobs: ReplayJobs | None = None,
     ) -> None:
-        super().__init__(cluster)
+        super().__init__(cluster, jobs)
         self.objective = objective
         per = round(self.g)
-        if abs(per - self.g) > _EPS:
+        if np.any(np.abs(self.size - np.round(self.size)) > _EPS):
             raise ValueError(f"placement {objective!r} needs a whole number of GPUs per server")
-        self.gpu = np.ones((cluster.n_servers, per))
+        # A server with fewer GPUs than the most has the rest as GPUs with nothing free.
+        self.gpu = (np.arange(per) < np.round(self.size)[:, None]).astype(float)
         asked = np.asarray(requests, dtype=float)
         asked = np.where(asked < 1.0, asked, np.ceil(asked - _EPS))
         values, counts = np.unique(asked[asked > 0], return_counts=True)
@@ -362,10 +475,13 @@ class _GpuServers(_Servers):
                 out += p * np.where(n_whole < d - _EPS, total, partial)
         return out
 
-    def plan(self, need, gpu_type, free=None):
+    def plan(self, need, gpu_type, free=None, job=None):
         if free is not None:
             raise ValueError("GPU-by-GPU placement plans with the servers' current state only")
         mask = self._candidates(gpu_type)
+        room = self._room(need, job)
+        if room is not None:
+            mask = room if mask is None else mask & room
         nodes = np.arange(len(self.free)) if mask is None else np.flatnonzero(mask)
         rows = self.gpu[nodes]
         per = rows.shape[1]
@@ -414,14 +530,16 @@ class _GpuServers(_Servers):
             return np.zeros(len(after))
         return self.fragmentation(after) - self.fragmentation(before)
 
-    def place(self, need, gpu_type):
-        taken = self.plan(need, gpu_type)
+    def place(self, need, gpu_type, job=None):
+        taken = self.plan(need, gpu_type, job=job)
         if taken is not None:
             self._apply(taken, -1.0)
+            self._hold(taken, job, -1.0)
         return taken
 
-    def release(self, taken) -> None:
+    def release(self, taken, job=None) -> None:
         self._apply(taken, 1.0)
+        self._hold(taken, job, 1.0)
 
     def _apply(self, taken, sign: float) -> None:
         for server, amount, gpus in taken:
@@ -455,9 +573,9 @@ def replay(
     users = np.zeros(n, dtype=np.int64) if jobs.users is None else np.asarray(jobs.users)
     types = [""] * n if jobs.gpu_types is None else [str(t or "") for t in jobs.gpu_types]
     servers = (
-        _GpuServers(cluster, gpus, rule.placement)
+        _GpuServers(cluster, gpus, rule.placement, jobs)
         if rule.placement in GPU_PLACEMENTS
-        else _Servers(cluster)
+        else _Servers(cluster, jobs)
     )
     too_big = [i for i in range(n) if gpus[i] > servers.capacity(types[i]) + _EPS]
     if too_big:
@@ -466,6 +584,13 @@ def replay(
             f"{len(too_big)} job(s) can never run on this cluster, e.g. job {i} needs "
             f"{gpus[i]:g} GPUs{f' of type {types[i]}' if types[i] else ''} "
             f"(the cluster has {servers.capacity(types[i]):g})"
+        )
+    short = [(i, r) for i in range(n) if (r := servers.short_of(gpus[i], types[i], i))]
+    if short:
+        i, resource = short[0]
+        raise Unplaceable(
+            f"{len(short)} job(s) can never run on this cluster, e.g. job {i}: no server"
+            f"{f' of type {types[i]}' if types[i] else ''} has the {resource} it needs"
         )
 
     done = np.zeros(n)  # seconds of running completed before the current stint
@@ -556,7 +681,7 @@ def replay(
                 heapq.heappush(events, (cross, 2, i, int(qversion[i])))
 
     def stop(i: int, now: float) -> None:
-        servers.release(placed.pop(i))
+        servers.release(placed.pop(i), i)
         changes[0] += 1
         held[i] += now - stint[i]
         user_gpus[users[i]] -= gpus[i]
@@ -593,7 +718,7 @@ def replay(
         enqueue(i)
 
     def try_start(i: int, now: float) -> bool:
-        taken = servers.place(gpus[i], types[i])
+        taken = servers.place(gpus[i], types[i], i)
         if taken is None:
             return False
         begin(i, now, taken)
