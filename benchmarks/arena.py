@@ -19,7 +19,7 @@ from tracelib.stats import paired_ratio
 from warehouse import connect, read_frame
 
 TARGET = 1.0
-"""Issue 18: the paired ratio's upper end below 1 (better than the best heuristic)."""
+"""Target: the paired ratio's upper end below 1 (better than the best heuristic)."""
 
 
 def make_warehouse(cfg: RunConfig, prefix: str, path: str | None = None) -> str:

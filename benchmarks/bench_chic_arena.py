@@ -12,7 +12,7 @@ evaluation then runs every trained policy and every heuristic of the arena on th
 sequences (`--sequences` of them, `--sim-seeds` simulator seeds each). Printed per variant and
 config: the paired ratio of average JCT to the best non-oracle heuristic (chosen by mean
 average JCT over the same runs), pooled over training seeds x sequences x simulator seeds,
-with its 95% interval, and the target (issue 18: upper end below 1). Configs: `default` (the
+with its 95% interval, and the target (upper end below 1). Configs: `default` (the
 four deviations on in the arena, the run's default), `as-published` (none),
 `without-<name>` (the default less one: mask_absent, work_conserving, shared_sequence,
 smoothing), `with-teacher` (the default plus the warm start from Optimus,

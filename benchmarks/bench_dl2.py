@@ -42,7 +42,7 @@ from tracelib.stats import paired_ratio
 
 WINDOW = 40
 TARGET_MS = 5.0
-"""Issue 19: one decision (a slot's inferences, 40 jobs) at most 5 ms at 500 servers."""
+"""Target: one decision (a slot's inferences, 40 jobs) at most 5 ms at 500 servers."""
 
 
 HEADS = {"rows": (64, 64), "flat": (256, 256)}

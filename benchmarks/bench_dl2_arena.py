@@ -17,7 +17,7 @@ validation JCT against its teacher's, fine-tuning's validation JCT from its star
 best, at which update), then the paired ratio of average JCT to the best non-oracle
 heuristic (chosen by mean average JCT over the same runs), pooled over training seeds x
 sequences x simulator seeds, with its 95% interval, for the fine-tuned policy and for its
-warm-up, and the target (issue 18: upper end below 1). Configs: `default` (the run's
+warm-up, and the target (upper end below 1). Configs: `default` (the run's
 default, with every deviation of `models.dl2.config.PUBLISHED_DEVIATIONS`), `as-published`
 (none of them), `without-<name>` (the default less one; the name is the deviation's
 field, `without-clip` for `finetune.clip`). `--set finetune.clip=0.1` changes a

@@ -1,5 +1,5 @@
 """DL2's grouped-PPO fine-tuning again from each scoreboard run's own warm-up, with other
-settings (issue 18: what fine-tuning can still take from the warm-up).
+settings (what fine-tuning can still take from the warm-up).
 
     python -m benchmarks dl2_finetune
     python -m benchmarks.bench_dl2_finetune [--dir DIR] [--seeds 0,1,2,3,4]

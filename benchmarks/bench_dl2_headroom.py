@@ -1,5 +1,5 @@
 """How much an allocation policy can gain over Optimus at every event on `dl2-synthetic`,
-and where that gain lies (issue 18: the measurements that say why DL2's target is missed).
+and where that gain lies (the measurements that say why DL2's target is missed).
 
     python -m benchmarks dl2_headroom
     python -m benchmarks.bench_dl2_headroom [--dir DIR] [--seeds 0,1,2,3,4] [--servers N]

@@ -1,4 +1,4 @@
-"""DL2's warm-up with a head shared by the job rows, against DL2's flat network (issue 18).
+"""DL2's warm-up with a head shared by the job rows, against DL2's flat network.
 
     python -m benchmarks dl2_heads
     python -m benchmarks.bench_dl2_heads [--dir DIR] [--seeds 0,1,2,3,4]

@@ -7,7 +7,7 @@ written. Excluded: interpreter and Prefect start-up and the one-time creation of
 warehouse's schema (each repetition stores into its own warehouse file, created and migrated
 beforehand, as an operator's ingest meets an existing warehouse). Best of `REPEATS` (the
 machine is shared: the best run is the one least disturbed), with its CPU time (what a busy
-machine inflates least) and the load average before it. Target (issue 19): at least
+machine inflates least) and the load average before it. Target: at least
 1,000,000 rows/s on a 2-core machine.
 
 Printed beside it: the careful way (`load_trace` then `store_trace`: polars parses, pandera

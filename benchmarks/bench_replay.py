@@ -4,7 +4,7 @@ A generated trace (Philly-like shapes: 90 days of bursty arrivals, log-normal ru
 a median of 20 minutes, 1-GPU jobs the majority and a tail up to 64 GPUs, 300 users) is
 ingested through the generic mapping into a fresh warehouse, then `replay_stage` replays it
 under FIFO, SRTF, DRF and Tetris (and SJF) on the cluster sized from the trace, writing
-the evaluation rows. Printed: seconds per rule beside the target (issue 16: at most 60 s
+the evaluation rows. Printed: seconds per rule beside the target (at most 60 s
 each; the anchor is Alibaba's PAI simulator, 51-111 s per policy for 20,000 jobs on 6,500
 GPUs), average JCT and utilization. Also at a cluster of half that size (queues form).
 

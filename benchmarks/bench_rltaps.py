@@ -7,7 +7,7 @@ sequences, all in the same topology-aware environment. Prints the learning curve
 (validation mean slowdown and reward per epoch) and the evaluation table, and writes the
 figures (PNG) and tables (CSV) to a folder.
 
-Target (issue 6): RL-TAPS' mean slowdown below Random's, SJF's and Tetris' in both modes;
+Target: RL-TAPS' mean slowdown below Random's, SJF's and Tetris' in both modes;
 SEEDS (comma-separated, default 0) trains once per seed and reports paired ratios.
 
     python -m benchmarks.bench_rltaps                    # the run's default (shipped start)

@@ -13,7 +13,7 @@ training seed, the simulator seeds. Then every run's `eval_runs` (the newest eva
 each workload set) are pooled and summarized by the evaluation's own `summarize_runs`: per
 set, the non-oracle heuristic with the lowest pooled mean of the set's metric (average JCT;
 mean slowdown in RL-TAPS' scenario), and every learned scheduler's ratio to it, paired by
-(run, sequence, simulator seed), with its 95% interval. Printed beside issue 18's target
+(run, sequence, simulator seed), with its 95% interval. Printed beside its target
 (the interval's upper end below 1), with the spread of the runs' own ratios (a run is one
 training seed: its sequences share its policies, so the pooled interval, which treats every
 pair as independent, is narrower than the training seeds' spread when they disagree); the
@@ -39,7 +39,7 @@ from pipelines.evaluation import summarize_runs
 from warehouse import connect, read_frame
 
 TARGET = 1.0
-"""Issue 18: a learned system's ratio's upper end below this."""
+"""Target: a learned system's ratio's upper end below this."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ def report(frame: pl.DataFrame, runs: pl.DataFrame, seeds: list[int]) -> None:
     print(
         f"\nscoreboard over {len(seeds)} runs (seeds {','.join(map(str, seeds))}): paired ratio "
         "of each set's metric to its best non-oracle heuristic, 95% interval "
-        f"(target, issue 18: upper end below {TARGET:g})"
+        f"(target: upper end below {TARGET:g})"
     )
     last = None
     for row in learned.iter_rows(named=True):

@@ -2,7 +2,7 @@
 
 Prefect starts its temporary API server (uvicorn) as a child process and stops it from an
 `atexit` hook, which never runs when the run is killed with SIGKILL: the server was left
-running, one orphan per killed run (issue 17). Prefect's code cannot be asked to start it
+running, one orphan per killed run. Prefect's code cannot be asked to start it
 with a parent-death signal, so the run guards its children from outside:
 
 - `start_lifeline()` starts a small watchdog process first, holding the write end of a pipe

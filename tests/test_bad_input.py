@@ -1,4 +1,4 @@
-"""The bad-input corpus (issue 17): every kind of broken input, per format, through the CLI.
+"""The bad-input corpus: every kind of broken input, per format, through the CLI.
 
 Each file case states how many records the file holds and which of them are bad; the test
 checks the exit code, the messages, that accepted + quarantined = records (nothing lost),

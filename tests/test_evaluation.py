@@ -296,7 +296,7 @@ def test_default_schedulers_are_every_family_s_applicable_baselines():
     families = (registry.HEURISTICS, registry.OPTIMUS_VARIANTS, registry.OTHER_BASELINES)
     assert names and set(names) <= {name for family in families for name in family}
     assert {"fifo", "drf", "optimus", "lif-quad", "sjf+first-fit"} <= set(names)
-    # Optimus at its best interval stands beside every learned system (issue 18).
+    # Optimus at its best interval stands beside every learned system.
     assert {"optimus-300", "optimus-events"} <= set(names)
     assert EvalConfig().schedulers == names
 

@@ -1,4 +1,4 @@
-"""Seeded random corruption of the sample traces (issue 17): ingest never crashes and never
+"""Seeded random corruption of the sample traces: ingest never crashes and never
 loses a record.
 
 Each case corrupts one sample file 1-4 times (garbage values, missing or extra fields,

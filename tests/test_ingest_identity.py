@@ -1,4 +1,4 @@
-"""What a trace source is (issue 17, defects 3, 5 and the hash-first nit): a file is its
+"""What a trace source is: a file is its
 path and its content; the mapping and format options belong to an ingest's identity."""
 
 from __future__ import annotations

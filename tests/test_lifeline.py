@@ -1,5 +1,5 @@
-"""Children of a `schedlab run` end with it, even when it is killed with SIGKILL (issue 17,
-defect 11): first the mechanism on plain processes, then a real run and its Prefect server."""
+"""Children of a `schedlab run` end with it, even when it is killed with SIGKILL:
+first the mechanism on plain processes, then a real run and its Prefect server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A checkpoint lost or refused under policies/ never breaks a later run (issue 17, defect 4):
+"""A checkpoint lost or refused under policies/ never breaks a later run:
 it is marked in `checkpoint_problems` (shown by `policy_lineage`), and training falls back
 to the newest usable ancestor, or from scratch, saying so."""
 

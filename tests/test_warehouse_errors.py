@@ -1,5 +1,5 @@
-"""A warehouse that cannot be used says why, with exit 2 and no traceback (issue 17, defects
-7, 8 and 12): not a DuckDB file, no permission, a read-only folder, a full disk; "busy" is
+"""A warehouse that cannot be used says why, with exit 2 and no traceback:
+not a DuckDB file, no permission, a read-only folder, a full disk; "busy" is
 only ever a real lock conflict, and names who holds the file."""
 
 from __future__ import annotations

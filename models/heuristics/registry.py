@@ -95,8 +95,8 @@ HEURISTICS = ("fifo", "srtf", "drf", "tetris", "optimus", "optimus-oracle")
 OPTIMUS_VARIANTS = ("optimus-300", "optimus-events")
 """Optimus deciding more often than its paper's 600 s: every 300 s (Chic's other baseline)
 and at every arrival and completion, the best of the intervals measured in the arena
-(average JCT 0.94 times Optimus-600's; 300 s 0.97, 150 s 0.95, 1,200 s 1.07): issue 18 asks
-every learned system to be compared with Optimus at its best interval."""
+(average JCT 0.94 times Optimus-600's; 300 s 0.97, 150 s 0.95, 1,200 s 1.07): every learned
+system is compared with Optimus at its best interval."""
 
 OTHER_BASELINES = ("lif-line", "lif-quad", "requested+load-balancing", "sjf+first-fit")
 """The other papers' baselines, as they run beside DL2's on any workload: Harmony's

@@ -1,7 +1,7 @@
 """RL-TAPS' shipped starting policy: trained once at a large budget by a documented command,
 shipped with the code, tied to the simulator it was trained in, fine-tuned by every run.
 
-Why: the default run's budget (12 updates) leaves RL-TAPS behind SJF (issue 18), while the
+Why: the default run's budget (12 updates) leaves RL-TAPS behind SJF, while the
 benchmark's large budget (80 updates, 16 sequences x 8 episodes, 20 epochs) puts it ahead
 on held-out sequences. Training that long every night on a 2-core machine is not the
 default run's minutes, so the long training is done once here and its result ships in

@@ -92,7 +92,7 @@ def test_registry_names_and_errors():
 
 
 def test_optimus_every_300_s_and_at_every_event_are_registered_baselines():
-    # Optimus at its best interval (issue 18): the same Optimus, deciding every 300 s, or at
+    # Optimus at its best interval: the same Optimus, deciding every 300 s, or at
     # every arrival and completion whatever the simulator's own trigger says.
     jobs = jobs_from_frame(dl2_like_frame(40, 0, max_arrivals_per_slot=3))
     cfg = SimConfig(cluster=ClusterConfig(n_servers=32), seed=0, window=20)

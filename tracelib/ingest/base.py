@@ -207,7 +207,7 @@ def first_problems(
     Which check fails is decided column-wise; the messages are built in Python for the
     failing records alone. Formatting them with polars string expressions inside
     when/then on a filtered frame panicked in polars ("assertion failed: i < self.len()")
-    on about half of large dirty files (issue 17), and only failing records need a message.
+    on about half of large dirty files, and only failing records need a message.
     """
     schema = {key: pl.Int64, "field": pl.Utf8, "reason": pl.Utf8}
     if not checks:
