@@ -575,11 +575,15 @@ def cmd_replay(args) -> int:
 
 def cmd_report(args) -> int:
     from pipelines.report import write_report
+    from tracelib.ingest.base import printable
 
     if args.out is not None:
         problem = _unwritable(Path(args.out))
         if problem:
-            print(f"error: --out {_shown(args.out)}: {problem}; nothing written", file=sys.stderr)
+            print(
+                printable(f"error: --out {args.out}: {problem}; nothing written", 400),
+                file=sys.stderr,
+            )
             return EXIT_BAD_INPUT
     try:
         print(write_report(args.warehouse, out=args.out))
@@ -587,7 +591,9 @@ def cmd_report(args) -> int:
         if args.out is None or exc.filename is None:
             raise
         reason = exc.strerror or type(exc).__name__
-        print(f"error: --out {_shown(args.out)}: cannot write it ({reason})", file=sys.stderr)
+        print(
+            printable(f"error: --out {args.out}: cannot write it ({reason})", 400), file=sys.stderr
+        )
         return EXIT_BAD_INPUT
     return 0
 
@@ -610,12 +616,6 @@ def _unwritable(target: Path) -> str | None:
     if target.exists() and not os.access(target, os.W_OK):
         return "no permission to overwrite it"
     return None
-
-
-def _shown(text: str) -> str:
-    """A value the user typed, safe to print: control characters escaped, length capped."""
-    shown = text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
-    return shown if len(shown) <= 200 else shown[:200] + f"... ({len(text)} characters)"
 
 
 def nightly_deployment(args):
