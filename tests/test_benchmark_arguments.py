@@ -27,6 +27,7 @@ BAD_VALUES = {
     "bench_dl2_heads": (["--variants", "rows,nope"], "unknown variants ['nope']"),
     "bench_env": (["fast"], "unrecognized arguments: fast"),
     "bench_fidelity": (["fast"], "unrecognized arguments: fast"),
+    "bench_golden": (["before.duckdb"], "give two warehouses"),
     "bench_harmony": (["--train-sequences", "0"], "'0': must be at least 1"),
     "bench_ingest": (["many"], "argument rows: invalid int value: 'many'"),
     "bench_replay": (["many"], "argument jobs: invalid int value: 'many'"),
