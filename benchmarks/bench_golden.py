@@ -15,7 +15,10 @@ rows after taking out what legitimately differs between two runs of different co
   process that ran (`host`, `pid`, `process_started`), file locations (`checkpoint_path`,
   `path`) and checkpoint bytes' hashes (`sha256`);
 - `pipeline_runs.summary` (timings) and the run-level ids of evaluation rows (`run_id`,
-  a hash of the evaluation id, scheduler, workload and seed, which the rows also hold).
+  a hash of the evaluation id, scheduler, workload and seed, which the rows also hold);
+- cache keys that hash the code version or a policy id (`input_key` in a JSON text, the
+  fidelity checks' `check_key`, the seed labelling the samples Harmony observed online):
+  each value is labelled by where its rows fall when the table is sorted by everything else.
 
 Floats are compared exactly. Printed per table: rows in each, rows only in one of them,
 and the first `--show` differing rows. Target: 0 rows differ. Exit status 1 when any do.
@@ -51,8 +54,13 @@ DROPPED_COLUMNS = frozenset(
 DROPPED_TABLE_COLUMNS = {"pipeline_runs": {"summary"}}
 """Columns left out of one table only."""
 
+DERIVED_KEYS = {"fidelity_checks": "check_key", "interference_samples": "seed"}
+"""Per table, a column holding a key that hashes the code version (or a policy id) for some
+of its rows: labelled by the order of the rows it keys (see `_relabel`)."""
+
 _VOLATILE_KEY = re.compile(
     r"(^|_)(wall|code_version|checkpoint_path|sha256|host|pid)(_|$)|_at$|s_per_iteration"
+    r"|^input_key$"
 )
 """JSON keys whose values are clock, process or code-version facts."""
 
@@ -151,10 +159,31 @@ def normalized(con, table: str, labels: dict[str, str]) -> pl.DataFrame:
     frame = read_frame(con, f'SELECT * FROM "{table}"')
     frame = frame.select([c for c in frame.columns if not _dropped(table, c)])
     texts = [c for c, t in frame.schema.items() if t == pl.Utf8]
-    return frame.with_columns(
+    frame = frame.with_columns(
         pl.col(c).map_elements(lambda s: _normal_text(s, labels), return_dtype=pl.Utf8)
         for c in texts
     )
+    return _relabel(frame, DERIVED_KEYS[table]) if table in DERIVED_KEYS else frame
+
+
+def _relabel(frame: pl.DataFrame, key: str) -> pl.DataFrame:
+    """`key`'s hash values (strings of 16 characters or more, integers of 2^32 or more)
+    replaced by "key#k", k the order in which each first appears when the rows are sorted
+    by every other column: two warehouses whose rows differ only in those hashes get the
+    same labels. Other values (a synthetic source's small seed) are kept as they are."""
+    others = [c for c in frame.columns if c != key]
+    ordered = frame.sort(others, nulls_last=True, maintain_order=True)
+    hashes = [v for v in ordered[key].unique(maintain_order=True).to_list() if _is_hash(v)]
+    labels = {v: f"{key}#{k}" for k, v in enumerate(hashes)}
+    return frame.with_columns(
+        pl.col(key).map_elements(lambda v: labels.get(v, str(v)), return_dtype=pl.Utf8)
+    )
+
+
+def _is_hash(value) -> bool:
+    if isinstance(value, str):
+        return len(value) >= 16
+    return isinstance(value, int) and value >= 2**32
 
 
 def _rows(frame: pl.DataFrame) -> Counter:
