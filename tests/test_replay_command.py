@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import polars as pl
 import pytest
 
@@ -49,14 +47,10 @@ def test_replay_writes_one_job_row_per_replayed_job(helios, warehouse_path, caps
     assert rows["ids"].to_list() == [final.height] * 5
     assert summary.filter(pl.col("scheduler") == "fifo")["jct_ratio"][0] == pytest.approx(1.0)
     assert f"{final.height:,} jobs replayed" in out
-    # Sized from the peak `schedlab describe` reports (the sample's jobs all replay; 8 GPUs a
-    # server, at least the widest job).
-    from pipelines.describe import describe_from
-
-    with connect(warehouse_path) as con:
-        jobs_peak = describe_from(con, helios).peak_gpus
-    widest = float(final["num_gpus"].max())
-    assert f"on {math.ceil(max(jobs_peak, widest) / 8):,} servers x 8 GPUs" in out
+    # The sample records start times: the cluster is calibrated to its queueing delay, and
+    # the printed line says so with the error.
+    assert "calibrated: replaying the trace's own order (fifo-backfill)" in out
+    assert "observed (error " in out
     # The same replay again replaces its rows instead of adding to them.
     assert main(["replay", helios, "--quiet"]) == 0
     with connect(warehouse_path) as con:
