@@ -546,6 +546,7 @@ def replay_stage(
             {
                 **asdict(cfg),
                 "capacity": factor,
+                "workers": None,  # where the replays ran does not change their result
                 "window": [str(t) for t in cfg.window] if cfg.window else None,
             }
             | {
