@@ -271,3 +271,23 @@ def test_capacity_sweep_stores_each_capacity_and_draws_the_plot(helios, warehous
             [f"replay:{helios}"],
         )
     assert again.equals(runs)
+
+
+def test_the_report_shows_the_what_if_from_the_stored_rows(helios, warehouse_path, capsys):
+    from pipelines.report import replay_capacity_section
+
+    argv = ["replay", helios, "--scheduler", "fifo", "--servers", "30", "--workers", "1"]
+    assert main([*argv, "--quiet"]) == 0
+    with connect(warehouse_path, read_only=True) as con:
+        # One size only: nothing to compare yet.
+        assert replay_capacity_section(con).tables == []
+    assert main([*argv, "--capacity", "0.6,1", "--quiet"]) == 0
+    with connect(warehouse_path, read_only=True) as con:
+        section = replay_capacity_section(con)
+    (table,) = section.tables
+    assert table.title == f"replay:{helios}"
+    servers = [row[table.columns.index("servers")] for row in table.rows]
+    assert servers == ["18", "30"]
+    queueing = [float(row[table.columns.index("queueing_h")]) for row in table.rows]
+    assert queueing[0] > queueing[1]
+    assert len(section.figures) == 1
