@@ -376,7 +376,7 @@ def _calibrate(
     (over the jobs `which` record a start) is `target`. The bracket [lo, hi] always holds a
     point replaying more delay than observed and one replaying at most as much, so a
     delay that is not monotone in servers still leaves a crossing inside it; the answer is
-    the evaluated size closest to the target."""
+    the evaluated size closest to the target (the fewest servers among equals)."""
     t = time.perf_counter()
     rule = REPLAYS.create(TRACE_ORDER)
     tried: dict[int, float] = {}
@@ -398,7 +398,8 @@ def _calibrate(
     lo, hi = shape.least_total, shape.peak_total
     if hi > lo and delay(hi) <= target and delay(lo) > target:
         while hi - lo > 1 and len(tried) < MAX_CALIBRATION_REPLAYS:
-            if min(error(n) for n in tried) <= CALIBRATION_TOLERANCE:
+            # No observed delay: search on for the fewest servers that replay none.
+            if target > 0 and min(error(n) for n in tried) <= CALIBRATION_TOLERANCE:
                 break
             mid = (lo + hi) // 2
             if delay(mid) > target:
@@ -407,7 +408,8 @@ def _calibrate(
                 hi = mid
     elif hi <= lo:
         delay(hi)
-    best = min(tried, key=lambda n: (error(n), -n))
+    # Equally close: the fewer servers (the tightest cluster that reproduces the delay).
+    best = min(tried, key=lambda n: (error(n), n))
     cluster = shape.cluster(best)
     sizing = Sizing(
         cluster,

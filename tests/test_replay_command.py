@@ -192,6 +192,9 @@ def test_calibration_bisects_from_above_the_peak_down_to_the_size_that_fits():
     # Three servers start job 2 at once: 20 s of mean delay, which the bracket passes over.
     three = _calibrate(jobs, shape, 20.0, np.ones(4, dtype=bool), 0.0, QUIET)
     assert three.cluster.n_servers == 3
+    # No observed delay: the fewest servers that start every job on arrival.
+    none = _calibrate(jobs, shape, 0.0, np.ones(4, dtype=bool), 0.0, QUIET)
+    assert none.cluster.n_servers == 4
 
 
 def test_a_trace_without_starts_is_sized_to_the_stated_utilization(
