@@ -3,10 +3,10 @@
 A generated trace (Philly-like shapes: 90 days of bursty arrivals, log-normal run times with
 a median of 20 minutes, 1-GPU jobs the majority and a tail up to 64 GPUs, 300 users) is
 ingested through the generic mapping into a fresh warehouse, then `replay_stage` replays it
-under FIFO, SRTF, DRF and Tetris (and SJF) on the cluster sized from the trace, writing
-the evaluation rows. Printed: seconds per rule beside the target (at most 60 s
-each; the anchor is Alibaba's PAI simulator, 51-111 s per policy for 20,000 jobs on 6,500
-GPUs), average JCT and utilization. Also at a cluster of half that size (queues form).
+under FIFO, SRTF, DRF and Tetris (and SJF) on the cluster sized from the trace (its rule:
+docs/traces.md), writing the evaluation rows. Printed: seconds per rule beside the target
+(at most 60 s each; the anchor is Alibaba's PAI simulator, 51-111 s per policy for 20,000
+jobs on 6,500 GPUs), average JCT and utilization. Also at a cluster of half that size.
 
     python -m benchmarks.bench_replay [jobs]
 """
@@ -97,7 +97,8 @@ def measure(jobs: int) -> None:
         t = time.perf_counter()
         ingested = ingest_stage(warehouse, str(csv), "generic", mapping=str(mapping))
         print(f"ingested {jobs:,} jobs in {time.perf_counter() - t:.1f} s ({ingested.source_id})")
-        cfg = ReplayConfig(source_id=ingested.source_id, schedulers=RULES)
+        # One process: the seconds printed are each rule's own, not overlapped.
+        cfg = ReplayConfig(source_id=ingested.source_id, schedulers=RULES, workers=1)
         full = replay_stage(warehouse, cfg)
         half = replay_stage(warehouse, replace(cfg, servers=max(1, full.cluster.n_servers // 2)))
         for label, outcome in (("sized from the trace", full), ("half of it", half)):

@@ -531,45 +531,66 @@ def cmd_replay(args) -> int:
                     f"--window {args.window!r}: expected START,END as ISO dates or times "
                     "(e.g. 2017-10-01,2017-10-08)"
                 ) from None
+        capacity = (1.0,)
+        if args.capacity:
+            try:
+                capacity = tuple(float(c) for c in args.capacity.split(","))
+            except ValueError:
+                raise ReplayInputError(
+                    f"--capacity {args.capacity!r}: expected numbers, e.g. 0.5,0.75,1,1.25"
+                ) from None
         cfg = ReplayConfig(
             source_id=args.source_id,
             schedulers=tuple(args.scheduler) if args.scheduler else ReplayConfig.schedulers,
             servers=args.servers,
+            gpus=args.gpus,
             gpus_per_server=args.gpus_per_server,
             window=window,
             preempt_cost_s=args.preempt_cost,
             nodes=args.nodes,
+            capacity=capacity,
+            utilization=args.utilization,
+            workers=args.workers,
         )
         with _display(args) as display, display.reporter.stage(f"replay {args.source_id}"):
             outcome = replay_stage(args.warehouse, cfg, display.reporter)
     except (ReplayInputError, Unplaceable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    c = outcome.cluster
+    c = outcome.sizing.cluster
     print(
-        f"{outcome.eval_id}: {outcome.n_jobs:,} jobs replayed on "
+        f"{outcome.n_jobs:,} jobs replayed; cluster "
         + (
             outcome.shape
             or f"{c.n_servers:,} servers x {c.gpus_per_server:g} GPUs ({c.total_gpus:,.0f} GPUs)"
         )
+        + f", {outcome.sizing.statement}"
     )
     print(f"replayed: {outcome.replayed}")
     if outcome.left_out:
         print("left out: " + ", ".join(f"{n:,} {r}" for r, n in outcome.left_out.items()))
-    for row in outcome.summary.iter_rows(named=True):
+    for run in outcome.capacities:
+        k = run.cluster
         print(
-            f"  {row['scheduler']:14} average JCT {row['avg_jct_s'] / 3600:8.2f} h  median "
-            f"{row['median_jct_s'] / 3600:7.2f} h  slowdown {row['mean_slowdown']:8.2f}  "
-            f"JCT / {row['reference']} {row['jct_ratio']:.3f}  "
-            f"({outcome.seconds[row['scheduler']]:.1f} s)"
+            f"{run.eval_id}: capacity {run.factor:g} ({k.n_servers:,} servers, "
+            f"{k.total_gpus:,.0f} GPUs)"
         )
-    if outcome.at_end:
-        # Beside JCT, what a pod list of long-running services is judged by (FGD).
-        for name, end in outcome.at_end.items():
+        for row in run.summary.iter_rows(named=True):
+            name = row["scheduler"]
+            end = run.at_end[name]
             print(
-                f"  {name:14} GPUs allocated at trace end {end['allocation_at_end']:.3f}  "
-                f"pods waiting then {end['waiting_at_end']:,}"
+                f"  {name:14} average JCT {row['avg_jct_s'] / 3600:8.2f} h  median "
+                f"{row['median_jct_s'] / 3600:7.2f} h  queueing {run.queueing_s[name] / 3600:8.2f}"
+                f" h  slowdown {row['mean_slowdown']:8.2f}  JCT / {row['reference']} "
+                f"{row['jct_ratio']:.3f}  ({run.seconds[name]:.1f} s)"
             )
+            # Beside JCT, what a pod list of long-running services is judged by (FGD).
+            print(
+                f"  {'':14} GPUs allocated at trace end {end['allocation_at_end']:.3f}  "
+                f"jobs waiting then {end['waiting_at_end']:,}"
+            )
+    if outcome.plot is not None:
+        print(f"plot: {outcome.plot}")
     return 0
 
 
@@ -906,7 +927,30 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         "--servers",
         type=int,
         default=None,
-        help="servers (default: the trace's peak concurrent GPU demand, in whole servers)",
+        help="servers (default: sized from the trace: calibrated to its observed queueing "
+        "delay where it records start times, else to --utilization; docs/traces.md)",
+    )
+    replay.add_argument(
+        "--gpus", type=float, default=None, help="total GPUs, in whole servers (like --servers)"
+    )
+    replay.add_argument(
+        "--capacity",
+        default=None,
+        help="what-if: replay every rule at these multiples of the cluster's servers, e.g. "
+        "0.5,0.75,1,1.25 (a table and a plot of JCT and queueing delay per capacity)",
+    )
+    replay.add_argument(
+        "--utilization",
+        type=float,
+        default=0.7,
+        help="mean GPU utilization that sizes the cluster of a trace without start times "
+        "(default 0.7, a choice: docs/traces.md)",
+    )
+    replay.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes the replays run in (default: one per available core; 1: sequential)",
     )
     replay.add_argument(
         "--gpus-per-server", type=float, default=8.0, help="GPUs per server (default 8)"

@@ -1,20 +1,26 @@
 """`schedlab replay SOURCE_ID`: a whole ingested trace under each replay rule.
 
 Every job with a recorded run time keeps its GPUs, its submit time and its run time
-(`tracelib.sim.replay`); the cluster is given or sized from the trace: the most GPUs its
-jobs held at once over their recorded run intervals (start to end; submit to submit + run
-time where the trace has no start), rounded up to whole servers, per GPU type when the
-trace names types. Each rule's run becomes one `eval_runs` row, one `eval_jobs` row per
-replayed job and one `eval_summary` row, in workload set `replay:<source>`, so the
-leaderboard and the queries of docs/querying.md read replays like any evaluation.
+(`tracelib.sim.replay`); the cluster is given (`--servers`, `--gpus`, or a `ReplayCluster`)
+or sized from the trace by a stated rule (`size_cluster`): where the trace records start
+times, the servers at which replaying its own order reproduces its observed mean queueing
+delay (calibration); otherwise the servers at which its GPU demand averages
+`DEFAULT_UTILIZATION`. `--capacity` replays every rule at multiples of that size (the
+what-if; independent replays run in local processes). Each rule's run at each capacity
+becomes one `eval_runs` row, one `eval_jobs` row per replayed job and one `eval_summary`
+row, in workload set `replay:<source>` (one evaluation per capacity, its `config` holding
+the capacity and cluster), so the leaderboard and the queries of docs/querying.md read
+replays like any evaluation.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import re
 import time
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -32,12 +38,13 @@ from pipelines.evaluation import (
     summarize_runs,
 )
 from pipelines.progress import QUIET, Reporter
+from pipelines.runners import available_cores
 from tracelib.describe import peak_gpu_demand, readable_jobs
 from tracelib.ingest.base import IngestError, printable
 from tracelib.ingest.nodes import read_node_list
 from tracelib.provenance import canonical_json, code_version
 from tracelib.sim.replay import ReplayCluster, ReplayJobs, replay
-from warehouse import connect, read_frame, transaction
+from warehouse import connect, files_dir, read_frame, transaction
 
 DEFAULT_RULES = ("fifo", "sjf", "srtf", "drf", "tetris", "tiresias-las", "fifo-fgd")
 """Rules `schedlab replay` runs when none is named: the papers' baselines and what
@@ -49,6 +56,24 @@ run: on an overloaded cluster it preempts about 18 times per job and takes about
 
 REFERENCE = "fifo"
 """The rule every other's JCT ratio is taken against (what a plain queue does)."""
+
+TRACE_ORDER = "fifo-backfill"
+"""The rule a calibration replays as the trace's own scheduler: arrival order, later jobs
+starting while a wide head waits for room. Production schedulers let small jobs go around
+a waiting wide one (Slurm, which Helios runs, backfills by default); strict FIFO would add
+head-of-line blocking the real cluster did not have, and so calibrate a larger cluster."""
+
+DEFAULT_UTILIZATION = 0.7
+"""GPU utilization the trace's demand is assumed to average where it records no start
+times. A choice, not a measurement: no published figure for Philly's or Helios' clusters
+was at hand to cite; override with --servers or --gpus."""
+
+MAX_CALIBRATION_REPLAYS = 12
+"""Most replays of `TRACE_ORDER` a calibration runs (bisection over up to 2^10 servers)."""
+
+CALIBRATION_TOLERANCE = 0.01
+"""A calibration stops once the replayed mean queueing delay is within this relative
+error of the observed one."""
 
 FINAL_STATUSES = ("completed", "failed", "killed")
 """Jobs whose recorded run time is final."""
@@ -73,16 +98,26 @@ class ReplayConfig:
     schedulers: tuple[str, ...] = DEFAULT_RULES
     """Registered replay rules (`models.heuristics.REPLAYS`); "all" names every one."""
     servers: int | None = None
-    """Servers of the cluster (None: sized from the trace's peak GPU demand)."""
+    """Servers of the cluster (None: sized from the trace by `size_cluster`'s rule)."""
     gpus_per_server: float = 8.0
+    gpus: float | None = None
+    """Total GPUs of the cluster (whole servers of `gpus_per_server`); like `servers`."""
+    cluster: ReplayCluster | None = None
+    """The cluster as given (e.g. from a node list); overrides every sizing rule."""
+    capacity: tuple[float, ...] = (1.0,)
+    """Capacities to replay at, relative to the sized (or given) cluster's servers."""
+    utilization: float = DEFAULT_UTILIZATION
+    """Mean utilization of the sizing rule for traces without start times."""
+    workers: int | None = None
+    """Processes the replays run in (None: one per available core; 1: sequential)."""
     window: tuple[datetime, datetime] | None = None
     """Replay only jobs submitted in [start, end)."""
-    preempt_cost_s: float = 30.0
-    """Run time a preempted job loses when it resumes (checkpoint and restart; DL2 section
-    6.3 measures tens of seconds)."""
     nodes: str | None = None
     """A node list (`tracelib.ingest.nodes`): the cluster itself, each server with its GPUs,
     GPU type, CPU cores and memory (instead of `servers` or sizing)."""
+    preempt_cost_s: float = 30.0
+    """Run time a preempted job loses when it resumes (checkpoint and restart; DL2 section
+    6.3 measures tens of seconds)."""
 
     def __post_init__(self) -> None:
         if "all" in self.schedulers:
@@ -95,10 +130,20 @@ class ReplayConfig:
             raise ReplayInputError(
                 f"unknown replay rule(s) {unknown}; known: {', '.join(REPLAYS.names())}"
             )
-        if self.nodes is not None and self.servers is not None:
-            raise ReplayInputError("--nodes is the cluster: give it or --servers, not both")
+        if self.nodes is not None and (
+            self.servers is not None or self.gpus is not None or self.cluster is not None
+        ):
+            raise ReplayInputError("--nodes is the cluster: give it or --servers/--gpus, not both")
         if self.servers is not None and self.servers < 1:
             raise ReplayInputError("--servers must be at least 1")
+        if self.gpus is not None and not self.gpus > 0:
+            raise ReplayInputError("--gpus must be positive")
+        if self.servers is not None and self.gpus is not None:
+            raise ReplayInputError("give --servers or --gpus, not both")
+        if not self.capacity or not all(math.isfinite(c) and c > 0 for c in self.capacity):
+            raise ReplayInputError("--capacity needs positive numbers, e.g. 0.5,0.75,1,1.25")
+        if not 0 < self.utilization <= 1:
+            raise ReplayInputError("--utilization must be in (0, 1]")
         if not self.gpus_per_server > 0:
             raise ReplayInputError("--gpus-per-server must be positive")
         if self.window is not None and not self.window[0] < self.window[1]:
@@ -112,21 +157,86 @@ class ReplayConfig:
 
 
 @dataclass(frozen=True)
-class ReplayOutcome:
+class Sizing:
+    """The cluster a replay runs on and the rule that sized it."""
+
+    cluster: ReplayCluster
+    rule: str
+    """"given", "node list", "calibrated" (observed queueing delay) or "utilization"."""
+    statement: str
+    """The rule in words, with its figures (printed beside the size)."""
+    observed_delay_s: float | None = None
+    replayed_delay_s: float | None = None
+    replays: int = 0
+    seconds: float = 0.0
+
+    @property
+    def calibration_error(self) -> float | None:
+        """(replayed - observed) / observed mean queueing delay; None if not calibrated."""
+        if self.observed_delay_s is None or self.replayed_delay_s is None:
+            return None
+        if self.observed_delay_s <= 0:
+            return 0.0 if self.replayed_delay_s <= 0 else math.inf
+        return (self.replayed_delay_s - self.observed_delay_s) / self.observed_delay_s
+
+
+@dataclass(frozen=True)
+class CapacityOutcome:
+    """One capacity's replays: its evaluation, cluster and per-rule figures."""
+
+    factor: float
     eval_id: str
+    cluster: ReplayCluster
+    summary: pl.DataFrame
+    queueing_s: dict[str, float]
+    """Mean queueing delay (first start - arrival) of each rule's replay."""
+    seconds: dict[str, float]
+    """Wall time of each rule's replay."""
+    at_end: dict[str, dict]
+    """Per rule, `at_trace_end`'s allocation rate and waiting pods."""
+
+
+@dataclass(frozen=True)
+class ReplayOutcome:
     n_jobs: int
     left_out: dict[str, int]
     """Jobs of the source not replayed, by reason."""
-    cluster: ReplayCluster
-    summary: pl.DataFrame
-    seconds: dict[str, float]
-    """Wall time of each rule's replay."""
+    sizing: Sizing
+    capacities: list[CapacityOutcome]
+    """One per `--capacity` factor, in the order given."""
+    plot: Path | None = None
+    """The what-if plot (several capacities only)."""
     replayed: str = ""
     """The replayed jobs by status (`replayed_counts`)."""
     shape: str = ""
     """The node list's servers by type (`NodeList.describe`); "" without one."""
-    at_end: dict[str, dict] | None = None
-    """Per rule, `at_trace_end`'s allocation rate and waiting pods."""
+
+    def _base(self) -> CapacityOutcome:
+        return next((c for c in self.capacities if c.factor == 1.0), self.capacities[0])
+
+    @property
+    def eval_id(self) -> str:
+        return self._base().eval_id
+
+    @property
+    def cluster(self) -> ReplayCluster:
+        return self._base().cluster
+
+    @property
+    def summary(self) -> pl.DataFrame:
+        return self._base().summary
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        return self._base().seconds
+
+    @property
+    def queueing_s(self) -> dict[str, float]:
+        return self._base().queueing_s
+
+    @property
+    def at_end(self) -> dict[str, dict]:
+        return self._base().at_end
 
 
 def load_trace(con, cfg: ReplayConfig) -> tuple[pl.DataFrame, dict[str, int], str]:
@@ -206,32 +316,176 @@ MAX_SERVERS = 1_000_000
 simulator holds a few numbers per server, and a larger one is a trace's error."""
 
 
-def size_cluster(jobs: pl.DataFrame, cfg: ReplayConfig) -> ReplayCluster:
-    """The given cluster, or servers for the peak concurrent GPU demand as `schedlab
-    describe` reports it (per GPU type when the trace names types: a job of "A|B" counts
-    toward A), and at least the widest job."""
-    g = cfg.gpus_per_server
-    if cfg.servers is not None:
-        # A given cluster has no types: jobs go wherever they fit.
-        return ReplayCluster(cfg.servers, g)
+@dataclass(frozen=True)
+class _Shape:
+    """Servers per GPU type at the trace's peak demand and at the fewest that run every job;
+    `cluster(n)` spreads n servers over the types in the peak's proportions."""
+
+    gpus_per_server: float
+    types: tuple[str, ...]
+    peak: tuple[int, ...]
+    least: tuple[int, ...]
+
+    @property
+    def peak_total(self) -> int:
+        return sum(self.peak)
+
+    @property
+    def least_total(self) -> int:
+        return sum(self.least)
+
+    def cluster(self, n: int) -> ReplayCluster:
+        g = self.gpus_per_server
+        if self.types == ("",):
+            return ReplayCluster(max(n, self.least[0]), g)
+        counts = [
+            max(low, round(p * n / self.peak_total))
+            for p, low in zip(self.peak, self.least, strict=True)
+        ]
+        server_types = tuple(t for t, c in zip(self.types, counts, strict=True) for _ in range(c))
+        return ReplayCluster(len(server_types), g, server_types)
+
+
+def _shape(jobs: pl.DataFrame, g: float) -> _Shape:
+    """Per GPU type (a job of "A|B" counts toward A): servers for the peak concurrent GPU
+    demand as `schedlab describe` reports it, and for the widest job."""
     first_type = jobs["gpu_type"].fill_null("").str.split("|").list.first().fill_null("")
-    per_type: list[tuple[str, int]] = []
+    rows: list[tuple[str, int, int]] = []
     for gpu_type, part in jobs.with_columns(first_type.alias("_type")).group_by(
         "_type", maintain_order=False
     ):
-        need = max(peak_gpu_demand(part), float(part["num_gpus"].max()))
-        per_type.append((gpu_type[0], max(1, math.ceil(need / g - 1e-9))))
-    per_type.sort()
-    needed = sum(n for _, n in per_type)
+        widest = max(1, math.ceil(float(part["num_gpus"].max()) / g - 1e-9))
+        need = math.ceil(peak_gpu_demand(part) / g - 1e-9)
+        rows.append((gpu_type[0], max(widest, need), widest))
+    rows.sort()
+    needed = sum(r[1] for r in rows)
     if needed > MAX_SERVERS:
         raise ReplayInputError(
             f"the trace's peak GPU demand needs {needed:,} servers of {g:g} GPUs, more than "
             f"the {MAX_SERVERS:,} a replay sizes on its own: give --servers"
         )
-    if per_type == [("", per_type[0][1])]:
-        return ReplayCluster(per_type[0][1], g)
-    server_types = tuple(t for t, n in per_type for _ in range(n))
-    return ReplayCluster(len(server_types), g, server_types)
+    types, peak, least = zip(*rows, strict=True)
+    return _Shape(g, tuple(types), tuple(peak), tuple(least))
+
+
+def observed_delay(jobs: pl.DataFrame) -> tuple[float, np.ndarray] | None:
+    """The trace's mean queueing delay (start - submit, seconds; a start recorded before its
+    submit counts as no delay) over the jobs that record a start, and which jobs those are;
+    None when fewer than half the jobs record one (the delay is then not observable)."""
+    has = jobs["start_time"].is_not_null().to_numpy()
+    if has.sum() == 0 or has.sum() < 0.5 * len(has):
+        return None
+    delay = _seconds(jobs["start_time"], jobs["submit_time"].min()) - _seconds(
+        jobs["submit_time"], jobs["submit_time"].min()
+    )
+    return float(np.maximum(delay[has], 0.0).mean()), has
+
+
+def mean_queueing(frame: pl.DataFrame, which: np.ndarray | None = None) -> float:
+    """Mean of first start - arrival over a replay's jobs (those of `which` if given)."""
+    delay = (frame["start_s"] - frame["arrival_s"]).to_numpy()
+    return float(delay[which].mean() if which is not None else delay.mean())
+
+
+def size_cluster(
+    jobs: pl.DataFrame, cfg: ReplayConfig, progress: Reporter = QUIET
+) -> tuple[Sizing, ReplayJobs]:
+    """The cluster of `cfg` (given, or sized by the rule; see the module doc) with the rule
+    stated, and the jobs as the engine reads them on it."""
+    g = cfg.gpus_per_server
+    if cfg.cluster is not None:
+        return Sizing(cfg.cluster, "given", "given cluster"), replay_jobs(jobs, cfg.cluster)
+    if cfg.servers is not None or cfg.gpus is not None:
+        # A given cluster has no types: jobs go wherever they fit.
+        n = cfg.servers or math.ceil(cfg.gpus / g - 1e-9)
+        cluster = ReplayCluster(n, g)
+        said = "--servers" if cfg.servers is not None else f"--gpus {cfg.gpus:g}"
+        return Sizing(cluster, "given", f"given ({said})"), replay_jobs(jobs, cluster)
+    shape = _shape(jobs, g)
+    engine_jobs = replay_jobs(jobs, shape.cluster(shape.peak_total))
+    observed = observed_delay(jobs)
+    if observed is None:
+        return _by_utilization(engine_jobs, shape, cfg.utilization), engine_jobs
+    return _calibrate(engine_jobs, shape, *observed, cfg.preempt_cost_s, progress), engine_jobs
+
+
+def _by_utilization(engine_jobs: ReplayJobs, shape: _Shape, utilization: float) -> Sizing:
+    arrival, duration = engine_jobs.arrival_s, engine_jobs.duration_s
+    span = float((arrival + duration).max() - arrival.min())
+    gpu_seconds = float((engine_jobs.gpus * duration).sum())
+    n = math.ceil(gpu_seconds / (span * utilization * shape.gpus_per_server) - 1e-9)
+    cluster = shape.cluster(max(1, min(n, MAX_SERVERS)))
+    return Sizing(
+        cluster,
+        "utilization",
+        f"the trace records no start times: sized so its {gpu_seconds / 3600:,.0f} GPU-hours "
+        f"over its {span / 86400:,.1f}-day span average {utilization:.0%} utilization",
+    )
+
+
+def _calibrate(
+    engine_jobs: ReplayJobs,
+    shape: _Shape,
+    target: float,
+    which: np.ndarray,
+    preempt_cost_s: float,
+    progress: Reporter,
+) -> Sizing:
+    """Bisection on the servers for the replay of `TRACE_ORDER` whose mean queueing delay
+    (over the jobs `which` record a start) is `target`. The bracket [lo, hi] always holds a
+    point replaying more delay than observed and one replaying at most as much, so a
+    delay that is not monotone in servers still leaves a crossing inside it; the answer is
+    the evaluated size closest to the target (the fewest servers among equals)."""
+    t = time.perf_counter()
+    rule = REPLAYS.create(TRACE_ORDER)
+    tried: dict[int, float] = {}
+
+    def delay(n: int) -> float:
+        cluster = shape.cluster(n)
+        frame = replay(engine_jobs, cluster, rule, preempt_cost_s=preempt_cost_s).jobs
+        tried[n] = mean_queueing(frame, which)
+        progress.line(
+            f"calibrate: {cluster.n_servers:,} servers replay a mean queueing delay of "
+            f"{tried[n] / 3600:.3f} h (observed {target / 3600:.3f} h; replay {len(tried)} of "
+            f"at most {MAX_CALIBRATION_REPLAYS})"
+        )
+        return tried[n]
+
+    def error(n: int) -> float:
+        return abs(tried[n] - target) / target if target > 0 else tried[n]
+
+    lo, hi = shape.least_total, shape.peak_total
+    if hi > lo and delay(hi) <= target and delay(lo) > target:
+        while hi - lo > 1 and len(tried) < MAX_CALIBRATION_REPLAYS:
+            # No observed delay: search on for the fewest servers that replay none.
+            if target > 0 and min(error(n) for n in tried) <= CALIBRATION_TOLERANCE:
+                break
+            mid = (lo + hi) // 2
+            if delay(mid) > target:
+                lo = mid
+            else:
+                hi = mid
+    elif hi <= lo:
+        delay(hi)
+    # Equally close: the fewer servers (the tightest cluster that reproduces the delay).
+    best = min(tried, key=lambda n: (error(n), n))
+    cluster = shape.cluster(best)
+    sizing = Sizing(
+        cluster,
+        "calibrated",
+        "",
+        observed_delay_s=target,
+        replayed_delay_s=tried[best],
+        replays=len(tried),
+        seconds=time.perf_counter() - t,
+    )
+    err = sizing.calibration_error
+    statement = (
+        f"calibrated: replaying the trace's own order ({TRACE_ORDER}) on it gives a mean "
+        f"queueing delay of {tried[best] / 3600:.3f} h against the {target / 3600:.3f} h "
+        f"observed (error {err:+.1%}; {len(tried)} replays, {sizing.seconds:.1f} s)"
+    )
+    return Sizing(**{**asdict(sizing), "cluster": cluster, "statement": statement})
 
 
 def replayed_counts(jobs: pl.DataFrame) -> str:
@@ -309,125 +563,286 @@ def replay_jobs(jobs: pl.DataFrame, cluster: ReplayCluster) -> ReplayJobs:
     )
 
 
+def scaled(cluster: ReplayCluster, factor: float, least: int = 1) -> ReplayCluster:
+    """`cluster` with `factor` times its servers (at least `least`), each GPU type scaled
+    alike. A node list's servers differ: each type's are taken in their order, repeated
+    when the factor is above 1, so the scaled cluster keeps the list's mix of sizes."""
+    if factor == 1.0:
+        return cluster
+    if cluster.gpu_types is None and not cluster.extras():
+        return ReplayCluster(max(least, round(cluster.n_servers * factor)), cluster.gpus_per_server)
+    groups: dict[str, list[int]] = {}
+    for i, gpu_type in enumerate(cluster.gpu_types or ("",) * cluster.n_servers):
+        groups.setdefault(gpu_type, []).append(i)
+    chosen = [
+        members[k % len(members)]
+        for _, members in sorted(groups.items())
+        for k in range(max(1, round(len(members) * factor)))
+    ]
+
+    def pick(values):
+        return None if values is None else tuple(values[i] for i in chosen)
+
+    server_gpus = pick(cluster.server_gpus)
+    return ReplayCluster(
+        len(chosen),
+        max(server_gpus) if server_gpus else cluster.gpus_per_server,
+        pick(cluster.gpu_types),
+        server_gpus,
+        pick(cluster.server_cpus),
+        pick(cluster.server_mem_gb),
+    )
+
+
+def _replay_task(
+    engine_jobs: ReplayJobs, cluster: ReplayCluster, name: str, preempt_cost_s: float
+) -> tuple[pl.DataFrame, float]:
+    """One rule's replay and its wall time (a worker process's task)."""
+    t = time.perf_counter()
+    result = replay(engine_jobs, cluster, REPLAYS.create(name), preempt_cost_s=preempt_cost_s)
+    return result.jobs, time.perf_counter() - t
+
+
+def _run_replays(
+    engine_jobs: ReplayJobs,
+    tasks: list[tuple[ReplayCluster, str]],
+    cfg: ReplayConfig,
+    progress: Reporter,
+) -> list[tuple[pl.DataFrame, float]]:
+    """Every (cluster, rule) replay: in local processes when several cores are available
+    (they are independent), else one after another with a progress bar each."""
+    workers = min(cfg.workers or available_cores(), len(tasks))
+    if workers <= 1:
+        results = []
+        for cluster, name in tasks:
+            t = time.perf_counter()
+            with progress.bar(f"replay {name}", len(engine_jobs)) as advance:
+                result = replay(
+                    engine_jobs,
+                    cluster,
+                    REPLAYS.create(name),
+                    preempt_cost_s=cfg.preempt_cost_s,
+                    progress=advance,
+                )
+            results.append((result.jobs, time.perf_counter() - t))
+        return results
+    import multiprocessing
+
+    # Spawned, not forked: a forked child of a process whose polars thread pool has run can
+    # deadlock; a spawned one imports the replay modules (no torch) in about a second.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        futures = [
+            pool.submit(_replay_task, engine_jobs, cluster, name, cfg.preempt_cost_s)
+            for cluster, name in tasks
+        ]
+        results = []
+        for (cluster, name), future in zip(tasks, futures, strict=True):
+            results.append(future.result())
+            progress.line(f"replay {name} on {cluster.n_servers:,} servers: {results[-1][1]:.1f} s")
+        return results
+
+
 def replay_stage(
     warehouse: str | Path | None, cfg: ReplayConfig, progress: Reporter = QUIET
 ) -> ReplayOutcome:
-    """Replay the source under every rule of `cfg` and store the rows (one transaction)."""
+    """Size the cluster, replay the source under every rule of `cfg` at every capacity of
+    `cfg.capacity`, and store the rows (one transaction; one evaluation per capacity, the
+    sized cluster's stored last so the leaderboard's newest is it)."""
     with connect(warehouse, read_only=True) as con:
         jobs, left_out, content_hash = load_trace(con, cfg)
+    progress.line(
+        f"replay {cfg.source_id}: {jobs.height:,} jobs"
+        + (f"; left out {_counts(left_out)}" if left_out else "")
+    )
     record = asdict(cfg)
+    shape = ""
     if cfg.nodes is None:
         # Without a node list the record is what it was before the option existed.
         del record["nodes"]
-        cluster = size_cluster(jobs, cfg)
-        shape = ""
+        sizing, engine_jobs = size_cluster(jobs, cfg, progress)
     else:
         try:
             node_list = read_node_list(cfg.nodes)
         except IngestError as exc:
             raise ReplayInputError(str(exc)) from None
-        cluster = node_list.cluster
-        record["nodes_hash"] = node_list.content_hash
+        record["nodes"], record["nodes_hash"] = None, node_list.content_hash
         shape = node_list.describe()
-    engine_jobs = replay_jobs(jobs, cluster)
-    version = code_version()
-    config = canonical_json(
-        {**record, "window": [str(t) for t in cfg.window] if cfg.window else None}
-        # The per-server fields only when set: a homogeneous cluster's record (and so its
-        # eval_id) stays what it is without them.
-        | {"cluster": {**_cluster_record(cluster)}}
-    )
-    eval_id = (
-        "replay-" + hashlib.sha256(f"{config}|{content_hash}|{version}".encode()).hexdigest()[:16]
-    )
-    workload_id = cfg.workload_set + (
-        f"@{cfg.window[0].isoformat()}..{cfg.window[1].isoformat()}" if cfg.window else ""
-    )
-    on = shape or (
-        f"{cluster.n_servers:,} servers x {cluster.gpus_per_server:g} GPUs"
-        + (f" ({len(set(cluster.gpu_types))} GPU types)" if cluster.gpu_types else "")
-    )
+        sizing = Sizing(
+            node_list.cluster, "node list", f"the node list {printable(Path(cfg.nodes).name, 80)}"
+        )
+        engine_jobs = replay_jobs(jobs, node_list.cluster)
+    base = sizing.cluster
+    least = max(1, math.ceil(float(engine_jobs.gpus.max()) / base.gpus_per_server - 1e-9))
     progress.line(
-        f"replay {cfg.source_id}: {len(engine_jobs):,} jobs on {on}"
-        + (f"; left out {_counts(left_out)}" if left_out else "")
+        f"cluster: {base.n_servers:,} servers x {base.gpus_per_server:g} GPUs"
+        + (f" ({len(set(base.gpu_types))} GPU types)" if base.gpu_types else "")
+        + f", {sizing.statement}"
     )
-    run_rows, job_frames, seconds, at_end = [], [], {}, {}
     # The trace's end on the replay's clock: where its latest recorded job (or a censored
     # one) ends when run without waiting.
     end_s = float(np.max(engine_jobs.arrival_s + engine_jobs.duration_s))
+    clusters = {f: scaled(base, f, least) for f in cfg.capacity}
+    tasks = [(clusters[f], name) for f in cfg.capacity for name in cfg.schedulers]
+    results = iter(_run_replays(engine_jobs, tasks, cfg, progress))
+    version = code_version()
     names = jobs["job_id"].to_list()
     models = jobs["model"].fill_null("unknown").to_list()
-    for name in cfg.schedulers:
-        t = time.perf_counter()
-        with progress.bar(f"replay {name}", len(engine_jobs)) as advance:
-            result = replay(
-                engine_jobs,
-                cluster,
-                REPLAYS.create(name),
-                preempt_cost_s=cfg.preempt_cost_s,
-                progress=advance,
-            )
-        seconds[name] = time.perf_counter() - t
-        at_end[name] = at_trace_end(result.jobs, engine_jobs.gpus, end_s, cluster.total_gpus)
-        run_id = f"{eval_id}/{name}"
-        metrics = run_metrics(result.jobs, cluster.total_gpus)
-        run_rows.append(
+    capacities, tables = [], []
+    for factor in cfg.capacity:
+        cluster = clusters[factor]
+        config = canonical_json(
             {
-                "run_id": run_id,
-                "eval_id": eval_id,
-                "scheduler": name,
-                "policy": f"replay:{name}",
-                "workload_set": cfg.workload_set,
-                "workload_id": workload_id,
-                "split": "test",
-                "sequence_no": 0,
-                "replicate": 0,
-                "seed": 0,
-                **metrics,
-                "trace_version": content_hash,
-                "config": config,
-                "code_version": version,
+                **record,
+                "capacity": factor,
+                "workers": None,  # where the replays ran does not change their result
+                "window": [str(t) for t in cfg.window] if cfg.window else None,
+            }
+            # The per-server fields only when set: a homogeneous cluster's record (and so
+            # its eval_id) stays what it is without them.
+            | {
+                "cluster": _cluster_record(cluster),
+                "sizing": {"rule": sizing.rule, "servers": base.n_servers},
             }
         )
-        job_frames.append(
-            result.jobs.with_columns(
-                pl.lit(run_id).alias("run_id"),
-                pl.lit(eval_id).alias("eval_id"),
-                pl.lit(name).alias("scheduler"),
-                pl.lit(workload_id).alias("workload_id"),
-                pl.lit(0, dtype=pl.Int64).alias("seed"),
-                pl.Series("job_id", names, dtype=pl.Utf8),
-                pl.Series("model", models, dtype=pl.Utf8),
-            ).drop("preemptions")
+        eval_id = (
+            "replay-"
+            + hashlib.sha256(f"{config}|{content_hash}|{version}".encode()).hexdigest()[:16]
         )
-        progress.line(
-            f"replay {name}: {seconds[name]:.1f} s, average JCT "
-            f"{metrics['avg_jct_s'] / 3600:.2f} h, utilization {metrics['utilization']:.2f}, "
-            f"GPUs allocated at trace end {at_end[name]['allocation_at_end']:.2f}, "
-            f"{at_end[name]['waiting_at_end']:,} pods waiting then"
+        workload_id = cfg.workload_set + (
+            f"@{cfg.window[0].isoformat()}..{cfg.window[1].isoformat()}" if cfg.window else ""
         )
-    runs = cast_to_contract(pl.DataFrame(run_rows), EvalRuns)
-    reference = REFERENCE if REFERENCE in cfg.schedulers else cfg.schedulers[0]
-    summary = summarize_runs(
-        runs,
-        reference=reference,
-        order=cfg.schedulers,
-        confidence=0.95,
-        slot_s=1200.0,
-        config=config,
-        version=version,
-    )
-    tables = EvalTables(eval_id, runs, cast_to_contract(pl.concat(job_frames), EvalJobs), summary)
+        run_rows, job_frames, seconds, queueing, at_end = [], [], {}, {}, {}
+        for name in cfg.schedulers:
+            frame, seconds[name] = next(results)
+            queueing[name] = mean_queueing(frame)
+            at_end[name] = at_trace_end(frame, engine_jobs.gpus, end_s, cluster.total_gpus)
+            run_id = f"{eval_id}/{name}"
+            metrics = run_metrics(frame, cluster.total_gpus)
+            run_rows.append(
+                {
+                    "run_id": run_id,
+                    "eval_id": eval_id,
+                    "scheduler": name,
+                    "policy": f"replay:{name}",
+                    "workload_set": cfg.workload_set,
+                    "workload_id": workload_id,
+                    "split": "test",
+                    "sequence_no": 0,
+                    "replicate": 0,
+                    "seed": 0,
+                    **metrics,
+                    "trace_version": content_hash,
+                    "config": config,
+                    "code_version": version,
+                }
+            )
+            job_frames.append(
+                frame.with_columns(
+                    pl.lit(run_id).alias("run_id"),
+                    pl.lit(eval_id).alias("eval_id"),
+                    pl.lit(name).alias("scheduler"),
+                    pl.lit(workload_id).alias("workload_id"),
+                    pl.lit(0, dtype=pl.Int64).alias("seed"),
+                    pl.Series("job_id", names, dtype=pl.Utf8),
+                    pl.Series("model", models, dtype=pl.Utf8),
+                ).drop("preemptions")
+            )
+            progress.line(
+                f"replay {name} at capacity {factor:g} ({cluster.n_servers:,} servers): "
+                f"average JCT {metrics['avg_jct_s'] / 3600:.2f} h, mean queueing delay "
+                f"{queueing[name] / 3600:.2f} h, utilization {metrics['utilization']:.2f}, "
+                f"GPUs allocated at trace end {at_end[name]['allocation_at_end']:.2f}, "
+                f"{at_end[name]['waiting_at_end']:,} jobs waiting then"
+            )
+        runs = cast_to_contract(pl.DataFrame(run_rows), EvalRuns)
+        reference = REFERENCE if REFERENCE in cfg.schedulers else cfg.schedulers[0]
+        summary = summarize_runs(
+            runs,
+            reference=reference,
+            order=cfg.schedulers,
+            confidence=0.95,
+            slot_s=1200.0,
+            config=config,
+            version=version,
+        )
+        tables.append(
+            EvalTables(eval_id, runs, cast_to_contract(pl.concat(job_frames), EvalJobs), summary)
+        )
+        capacities.append(
+            CapacityOutcome(factor, eval_id, cluster, summary, queueing, seconds, at_end)
+        )
+    # The sized cluster's evaluation last: the leaderboard's `latest` is the newest stored.
+    order = sorted(range(len(tables)), key=lambda i: cfg.capacity[i] == 1.0)
     with connect(warehouse) as con, transaction(con):
-        store_evaluation(con, tables)
+        for i in order:
+            store_evaluation(con, tables[i])
+    plot = None
+    if len(capacities) > 1:
+        plot = write_capacity_plot(warehouse, cfg.workload_set, capacity_frame(capacities))
     return ReplayOutcome(
-        eval_id,
-        len(engine_jobs),
-        left_out,
-        cluster,
-        summary,
-        seconds,
-        replayed_counts(jobs),
-        shape,
-        at_end,
+        len(engine_jobs), left_out, sizing, capacities, plot, replayed_counts(jobs), shape
     )
+
+
+def capacity_frame(capacities: list[CapacityOutcome]) -> pl.DataFrame:
+    """One row per (capacity, rule): factor, servers, GPUs, average JCT and mean queueing
+    delay (hours), mean slowdown, utilization."""
+    rows = []
+    for c in capacities:
+        for row in c.summary.iter_rows(named=True):
+            rows.append(
+                {
+                    "capacity": c.factor,
+                    "servers": c.cluster.n_servers,
+                    "gpus": c.cluster.total_gpus,
+                    "scheduler": row["scheduler"],
+                    "avg_jct_h": row["avg_jct_s"] / 3600,
+                    "queueing_h": c.queueing_s[row["scheduler"]] / 3600,
+                    "mean_slowdown": row["mean_slowdown"],
+                    "utilization": row["utilization"],
+                }
+            )
+    return pl.DataFrame(rows)
+
+
+def capacity_figure(rows: pl.DataFrame, title: str):
+    """A matplotlib Figure: average JCT and mean queueing delay (hours, log scale) against
+    GPUs, one line per scheduler (`rows` as `capacity_frame` makes them)."""
+    from matplotlib.figure import Figure  # Agg canvas; no pyplot, no global backend state
+
+    fig = Figure(figsize=(10, 4.2), dpi=110)
+    axes = fig.subplots(1, 2)
+    for (scheduler,), part in rows.sort("gpus").group_by("scheduler", maintain_order=True):
+        for ax, column in zip(axes, ("avg_jct_h", "queueing_h"), strict=True):
+            # A zero delay has no place on a log axis: drawn at the axis' floor instead.
+            ax.plot(
+                part["gpus"], np.maximum(part[column].to_numpy(), 1e-3), marker="o", label=scheduler
+            )
+    for ax, label in zip(axes, ("average JCT (hours)", "mean queueing delay (hours)"), strict=True):
+        ax.set_xlabel("GPUs")
+        ax.set_ylabel(label)
+        ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def capacity_plot_path(warehouse: str | Path | None, workload_set: str) -> Path:
+    """Where the what-if plot of `workload_set` goes (the warehouse's evaluations folder)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", workload_set)
+    return files_dir(warehouse, "evaluations") / f"capacity_{safe}.png"
+
+
+def write_capacity_plot(
+    warehouse: str | Path | None, workload_set: str, rows: pl.DataFrame
+) -> Path:
+    """Draw the what-if plot of `rows` to `capacity_plot_path`; returns the path."""
+    path = capacity_plot_path(warehouse, workload_set)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    capacity_figure(rows, f"{workload_set}: capacity what-if").savefig(
+        path, format="png", metadata={"Software": None}
+    )
+    return path

@@ -127,6 +127,47 @@ def cdf_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -> S
     return section
 
 
+def replay_capacity_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -> Section:
+    """Each replayed source's what-if: the newest replay of every rule at every cluster size
+    stored (`schedlab replay --capacity`), average JCT and mean queueing delay per size."""
+    section = Section(
+        "Replay capacity what-if",
+        "Whole-trace replays (`schedlab replay SOURCE --capacity 0.5,0.75,1,1.25`) at several "
+        "cluster sizes: each rule's average JCT and mean queueing delay (first start - "
+        "submit), newest replay per rule and size. Capacity 1 is the size the replay's "
+        "rule gave (docs/traces.md); the sizes are read from each evaluation's `config`.",
+        empty="No source has been replayed at more than one cluster size.",
+    )
+    rows = read_frame(
+        con,
+        "WITH runs AS (SELECT r.workload_set, r.scheduler, r.eval_id, r.run_id, "
+        "json_extract(r.config, '$.cluster.n_servers')::INTEGER AS servers, "
+        "json_extract(r.config, '$.cluster.gpus_per_server')::DOUBLE AS gpus_per_server, "
+        "json_extract(r.config, '$.capacity')::DOUBLE AS capacity, r.avg_jct_s, "
+        "r.mean_slowdown, r.utilization, s.evaluated_at FROM eval_runs r "
+        "JOIN eval_summary s ON s.eval_id = r.eval_id AND s.scheduler = r.scheduler "
+        "WHERE r.workload_set LIKE 'replay:%'), "
+        "newest AS (SELECT * FROM runs QUALIFY row_number() OVER (PARTITION BY workload_set, "
+        "servers, scheduler ORDER BY evaluated_at DESC, eval_id) = 1) "
+        "SELECT n.workload_set, n.scheduler, n.capacity, n.servers, "
+        "n.servers * n.gpus_per_server AS gpus, n.avg_jct_s / 3600 AS avg_jct_h, "
+        "avg(j.start_s - j.arrival_s) / 3600 AS queueing_h, n.mean_slowdown, n.utilization "
+        "FROM newest n JOIN eval_jobs j ON j.run_id = n.run_id "
+        "GROUP BY ALL ORDER BY n.workload_set, n.servers, n.scheduler",
+    )
+    plots = plots or Plots()
+    for (workload_set,), part in rows.group_by("workload_set", maintain_order=True):
+        if part["servers"].n_unique() < 2:
+            continue
+        section.tables.append(frame_table(str(workload_set), part.drop("workload_set")))
+        # Drawn by the same function `schedlab replay --capacity` writes its PNG with.
+        from pipelines.replay import capacity_figure
+
+        drawn = plots.png(capacity_figure, part, f"{workload_set}: capacity what-if")
+        section.figures.append(Figure(f"Capacity what-if: {workload_set}", drawn))
+    return section
+
+
 def learning_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -> Section:
     """Each learned system's newest policy: its training curve."""
     section = Section(
@@ -313,6 +354,7 @@ SECTIONS_BEFORE_SYSTEMS = (
     traces_section,
     leaderboard_section,
     cdf_section,
+    replay_capacity_section,
     learning_section,
 )
 SECTIONS_AFTER_SYSTEMS = (lineage_section,)

@@ -121,13 +121,13 @@ def test_every_pod_replays_on_the_node_list(warehouse_path, capsys):
     out = capsys.readouterr().out
     counts = dict(jobs["status"].value_counts().iter_rows())
     assert sum(counts.values()) == 32  # no pod left out for its phase
-    assert "32 jobs replayed on 10 servers (47 GPUs: " in out
+    assert "32 jobs replayed; cluster 10 servers (47 GPUs: " in out
     assert (
         f"replayed: {counts['completed']} completed, {counts['running']} running (censored at "
         f"trace end), {counts['pending']} pending, {counts['failed']} failed" in out
     )
     assert "left out" not in out
-    assert "GPUs allocated at trace end" in out and "pods waiting then" in out
+    assert "GPUs allocated at trace end" in out and "jobs waiting then" in out
     with connect(warehouse_path) as con:
         rows = read_frame(con, "SELECT scheduler, count(*) AS n FROM eval_jobs GROUP BY 1")
     assert rows["n"].to_list() == [32, 32]

@@ -419,7 +419,7 @@ def test_stored_impossible_rows_do_not_break_describe_replay_or_report(
     out = capsys.readouterr().out
     assert "left out: 4 stored with impossible values" in out
     # Sized by the readable jobs: a handful of servers, not 1e304.
-    servers = int(out.split(" jobs replayed on ")[1].split(" servers")[0].replace(",", ""))
+    servers = int(out.split(" jobs replayed; cluster ")[1].split(" servers")[0].replace(",", ""))
     assert servers < 100
     report = tmp_path / "report.html"
     assert main(["report", "--out", str(report)]) == 0

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import math
-
+import numpy as np
 import polars as pl
 import pytest
 
@@ -50,14 +49,10 @@ def test_replay_writes_one_job_row_per_replayed_job(helios, warehouse_path, caps
     assert rows["ids"].to_list() == [final.height] * len(DEFAULT_RULES)
     assert summary.filter(pl.col("scheduler") == "fifo")["jct_ratio"][0] == pytest.approx(1.0)
     assert f"{final.height:,} jobs replayed" in out
-    # Sized from the peak `schedlab describe` reports (the sample's jobs all replay; 8 GPUs a
-    # server, at least the widest job).
-    from pipelines.describe import describe_from
-
-    with connect(warehouse_path) as con:
-        jobs_peak = describe_from(con, helios).peak_gpus
-    widest = float(final["num_gpus"].max())
-    assert f"on {math.ceil(max(jobs_peak, widest) / 8):,} servers x 8 GPUs" in out
+    # The sample records start times: the cluster is calibrated to its queueing delay, and
+    # the printed line says so with the error.
+    assert "calibrated: replaying the trace's own order (fifo-backfill)" in out
+    assert "observed (error " in out
     # The same replay again replaces its rows instead of adding to them.
     assert main(["replay", helios, "--quiet"]) == 0
     with connect(warehouse_path) as con:
@@ -178,3 +173,178 @@ def test_the_production_baselines_replay_from_the_command_line(helios, warehouse
         )
     for r in again.iter_rows(named=True):
         assert r["avg_jct_s"] == pytest.approx(by_rule[r["scheduler"]]["avg_jct_s"])
+
+
+MAPPING = """
+[columns]
+job_id = "id"
+submit_time = "submitted"
+{times}
+num_gpus = "gpus"
+status = "state"
+user_name = "user"
+
+[time]
+epoch_unit = "s"
+"""
+
+T0 = 1_600_000_000
+
+
+def _ingest(tmp_path, capsys, rows: dict, start: bool) -> str:
+    """A generic-mapped trace of `rows` ingested; its source id."""
+    csv, mapping = tmp_path / "trace.csv", tmp_path / "trace.toml"
+    pl.DataFrame(rows).write_csv(csv)
+    times = 'start_time = "started"\nend_time = "ended"' if start else 'duration = "ran"'
+    mapping.write_text(MAPPING.format(times=times))
+    argv = ["ingest", str(csv), "--format", "generic", "--mapping", str(mapping), "--quiet"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    with connect() as con:
+        return read_frame(con, "SELECT source_id FROM trace_sources")["source_id"][0]
+
+
+# Four whole-server jobs really run on 2 servers: two at once from t=0 to 100, then the two
+# that waited (90 s and 80 s). FIFO with backfill on 2 servers starts them exactly so.
+QUEUED = {
+    "id": [0, 1, 2, 3],
+    "submitted": [T0, T0, T0 + 10, T0 + 20],
+    "started": [T0, T0, T0 + 100, T0 + 100],
+    "ended": [T0 + 100, T0 + 100, T0 + 200, T0 + 150],
+    "gpus": [8, 8, 8, 8],
+    "state": ["COMPLETED"] * 4,
+    "user": ["a", "b", "a", "b"],
+}
+
+
+def test_recorded_starts_calibrate_the_servers_that_reproduce_the_queueing(
+    warehouse_path, tmp_path, capsys
+):
+    source = _ingest(tmp_path, capsys, QUEUED, start=True)
+    assert main(["replay", source, "--scheduler", "fifo", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "cluster 2 servers x 8 GPUs" in out
+    assert "against the 0.012 h observed (error +0.0%" in out  # (90 + 80) / 4 s = 0.0118 h
+    # Mean queueing delay per rule, as replayed on those 2 servers.
+    assert "queueing     0.01 h" in out
+
+
+def test_calibration_bisects_from_above_the_peak_down_to_the_size_that_fits():
+    from pipelines.progress import QUIET
+    from pipelines.replay import _calibrate, _Shape
+    from tracelib.sim.replay import ReplayJobs
+
+    jobs = ReplayJobs(
+        np.array([0.0, 0.0, 10.0, 20.0]), np.array([100.0, 100.0, 100.0, 50.0]), np.full(4, 8.0)
+    )
+    # The search starts from 16 servers, far above the 2 that reproduce the delays.
+    shape = _Shape(8.0, ("",), (16,), (1,))
+    sizing = _calibrate(jobs, shape, 42.5, np.ones(4, dtype=bool), 0.0, QUIET)
+    assert sizing.cluster.n_servers == 2
+    assert sizing.calibration_error == pytest.approx(0.0)
+    assert sizing.replays <= 12
+    # Three servers start job 2 at once: 20 s of mean delay, which the bracket passes over.
+    three = _calibrate(jobs, shape, 20.0, np.ones(4, dtype=bool), 0.0, QUIET)
+    assert three.cluster.n_servers == 3
+    # No observed delay: the fewest servers that start every job on arrival.
+    none = _calibrate(jobs, shape, 0.0, np.ones(4, dtype=bool), 0.0, QUIET)
+    assert none.cluster.n_servers == 4
+
+
+def test_a_trace_without_starts_is_sized_to_the_stated_utilization(
+    warehouse_path, tmp_path, capsys
+):
+    # Ten 4-GPU jobs of an hour each, one every 6 minutes: 144,000 GPU-seconds over a
+    # 6,840 s span (first submit to last end).
+    rows = {
+        "id": list(range(10)),
+        "submitted": [T0 + 360 * i for i in range(10)],
+        "ran": [3600] * 10,
+        "gpus": [4] * 10,
+        "state": ["COMPLETED"] * 10,
+        "user": ["a"] * 10,
+    }
+    source = _ingest(tmp_path, capsys, rows, start=False)
+    assert main(["replay", source, "--scheduler", "fifo", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    # 144,000 / (6,840 x 0.7 x 8) = 3.76 -> 4 servers.
+    assert "cluster 4 servers x 8 GPUs" in out
+    assert "average 70% utilization" in out
+    assert main(["replay", source, "--scheduler", "fifo", "--utilization", "0.5", "--quiet"]) == 0
+    # 144,000 / (6,840 x 0.5 x 8) = 5.26 -> 6 servers.
+    assert "cluster 6 servers x 8 GPUs" in capsys.readouterr().out
+
+
+def test_servers_or_gpus_override_the_rule(helios, capsys):
+    assert main(["replay", helios, "--scheduler", "fifo", "--gpus", "130", "--quiet"]) == 0
+    assert "cluster 17 servers x 8 GPUs (136 GPUs), given (--gpus 130)" in capsys.readouterr().out
+    assert main(["replay", helios, "--scheduler", "fifo", "--servers", "20", "--quiet"]) == 0
+    assert "cluster 20 servers x 8 GPUs (160 GPUs), given (--servers)" in capsys.readouterr().out
+    assert main(["replay", helios, "--servers", "20", "--gpus", "130", "--quiet"]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert main(["replay", helios, "--capacity", "0.5,x", "--quiet"]) == 2
+    assert "--capacity" in capsys.readouterr().err
+
+
+def test_capacity_sweep_stores_each_capacity_and_draws_the_plot(helios, warehouse_path, capsys):
+    argv = ["replay", helios, "--scheduler", "fifo", "--scheduler", "sjf", "--servers", "30"]
+    assert main([*argv, "--capacity", "0.6,1", "--workers", "2", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    with connect(warehouse_path) as con:
+        runs = read_frame(
+            con,
+            "SELECT eval_id, scheduler, json_extract(config, '$.capacity')::DOUBLE AS capacity, "
+            "json_extract(config, '$.cluster.n_servers')::INT AS servers, avg_jct_s "
+            "FROM eval_runs WHERE workload_set = ? ORDER BY capacity, scheduler",
+            [f"replay:{helios}"],
+        )
+        latest = read_frame(
+            con,
+            "SELECT DISTINCT eval_id FROM leaderboard WHERE latest AND workload_set = ?",
+            [f"replay:{helios}"],
+        )
+    assert runs["capacity"].to_list() == [0.6, 0.6, 1.0, 1.0]
+    assert runs["servers"].to_list() == [18, 18, 30, 30]
+    assert runs["eval_id"].n_unique() == 2
+    # The given size's evaluation is the leaderboard's newest.
+    assert (
+        latest["eval_id"].to_list()
+        == runs.filter(pl.col("capacity") == 1.0)["eval_id"][:1].to_list()
+    )
+    assert "capacity 0.6 (18 servers, 144 GPUs)" in out
+    assert "capacity 1 (30 servers, 240 GPUs)" in out
+    plot = warehouse_path.parent / "evaluations" / warehouse_path.stem
+    plot = plot / f"capacity_replay_{helios.replace(':', '_')}.png"
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    assert f"plot: {plot}" in out
+    # The same sweep again, one process: the same evaluations and figures.
+    assert main([*argv, "--capacity", "0.6,1", "--workers", "1", "--quiet"]) == 0
+    with connect(warehouse_path) as con:
+        again = read_frame(
+            con,
+            "SELECT eval_id, scheduler, json_extract(config, '$.capacity')::DOUBLE AS capacity, "
+            "json_extract(config, '$.cluster.n_servers')::INT AS servers, avg_jct_s "
+            "FROM eval_runs WHERE workload_set = ? ORDER BY capacity, scheduler",
+            [f"replay:{helios}"],
+        )
+    assert again.equals(runs)
+
+
+def test_the_report_shows_the_what_if_from_the_stored_rows(helios, warehouse_path, capsys):
+    from pipelines.report import replay_capacity_section
+
+    argv = ["replay", helios, "--scheduler", "fifo", "--servers", "30", "--workers", "1"]
+    assert main([*argv, "--quiet"]) == 0
+    with connect(warehouse_path, read_only=True) as con:
+        # One size only: nothing to compare yet.
+        assert replay_capacity_section(con).tables == []
+    assert main([*argv, "--capacity", "0.6,1", "--quiet"]) == 0
+    with connect(warehouse_path, read_only=True) as con:
+        section = replay_capacity_section(con)
+    (table,) = section.tables
+    assert table.title == f"replay:{helios}"
+    servers = [row[table.columns.index("servers")] for row in table.rows]
+    assert servers == ["18", "30"]
+    queueing = [float(row[table.columns.index("queueing_h")]) for row in table.rows]
+    assert queueing[0] > queueing[1]
+    assert len(section.figures) == 1
