@@ -551,6 +551,8 @@ def cmd_replay(args) -> int:
             capacity=capacity,
             utilization=args.utilization,
             workers=args.workers,
+            runner=args.task_runner,
+            ray_address=args.ray_address,
         )
         with _display(args) as display, display.reporter.stage(f"replay {args.source_id}"):
             outcome = replay_stage(args.warehouse, cfg, display.reporter)
@@ -951,6 +953,19 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="processes the replays run in (default: one per available core; 1: sequential)",
+    )
+    replay.add_argument(
+        "--task-runner",
+        choices=("processes", "sequential", "ray"),
+        default="processes",
+        help="where the independent replays (rules x capacities) run: local processes "
+        "(default), this process one after another, or a Ray cluster",
+    )
+    replay.add_argument(
+        "--ray-address",
+        default=None,
+        help="Ray cluster for --task-runner ray, e.g. auto or ray://head:10001 (default: a "
+        "local Ray instance started for the replay)",
     )
     replay.add_argument(
         "--gpus-per-server", type=float, default=8.0, help="GPUs per server (default 8)"

@@ -110,6 +110,11 @@ class ReplayConfig:
     """Mean utilization of the sizing rule for traces without start times."""
     workers: int | None = None
     """Processes the replays run in (None: one per available core; 1: sequential)."""
+    runner: str = "processes"
+    """Where the independent replays run: "processes" (local, `workers` of them),
+    "sequential" (this process, one after another) or "ray" (a Ray cluster)."""
+    ray_address: str | None = None
+    """Ray cluster for runner "ray" ("auto", "ray://head:10001"); None starts a local one."""
     window: tuple[datetime, datetime] | None = None
     """Replay only jobs submitted in [start, end)."""
     nodes: str | None = None
@@ -144,6 +149,12 @@ class ReplayConfig:
             raise ReplayInputError("--capacity needs positive numbers, e.g. 0.5,0.75,1,1.25")
         if not 0 < self.utilization <= 1:
             raise ReplayInputError("--utilization must be in (0, 1]")
+        if self.runner not in ("processes", "sequential", "ray"):
+            raise ReplayInputError(
+                f"--task-runner {self.runner!r}: choose processes, sequential or ray"
+            )
+        if self.ray_address is not None and self.runner != "ray":
+            raise ReplayInputError("--ray-address needs --task-runner ray")
         if not self.gpus_per_server > 0:
             raise ReplayInputError("--gpus-per-server must be positive")
         if self.window is not None and not self.window[0] < self.window[1]:
@@ -609,10 +620,13 @@ def _run_replays(
     cfg: ReplayConfig,
     progress: Reporter,
 ) -> list[tuple[pl.DataFrame, float]]:
-    """Every (cluster, rule) replay: in local processes when several cores are available
-    (they are independent), else one after another with a progress bar each."""
+    """Every (cluster, rule) replay, on `cfg.runner`: they are independent, so local
+    processes or a Ray cluster run them side by side; in this process (sequential, or a
+    single worker) one after another with a progress bar each. Results in `tasks` order."""
+    if cfg.runner == "ray":
+        return _on_ray(engine_jobs, tasks, cfg, progress)
     workers = min(cfg.workers or available_cores(), len(tasks))
-    if workers <= 1:
+    if cfg.runner == "sequential" or workers <= 1:
         results = []
         for cluster, name in tasks:
             t = time.perf_counter()
@@ -641,6 +655,37 @@ def _run_replays(
             results.append(future.result())
             progress.line(f"replay {name} on {cluster.n_servers:,} servers: {results[-1][1]:.1f} s")
         return results
+
+
+def _on_ray(
+    engine_jobs: ReplayJobs,
+    tasks: list[tuple[ReplayCluster, str]],
+    cfg: ReplayConfig,
+    progress: Reporter,
+) -> list[tuple[pl.DataFrame, float]]:
+    """The replays as Ray tasks (the jobs put in Ray's object store once); a Ray instance
+    this call starts (no address given, none running) is shut down after."""
+    try:
+        import ray
+    except ImportError:  # an optional extra: keep the error actionable
+        raise ReplayInputError("--task-runner ray needs ray: pip install -e '.[ray]'") from None
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=cfg.ray_address, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = ray.remote(_replay_task)
+        jobs_ref = ray.put(engine_jobs)
+        refs = [
+            remote.remote(jobs_ref, cluster, name, cfg.preempt_cost_s) for cluster, name in tasks
+        ]
+        results = []
+        for (cluster, name), ref in zip(tasks, refs, strict=True):
+            results.append(ray.get(ref))
+            progress.line(f"replay {name} on {cluster.n_servers:,} servers: {results[-1][1]:.1f} s")
+        return results
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def replay_stage(
@@ -695,7 +740,10 @@ def replay_stage(
             {
                 **record,
                 "capacity": factor,
-                "workers": None,  # where the replays ran does not change their result
+                # where the replays ran does not change their result
+                "workers": None,
+                "runner": None,
+                "ray_address": None,
                 "window": [str(t) for t in cfg.window] if cfg.window else None,
             }
             # The per-server fields only when set: a homogeneous cluster's record (and so

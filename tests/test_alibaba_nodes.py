@@ -238,3 +238,27 @@ def test_allocation_and_waiting_pods_at_the_trace_end():
     )
     got = at_trace_end(jobs, np.array([0.5, 8.0, 2.0, 1.0, 1.0]), 100.0, 10.0)
     assert got == {"allocation_at_end": pytest.approx(0.25), "waiting_at_end": 1}
+
+
+def test_scaled_node_list_keeps_each_type_and_its_server_sizes():
+    from pipelines.replay import scaled
+    from tracelib.ingest.nodes import read_node_list
+
+    cluster = read_node_list(str(NODES)).cluster
+    half, double = scaled(cluster, 0.5), scaled(cluster, 2.0)
+    # Every GPU type keeps at least one server; each type's servers are the list's, in
+    # order, repeated above 1.
+    assert set(half.gpu_types) == set(cluster.gpu_types) == set(double.gpu_types)
+    assert double.n_servers == 2 * cluster.n_servers
+    assert double.total_gpus == 2 * cluster.total_gpus
+    assert sum(double.server_cpus) == 2 * sum(cluster.server_cpus)
+    assert half.n_servers < cluster.n_servers
+    for small in (half, double):
+        by_type = {}
+        for gpu_type, gpus in zip(small.gpu_types, small.server_gpus, strict=True):
+            by_type.setdefault(gpu_type, set()).add(gpus)
+        listed = {}
+        for gpu_type, gpus in zip(cluster.gpu_types, cluster.server_gpus, strict=True):
+            listed.setdefault(gpu_type, set()).add(gpus)
+        assert all(by_type[t] <= listed[t] for t in by_type)
+        assert small.gpus_per_server == max(small.server_gpus)

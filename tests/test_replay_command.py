@@ -330,6 +330,30 @@ def test_capacity_sweep_stores_each_capacity_and_draws_the_plot(helios, warehous
     assert again.equals(runs)
 
 
+def test_the_sweep_on_a_local_ray_instance_gives_the_same_rows(helios, warehouse_path, capsys):
+    argv = ["replay", helios, "--scheduler", "fifo", "--scheduler", "sjf", "--servers", "30"]
+    query = (
+        "SELECT eval_id, scheduler, json_extract(config, '$.capacity')::DOUBLE AS capacity, "
+        "avg_jct_s, p95_jct_s, utilization FROM eval_runs WHERE workload_set = ? "
+        "ORDER BY capacity, scheduler"
+    )
+    assert main([*argv, "--capacity", "0.6,1", "--task-runner", "sequential", "--quiet"]) == 0
+    with connect(warehouse_path) as con:
+        sequential = read_frame(con, query, [f"replay:{helios}"])
+    assert main([*argv, "--capacity", "0.6,1", "--task-runner", "ray", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    with connect(warehouse_path) as con:
+        on_ray = read_frame(con, query, [f"replay:{helios}"])
+    # Where the replays ran is not part of the evaluation: same ids, same figures.
+    assert on_ray.equals(sequential) and on_ray.height == 4
+    assert "capacity 0.6 (18 servers, 144 GPUs)" in out
+
+
+def test_a_ray_address_needs_the_ray_runner(helios, warehouse_path, capsys):
+    assert main(["replay", helios, "--ray-address", "auto", "--quiet"]) == 2
+    assert "--ray-address needs --task-runner ray" in capsys.readouterr().err
+
+
 def test_the_report_shows_the_what_if_from_the_stored_rows(helios, warehouse_path, capsys):
     from pipelines.report import replay_capacity_section
 
