@@ -517,7 +517,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    from pipelines.replay import ReplayConfig, ReplayInputError, replay_stage
+    from pipelines.replay import ReplayConfig, ReplayInputError, ratio_text, replay_stage
     from tracelib.sim.replay import Unplaceable
 
     try:
@@ -553,6 +553,8 @@ def cmd_replay(args) -> int:
             workers=args.workers,
             runner=args.task_runner,
             ray_address=args.ray_address,
+            block=args.block,
+            seed=args.seed,
         )
         with _display(args) as display, display.reporter.stage(f"replay {args.source_id}"):
             outcome = replay_stage(args.warehouse, cfg, display.reporter)
@@ -560,6 +562,7 @@ def cmd_replay(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     c = outcome.sizing.cluster
+    print(outcome.headline)
     print(
         f"{outcome.n_jobs:,} jobs replayed; cluster "
         + (
@@ -584,13 +587,15 @@ def cmd_replay(args) -> int:
                 f"  {name:14} average JCT {row['avg_jct_s'] / 3600:8.2f} h  median "
                 f"{row['median_jct_s'] / 3600:7.2f} h  queueing {run.queueing_s[name] / 3600:8.2f}"
                 f" h  slowdown {row['mean_slowdown']:8.2f}  JCT / {row['reference']} "
-                f"{row['jct_ratio']:.3f}  ({run.seconds[name]:.1f} s)"
+                f"{ratio_text(row['jct_ratio'], row['jct_ratio_ci_low'], row['jct_ratio_ci_high'])}"
+                f"  ({run.seconds[name]:.1f} s)"
             )
-            # Beside JCT, what a pod list of long-running services is judged by (FGD).
-            print(
-                f"  {'':14} GPUs allocated at trace end {end['allocation_at_end']:.3f}  "
-                f"jobs waiting then {end['waiting_at_end']:,}"
-            )
+            if outcome.shape:
+                # Beside JCT, what a pod list of long-running services is judged by (FGD).
+                print(
+                    f"  {'':14} GPUs allocated at trace end {end['allocation_at_end']:.3f}  "
+                    f"jobs waiting then {end['waiting_at_end']:,}"
+                )
     if outcome.plot is not None:
         print(f"plot: {outcome.plot}")
     return 0
@@ -960,6 +965,16 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         default="processes",
         help="where the independent replays (rules x capacities) run: local processes "
         "(default), this process one after another, or a Ray cluster",
+    )
+    replay.add_argument(
+        "--block",
+        choices=("day", "week"),
+        default="day",
+        help="block of the paired block bootstrap behind the ratios' 95%% intervals: jobs by "
+        "the day (default) or week they were submitted in (docs/traces.md)",
+    )
+    replay.add_argument(
+        "--seed", type=int, default=0, help="seed of the bootstrap's draws (default 0)"
     )
     replay.add_argument(
         "--ray-address",

@@ -16,6 +16,7 @@ replays like any evaluation.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 import time
@@ -29,10 +30,11 @@ import numpy as np
 import polars as pl
 
 from models.heuristics import REPLAYS
-from pipelines.contracts import EvalJobs, EvalRuns
+from pipelines.contracts import EvalJobs, EvalRuns, EvalSummary
 from pipelines.evaluation import (
     EvalTables,
     cast_to_contract,
+    is_oracle,
     run_metrics,
     store_evaluation,
     summarize_runs,
@@ -43,7 +45,9 @@ from tracelib.describe import peak_gpu_demand, readable_jobs
 from tracelib.ingest.base import IngestError, printable
 from tracelib.ingest.nodes import read_node_list
 from tracelib.provenance import canonical_json, code_version
+from tracelib.seeds import named_streams
 from tracelib.sim.replay import ReplayCluster, ReplayJobs, replay
+from tracelib.stats import PairedRatio, block_bootstrap_ratio
 from warehouse import connect, files_dir, read_frame, transaction
 
 DEFAULT_RULES = ("fifo", "sjf", "srtf", "drf", "tetris", "tiresias-las", "fifo-fgd")
@@ -70,6 +74,9 @@ was at hand to cite; override with --servers or --gpus."""
 
 MAX_CALIBRATION_REPLAYS = 12
 """Most replays of `TRACE_ORDER` a calibration runs (bisection over up to 2^10 servers)."""
+
+BLOCKS = {"day": 86400.0, "week": 7 * 86400.0}
+"""Block lengths of the replay's intervals (`--block`), counted from the first submit."""
 
 CALIBRATION_TOLERANCE = 0.01
 """A calibration stops once the replayed mean queueing delay is within this relative
@@ -115,6 +122,11 @@ class ReplayConfig:
     "sequential" (this process, one after another) or "ray" (a Ray cluster)."""
     ray_address: str | None = None
     """Ray cluster for runner "ray" ("auto", "ray://head:10001"); None starts a local one."""
+    block: str = "day"
+    """Block of the paired block bootstrap (`BLOCKS`): jobs by the day (or week) they were
+    submitted in."""
+    seed: int = 0
+    """Seed of the bootstrap's draws (the replays themselves draw nothing)."""
     window: tuple[datetime, datetime] | None = None
     """Replay only jobs submitted in [start, end)."""
     nodes: str | None = None
@@ -153,6 +165,8 @@ class ReplayConfig:
             raise ReplayInputError(
                 f"--task-runner {self.runner!r}: choose processes, sequential or ray"
             )
+        if self.block not in BLOCKS:
+            raise ReplayInputError(f"--block {self.block!r}: choose {' or '.join(BLOCKS)}")
         if self.ray_address is not None and self.runner != "ray":
             raise ReplayInputError("--ray-address needs --task-runner ray")
         if not self.gpus_per_server > 0:
@@ -205,6 +219,8 @@ class CapacityOutcome:
     """Wall time of each rule's replay."""
     at_end: dict[str, dict]
     """Per rule, `at_trace_end`'s allocation rate and waiting pods."""
+    headline: str = ""
+    """`headline`'s sentence for this capacity."""
 
 
 @dataclass(frozen=True)
@@ -248,6 +264,10 @@ class ReplayOutcome:
     @property
     def at_end(self) -> dict[str, dict]:
         return self._base().at_end
+
+    @property
+    def headline(self) -> str:
+        return self._base().headline
 
 
 def load_trace(con, cfg: ReplayConfig) -> tuple[pl.DataFrame, dict[str, int], str]:
@@ -750,6 +770,7 @@ def replay_stage(
             # its eval_id) stays what it is without them.
             | {
                 "cluster": _cluster_record(cluster),
+                "load": round(offered_load(engine_jobs, cluster), 6),
                 "sizing": {"rule": sizing.rule, "servers": base.n_servers},
             }
         )
@@ -814,11 +835,15 @@ def replay_stage(
             config=config,
             version=version,
         )
+        blocks = (engine_jobs.arrival_s // BLOCKS[cfg.block]).astype(np.int64)
+        jcts = {f["scheduler"][0]: f["jct_s"].to_numpy() for f in job_frames}
+        summary = with_block_intervals(summary, jcts, blocks, cfg.seed)
         tables.append(
             EvalTables(eval_id, runs, cast_to_contract(pl.concat(job_frames), EvalJobs), summary)
         )
+        sentence = headline(cfg.source_id, summary, json.loads(config))
         capacities.append(
-            CapacityOutcome(factor, eval_id, cluster, summary, queueing, seconds, at_end)
+            CapacityOutcome(factor, eval_id, cluster, summary, queueing, seconds, at_end, sentence)
         )
     # The sized cluster's evaluation last: the leaderboard's `latest` is the newest stored.
     order = sorted(range(len(tables)), key=lambda i: cfg.capacity[i] == 1.0)
@@ -831,6 +856,134 @@ def replay_stage(
     return ReplayOutcome(
         len(engine_jobs), left_out, sizing, capacities, plot, replayed_counts(jobs), shape
     )
+
+
+def reads_run_time(scheduler: str) -> bool:
+    """Whether a replay rule ranks jobs by their recorded run time: in a replay that is the
+    run time itself, so the rule knows what no real scheduler knows (`sjf`, `srtf`)."""
+    return scheduler in REPLAYS.names() and REPLAYS.create(scheduler).order == "remaining"
+
+
+def fair_heuristic(summary_row: dict) -> bool:
+    """A heuristic that may be the best heuristic of a replay: no oracle, and no rule that
+    reads the recorded run time."""
+    name = summary_row["scheduler"]
+    return summary_row["family"] == "heuristic" and not is_oracle(name) and not reads_run_time(name)
+
+
+def with_block_intervals(
+    summary: pl.DataFrame, jct_s: dict[str, np.ndarray], blocks: np.ndarray, seed: int
+) -> pl.DataFrame:
+    """`summary` (one replay's eval_summary rows) with its ratios' intervals from a paired
+    block bootstrap (`tracelib.stats.block_bootstrap_ratio`) over `blocks` (each job's
+    block), the point ratios unchanged (ratios of average JCT), and the best heuristic
+    chosen among the fair ones (`fair_heuristic`). `jct_s`: scheduler -> JCT per job, in
+    job order. Every comparison draws the same blocks (one seed), so all are paired alike."""
+    rows = summary.to_dicts()
+    fair = [r for r in rows if fair_heuristic(r)]
+    best = min(fair, key=lambda r: r["avg_jct_s"])["scheduler"] if fair else None
+
+    def interval(name: str, against: str) -> PairedRatio:
+        rng = named_streams(seed, ["bootstrap"])["bootstrap"]
+        return block_bootstrap_ratio(jct_s[name], jct_s[against], blocks, rng)
+
+    for row in rows:
+        to_reference = interval(row["scheduler"], row["reference"])
+        row.update(
+            jct_ratio=to_reference.ratio,
+            jct_ratio_ci_low=to_reference.low,
+            jct_ratio_ci_high=to_reference.high,
+        )
+        if best is None:
+            row.update(
+                best_heuristic=None,
+                ratio_to_best_heuristic=None,
+                ratio_ci_low=None,
+                ratio_ci_high=None,
+            )
+            continue
+        to_best = interval(row["scheduler"], best)
+        row.update(
+            best_heuristic=best,
+            ratio_to_best_heuristic=to_best.ratio,
+            ratio_ci_low=to_best.low,
+            ratio_ci_high=to_best.high,
+        )
+    return cast_to_contract(pl.DataFrame(rows, infer_schema_length=None), EvalSummary)
+
+
+def offered_load(engine_jobs: ReplayJobs, cluster: ReplayCluster) -> float:
+    """The jobs' GPU-seconds over the cluster's GPU-seconds from the first submit to the
+    last submit: the utilization the trace asks of the cluster while jobs keep arriving
+    (above 1, queues grow whatever the scheduler)."""
+    span = float(engine_jobs.arrival_s.max() - engine_jobs.arrival_s.min())
+    work = float((engine_jobs.gpus * engine_jobs.duration_s).sum())
+    return work / (cluster.total_gpus * max(span, 1.0))
+
+
+def ratio_text(value: float | None, low: float | None, high: float | None) -> str:
+    """A ratio with its interval, "0.912 [0.880, 0.951]" ("n/a" without a value)."""
+    if value is None:
+        return "n/a"
+    return f"{value:.3f}" + (f" [{low:.3f}, {high:.3f}]" if low is not None else "")
+
+
+def headline(source_id: str, summary: pl.DataFrame, config: dict) -> str:
+    """The one sentence a replay opens with: the trace, its jobs, the cluster and the load;
+    the best heuristic that reads no run time, with its ratio to FIFO; the best of each
+    learned family against it and against FIFO (or that none was replayed); and, where
+    one ran, what the rules reading the recorded run times reach against it. `summary` is
+    one replay's eval_summary rows, `config` its parsed `config` (cluster, load, block)."""
+    rows = {r["scheduler"]: r for r in summary.iter_rows(named=True)}
+
+    def to_best(r: dict) -> str:
+        return ratio_text(r["ratio_to_best_heuristic"], r["ratio_ci_low"], r["ratio_ci_high"])
+
+    def to_reference(r: dict) -> str:
+        return ratio_text(r["jct_ratio"], r["jct_ratio_ci_low"], r["jct_ratio_ci_high"])
+
+    cluster = config["cluster"]
+    gpus = (
+        sum(cluster["server_gpus"])
+        if cluster.get("server_gpus")
+        else (cluster["n_servers"] * cluster["gpus_per_server"])
+    )
+    n_jobs = max(r["n_jobs"] for r in rows.values())
+    block = config.get("block", "day")
+    load = f", offered load {config['load']:.2f}" if config.get("load") is not None else ""
+    parts = [
+        f"{source_id}: {n_jobs:,} jobs on {cluster['n_servers']:,} servers ({gpus:,.0f} GPUs)"
+        + load
+    ]
+    fair = [r for r in rows.values() if fair_heuristic(r)]
+    if not fair:
+        return parts[0] + "; no heuristic without run-time knowledge was replayed."
+    best = min(fair, key=lambda r: r["avg_jct_s"])
+    reference = best["reference"]
+    parts.append(
+        f"best heuristic {best['scheduler']} (average JCT {best['avg_jct_s'] / 3600:.2f} h, "
+        f"{to_reference(best)} x {reference})"
+    )
+    learned = [r for r in rows.values() if r["family"] != "heuristic"]
+    by_family: dict[str, dict] = {}
+    for r in learned:
+        if r["family"] not in by_family or r["avg_jct_s"] < by_family[r["family"]]["avg_jct_s"]:
+            by_family[r["family"]] = r
+    for family, r in sorted(by_family.items()):
+        parts.append(
+            f"best {family} {r['scheduler']} {to_best(r)} x {best['scheduler']} and "
+            f"{to_reference(r)} x {reference}"
+        )
+    if not by_family:
+        parts.append("no learned policy replayed")
+    knowing = [r for r in rows.values() if reads_run_time(r["scheduler"])]
+    if knowing:
+        top = min(knowing, key=lambda r: r["avg_jct_s"])
+        parts.append(
+            f"reading the recorded run times, {top['scheduler']} reaches {to_best(top)} x "
+            f"{best['scheduler']}"
+        )
+    return "; ".join(parts) + f" (ratios of average JCT, 95% intervals over {block}s)."
 
 
 def capacity_frame(capacities: list[CapacityOutcome]) -> pl.DataFrame:

@@ -12,6 +12,7 @@ on its own.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -124,6 +125,43 @@ def cdf_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -> S
         title = f"JCT CDF: {workload_set} ({eval_id})"
         drawn = (plots or Plots()).png(jct_cdf_figure, jobs, order, title)
         section.figures.append(Figure(f"JCT CDF: {workload_set}", drawn))
+    return section
+
+
+def replay_headline_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -> Section:
+    """One sentence per replayed trace (`pipelines.replay.headline`), from the newest replay
+    at the rule's own cluster size."""
+    section = Section(
+        "Replayed traces",
+        "Each replayed trace in one sentence: its jobs, the cluster it was replayed on and the "
+        "load, the best heuristic that needs no run-time estimate with its ratio to FIFO, "
+        "the best of each learned family against both, and what the rules that read the "
+        "recorded run times reach. Intervals: a paired block bootstrap over the trace's days "
+        "(docs/traces.md).",
+        empty="No trace has been replayed (`schedlab replay SOURCE`).",
+    )
+    summary = read_frame(
+        con,
+        "WITH newest AS (SELECT workload_set, arg_max(eval_id, evaluated_at) AS eval_id "
+        "FROM eval_summary WHERE workload_set LIKE 'replay:%' AND "
+        "coalesce(json_extract(config, '$.capacity')::DOUBLE, 1.0) = 1.0 GROUP BY ALL) "
+        "SELECT s.* FROM eval_summary s JOIN newest USING (workload_set, eval_id) "
+        "ORDER BY s.workload_set",
+    )
+    if summary.height == 0:
+        return section
+    from pipelines.replay import headline
+
+    rows = [
+        [
+            str(workload_set),
+            headline(
+                str(workload_set).removeprefix("replay:"), part, json.loads(part["config"][0])
+            ),
+        ]
+        for (workload_set,), part in summary.group_by("workload_set", maintain_order=True)
+    ]
+    section.tables.append(Table("per trace", ["workload set", "headline"], rows))
     return section
 
 
@@ -350,6 +388,7 @@ def lineage_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) 
 
 
 SECTIONS_BEFORE_SYSTEMS = (
+    replay_headline_section,
     fidelity_section,
     traces_section,
     leaderboard_section,
