@@ -13,11 +13,12 @@ training seed, the simulator seeds. Then every run's `eval_runs` (the newest eva
 each workload set) are pooled and summarized by the evaluation's own `summarize_runs`: per
 set, the non-oracle heuristic with the lowest pooled mean of the set's metric (average JCT;
 mean slowdown in RL-TAPS' scenario), and every learned scheduler's ratio to it, paired by
-(run, sequence, simulator seed), with its 95% interval. Printed beside its target
-(the interval's upper end below 1), with the spread of the runs' own ratios (a run is one
-training seed: its sequences share its policies, so the pooled interval, which treats every
-pair as independent, is narrower than the training seeds' spread when they disagree); the
-pooled rows are written to DIR/scoreboard.csv.
+(run, sequence, simulator seed), with its 95% interval nested: simulator seeds averaged
+within each sequence, sequences within each run, and the interval over runs
+(`tracelib.stats.nested_ratio`: a run is one training seed, its sequences share its
+policies, so they are not independent of each other). Printed beside its target (the
+interval's upper end below 1), with the spread of the runs' own ratios; the pooled rows are
+written to DIR/scoreboard.csv.
 
 What it measures is what a user's nightly run produces, not a system's benchmark in
 isolation: the default budgets, the default deviations, the default evaluation sizes.
@@ -36,6 +37,7 @@ import polars as pl
 
 from benchmarks.options import parse
 from pipelines.evaluation import summarize_runs
+from tracelib.stats import nested_ratio
 from warehouse import connect, read_frame
 
 TARGET = 1.0
@@ -134,15 +136,28 @@ def pooled(runs: pl.DataFrame, summaries: pl.DataFrame) -> pl.DataFrame:
             families=families,
             metric=metric,
         )
-        out.append(rows.with_columns(ratio_metric=pl.lit(metric)))
+        out.append(_nested_by_run(rows.with_columns(ratio_metric=pl.lit(metric)), runs))
     frame = pl.concat(out, how="diagonal_relaxed")
     kinds = summaries.group_by("workload_set").agg(paper=pl.col("scenario").is_not_null().any())
     return frame.join(kinds, on="workload_set", how="left")
 
 
+def _nested_by_run(rows: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """`rows` (one set's pooled summary) with each ratio to the best heuristic and its
+    interval from `nested_ratio`: sequences nested in runs, the interval over runs."""
+    fixed = []
+    for row in rows.iter_rows(named=True):
+        if row.get("best_heuristic") is not None:
+            paired = paired_with_best(runs, row)
+            r = nested_ratio(paired["value"], paired["ref"], paired["run"], paired["sequence"])
+            row.update(ratio_to_best_heuristic=r.ratio, ratio_ci_low=r.low, ratio_ci_high=r.high)
+        fixed.append(row)
+    return pl.DataFrame(fixed, schema=rows.schema)
+
+
 def paired_with_best(runs: pl.DataFrame, row: dict) -> pl.DataFrame:
     """The scheduler's runs of the row's set beside the best heuristic's on the same
-    (workload, replicate): columns run (the seed), value, ref."""
+    (workload, replicate): columns run (the seed), sequence, value, ref."""
     metric, best = row["ratio_metric"], row["best_heuristic"]
     in_set = runs.filter(pl.col("workload_set") == row["workload_set"])
     mine = in_set.filter(pl.col("scheduler") == row["scheduler"])
@@ -151,6 +166,7 @@ def paired_with_best(runs: pl.DataFrame, row: dict) -> pl.DataFrame:
     )
     return mine.join(ref, on=["workload_id", "replicate"]).select(
         run=pl.col("workload_id").str.extract(r"^seed(\d+):"),
+        sequence=pl.col("workload_id"),
         value=pl.col(metric),
         ref="ref",
     )
@@ -159,8 +175,7 @@ def paired_with_best(runs: pl.DataFrame, row: dict) -> pl.DataFrame:
 def per_run_ratios(paired: pl.DataFrame) -> list[float]:
     """Each run's ratio of mean metric to the best heuristic's mean over its own pairs:
     a training seed is a cluster (its sequences share one trained policy), so how the runs
-    spread says more about a system than the pooled interval, which treats every
-    (sequence, simulator seed) pair as independent."""
+    spread shows what the nested interval is made of."""
     per = paired.group_by("run").agg(pl.col("value").mean() / pl.col("ref").mean())
     return sorted(per["value"].to_list())
 

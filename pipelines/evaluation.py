@@ -51,12 +51,15 @@ What a run is and what is measured
   per-run rows are the summary's per-run level: they let a reader pair schedulers on the
   same workload and seed in SQL.
 - Summary (eval_summary), per (evaluation, workload set, scheduler) over its runs (seeds x
-  sequences): each metric's mean with a Student-t `confidence` interval (n_runs - 1 degrees
-  of freedom; NULL with one run). Runs on the same sequence share it, so the interval mixes
-  sequence-to-sequence and seed-to-seed variation; for comparing schedulers use `jct_ratio`:
-  the mean over paired runs (same workload, same seed) of avg JCT / the reference
-  scheduler's avg JCT, with its own interval (the sequence's difficulty cancels out of a
-  ratio). JCT is in seconds; `avg_jct_slots` gives the mean in decision slots (DL2's unit).
+  sequences), with the test sequence as the statistical unit: the runs of one sequence (its
+  simulator seeds) share its jobs, so they are averaged first, and each metric's mean has a
+  Student-t `confidence` interval over sequences (n_sequences - 1 degrees of freedom; NULL
+  with one sequence). For comparing schedulers use `jct_ratio`: per sequence, the mean over
+  its seeds of avg JCT / the reference scheduler's avg JCT on the same seed (paired), then
+  the mean over sequences with its own interval (the sequence's difficulty cancels out of
+  a ratio). `ratio_to_best_heuristic` is the same against the set's best non-oracle
+  heuristic. JCT is in seconds; `avg_jct_slots` gives the mean in decision slots (DL2's
+  unit).
 
 Which schedulers apply
 ----------------------
@@ -115,7 +118,7 @@ from tracelib.sim import (
     SpeedModel,
     jobs_from_frame,
 )
-from tracelib.stats import mean_ci
+from tracelib.stats import mean_ci, paired_ratio, unit_means
 from warehouse.io import replace_rows
 
 SETTING = "dl2"
@@ -783,8 +786,9 @@ def summarize_runs(
     """eval_summary rows of any evaluation's `eval_runs` rows: means with intervals, the
     ratio of `metric` (a per-run cost: average JCT, or RL-TAPS' mean slowdown) to
     `reference` and to the set's best non-oracle heuristic (lowest mean `metric`), each
-    paired by (workload, replicate). `families`: scheduler -> learned system (others:
-    heuristic); `scenario`: the paper whose own scenario the sets are (None: workload sets)."""
+    paired by (workload, replicate) with the sequence as the unit. `families`: scheduler ->
+    learned system (others: heuristic); `scenario`: the paper whose own scenario the sets
+    are (None: workload sets)."""
     families = dict(families or {})
     sets = runs["workload_set"].unique().to_list()
     to_reference = _paired_ratios(runs, dict.fromkeys(sets, reference), confidence, metric)
@@ -804,13 +808,16 @@ def summarize_runs(
             "n_jobs": int(group["n_jobs"].sum()),
             "confidence": confidence,
         }
+        # The test sequence is the unit: its simulator seeds are averaged first (they share
+        # its jobs, so they are not independent samples of the workload).
+        sequence = group["workload_id"].to_list()
         for column, stem in SUMMARY_METRICS:
-            mean, low, high = mean_ci(group[column].to_numpy(), confidence)
+            mean, low, high = mean_ci(unit_means(group[column], sequence), confidence)
             row.update({column: mean, f"{stem}_ci_low": low, f"{stem}_ci_high": high})
         row["avg_jct_slots"] = row["avg_jct_s"] / slot_s
         rewards = group["reward"].drop_nulls() if "reward" in group.columns else []
         if len(rewards) == group.height:
-            mean, low, high = mean_ci(rewards.to_numpy(), confidence)
+            mean, low, high = mean_ci(unit_means(rewards, sequence), confidence)
             row.update(mean_reward=mean, mean_reward_ci_low=low, mean_reward_ci_high=high)
         ratio, low, high = to_reference.get((workload_set, scheduler), (math.nan, None, None))
         row.update(
@@ -836,8 +843,8 @@ def _paired_ratios(
     runs: pl.DataFrame, reference_of: Mapping[str, str], confidence: float, metric: str
 ) -> dict[tuple[str, str], tuple[float, float | None, float | None]]:
     """Per (workload set, scheduler): mean and interval of its `metric` over the set's
-    reference scheduler's on the same (workload, replicate); sets without a reference are
-    left out."""
+    reference scheduler's on the same (workload, replicate), with the test sequence as the
+    unit (`tracelib.stats.paired_ratio`'s `units`); sets without a reference are left out."""
     chosen = pl.DataFrame(
         {"workload_set": list(reference_of), "scheduler": list(reference_of.values())},
         schema={"workload_set": pl.Utf8, "scheduler": pl.Utf8},
@@ -846,10 +853,12 @@ def _paired_ratios(
         "workload_set", "workload_id", "replicate", pl.col(metric).alias("_ref")
     )
     paired = runs.join(ref, on=["workload_set", "workload_id", "replicate"])
-    return {
-        (workload_set, scheduler): mean_ci((group[metric] / group["_ref"]).to_numpy(), confidence)
-        for (workload_set, scheduler), group in paired.group_by("workload_set", "scheduler")
-    }
+    out = {}
+    for (workload_set, scheduler), group in paired.group_by("workload_set", "scheduler"):
+        # Seeds averaged within each test sequence; the interval is over sequences.
+        r = paired_ratio(group[metric], group["_ref"], confidence, units=group["workload_id"])
+        out[(workload_set, scheduler)] = (r.ratio, r.low, r.high)
+    return out
 
 
 def _add_best_heuristic(

@@ -192,8 +192,15 @@ def test_summary_intervals(tables):
         assert (summary[f"{stem}_ci_low"] <= summary[mean]).all()
         assert (summary[mean] <= summary[f"{stem}_ci_high"]).all()
     for row in summary.to_dicts():
-        values = tables.runs.filter(pl.col("scheduler") == row["scheduler"])["avg_jct_s"]
-        mean, low, high = mean_ci(values.to_numpy())
+        # The test sequence is the unit: its two seeds averaged first, then the interval
+        # over the two sequences (1 degree of freedom), not over four runs.
+        per_sequence = (
+            tables.runs.filter(pl.col("scheduler") == row["scheduler"])
+            .group_by("workload_id")
+            .agg(pl.col("avg_jct_s").mean())
+        )
+        assert per_sequence.height == row["n_sequences"] == 2
+        mean, low, high = mean_ci(per_sequence["avg_jct_s"].to_numpy())
         assert row["avg_jct_s"] == pytest.approx(mean)
         assert (row["avg_jct_ci_low"], row["avg_jct_ci_high"]) == pytest.approx((low, high))
         assert row["avg_jct_slots"] == pytest.approx(mean / 1200.0)
@@ -210,8 +217,16 @@ def test_jct_ratio_is_paired_with_the_reference(tables):
     summary = tables.summary
     assert (summary["reference"] == "drf").all()
     for row in summary.to_dicts():
-        expected = ratios.filter(pl.col("scheduler") == row["scheduler"])["r"].mean()
+        per_sequence = (
+            ratios.filter(pl.col("scheduler") == row["scheduler"])
+            .group_by("workload_id")
+            .agg(pl.col("r").mean())
+        )
+        expected, low, high = mean_ci(per_sequence["r"].to_numpy())
         assert row["jct_ratio"] == pytest.approx(expected)
+        if row["scheduler"] != "drf":
+            # Over 2 sequences, not 4 paired runs.
+            assert (row["jct_ratio_ci_low"], row["jct_ratio_ci_high"]) == pytest.approx((low, high))
     drf = summary.filter(pl.col("scheduler") == "drf").to_dicts()[0]
     assert drf["jct_ratio"] == drf["jct_ratio_ci_low"] == drf["jct_ratio_ci_high"] == 1.0
 
@@ -541,9 +556,13 @@ def test_evaluation_flows_end_to_end(prefect_harness, warehouse_path, tmp_path):
 def test_the_best_heuristic_is_never_an_oracle_and_ratios_are_paired():
     from pipelines.evaluation import summarize_runs
 
-    # Two sequences x two replicates; the oracle is fastest, drf the best fair heuristic.
-    jct = {"optimus-oracle": [5.0, 6, 5, 6], "drf": [10.0, 12, 10, 12], "fifo": [20.0, 24, 30, 36]}
-    jct["dl2"] = [9.0, 12, 11, 12]
+    # Four sequences x two replicates; the oracle is fastest, drf the best fair heuristic.
+    jct = {
+        "optimus-oracle": [5.0, 6, 5, 6, 5, 6, 5, 6],
+        "drf": [10.0, 12, 10, 12, 10, 12, 10, 12],
+        "fifo": [20.0, 24, 30, 36, 22, 26, 24, 28],
+        "dl2": [9.0, 12, 11, 12, 10, 12, 10, 12],
+    }
     rows = []
     for name, values in jct.items():
         for k, v in enumerate(values):
@@ -579,8 +598,10 @@ def test_the_best_heuristic_is_never_an_oracle_and_ratios_are_paired():
     assert {r["best_heuristic"] for r in by.values()} == {"drf"}
     assert by["dl2"]["family"] == "dl2" and by["fifo"]["family"] == "heuristic"
     assert by["drf"]["ratio_to_best_heuristic"] == 1.0
-    # Paired: mean of 9/10, 12/12, 11/10, 12/12 (not the ratio of the means).
-    assert by["dl2"]["ratio_to_best_heuristic"] == pytest.approx((0.9 + 1 + 1.1 + 1) / 4)
+    # Paired by seed, seeds averaged within each sequence, then over the four sequences:
+    # (9/10 + 12/12) / 2, (11/10 + 12/12) / 2, 1 and 1 (not the ratio of the means).
+    assert by["dl2"]["ratio_to_best_heuristic"] == pytest.approx((0.95 + 1.05 + 1 + 1) / 4)
+    assert by["dl2"]["n_sequences"] == 4
     assert by["dl2"]["ratio_ci_low"] < 1 < by["dl2"]["ratio_ci_high"]
     assert by["fifo"]["ratio_ci_low"] > 1
 

@@ -68,3 +68,41 @@ def test_unequal_samples_are_refused():
         block_bootstrap_ratio([1.0, 2.0], [1.0], [0, 1], _rng())
     with pytest.raises(ValueError, match="equal, non-empty"):
         block_bootstrap_ratio([], [], [], _rng())
+
+
+def test_seeds_of_one_sequence_are_one_unit():
+    from tracelib.stats import paired_ratio
+
+    # 2 sequences x 3 seeds: n is 2, not 6, and the interval is over the two sequences'
+    # mean ratios (0.8 and 1.0): mean 0.9, sd 0.1414, t(1) = 12.706 -> half width 1.2706.
+    reference = np.ones(6)
+    candidate = np.array([0.79, 0.80, 0.81, 0.99, 1.00, 1.01])
+    sequences = ["a", "a", "a", "b", "b", "b"]
+    by_sequence = paired_ratio(candidate, reference, units=sequences)
+    assert by_sequence.n_pairs == 2 and by_sequence.wins == 1
+    assert by_sequence.ratio == pytest.approx(0.9)
+    assert (by_sequence.low, by_sequence.high) == pytest.approx(
+        (0.9 - 1.2706, 0.9 + 1.2706), abs=1e-3
+    )
+    # Counting the six runs as pairs claims an interval ten times narrower.
+    by_run = paired_ratio(candidate, reference)
+    assert by_run.n_pairs == 6
+    assert (by_run.high - by_run.low) < (by_sequence.high - by_sequence.low) / 10
+
+
+def test_pooled_runs_nest_sequences_in_runs():
+    from tracelib.stats import nested_ratio, paired_ratio
+
+    # Two trainings (runs) with 6 sequences each: one run's policy is 20% better on every
+    # sequence, the other's is level. Over runs the interval must span 1 (two runs that
+    # disagree); over twelve sequences as if independent it would not.
+    runs = ["r1"] * 6 + ["r2"] * 6
+    sequences = [f"s{k}" for k in range(6)] * 2
+    reference = np.ones(12)
+    candidate = np.array([0.8] * 6 + [1.0] * 6)
+    pooled = nested_ratio(candidate, reference, runs, sequences)
+    assert pooled.n_pairs == 2 and pooled.ratio == pytest.approx(0.9)
+    assert pooled.low < 1.0 < pooled.high
+    cells = [f"{r}/{q}" for r, q in zip(runs, sequences, strict=True)]
+    flat = paired_ratio(candidate, reference, units=cells)
+    assert flat.n_pairs == 12 and flat.high < 1.0  # the overclaim nesting removes

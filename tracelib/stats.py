@@ -69,16 +69,67 @@ def paired_ratio(
     candidate: Sequence[float] | np.ndarray,
     reference: Sequence[float] | np.ndarray,
     confidence: float = CONFIDENCE,
+    units: Sequence | np.ndarray | None = None,
 ) -> PairedRatio:
     """Paired ratio of two costs measured on the same pairs (same sequence, same seed):
-    the per-pair ratios' mean and t-interval. Pairing cancels the sequences' own load, so
-    the interval is much tighter than either mean's."""
+    the mean of the per-pair ratios and its t-interval. Pairing cancels the sequences' own
+    load, so the interval is much tighter than either mean's.
+
+    `units` labels each pair with the independent unit it belongs to: the test sequence
+    (several simulator seeds on one sequence are not independent samples of the
+    workload), or (run, sequence) when pooling runs. The pairs' ratios are averaged
+    within each unit first, and the interval is over units: `n_pairs` counts units and
+    `wins` the units whose mean ratio is below 1. Without `units` every pair is a unit."""
     a = np.asarray(candidate, dtype=float)
     b = np.asarray(reference, dtype=float)
     if a.shape != b.shape or a.size == 0:
         raise ValueError(f"paired_ratio needs two equal, non-empty samples: {a.shape} vs {b.shape}")
-    ratio, low, high = mean_ci(a / b, confidence)
-    return PairedRatio(ratio, low, high, int(a.size), int((a < b).sum()))
+    per_pair = a / b
+    if units is None:
+        ratio, low, high = mean_ci(per_pair, confidence)
+        return PairedRatio(ratio, low, high, int(a.size), int((a < b).sum()))
+    per_unit = unit_means(per_pair, units)
+    ratio, low, high = mean_ci(per_unit, confidence)
+    return PairedRatio(ratio, low, high, int(per_unit.size), int((per_unit < 1.0).sum()))
+
+
+def unit_means(values: Sequence[float] | np.ndarray, units: Sequence | np.ndarray) -> np.ndarray:
+    """The mean of `values` within each unit (units in order of first appearance)."""
+    x = np.asarray(values, dtype=float)
+    labels = list(units)
+    if len(labels) != x.size:
+        raise ValueError(f"one unit per value: {len(labels)} units for {x.size} values")
+    index: dict = {}
+    which = np.array([index.setdefault(u, len(index)) for u in labels], dtype=np.int64)
+    totals = np.bincount(which, weights=x, minlength=len(index))
+    return totals / np.bincount(which, minlength=len(index))
+
+
+def nested_ratio(
+    candidate: Sequence[float] | np.ndarray,
+    reference: Sequence[float] | np.ndarray,
+    runs: Sequence | np.ndarray,
+    sequences: Sequence | np.ndarray,
+    confidence: float = CONFIDENCE,
+) -> PairedRatio:
+    """Paired ratio pooled over several runs (each its own training, its own test
+    sequences), sequences nested in runs: per-pair ratios are averaged within each
+    (run, sequence), those within each run, and the interval is a t-interval over runs.
+    What varies between trainings is then in the interval, and a run with many sequences
+    does not count as many runs. `n_pairs` counts runs, `wins` runs whose mean is below 1."""
+    a = np.asarray(candidate, dtype=float)
+    b = np.asarray(reference, dtype=float)
+    if a.shape != b.shape or a.size == 0:
+        raise ValueError(f"nested_ratio needs two equal, non-empty samples: {a.shape} vs {b.shape}")
+    run_labels, seq_labels = list(runs), list(sequences)
+    cells = list(zip(run_labels, seq_labels, strict=True))
+    per_cell = unit_means(a / b, cells)
+    first_of_cell = {}
+    for run, cell in zip(run_labels, cells, strict=True):
+        first_of_cell.setdefault(cell, run)
+    per_run = unit_means(per_cell, list(first_of_cell.values()))
+    ratio, low, high = mean_ci(per_run, confidence)
+    return PairedRatio(ratio, low, high, int(per_run.size), int((per_run < 1.0).sum()))
 
 
 BOOTSTRAP_RESAMPLES = 10_000
