@@ -30,6 +30,7 @@ BAD_VALUES = {
     "bench_golden": (["before.duckdb"], "give two warehouses"),
     "bench_harmony": (["--train-sequences", "0"], "'0': must be at least 1"),
     "bench_ingest": (["many"], "argument rows: invalid int value: 'many'"),
+    "bench_production": (["--capacity", "0.5,x"], "expected numbers"),
     "bench_replay": (["many"], "argument jobs: invalid int value: 'many'"),
     "bench_rltaps": (["huge"], "invalid choice: 'huge'"),
     "bench_scoreboard": (["--budget", "huge"], "invalid choice: 'huge'"),
