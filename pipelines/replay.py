@@ -543,11 +543,14 @@ def at_trace_end(result: pl.DataFrame, gpus: np.ndarray, end_s: float, total: fl
     start = result["start_s"].to_numpy()
     finish = result["finish_s"].to_numpy()
     arrival = result["arrival_s"].to_numpy()
-    # A job censored at the trace's end finishes exactly there: it counts as held.
-    running = (start <= end_s) & (finish >= end_s - 1e-6)
+    # A job censored at the trace's end finishes exactly there: it counts as held. One
+    # that starts exactly then (in the room such jobs leave) has not run within the trace:
+    # it is waiting, not held, or the same GPUs would count twice.
+    started = start < end_s - 1e-6
+    running = started & (finish >= end_s - 1e-6)
     return {
         "allocation_at_end": float(gpus[running].sum() / total),
-        "waiting_at_end": int(((arrival <= end_s) & ~(start <= end_s)).sum()),
+        "waiting_at_end": int(((arrival <= end_s) & ~started).sum()),
     }
 
 

@@ -262,3 +262,21 @@ def test_scaled_node_list_keeps_each_type_and_its_server_sizes():
             listed.setdefault(gpu_type, set()).add(gpus)
         assert all(by_type[t] <= listed[t] for t in by_type)
         assert small.gpus_per_server == max(small.server_gpus)
+
+
+def test_a_job_starting_exactly_at_the_trace_end_is_waiting_not_held():
+    import polars as pl
+
+    from pipelines.replay import at_trace_end
+
+    # One 8-GPU server. Job 0 holds it to the trace's end (censored there); job 1 waited
+    # for it and starts at that instant; job 2 finished earlier.
+    result = pl.DataFrame(
+        {
+            "arrival_s": [0.0, 10.0, 0.0],
+            "start_s": [0.0, 100.0, 0.0],
+            "finish_s": [100.0, 150.0, 5.0],
+        }
+    )
+    end = at_trace_end(result, np.array([8.0, 8.0, 8.0]), end_s=100.0, total=8.0)
+    assert end == {"allocation_at_end": 1.0, "waiting_at_end": 1}
