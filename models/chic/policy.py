@@ -139,11 +139,12 @@ def run_episode(
     workload: int,
     seed: int,
     record: bool = False,
+    sim_seed: int | None = None,
 ) -> tuple[float, float, list[np.ndarray], list[np.ndarray], list[int]]:
     """One episode on sequence `workload`: actions from `actor` (sampled with `rng`, greedy
     when rng is None; uniform over valid actions when actor is None). Returns (return,
     ACT, observations, masks, actions), the last three only when `record`."""
-    obs, info = env.reset(seed=seed, options={"workload": workload})
+    obs, info = env.reset(seed=seed, options={"workload": workload, "sim_seed": sim_seed})
     total = info["initial_reward"]
     observations: list[np.ndarray] = []
     masks: list[np.ndarray] = []
@@ -171,10 +172,14 @@ def episode_results(
     env_cfg: ChicEnvConfig | None = None,
     greedy: bool = False,
     seed: int = 0,
+    sim_seeds: Sequence[int] | None = None,
 ) -> list[SimResult]:
     """The simulation of the policy on each sequence, in order. Actions are sampled from
     pi(a | s) (the paper's policy is a distribution), seeded per sequence from `seed`, so
-    the figures are reproducible; `greedy` takes the most probable valid action instead."""
+    the figures are reproducible; `greedy` takes the most probable valid action instead.
+    `sim_seeds` gives each sequence's simulator seed: a comparison passes the seeds its
+    baselines run on, so every scheduler meets the same run-to-run variation on a
+    sequence (pairs by sequence and seed); None draws it from episode seed 0."""
     actor = policy.numpy() if isinstance(policy, ChicPolicy) else policy
     variant = policy.system if isinstance(policy, ChicPolicy) else None
     if env_cfg is None:
@@ -186,11 +191,14 @@ def episode_results(
     cfg = replace(env_cfg, mask_absent=True)
     if variant is not None and cfg.variant != variant:
         raise ValueError(f"a {variant} policy cannot run in a {cfg.variant} environment")
+    if sim_seeds is not None and len(sim_seeds) != len(sequences):
+        raise ValueError(f"{len(sim_seeds)} simulator seeds for {len(sequences)} sequences")
     env = make_env(sequences, scenario, cfg)
     out = []
     for k, ss in enumerate(np.random.SeedSequence(seed).spawn(len(sequences))):
         rng = None if greedy else np.random.default_rng(ss)
-        run_episode(env, actor, rng, k, 0)
+        sim_seed = None if sim_seeds is None else int(sim_seeds[k])
+        run_episode(env, actor, rng, k, 0, sim_seed=sim_seed)
         out.append(env.result())
     return out
 

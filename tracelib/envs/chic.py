@@ -440,13 +440,17 @@ class ChicEnvBase(gym.Env):
     # -- episode -----------------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Start a sequence; returns the first state the agent acts in."""
+        """Start a sequence; returns the first state the agent acts in. `options` may name
+        the sequence ("workload") and the simulator's seed ("sim_seed": an evaluation passes
+        the seed its baselines ran the sequence on); otherwise both are drawn from `seed`."""
         super().reset(seed=seed)
         options = options or {}
         k = options.get("workload")
         if k is None:
             k = int(self.np_random.integers(len(self.workloads)))
         sim_seed = int(self.np_random.integers(2**31 - 1))
+        if options.get("sim_seed") is not None:
+            sim_seed = int(options["sim_seed"])
         sim = Simulator(
             self.workloads[k], ExternalPolicy(), self._sim_config(sim_seed), self._catalogue()
         )

@@ -382,7 +382,9 @@ def chic_tables(
                     continue
                 # One environment runs every sequence of the rate (as Chic's own evaluation
                 # always did): the episodes are simulated once, then read per sequence.
-                results = episode_results(loaded[pid], sequences, scenario, seed=cfg.seed)
+                results = episode_results(
+                    loaded[pid], sequences, scenario, seed=cfg.seed, sim_seeds=seeds
+                )
                 schedulers[system] = _replayed(results, pid, rates, delay, scenario)
                 families[system] = SCENARIO
         runs, jobs = run_schedulers(
