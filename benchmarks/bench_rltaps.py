@@ -44,7 +44,7 @@ from pipelines.systems.rltaps.stages import (
     evaluate_rltaps_stage,
     train_rltaps_stage,
 )
-from tracelib.stats import ci_half_width, paired_ratio
+from tracelib.stats import PairedRatio, ci_half_width, nested_ratio, paired_ratio
 from warehouse import connect, read_frame
 
 RESUME_COST_S = 30.0
@@ -192,6 +192,20 @@ class Options:
     """train from random weights as the paper (default: imitate SJF first)"""
 
 
+def _pooled_ratio(per_seed: list[dict[str, list[float]]], name: str, base: str) -> PairedRatio:
+    """`name`'s slowdown over `base`'s, paired by test sequence. One training seed: the
+    interval is over its sequences; several: sequences are nested in training seeds and
+    the interval is over seeds (n counts seeds), so one training's luck is not read as
+    many independent samples."""
+    if len(per_seed) == 1:
+        return paired_ratio(per_seed[0][name], per_seed[0][base])
+    mine = [x for run in per_seed for x in run[name]]
+    ref = [x for run in per_seed for x in run[base]]
+    runs = [r for r, run in enumerate(per_seed) for _ in run[name]]
+    sequences = [k for run in per_seed for k in range(len(run[name]))]
+    return nested_ratio(mine, ref, runs, sequences)
+
+
 def main(argv: list[str]) -> int:
     """Train and evaluate once per training seed, then print each RL-TAPS mode's paired
     slowdown ratio to every baseline over (seed, test sequence) pairs."""
@@ -211,9 +225,9 @@ def main(argv: list[str]) -> int:
     for mode in MODES:
         name = f"rl-taps-{mode}"
         for base in ("random", "sjf", "tetris"):
-            r = paired_ratio(pooled[name], pooled[base])
+            r = _pooled_ratio(per_seed, name, base)
             print(f"  {name} / {base}: paired slowdown ratio {r}")
-        r = paired_ratio(pooled[name], pooled[best])
+        r = _pooled_ratio(per_seed, name, best)
         verdict = "reached" if r.high is not None and r.high < 1 else "NOT reached"
         print(f"target ({mode}): ratio to the best baseline ({best}) below 1: {verdict}")
     print(f"total wall time {time.perf_counter() - start:.0f} s; outputs in {folder}")

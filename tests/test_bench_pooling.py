@@ -1,4 +1,4 @@
-"""bench_chic pools training seeds with sequences nested in seeds."""
+"""The benchmarks pool training seeds with test sequences nested in seeds."""
 
 from __future__ import annotations
 
@@ -16,3 +16,16 @@ def test_pooled_ratios_count_training_seeds_not_sequences(capsys):
     bench_chic._paired(per_seed, [1.8])
     line = next(x for x in capsys.readouterr().out.splitlines() if "optimus-600" in x)
     assert "0.900" in line and "n=2" in line
+
+
+def test_rltaps_pooled_ratios_count_training_seeds():
+    from benchmarks import bench_rltaps
+
+    per_seed = [
+        {"rl-taps-streaming": [8.0, 16.0], "sjf": [10.0, 20.0]},
+        {"rl-taps-streaming": [10.0, 10.0], "sjf": [10.0, 10.0]},
+    ]
+    pooled = bench_rltaps._pooled_ratio(per_seed, "rl-taps-streaming", "sjf")
+    assert pooled.n_pairs == 2 and abs(pooled.ratio - 0.9) < 1e-12
+    alone = bench_rltaps._pooled_ratio(per_seed[:1], "rl-taps-streaming", "sjf")
+    assert alone.n_pairs == 2 and abs(alone.ratio - 0.8) < 1e-12
