@@ -3,9 +3,11 @@
 Speed model per job: speed(w, p) = 1 / (a/w + b + c*w/p + d*w + e*p), fitted online by
 non-negative least squares (relative error) to the (workers, PSs, speed) points the job has
 been *observed* at (`JobView.history`, merged per configuration, weighted by time), once it
-has at least `min_points` distinct configurations. Before that: a prior, the catalogue's
-coefficients for the model (Optimus profiles each model before it runs) scaled by how fast
-the job actually ran against that prior, when it has run at all.
+has at least `min_points` distinct configurations. Before that, once the job has run: the
+same fit on its observations together with its pre-run profile (`PROFILE`: the catalogue's
+coefficients for the model, scaled by how fast the job actually ran against them, at a
+handful of configurations it was not observed at), as Optimus fits on pre-run and online
+points together. Before any run: the catalogue prior.
 
 Allocation: every job (by arrival) first gets one worker and one PS while they fit; then
 repeatedly the single task (a worker or a PS of some job) with the largest reduction of the
@@ -127,6 +129,13 @@ def _speed_fn(theta: tuple[float, ...], scale: float = 1.0) -> SpeedFn:
     return speed
 
 
+PROFILE = ((1, 1), (2, 1), (2, 2), (4, 2), (4, 4), (8, 4), (8, 8))
+"""(workers, PSs) of Optimus' pre-run profile (a few steps at a handful of configurations
+before the job's run); its speeds are the catalogue prior's, scaled to the job's level."""
+PROFILE_WEIGHT_S = 60.0
+"""Weight of one profile point, in seconds of observation (a pre-run of a few steps)."""
+
+
 def fitted_speed(
     job: JobView,
     jt: JobType,
@@ -145,6 +154,18 @@ def fitted_speed(
         return prior
     # Scale the prior to the job's observed level (time-weighted over its observations).
     ratio = sum(wt * s / prior(w, p) for w, p, s, wt in points) / sum(pt[3] for pt in points)
+    # Optimus fits on its pre-run profile points together with the online ones: the profile
+    # (the scaled prior at PROFILE configurations the job was not observed at, each worth
+    # `PROFILE_WEIGHT_S` seconds of observation) fills the configurations a job never ran
+    # at, so a job kept at one or two configurations still gets a fit that bends toward
+    # what it showed. Without it a job settled at one configuration never refits.
+    seen = {(w, p) for w, p, _, _ in points}
+    profile = [
+        (w, p, ratio * prior(w, p), PROFILE_WEIGHT_S) for w, p in PROFILE if (w, p) not in seen
+    ]
+    theta = fit_speed_model(points + profile)
+    if theta is not None:
+        return _speed_fn(theta)
     return _speed_fn(jt.coefficients, ratio)
 
 
