@@ -1,0 +1,102 @@
+"""`schedlab replay SOURCE --scheduler dl2 ...`: learned families over a whole trace in the
+arena's simulator, on the tiny run's warehouse (its Helios trace and the policies trained
+on it)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from pipelines.cli import main
+from pipelines.replay_learned import FAMILIES, newest_policies
+from warehouse import connect, read_frame
+
+
+@pytest.fixture
+def trained(reference_run, tmp_path, monkeypatch):
+    """A copy of the tiny run's warehouse (policies and checkpoints beside it) and the id
+    of its Helios source."""
+    folder = tmp_path / "copy"
+    shutil.copytree(reference_run.warehouse.parent, folder)
+    warehouse = folder / reference_run.warehouse.name
+    monkeypatch.setenv("SCHEDLAB_WAREHOUSE", str(warehouse))
+    with connect(warehouse, read_only=True) as con:
+        source = read_frame(con, "SELECT source_id FROM trace_sources WHERE format = 'helios'")
+    return warehouse, source["source_id"][0]
+
+
+def test_each_family_runs_its_policy_trained_on_the_source(trained, capsys):
+    warehouse, source = trained
+    with connect(warehouse, read_only=True) as con:
+        chosen = newest_policies(con, source, ("dl2", "rl-taps"))
+        trained_on = read_frame(
+            con,
+            "SELECT p.policy_id, p.training_workloads, w.source_ids FROM policies p, workloads w "
+            "WHERE w.workload_id = json_extract_string(p.training_workloads, '$[0]') "
+            "AND p.policy_id IN (?, ?)",
+            [chosen["dl2"], chosen["rl-taps"]],
+        )
+    # The tiny run trains every family on every set: each picks the one trained on the
+    # Helios trace's own workload set.
+    assert trained_on.height == 2 and set(trained_on["source_ids"]) == {source}
+    argv = ["replay", source, "--servers", "4", "--scheduler", "fifo"]
+    assert main([*argv, "--scheduler", "dl2", "--scheduler", "rl-taps", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[1].startswith(f"{source} (arena's simulator): ")
+    assert "best dl2 dl2 " in lines[1] and "best rl-taps rl-taps " in lines[1]
+    with connect(warehouse, read_only=True) as con:
+        runs = read_frame(
+            con,
+            "SELECT scheduler, policy, n_jobs, avg_jct_s FROM eval_runs WHERE workload_set = ? "
+            "ORDER BY scheduler",
+            [f"replay-arena:{source}"],
+        )
+        summary = read_frame(
+            con,
+            "SELECT scheduler, family, best_heuristic, ratio_ci_low FROM eval_summary "
+            "WHERE workload_set = ?",
+            [f"replay-arena:{source}"],
+        )
+    assert runs["scheduler"].to_list() == sorted(
+        ["dl2", "drf", "fifo", "optimus-events", "rl-taps"]
+    )
+    policy = dict(zip(runs["scheduler"], runs["policy"], strict=True))
+    assert chosen["dl2"] in policy["dl2"] and chosen["rl-taps"] in policy["rl-taps"]
+    assert runs["n_jobs"].n_unique() == 1  # every scheduler ran the whole trace
+    families = dict(zip(summary["scheduler"], summary["family"], strict=True))
+    assert families["dl2"] == "dl2" and families["rl-taps"] == "rl-taps"
+    assert summary["best_heuristic"].n_unique() == 1
+    assert summary["best_heuristic"][0] in ("optimus-events", "drf", "fifo")
+    # The same command again: the same figures (deterministic), rows replaced.
+    assert main([*argv, "--scheduler", "dl2", "--scheduler", "rl-taps", "--quiet"]) == 0
+    with connect(warehouse, read_only=True) as con:
+        again = read_frame(
+            con,
+            "SELECT scheduler, policy, n_jobs, avg_jct_s FROM eval_runs WHERE workload_set = ? "
+            "ORDER BY scheduler",
+            [f"replay-arena:{source}"],
+        )
+    assert again.equals(runs)
+
+
+def test_a_family_without_a_policy_is_a_clear_error(warehouse_path, capsys):
+    from tests.conftest import TRACES
+
+    assert main(["ingest", str(TRACES / "helios_sample.csv"), "--format", "helios"]) == 0
+    capsys.readouterr()
+    argv = ["replay", "helios:helios_sample", "--servers", "4", "--scheduler", "dl2", "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "no registered policy of dl2" in err and "Traceback" not in err
+
+
+def test_every_family_is_known_to_the_arena():
+    from pipelines.registry import SYSTEMS
+
+    assert set(FAMILIES.values()) <= set(SYSTEMS.loaders())
+    assert json.dumps(sorted(FAMILIES)) == json.dumps(
+        ["chic", "chic-pair", "dl2", "harmony", "rl-taps"]
+    )
