@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipelines.evaluation import EvalConfig, evaluate, store_evaluation
+from pipelines.evaluation import EvalConfig, NotApplicable, evaluate, store_evaluation
 from pipelines.progress import QUIET, Reporter
 from pipelines.replay import (
     BLOCKS,
@@ -184,8 +184,13 @@ def learned_replay_stage(
         f"servers x {cluster.gpus:g} GPUs; {', '.join(eval_cfg.names)}"
     )
     t = time.perf_counter()
-    with progress.bar("arena replay: schedulers", len(eval_cfg.names)) as advance:
-        tables = evaluate(workload_jobs, workloads, eval_cfg, advance)
+    try:
+        with progress.bar("arena replay: schedulers", len(eval_cfg.names)) as advance:
+            tables = evaluate(workload_jobs, workloads, eval_cfg, advance)
+    except NotApplicable as exc:
+        # A policy bound to its training cluster (RL-TAPS's action space) cannot run on
+        # the replay's: a user-facing refusal, not a crash.
+        raise ReplayInputError(str(exc)) from None
     seconds = time.perf_counter() - t
     # One trajectory per scheduler: intervals from the trace's days, paired by block.
     by_scheduler = {
