@@ -109,7 +109,7 @@ def newest_policies(con, source_id: str, families: tuple[str, ...]) -> dict[str,
     derivations = read_frame(con, "SELECT DISTINCT derivation, source_ids FROM workloads")
     own, synthetic = set(), set()
     for name, sources in derivations.iter_rows():
-        parts = sources.split("+")
+        parts = sources.split(",")  # a workload's sources, comma-joined
         if source_id in parts:
             own.add(name)
         if all(p.startswith("synthetic:") for p in parts):

@@ -30,23 +30,25 @@ def trained(reference_run, tmp_path, monkeypatch):
 def test_each_family_runs_its_policy_trained_on_the_source(trained, capsys):
     warehouse, source = trained
     with connect(warehouse, read_only=True) as con:
-        chosen = newest_policies(con, source, ("dl2", "rl-taps"))
+        chosen = newest_policies(con, source, ("dl2", "chic"))
         trained_on = read_frame(
             con,
-            "SELECT p.policy_id, p.training_workloads, w.source_ids FROM policies p, workloads w "
+            "SELECT p.system, w.source_ids FROM policies p, workloads w "
             "WHERE w.workload_id = json_extract_string(p.training_workloads, '$[0]') "
-            "AND p.policy_id IN (?, ?)",
-            [chosen["dl2"], chosen["rl-taps"]],
+            "AND p.policy_id IN (?, ?) ORDER BY p.system",
+            [chosen["dl2"], chosen["chic"]],
         )
-    # The tiny run trains every family on every set: each picks the one trained on the
-    # Helios trace's own workload set.
-    assert trained_on.height == 2 and set(trained_on["source_ids"]) == {source}
+    sources = dict(zip(trained_on["system"], trained_on["source_ids"], strict=True))
+    # Chic's arena policy is trained on every set of the tiny run: the one trained on the
+    # Helios trace's own set is picked. DL2 trains on the synthetic set only: that one.
+    assert source in sources["chic-arena"].split(",")
+    assert sources["dl2"].startswith("synthetic:")
     argv = ["replay", source, "--servers", "4", "--scheduler", "fifo"]
-    assert main([*argv, "--scheduler", "dl2", "--scheduler", "rl-taps", "--quiet"]) == 0
+    assert main([*argv, "--scheduler", "dl2", "--quiet"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[1].startswith(f"{source} (arena's simulator): ")
-    assert "best dl2 dl2 " in lines[1] and "best rl-taps rl-taps " in lines[1]
+    assert "best dl2 dl2 " in lines[1]
     with connect(warehouse, read_only=True) as con:
         runs = read_frame(
             con,
@@ -60,18 +62,16 @@ def test_each_family_runs_its_policy_trained_on_the_source(trained, capsys):
             "WHERE workload_set = ?",
             [f"replay-arena:{source}"],
         )
-    assert runs["scheduler"].to_list() == sorted(
-        ["dl2", "drf", "fifo", "optimus-events", "rl-taps"]
-    )
+    assert runs["scheduler"].to_list() == ["dl2", "drf", "fifo", "optimus-events"]
     policy = dict(zip(runs["scheduler"], runs["policy"], strict=True))
-    assert chosen["dl2"] in policy["dl2"] and chosen["rl-taps"] in policy["rl-taps"]
+    assert chosen["dl2"] in policy["dl2"]
     assert runs["n_jobs"].n_unique() == 1  # every scheduler ran the whole trace
     families = dict(zip(summary["scheduler"], summary["family"], strict=True))
-    assert families["dl2"] == "dl2" and families["rl-taps"] == "rl-taps"
+    assert families["dl2"] == "dl2"
     assert summary["best_heuristic"].n_unique() == 1
     assert summary["best_heuristic"][0] in ("optimus-events", "drf", "fifo")
     # The same command again: the same figures (deterministic), rows replaced.
-    assert main([*argv, "--scheduler", "dl2", "--scheduler", "rl-taps", "--quiet"]) == 0
+    assert main([*argv, "--scheduler", "dl2", "--quiet"]) == 0
     with connect(warehouse, read_only=True) as con:
         again = read_frame(
             con,
