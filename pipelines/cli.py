@@ -565,7 +565,9 @@ def cmd_replay(args) -> int:
         )
         with _display(args) as display, display.reporter.stage(f"replay {args.source_id}"):
             outcome = replay_stage(args.warehouse, cfg, display.reporter)
-        arena = _learned_replay(args, learned, "all" in named, outcome.sizing.cluster.total_gpus)
+        arena = _learned_replay(
+            args, learned, "all" in named, outcome.sizing.cluster.total_gpus, window
+        )
     except (ReplayInputError, Unplaceable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -624,7 +626,7 @@ def cmd_replay(args) -> int:
     return 0
 
 
-def _learned_replay(args, learned: tuple[str, ...], every: bool, gpus: float):
+def _learned_replay(args, learned: tuple[str, ...], every: bool, gpus: float, window):
     """The learned families' whole-trace run (None when none is asked for); with "all",
     every family that has a policy for the source."""
     from pipelines.replay_learned import (
@@ -641,7 +643,9 @@ def _learned_replay(args, learned: tuple[str, ...], every: bool, gpus: float):
         learned = tuple(dict.fromkeys((*learned, *(f for f, p in found.items() if p))))
     if not learned:
         return None
-    cfg = LearnedReplayConfig(args.source_id, learned, gpus=gpus, seed=args.seed, block=args.block)
+    cfg = LearnedReplayConfig(
+        args.source_id, learned, gpus=gpus, seed=args.seed, block=args.block, window=window
+    )
     with _display(args) as display, display.reporter.stage(f"arena replay {args.source_id}"):
         return learned_replay_stage(args.warehouse, cfg, display.reporter)
 

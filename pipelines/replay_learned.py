@@ -33,6 +33,7 @@ import json
 import math
 import time
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +78,8 @@ class LearnedReplayConfig:
     seed: int = 0
     """Root seed: the simulator's seed and the bootstrap's draws."""
     block: str = "day"
+    window: tuple[datetime, datetime] | None = None
+    """Only jobs submitted in [start, end) (`schedlab replay --window`)."""
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.families if f not in FAMILIES]
@@ -157,13 +160,21 @@ def learned_replay_stage(
             con, "SELECT * FROM trace_sources WHERE source_id = ?", [cfg.source_id]
         )
         jobs = read_frame(con, "SELECT * FROM jobs WHERE source_id = ?", [cfg.source_id])
+    if cfg.window is not None:
+        start, end = cfg.window
+        jobs = jobs.filter((pl.col("submit_time") >= start) & (pl.col("submit_time") < end))
     missing = [f for f, p in chosen.items() if p is None]
     if missing:
         raise ReplayInputError(
             f"no registered policy of {', '.join(missing)} trained on this source or a "
             "synthetic set: run `schedlab run` (with the trace in --incoming) first"
         )
-    workloads, workload_jobs = whole_trace_workload(jobs, sources, cfg.workload_set)
+    try:
+        workloads, workload_jobs = whole_trace_workload(jobs, sources, cfg.workload_set)
+    except ValueError as exc:  # no job the derivation keeps (none in the window, say)
+        raise ReplayInputError(
+            f"source {cfg.source_id!r} has no job with a final status to replay: {exc}"
+        ) from None
     if workloads.height == 0:
         raise ReplayInputError(f"source {cfg.source_id!r} has no job with a final status")
     refs = learned_policies(warehouse, dict(chosen), SYSTEMS.loaders())

@@ -100,3 +100,16 @@ def test_every_family_is_known_to_the_arena():
     assert json.dumps(sorted(FAMILIES)) == json.dumps(
         ["chic", "chic-pair", "dl2", "harmony", "rl-taps"]
     )
+
+
+def test_the_window_limits_the_learned_replay_too(trained):
+    from datetime import datetime
+
+    from pipelines.replay import ReplayInputError
+    from pipelines.replay_learned import LearnedReplayConfig, learned_replay_stage
+
+    warehouse, source = trained
+    window = (datetime(2001, 1, 1), datetime(2001, 1, 2))  # before the trace: no job in it
+    cfg = LearnedReplayConfig(source, ("dl2",), gpus=8.0, window=window)
+    with pytest.raises(ReplayInputError, match="has no job with a final status"):
+        learned_replay_stage(warehouse, cfg)
