@@ -518,7 +518,14 @@ def cmd_check(args) -> int:
 
 def cmd_replay(args) -> int:
     from pipelines.replay import ReplayConfig, ReplayInputError, ratio_text, replay_stage
+    from pipelines.replay_learned import FAMILIES
     from tracelib.sim.replay import Unplaceable
+
+    named = tuple(args.scheduler or ())
+    # Learned families run in the arena's simulator after the rules (pipelines.replay_learned);
+    # "all" names every rule and every family that has a policy.
+    learned = tuple(n for n in named if n in FAMILIES)
+    rules = tuple(n for n in named if n not in FAMILIES)
 
     try:
         window = None
@@ -541,7 +548,7 @@ def cmd_replay(args) -> int:
                 ) from None
         cfg = ReplayConfig(
             source_id=args.source_id,
-            schedulers=tuple(args.scheduler) if args.scheduler else ReplayConfig.schedulers,
+            schedulers=rules or ReplayConfig.schedulers,
             servers=args.servers,
             gpus=args.gpus,
             gpus_per_server=args.gpus_per_server,
@@ -558,11 +565,16 @@ def cmd_replay(args) -> int:
         )
         with _display(args) as display, display.reporter.stage(f"replay {args.source_id}"):
             outcome = replay_stage(args.warehouse, cfg, display.reporter)
+        arena = _learned_replay(
+            args, learned, "all" in named, outcome.sizing.cluster.total_gpus, window
+        )
     except (ReplayInputError, Unplaceable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     c = outcome.sizing.cluster
     print(outcome.headline)
+    if arena is not None:
+        print(arena.headline)
     print(
         f"{outcome.n_jobs:,} jobs replayed; cluster "
         + (
@@ -598,7 +610,44 @@ def cmd_replay(args) -> int:
                 )
     if outcome.plot is not None:
         print(f"plot: {outcome.plot}")
+    if arena is not None:
+        print(
+            f"{arena.eval_id}: the arena's simulator, {arena.seconds:.1f} s; policies "
+            + ", ".join(f"{f} {p}" for f, p in arena.policies.items())
+        )
+        for row in arena.summary.iter_rows(named=True):
+            print(
+                f"  {row['scheduler']:16} average JCT {row['avg_jct_s'] / 3600:8.2f} h  "
+                f"/ {row['best_heuristic']} "
+                + ratio_text(
+                    row["ratio_to_best_heuristic"], row["ratio_ci_low"], row["ratio_ci_high"]
+                )
+            )
     return 0
+
+
+def _learned_replay(args, learned: tuple[str, ...], every: bool, gpus: float, window):
+    """The learned families' whole-trace run (None when none is asked for); with "all",
+    every family that has a policy for the source."""
+    from pipelines.replay_learned import (
+        FAMILIES,
+        LearnedReplayConfig,
+        learned_replay_stage,
+        newest_policies,
+    )
+    from warehouse import connect
+
+    if every:
+        with connect(args.warehouse, read_only=True) as con:
+            found = newest_policies(con, args.source_id, tuple(FAMILIES))
+        learned = tuple(dict.fromkeys((*learned, *(f for f, p in found.items() if p))))
+    if not learned:
+        return None
+    cfg = LearnedReplayConfig(
+        args.source_id, learned, gpus=gpus, seed=args.seed, block=args.block, window=window
+    )
+    with _display(args) as display, display.reporter.stage(f"arena replay {args.source_id}"):
+        return learned_replay_stage(args.warehouse, cfg, display.reporter)
 
 
 def cmd_report(args) -> int:
@@ -927,8 +976,11 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         "--scheduler",
         action="append",
         help="replay rule (`models.heuristics.REPLAYS`): fifo, fifo-backfill, sjf, srtf, drf, "
-        "tetris, tiresias-las, tiresias-gittins, fifo-fgd, fifo-gpu-best-fit, or all; repeat "
-        "for several (default: fifo, sjf, srtf, drf, tetris, tiresias-las, fifo-fgd)",
+        "tetris, tiresias-las, tiresias-gittins, fifo-fgd, fifo-gpu-best-fit; or a learned "
+        "family, run over the whole trace in the arena's simulator beside its heuristics: "
+        "dl2, harmony, chic, chic-pair, rl-taps; or all (every rule and every family with a "
+        "policy); repeat for several (default: fifo, sjf, srtf, drf, tetris, tiresias-las, "
+        "fifo-fgd)",
     )
     replay.add_argument(
         "--servers",

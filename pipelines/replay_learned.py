@@ -1,0 +1,230 @@
+"""Learned schedulers over a whole trace: `schedlab replay SOURCE --scheduler dl2 ...`.
+
+The replay rules (`pipelines.replay`) keep each job's recorded GPUs and run time, which
+leaves nothing for DL2, Chic or Harmony to decide: they choose workers and parameter
+servers, or where tasks go, and a job's speed follows from that. So a learned family runs
+where it runs in the arena, the event simulator of the DL2 setting
+(`pipelines.evaluation.evaluate`), on the whole trace as one workload instead of 60-job
+windows:
+
+- the trace's jobs become one sequence by the same derivation as any workload set
+  (`tracelib.workloads.derive_workloads`: a job's model from the DL2 catalogue, its epochs
+  from its recorded run time; completed, failed and killed jobs: the others have no run
+  time to derive epochs from), arrivals as recorded;
+- the cluster has the GPUs of the replay's cluster (its sizing rule at capacity 1), as
+  servers of the DL2 setting (2 GPUs each);
+- each family runs its newest registered policy trained on a workload set of this source,
+  else the newest trained on a synthetic set, composed with the arena's default for the
+  other half of the decision (`EvalConfig.default_allocation` / `default_placement`);
+- the arena's heuristics run beside them on the same simulator seed (`BASELINES`), so each
+  learned family's ratio to the best of them is paired job by job; its interval is the
+  replay's block bootstrap over the trace's days.
+
+A policy sees the scheduler's window (`EvalConfig.window`, DL2's J = 20 jobs in arrival
+order) at each decision: the window's jobs get its decisions, and the jobs behind it wait
+for a place in the window (as in the arena; `tracelib.sim` documents the window).
+Rows go to the evaluation tables in workload set `replay-arena:<source>`, each learned
+scheduler's `policy` naming its policy id.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from pipelines.evaluation import EvalConfig, NotApplicable, evaluate, store_evaluation
+from pipelines.progress import QUIET, Reporter
+from pipelines.replay import (
+    BLOCKS,
+    ReplayInputError,
+    headline,
+    with_block_intervals,
+)
+from pipelines.stages import learned_policies
+from tracelib.scenarios.dl2 import DL2_SMALL
+from tracelib.workloads import DeriveConfig, derive_workloads
+from warehouse import connect, read_frame, transaction
+
+FAMILIES = {
+    "dl2": "dl2",
+    "harmony": "harmony-arena",
+    "chic": "chic-arena",
+    "chic-pair": "chic-pair-arena",
+    "rl-taps": "rl-taps-arena",
+}
+"""Learned family (a `--scheduler` name) -> the `policies.system` of its arena policies."""
+
+BASELINES = ("optimus-events", "drf", "fifo")
+"""The arena's heuristics a learned family is compared with on the same simulator: the
+arena's best heuristic (Optimus deciding at every event), DL2's paper baseline and FIFO."""
+
+
+@dataclass(frozen=True)
+class LearnedReplayConfig:
+    """One whole-trace run of learned families."""
+
+    source_id: str
+    families: tuple[str, ...]
+    gpus: float
+    """GPUs of the cluster (the replay's, at capacity 1)."""
+    baselines: tuple[str, ...] = BASELINES
+    seed: int = 0
+    """Root seed: the simulator's seed and the bootstrap's draws."""
+    block: str = "day"
+    window: tuple[datetime, datetime] | None = None
+    """Only jobs submitted in [start, end) (`schedlab replay --window`)."""
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.families if f not in FAMILIES]
+        if unknown or not self.families:
+            raise ReplayInputError(
+                f"unknown learned scheduler(s) {unknown}; known: {', '.join(FAMILIES)}"
+            )
+        if not self.gpus > 0:
+            raise ReplayInputError("a learned replay needs a cluster with GPUs")
+
+    @property
+    def workload_set(self) -> str:
+        return f"replay-arena:{self.source_id}"
+
+
+@dataclass(frozen=True)
+class LearnedReplayOutcome:
+    eval_id: str
+    summary: pl.DataFrame
+    policies: dict[str, str]
+    """Family -> the policy id it ran."""
+    headline: str
+    seconds: float
+
+
+def newest_policies(con, source_id: str, families: tuple[str, ...]) -> dict[str, str | None]:
+    """Family -> the policy it runs on `source_id`: the newest of its system trained on a
+    workload set derived from the source, else the newest trained on a synthetic set (a
+    derivation of synthetic sources only); None when there is neither."""
+    derivations = read_frame(con, "SELECT DISTINCT derivation, source_ids FROM workloads")
+    own, synthetic = set(), set()
+    for name, sources in derivations.iter_rows():
+        parts = sources.split(",")  # a workload's sources, comma-joined
+        if source_id in parts:
+            own.add(name)
+        if all(p.startswith("synthetic:") for p in parts):
+            synthetic.add(name)
+    chosen: dict[str, str | None] = {}
+    for family in families:
+        rows = read_frame(
+            con,
+            "SELECT policy_id, training_workloads FROM policies WHERE system = ? "
+            "ORDER BY created_at DESC, policy_id",
+            [FAMILIES[family]],
+        )
+
+        def trained_on(sets: set[str], text: str) -> bool:
+            return any(w.split("/", 1)[0] in sets for w in json.loads(text or "[]"))
+
+        pick = next((p for p, w in rows.iter_rows() if trained_on(own, w)), None)
+        chosen[family] = pick or next(
+            (p for p, w in rows.iter_rows() if trained_on(synthetic, w)), None
+        )
+    return chosen
+
+
+def whole_trace_workload(
+    jobs: pl.DataFrame, sources: pl.DataFrame, workload_set: str
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The source's jobs as one test sequence of the arena's simulator (workloads and
+    workload_jobs frames, not stored)."""
+    cfg = DeriveConfig(
+        name=workload_set, jobs_per_sequence=max(1, jobs.height), split_fractions=(0.0, 0.0, 1.0)
+    )
+    return derive_workloads(jobs, sources, cfg)
+
+
+def learned_replay_stage(
+    warehouse: str | Path | None, cfg: LearnedReplayConfig, progress: Reporter = QUIET
+) -> LearnedReplayOutcome:
+    """Run `cfg.families`' policies and the baselines over the whole trace in the arena's
+    simulator, store the rows (one transaction) and say it in one sentence."""
+    from pipelines.registry import SYSTEMS
+
+    with connect(warehouse, read_only=True) as con:
+        chosen = newest_policies(con, cfg.source_id, cfg.families)
+        sources = read_frame(
+            con, "SELECT * FROM trace_sources WHERE source_id = ?", [cfg.source_id]
+        )
+        jobs = read_frame(con, "SELECT * FROM jobs WHERE source_id = ?", [cfg.source_id])
+    if cfg.window is not None:
+        start, end = cfg.window
+        jobs = jobs.filter((pl.col("submit_time") >= start) & (pl.col("submit_time") < end))
+    missing = [f for f, p in chosen.items() if p is None]
+    if missing:
+        raise ReplayInputError(
+            f"no registered policy of {', '.join(missing)} trained on this source or a "
+            "synthetic set: run `schedlab run` (with the trace in --incoming) first"
+        )
+    try:
+        workloads, workload_jobs = whole_trace_workload(jobs, sources, cfg.workload_set)
+    except ValueError as exc:  # no job the derivation keeps (none in the window, say)
+        raise ReplayInputError(
+            f"source {cfg.source_id!r} has no job with a final status to replay: {exc}"
+        ) from None
+    if workloads.height == 0:
+        raise ReplayInputError(f"source {cfg.source_id!r} has no job with a final status")
+    refs = learned_policies(warehouse, dict(chosen), SYSTEMS.loaders())
+    cluster = DL2_SMALL.cluster()
+    n_servers = max(1, math.ceil(cfg.gpus / cluster.gpus - 1e-9))
+    eval_cfg = EvalConfig(
+        workload_sets=(cfg.workload_set,),
+        schedulers=cfg.baselines,
+        n_seeds=1,
+        seed=cfg.seed,
+        cluster=replace(cluster, n_servers=n_servers),
+        reference="fifo" if "fifo" in cfg.baselines else cfg.baselines[0],
+        learned=refs,
+    )
+    n_jobs = int(workloads["n_jobs"][0])
+    progress.line(
+        f"replay {cfg.source_id} in the arena's simulator: {n_jobs:,} jobs on {n_servers:,} "
+        f"servers x {cluster.gpus:g} GPUs; {', '.join(eval_cfg.names)}"
+    )
+    t = time.perf_counter()
+    try:
+        with progress.bar("arena replay: schedulers", len(eval_cfg.names)) as advance:
+            tables = evaluate(workload_jobs, workloads, eval_cfg, advance)
+    except NotApplicable as exc:
+        # A policy bound to its training cluster (RL-TAPS's action space) cannot run on
+        # the replay's: a user-facing refusal, not a crash.
+        raise ReplayInputError(str(exc)) from None
+    seconds = time.perf_counter() - t
+    # One trajectory per scheduler: intervals from the trace's days, paired by block.
+    by_scheduler = {
+        name: part.sort("job_index")
+        for (name,), part in tables.jobs.group_by("scheduler", maintain_order=True)
+    }
+    arrival = next(iter(by_scheduler.values()))["arrival_s"].to_numpy()
+    blocks = (arrival // BLOCKS[cfg.block]).astype(np.int64)
+    summary = with_block_intervals(
+        tables.summary,
+        {name: frame["jct_s"].to_numpy() for name, frame in by_scheduler.items()},
+        blocks,
+        cfg.seed,
+    )
+    tables = replace(tables, summary=summary)
+    with connect(warehouse) as con, transaction(con):
+        store_evaluation(con, tables)
+    span = float(arrival.max() - arrival.min()) or 1.0
+    ideal = workload_jobs["duration_s"].to_numpy() * workload_jobs["num_gpus"].to_numpy()
+    config = {
+        "cluster": {"n_servers": n_servers, "gpus_per_server": cluster.gpus},
+        "load": float(np.nansum(ideal) / (n_servers * cluster.gpus * span)),
+        "block": cfg.block,
+    }
+    sentence = headline(f"{cfg.source_id} (arena's simulator)", summary, config)
+    return LearnedReplayOutcome(tables.eval_id, summary, dict(chosen), sentence, seconds)

@@ -1,0 +1,115 @@
+"""`schedlab replay SOURCE --scheduler dl2 ...`: learned families over a whole trace in the
+arena's simulator, on the tiny run's warehouse (its Helios trace and the policies trained
+on it)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from pipelines.cli import main
+from pipelines.replay_learned import FAMILIES, newest_policies
+from warehouse import connect, read_frame
+
+
+@pytest.fixture
+def trained(reference_run, tmp_path, monkeypatch):
+    """A copy of the tiny run's warehouse (policies and checkpoints beside it) and the id
+    of its Helios source."""
+    folder = tmp_path / "copy"
+    shutil.copytree(reference_run.warehouse.parent, folder)
+    warehouse = folder / reference_run.warehouse.name
+    monkeypatch.setenv("SCHEDLAB_WAREHOUSE", str(warehouse))
+    with connect(warehouse, read_only=True) as con:
+        source = read_frame(con, "SELECT source_id FROM trace_sources WHERE format = 'helios'")
+    return warehouse, source["source_id"][0]
+
+
+def test_each_family_runs_its_policy_trained_on_the_source(trained, capsys):
+    warehouse, source = trained
+    with connect(warehouse, read_only=True) as con:
+        chosen = newest_policies(con, source, ("dl2", "chic"))
+        trained_on = read_frame(
+            con,
+            "SELECT p.system, w.source_ids FROM policies p, workloads w "
+            "WHERE w.workload_id = json_extract_string(p.training_workloads, '$[0]') "
+            "AND p.policy_id IN (?, ?) ORDER BY p.system",
+            [chosen["dl2"], chosen["chic"]],
+        )
+    sources = dict(zip(trained_on["system"], trained_on["source_ids"], strict=True))
+    # Chic's arena policy is trained on every set of the tiny run: the one trained on the
+    # Helios trace's own set is picked. DL2 trains on the synthetic set only: that one.
+    assert source in sources["chic-arena"].split(",")
+    assert sources["dl2"].startswith("synthetic:")
+    argv = ["replay", source, "--servers", "4", "--scheduler", "fifo"]
+    assert main([*argv, "--scheduler", "dl2", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[1].startswith(f"{source} (arena's simulator): ")
+    assert "best dl2 dl2 " in lines[1]
+    with connect(warehouse, read_only=True) as con:
+        runs = read_frame(
+            con,
+            "SELECT scheduler, policy, n_jobs, avg_jct_s FROM eval_runs WHERE workload_set = ? "
+            "ORDER BY scheduler",
+            [f"replay-arena:{source}"],
+        )
+        summary = read_frame(
+            con,
+            "SELECT scheduler, family, best_heuristic, ratio_ci_low FROM eval_summary "
+            "WHERE workload_set = ?",
+            [f"replay-arena:{source}"],
+        )
+    assert runs["scheduler"].to_list() == ["dl2", "drf", "fifo", "optimus-events"]
+    policy = dict(zip(runs["scheduler"], runs["policy"], strict=True))
+    assert chosen["dl2"] in policy["dl2"]
+    assert runs["n_jobs"].n_unique() == 1  # every scheduler ran the whole trace
+    families = dict(zip(summary["scheduler"], summary["family"], strict=True))
+    assert families["dl2"] == "dl2"
+    assert summary["best_heuristic"].n_unique() == 1
+    assert summary["best_heuristic"][0] in ("optimus-events", "drf", "fifo")
+    # The same command again: the same figures (deterministic), rows replaced.
+    assert main([*argv, "--scheduler", "dl2", "--quiet"]) == 0
+    with connect(warehouse, read_only=True) as con:
+        again = read_frame(
+            con,
+            "SELECT scheduler, policy, n_jobs, avg_jct_s FROM eval_runs WHERE workload_set = ? "
+            "ORDER BY scheduler",
+            [f"replay-arena:{source}"],
+        )
+    assert again.equals(runs)
+
+
+def test_a_family_without_a_policy_is_a_clear_error(warehouse_path, capsys):
+    from tests.conftest import TRACES
+
+    assert main(["ingest", str(TRACES / "helios_sample.csv"), "--format", "helios"]) == 0
+    capsys.readouterr()
+    argv = ["replay", "helios:helios_sample", "--servers", "4", "--scheduler", "dl2", "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "no registered policy of dl2" in err and "Traceback" not in err
+
+
+def test_every_family_is_known_to_the_arena():
+    from pipelines.registry import SYSTEMS
+
+    assert set(FAMILIES.values()) <= set(SYSTEMS.loaders())
+    assert json.dumps(sorted(FAMILIES)) == json.dumps(
+        ["chic", "chic-pair", "dl2", "harmony", "rl-taps"]
+    )
+
+
+def test_the_window_limits_the_learned_replay_too(trained):
+    from datetime import datetime
+
+    from pipelines.replay import ReplayInputError
+    from pipelines.replay_learned import LearnedReplayConfig, learned_replay_stage
+
+    warehouse, source = trained
+    window = (datetime(2001, 1, 1), datetime(2001, 1, 2))  # before the trace: no job in it
+    cfg = LearnedReplayConfig(source, ("dl2",), gpus=8.0, window=window)
+    with pytest.raises(ReplayInputError, match="has no job with a final status"):
+        learned_replay_stage(warehouse, cfg)
