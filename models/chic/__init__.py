@@ -6,35 +6,15 @@ allocation policy (`policy.arena()`).
     policy, curve, metrics = train_cem(train_seqs, val_seqs, CEMConfig(variant="chic"))
     acts = evaluate_policy(policy, test_seqs, scenario)     # ACT per sequence
 
-Modules: config (CEMConfig), networks (the 64-32-4 policy net, numpy inference), cem (the
-training algorithm), policy (checkpoints, episodes, evaluation), contracts (tables).
+Modules: config (CEMConfig, ChicNetConfig), networks (the 64-32-4 policy net, numpy
+inference), cem (the training algorithm), policy (checkpoints, episodes, evaluation),
+contracts (tables).
+
+The package itself holds only the configs (`models.chic.config`, no torch): `schedlab run`
+reads the algorithm configs' fields for its flags before it knows whether it trains
+anything. The functions come from their modules (`from models.chic.cem import train_cem`).
 """
 
-from models.chic.cem import elite_bound, train_cem
-from models.chic.config import CEMConfig
-from models.chic.networks import ChicNetConfig, ChicPolicyNet, NumpyPolicy
-from models.chic.policy import (
-    ChicArenaPolicy,
-    ChicPolicy,
-    episode_results,
-    evaluate_policy,
-    load_policy,
-    policy_from_checkpoint,
-    run_episode,
-)
+from models.chic.config import CEMConfig, ChicNetConfig
 
-__all__ = [
-    "CEMConfig",
-    "ChicArenaPolicy",
-    "ChicNetConfig",
-    "ChicPolicy",
-    "ChicPolicyNet",
-    "NumpyPolicy",
-    "elite_bound",
-    "episode_results",
-    "evaluate_policy",
-    "load_policy",
-    "policy_from_checkpoint",
-    "run_episode",
-    "train_cem",
-]
+__all__ = ["CEMConfig", "ChicNetConfig"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from models.chic.networks import ChicNetConfig
-from tracelib.envs.chic import ChicEnvConfig
+from tracelib.catalogue import DL2_CATALOGUE
+from tracelib.envs.chic import VARIANTS, ChicActions, ChicEnvConfig, chic_features
+from tracelib.envs.chic_arena import chic_arena_features
 from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario
 
 ORDERS = ("optimus", "rows")
@@ -22,6 +23,52 @@ PUBLISHED = {
 (p1 charged for actions on absent jobs, void always valid, a fresh sequence per trajectory,
 the smoothed update, random initial weights instead of the clone of Optimus; the paper
 gives no alpha, 0.7 is ours)."""
+
+
+SETTINGS = ("chic", "dl2")
+"""Observations Chic's network can read (`ChicNetConfig.setting`)."""
+
+
+@dataclass(frozen=True)
+class ChicNetConfig:
+    """Shape of the policy network."""
+
+    variant: str = "chic"
+    """"chic" or "chic-pair" (sets the action count and the features)."""
+    window: int = 3
+    """I: jobs in the state."""
+    hidden: tuple[int, ...] = (64, 32, 4)
+    """Hidden layers (paper: 64, 32, 4, ReLU)."""
+    dropout: float = 0.5
+    """Dropout after the first hidden layer (paper: 0.5)."""
+    setting: str = "chic"
+    """The observation it reads: "chic" (Chic's scenario: its 3 models, one pool) or "dl2"
+    (the arena: the DL2 catalogue, `tracelib.envs.chic_arena`)."""
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}")
+        if self.setting not in SETTINGS:
+            raise ValueError(f"setting must be one of {SETTINGS}")
+        if self.window < 1 or not self.hidden or min(self.hidden) < 1:
+            raise ValueError("window and hidden sizes must be positive")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError("dropout must be in [0, 1)")
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """Names of the observation's entries."""
+        if self.setting == "dl2":
+            return chic_arena_features(self.variant, self.window, DL2_CATALOGUE)
+        return chic_features(self.variant, self.window)
+
+    @property
+    def input_dim(self) -> int:
+        return len(self.features)
+
+    @property
+    def n_actions(self) -> int:
+        return ChicActions(self.variant, self.window).n
 
 
 @dataclass(frozen=True)

@@ -14,64 +14,17 @@ overhead dominates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 from torch import nn
 
-from tracelib.catalogue import DL2_CATALOGUE
-from tracelib.envs.chic import VARIANTS, ChicActions, chic_features
-from tracelib.envs.chic_arena import chic_arena_features
+from models.chic.config import ChicNetConfig
 
-SETTINGS = ("chic", "dl2")
 """Where a network's observation comes from: Chic's own scenario, or the arena's DL2
 setting (`ChicNetConfig.setting`)."""
 
 MASKED = -1e9
 """Logit of an invalid action."""
-
-
-@dataclass(frozen=True)
-class ChicNetConfig:
-    """Shape of the policy network."""
-
-    variant: str = "chic"
-    """"chic" or "chic-pair" (sets the action count and the features)."""
-    window: int = 3
-    """I: jobs in the state."""
-    hidden: tuple[int, ...] = (64, 32, 4)
-    """Hidden layers (paper: 64, 32, 4, ReLU)."""
-    dropout: float = 0.5
-    """Dropout after the first hidden layer (paper: 0.5)."""
-    setting: str = "chic"
-    """The observation it reads: "chic" (Chic's scenario: its 3 models, one pool) or "dl2"
-    (the arena: the DL2 catalogue, `tracelib.envs.chic_arena`)."""
-
-    def __post_init__(self) -> None:
-        if self.variant not in VARIANTS:
-            raise ValueError(f"variant must be one of {VARIANTS}")
-        if self.setting not in SETTINGS:
-            raise ValueError(f"setting must be one of {SETTINGS}")
-        if self.window < 1 or not self.hidden or min(self.hidden) < 1:
-            raise ValueError("window and hidden sizes must be positive")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError("dropout must be in [0, 1)")
-
-    @property
-    def features(self) -> tuple[str, ...]:
-        """Names of the observation's entries."""
-        if self.setting == "dl2":
-            return chic_arena_features(self.variant, self.window, DL2_CATALOGUE)
-        return chic_features(self.variant, self.window)
-
-    @property
-    def input_dim(self) -> int:
-        return len(self.features)
-
-    @property
-    def n_actions(self) -> int:
-        return ChicActions(self.variant, self.window).n
 
 
 class ChicPolicyNet(nn.Module):

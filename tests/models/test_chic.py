@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from models.chic import CEMConfig, ChicPolicy, elite_bound, evaluate_policy, load_policy, train_cem
+from models.chic.cem import elite_bound, train_cem
+from models.chic.config import CEMConfig
+from models.chic.policy import ChicPolicy, evaluate_policy, load_policy
 from tracelib.envs.chic import ChicActions, ChicEnv, ChicEnvConfig, ChicSchedule, chic_features
 from tracelib.scenarios.chic import CHIC_CATALOGUE, ChicScenario, iteration_time_s, split_seeds
 from tracelib.sim.jobs import JobSpec
@@ -265,6 +267,20 @@ def test_scenario_and_env_are_torch_free():
 
     code = (
         "import sys, tracelib.scenarios.chic, tracelib.envs.chic; "
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_chics_configs_are_torch_free():
+    """`schedlab run` reads the configs' fields for its flags before it trains anything."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, models.chic; from models.chic.config import ChicNetConfig; "
+        "assert ChicNetConfig(setting='dl2').input_dim > 0; "
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

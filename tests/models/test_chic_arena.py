@@ -11,8 +11,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from models.chic import ChicNetConfig, ChicPolicy, ChicPolicyNet
-from models.chic.policy import ChicArenaPolicy, make_env, run_episode
+from models.chic.config import ChicNetConfig
+from models.chic.networks import ChicPolicyNet
+from models.chic.policy import ChicArenaPolicy, ChicPolicy, make_env, run_episode
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.envs.chic import ChicEnvConfig
 from tracelib.envs.chic_arena import (

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from models.chic import CEMConfig, ChicPolicyNet, train_cem
-from models.chic.cem import warm_key, warm_start
+from models.chic.cem import train_cem, warm_key, warm_start
+from models.chic.config import CEMConfig
 from models.chic.imitation import by_rows, chic_actions, imitate, teacher_samples
+from models.chic.networks import ChicPolicyNet
 from models.heuristics.optimus import Optimus
 from tracelib.envs.chic import ChicActions
 from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario, split_seeds

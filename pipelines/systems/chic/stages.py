@@ -33,17 +33,10 @@ from pathlib import Path
 import polars as pl
 
 from models.checkpoints import Resumed, register_policy, resume_from
-from models.chic import (
-    CEMConfig,
-    ChicPolicy,
-    episode_results,
-    policy_from_checkpoint,
-    train_cem,
-)
-from models.chic.cem import WarmStart, warm_start
-from models.chic.config import PUBLISHED
+from models.chic.cem import WarmStart, train_cem, warm_start
+from models.chic.config import PUBLISHED, CEMConfig
 from models.chic.contracts import ChicLearningCurves
-from models.chic.policy import ARENA
+from models.chic.policy import ARENA, ChicPolicy, episode_results, policy_from_checkpoint
 from models.heuristics.optimus import Optimus
 from models.torch_scope import scoped_torch
 from pipelines.evaluation import (

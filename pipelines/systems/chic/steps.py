@@ -149,7 +149,7 @@ def arena(run: RunContext, pending: Pending) -> ArenaPolicies:
 def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
     """An arena Chic / Chic-Pair checkpoint allocating in the evaluation, placed by the
     evaluation's default placement (load balancing, as in its training)."""
-    from models.chic import load_policy
+    from models.chic.policy import load_policy
     from models.heuristics.registry import PLACEMENTS
 
     policy = load_policy(ref.checkpoint_path, sha256=ref.sha256)
