@@ -71,6 +71,8 @@ def _cpu_s() -> float:
 
 
 def _print_outcome(label: str, outcome, wall: float, cpu: float) -> None:
+    from pipelines.replay import at_end_text
+
     print(f"\n== {label}")
     print(outcome.headline)
     print(f"replayed: {outcome.replayed}")
@@ -90,12 +92,7 @@ def _print_outcome(label: str, outcome, wall: float, cpu: float) -> None:
                 else ""
             )
             end = run.at_end[name]
-            pods = (
-                f"  allocated at end {end['allocation_at_end']:.3f}, "
-                f"{end['waiting_at_end']:,} waiting"
-                if outcome.shape
-                else ""
-            )
+            pods = f"  {at_end_text(end)}" if outcome.shape else ""
             print(
                 f"  {name:16} {seconds:6.1f} s (<= {TARGET_S:.0f} s: {verdict})  avg JCT "
                 f"{row['avg_jct_s'] / 3600:9.2f} h  queueing {run.queueing_s[name] / 3600:9.2f} h"

@@ -517,7 +517,13 @@ def cmd_check(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    from pipelines.replay import ReplayConfig, ReplayInputError, ratio_text, replay_stage
+    from pipelines.replay import (
+        ReplayConfig,
+        ReplayInputError,
+        at_end_text,
+        ratio_text,
+        replay_stage,
+    )
     from pipelines.replay_learned import FAMILIES
     from tracelib.sim.replay import Unplaceable
 
@@ -604,10 +610,7 @@ def cmd_replay(args) -> int:
             )
             if outcome.shape:
                 # Beside JCT, what a pod list of long-running services is judged by (FGD).
-                print(
-                    f"  {'':14} GPUs allocated at trace end {end['allocation_at_end']:.3f}  "
-                    f"jobs waiting then {end['waiting_at_end']:,}"
-                )
+                print(f"  {'':14} {at_end_text(end)}")
     if outcome.plot is not None:
         print(f"plot: {outcome.plot}")
     if arena is not None:

@@ -554,6 +554,17 @@ def at_trace_end(result: pl.DataFrame, gpus: np.ndarray, end_s: float, total: fl
     }
 
 
+def at_end_text(end: dict) -> str:
+    """ "GPUs allocated at trace end 0.72, 113 jobs waiting then" (or that a preemptive
+    rule's is not known)."""
+    if end["allocation_at_end"] is None:
+        return "GPUs allocated at trace end: not known (preemptive: pauses are not recorded)"
+    return (
+        f"GPUs allocated at trace end {end['allocation_at_end']:.3f}, "
+        f"{end['waiting_at_end']:,} jobs waiting then"
+    )
+
+
 def _cluster_record(cluster: ReplayCluster) -> dict:
     unset = {"server_gpus", "server_cpus", "server_mem_gb"} - set(cluster.extras())
     return {k: v for k, v in asdict(cluster).items() if k not in unset}
@@ -788,7 +799,13 @@ def replay_stage(
         for name in cfg.schedulers:
             frame, seconds[name] = next(results)
             queueing[name] = mean_queueing(frame)
-            at_end[name] = at_trace_end(frame, engine_jobs.gpus, end_s, cluster.total_gpus)
+            # A preemptive rule's rows do not say when a job was paused: what it held at
+            # the end is not known from them.
+            at_end[name] = (
+                {"allocation_at_end": None, "waiting_at_end": None}
+                if REPLAYS.create(name).preemptive
+                else at_trace_end(frame, engine_jobs.gpus, end_s, cluster.total_gpus)
+            )
             run_id = f"{eval_id}/{name}"
             metrics = run_metrics(frame, cluster.total_gpus)
             run_rows.append(
@@ -824,8 +841,7 @@ def replay_stage(
                 f"replay {name} at capacity {factor:g} ({cluster.n_servers:,} servers): "
                 f"average JCT {metrics['avg_jct_s'] / 3600:.2f} h, mean queueing delay "
                 f"{queueing[name] / 3600:.2f} h, utilization {metrics['utilization']:.2f}, "
-                f"GPUs allocated at trace end {at_end[name]['allocation_at_end']:.2f}, "
-                f"{at_end[name]['waiting_at_end']:,} jobs waiting then"
+                + at_end_text(at_end[name])
             )
         runs = cast_to_contract(pl.DataFrame(run_rows), EvalRuns)
         reference = REFERENCE if REFERENCE in cfg.schedulers else cfg.schedulers[0]

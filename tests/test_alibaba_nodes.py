@@ -280,3 +280,15 @@ def test_a_job_starting_exactly_at_the_trace_end_is_waiting_not_held():
     )
     end = at_trace_end(result, np.array([8.0, 8.0, 8.0]), end_s=100.0, total=8.0)
     assert end == {"allocation_at_end": 1.0, "waiting_at_end": 1}
+
+
+def test_a_preemptive_rules_allocation_at_the_end_is_not_claimed(tmp_path):
+    from pipelines.replay import at_end_text
+
+    # Its rows keep a job's first start and its finish, not its pauses: a preempted job
+    # would count as held. Said so instead of a figure (above 1 on a half-size cluster).
+    unknown = {"allocation_at_end": None, "waiting_at_end": None}
+    assert "not known (preemptive" in at_end_text(unknown)
+    assert at_end_text({"allocation_at_end": 0.5, "waiting_at_end": 3}) == (
+        "GPUs allocated at trace end 0.500, 3 jobs waiting then"
+    )
