@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from models.chic import ChicNetConfig, ChicPolicy, ChicPolicyNet
-from models.chic.policy import episode_results
+from models.chic import ChicNetConfig
+from models.chic.networks import ChicPolicyNet
+from models.chic.policy import ChicPolicy, episode_results
 from tracelib.envs.chic import ChicEnv
 from tracelib.scenarios.chic import ChicScenario
 
