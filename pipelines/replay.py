@@ -44,6 +44,7 @@ from pipelines.runners import available_cores
 from tracelib.describe import peak_gpu_demand, readable_jobs
 from tracelib.ingest.base import IngestError, printable
 from tracelib.ingest.nodes import read_node_list
+from tracelib.progress import ProgressFn
 from tracelib.provenance import canonical_json, code_version
 from tracelib.seeds import named_streams
 from tracelib.sim.replay import ReplayCluster, ReplayJobs, replay
@@ -640,11 +641,22 @@ def scaled(cluster: ReplayCluster, factor: float, least: int = 1) -> ReplayClust
 
 
 def _replay_task(
-    engine_jobs: ReplayJobs, cluster: ReplayCluster, name: str, preempt_cost_s: float
+    engine_jobs: ReplayJobs,
+    cluster: ReplayCluster,
+    name: str,
+    preempt_cost_s: float,
+    progress: ProgressFn | None = None,
 ) -> tuple[pl.DataFrame, float]:
-    """One rule's replay and its wall time (a worker process's task)."""
+    """One rule's replay and its wall time (a worker process's task, or one step of a
+    sequential sweep, which passes its progress bar)."""
     t = time.perf_counter()
-    result = replay(engine_jobs, cluster, REPLAYS.create(name), preempt_cost_s=preempt_cost_s)
+    result = replay(
+        engine_jobs,
+        cluster,
+        REPLAYS.create(name),
+        preempt_cost_s=preempt_cost_s,
+        progress=progress,
+    )
     return result.jobs, time.perf_counter() - t
 
 
@@ -663,16 +675,10 @@ def _run_replays(
     if cfg.runner == "sequential" or workers <= 1:
         results = []
         for cluster, name in tasks:
-            t = time.perf_counter()
             with progress.bar(f"replay {name}", len(engine_jobs)) as advance:
-                result = replay(
-                    engine_jobs,
-                    cluster,
-                    REPLAYS.create(name),
-                    preempt_cost_s=cfg.preempt_cost_s,
-                    progress=advance,
+                results.append(
+                    _replay_task(engine_jobs, cluster, name, cfg.preempt_cost_s, advance)
                 )
-            results.append((result.jobs, time.perf_counter() - t))
         return results
     import multiprocessing
 
@@ -784,7 +790,14 @@ def replay_stage(
             # its eval_id) stays what it is without them.
             | {
                 "cluster": _cluster_record(cluster),
-                "load": round(offered_load(engine_jobs, cluster), 6),
+                "load": round(
+                    offered_load(
+                        engine_jobs.arrival_s,
+                        engine_jobs.gpus * engine_jobs.duration_s,
+                        cluster.total_gpus,
+                    ),
+                    6,
+                ),
                 "sizing": {"rule": sizing.rule, "servers": base.n_servers},
             }
         )
@@ -931,13 +944,12 @@ def with_block_intervals(
     return cast_to_contract(pl.DataFrame(rows, infer_schema_length=None), EvalSummary)
 
 
-def offered_load(engine_jobs: ReplayJobs, cluster: ReplayCluster) -> float:
+def offered_load(arrival_s: np.ndarray, gpu_seconds: np.ndarray, total_gpus: float) -> float:
     """The jobs' GPU-seconds over the cluster's GPU-seconds from the first submit to the
     last submit: the utilization the trace asks of the cluster while jobs keep arriving
-    (above 1, queues grow whatever the scheduler)."""
-    span = float(engine_jobs.arrival_s.max() - engine_jobs.arrival_s.min())
-    work = float((engine_jobs.gpus * engine_jobs.duration_s).sum())
-    return work / (cluster.total_gpus * max(span, 1.0))
+    (above 1, queues grow whatever the scheduler). Per job: its arrival and GPU-seconds."""
+    span = float(arrival_s.max() - arrival_s.min())
+    return float(np.nansum(gpu_seconds)) / (total_gpus * max(span, 1.0))
 
 
 def ratio_text(value: float | None, low: float | None, high: float | None) -> str:

@@ -45,6 +45,7 @@ from pipelines.replay import (
     BLOCKS,
     ReplayInputError,
     headline,
+    offered_load,
     with_block_intervals,
 )
 from pipelines.stages import learned_policies
@@ -126,14 +127,16 @@ def newest_policies(con, source_id: str, families: tuple[str, ...]) -> dict[str,
             [FAMILIES[family]],
         )
 
-        def trained_on(sets: set[str], text: str) -> bool:
-            return any(w.split("/", 1)[0] in sets for w in json.loads(text or "[]"))
-
-        pick = next((p for p, w in rows.iter_rows() if trained_on(own, w)), None)
+        pick = next((p for p, w in rows.iter_rows() if _trained_on(own, w)), None)
         chosen[family] = pick or next(
-            (p for p, w in rows.iter_rows() if trained_on(synthetic, w)), None
+            (p for p, w in rows.iter_rows() if _trained_on(synthetic, w)), None
         )
     return chosen
+
+
+def _trained_on(sets: set[str], training_workloads: str | None) -> bool:
+    """Whether a policy's training workloads (JSON list of workload ids) are of `sets`."""
+    return any(w.split("/", 1)[0] in sets for w in json.loads(training_workloads or "[]"))
 
 
 def whole_trace_workload(
@@ -219,11 +222,10 @@ def learned_replay_stage(
     tables = replace(tables, summary=summary)
     with connect(warehouse) as con, transaction(con):
         store_evaluation(con, tables)
-    span = float(arrival.max() - arrival.min()) or 1.0
-    ideal = workload_jobs["duration_s"].to_numpy() * workload_jobs["num_gpus"].to_numpy()
+    gpu_seconds = workload_jobs["duration_s"].to_numpy() * workload_jobs["num_gpus"].to_numpy()
     config = {
         "cluster": {"n_servers": n_servers, "gpus_per_server": cluster.gpus},
-        "load": float(np.nansum(ideal) / (n_servers * cluster.gpus * span)),
+        "load": offered_load(arrival, gpu_seconds, n_servers * cluster.gpus),
         "block": cfg.block,
     }
     sentence = headline(f"{cfg.source_id} (arena's simulator)", summary, config)
