@@ -358,3 +358,32 @@ def test_stand_in_workload_has_the_workload_jobs_contract():
     jobs = jobs_from_frame(frame)
     assert len(jobs) == 30
     assert max(Counter(j.arrival_s for j in jobs).values()) <= 10
+
+
+@pytest.mark.parametrize("name", ["fifo", "drf"])
+def test_a_decision_advances_exactly_the_jobs_in_the_system(name):
+    """The jobs a decision advances are the arrived, unfinished ones (kept as arrivals and
+    completions happen, so a decision's work follows the queue, not the trace's length),
+    forks included; the run ends as an unforked one does."""
+    jobs = small_workload(seed=5, n=24)
+    sim = Simulator(jobs, make_scheduler(name), cfg(n_servers=2, speed=NOISY))
+    session = sim.session()
+    forked_at = 7
+    decisions = 0
+    while not session.done:
+        state = session._state
+        brute = {i for i, j in state.jobs.items() if j.arrived and j.finish_s is None}
+        assert set(state.live) == brute
+        assert session.jobs_in_system() == len(brute) > 0
+        assert {v.job_id for v in session.snapshot.jobs} <= brute
+        if decisions == forked_at:
+            fork = session.fork()
+            assert set(fork._state.live) == brute
+            assert all(fork._state.live[i] is fork._state.jobs[i] for i in brute)
+        session.submit(*sim.scheduler.decide(session.snapshot, session.rng))
+        decisions += 1
+    assert decisions > forked_at and not session._state.live
+    while not fork.done:
+        fork.submit(*sim.scheduler.decide(fork.snapshot, fork.rng))
+    assert fork.result().jobs.equals(session.result().jobs)
+    assert fork.result().jobs.equals(sim.run().jobs)

@@ -265,6 +265,12 @@ class _RunState:
     pending_arrivals: int = 0
     waiting: tuple[Decide, list[_Job]] | None = None
     """The decision awaiting `_decide`: its event and the jobs it decides for."""
+    live: dict[int, _Job] = field(default_factory=dict)
+    """Arrived, unfinished jobs: what a decision advances, so its cost follows the jobs in
+    the system, not the trace's length."""
+    rank: dict[int, int] = field(default_factory=dict)
+    """job id -> its place in `jobs` (the order a decision advances jobs and logs their
+    progress in)."""
 
     def push(self, time_s: float, priority: int, event: object) -> None:
         heapq.heappush(self.heap, _Entry(time_s, priority, self.seq, event))
@@ -282,6 +288,7 @@ class _RunState:
             self,
             rng={name: copy.deepcopy(g) for name, g in self.rng.items()},
             jobs=jobs,
+            live={job_id: jobs[job_id] for job_id in self.live},
             log=list(self.log),
             placement_rows=list(self.placement_rows),
             heap=list(self.heap),
@@ -461,12 +468,14 @@ class Simulator:
                 job = jobs[event.job_id]
                 if job.finish_s is None and job.version == event.version:
                     self._complete(job, t, log)
+                    del state.live[event.job_id]
                     if self.trigger == "events":
                         self._request_decision(state, t)
             elif isinstance(event, Arrival):
                 job = jobs[event.job_id]
                 job.arrived = True
                 job.last_s = t
+                state.live[event.job_id] = job
                 state.pending_arrivals -= 1
                 log.append(EventRecord(t, "arrive", job.spec.job_id, 0, 0, job.arrival_s))
                 self._request_decision(state, t)
@@ -478,7 +487,7 @@ class Simulator:
                         f"more than {self.cfg.max_decisions} decisions; "
                         f"{sum(j.finish_s is None for j in jobs.values())} jobs unfinished"
                     )
-                active = self._advance(jobs, t, log)
+                active = self._advance(state.live, state.rank, t, log)
                 if not active:
                     continue
                 state.waiting = (event, active)
@@ -518,18 +527,20 @@ class Simulator:
 
     # -- steps -------------------------------------------------------------------------
 
-    def _advance(self, jobs: dict[int, _Job], t: float, log: list[EventRecord]) -> list[_Job]:
-        """Bring every arrived job's progress to time t; returns the unfinished ones."""
+    def _advance(
+        self, live: dict[int, _Job], rank: dict[int, int], t: float, log: list[EventRecord]
+    ) -> list[_Job]:
+        """Bring every live job's progress to time t; returns the unfinished ones (and
+        takes the jobs that finish by t out of `live`)."""
         active = []
-        for job in jobs.values():
-            if not job.arrived or job.finish_s is not None:
-                continue
+        for job in sorted(live.values(), key=lambda j: rank[j.spec.job_id]):
             if job.rate > 0:
                 productive = max(0.0, t - max(job.last_s, job.pause_until))
                 gained = job.rate * productive
                 if job.done + gained >= job.real_epochs * (1.0 - 1e-12):
                     # Rounding put the exact finish a hair past the decision: finish now.
                     self._complete(job, t, log)
+                    del live[job.spec.job_id]
                     continue
                 if productive > 0:
                     job.done += gained
@@ -559,9 +570,11 @@ class Simulator:
         log.append(EventRecord(t, "finish", job.spec.job_id, 0, 0, t - job.arrival_s))
 
     def _used(self, jobs: Sequence[_Job]) -> np.ndarray:
+        # Only placed jobs hold resources (most jobs of a long queue hold none).
         servers, demands = task_arrays(
             group
             for job in jobs
+            if job.workers or job.ps
             for group in (
                 (job.placement.workers, job.worker_demand),
                 (job.placement.ps, job.jt.ps_demand),
@@ -672,13 +685,20 @@ class Simulator:
         """Whether each job can train with its placement: the speed model gives it a
         positive isolated speed (DL2 jobs need a worker and a PS; all-reduce jobs only
         workers). One vectorized call for all jobs (the speed models are elementwise)."""
-        if not jobs:
-            return []
-        w = [len(pl_.workers) for pl_ in placements]
+        out = [False] * len(jobs)
+        # Only placed jobs can train: the speed model runs on those (most jobs of a long
+        # queue have no placement).
+        idx = [i for i, pl_ in enumerate(placements) if pl_.workers]
+        if not idx:
+            return out
         base = self.model.base(
-            [job.jt.type_index for job in jobs], w, [len(pl_.ps) for pl_ in placements]
+            [jobs[i].jt.type_index for i in idx],
+            [len(placements[i].workers) for i in idx],
+            [len(placements[i].ps) for i in idx],
         )
-        return [n > 0 and speed > 0 for n, speed in zip(w, base.tolist(), strict=True)]
+        for i, speed in zip(idx, base.tolist(), strict=True):
+            out[i] = speed > 0
+        return out
 
     def _apply(self, jobs, active, snap, alloc, placement, state: _RunState) -> list[_Job]:
         """Validate and apply one decision; returns the jobs that train this interval."""
@@ -767,7 +787,13 @@ class SimSession:
         rng = sim._streams()
         jobs = sim._init_jobs(rng)
         oracle = _Oracle(sim.model, jobs) if sim.scheduler.uses_oracle else None
-        self._state = _RunState(rng=rng, jobs=jobs, oracle=oracle, until_s=until_s)
+        self._state = _RunState(
+            rng=rng,
+            jobs=jobs,
+            oracle=oracle,
+            until_s=until_s,
+            rank={job_id: i for i, job_id in enumerate(jobs)},
+        )
         self._result: SimResult | None = None
         self.snapshot: Snapshot | None = None
         sim._start(self._state)
@@ -822,7 +848,7 @@ class SimSession:
 
     def jobs_in_system(self) -> int:
         """Arrived, unfinished jobs."""
-        return sum(j.arrived and j.finish_s is None for j in self._state.jobs.values())
+        return len(self._state.live)
 
     def unfinished(self) -> int:
         """Jobs not finished yet, arrived or not."""
