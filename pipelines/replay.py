@@ -991,9 +991,10 @@ def headline(source_id: str, summary: pl.DataFrame, config: dict) -> str:
         return parts[0] + "; no heuristic without run-time knowledge was replayed."
     best = min(fair, key=lambda r: r["avg_jct_s"])
     reference = best["reference"]
+    # Against the reference (FIFO) only where it is another scheduler than the best.
+    versus = f", {to_reference(best)} x {reference}" if reference != best["scheduler"] else ""
     parts.append(
-        f"best heuristic {best['scheduler']} (average JCT {best['avg_jct_s'] / 3600:.2f} h, "
-        f"{to_reference(best)} x {reference})"
+        f"best heuristic {best['scheduler']} (average JCT {best['avg_jct_s'] / 3600:.2f} h{versus})"
     )
     learned = [r for r in rows.values() if r["family"] != "heuristic"]
     by_family: dict[str, dict] = {}
@@ -1001,10 +1002,8 @@ def headline(source_id: str, summary: pl.DataFrame, config: dict) -> str:
         if r["family"] not in by_family or r["avg_jct_s"] < by_family[r["family"]]["avg_jct_s"]:
             by_family[r["family"]] = r
     for family, r in sorted(by_family.items()):
-        parts.append(
-            f"best {family} {r['scheduler']} {to_best(r)} x {best['scheduler']} and "
-            f"{to_reference(r)} x {reference}"
-        )
+        also = f" and {to_reference(r)} x {reference}" if versus else ""
+        parts.append(f"best {family} {r['scheduler']} {to_best(r)} x {best['scheduler']}{also}")
     if not by_family:
         parts.append("no learned policy replayed")
     knowing = [r for r in rows.values() if reads_run_time(r["scheduler"])]

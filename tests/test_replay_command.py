@@ -442,3 +442,46 @@ def test_replay_opens_with_its_headline_and_block_bootstrap_intervals(
     page = report.read_text()
     assert "Replayed traces" in page and "intervals over weeks" in page
     assert page.index("Replayed traces") < page.index("Leaderboard")
+
+
+def test_the_headline_names_fifo_only_when_fifo_is_not_the_best_heuristic():
+    """Where the reference is the best heuristic itself (an arena replay without FIFO),
+    the sentence gives each ratio once, not the same ratio twice."""
+    from pipelines.replay import headline
+
+    def row(name, family, avg_h, ratio, reference):
+        return {
+            "scheduler": name,
+            "family": family,
+            "n_jobs": 100,
+            "avg_jct_s": avg_h * 3600,
+            "reference": reference,
+            "jct_ratio": ratio,
+            "jct_ratio_ci_low": ratio - 0.1,
+            "jct_ratio_ci_high": ratio + 0.1,
+            "ratio_to_best_heuristic": ratio,
+            "ratio_ci_low": ratio - 0.1,
+            "ratio_ci_high": ratio + 0.1,
+        }
+
+    config = {"cluster": {"n_servers": 4, "gpus_per_server": 2}, "load": 0.5}
+    alone = pl.DataFrame(
+        [
+            row("optimus-events", "heuristic", 2.0, 1.0, "optimus-events"),
+            row("d", "dl2", 2.4, 1.2, "optimus-events"),
+        ]
+    )
+    text = headline("s", alone, config)
+    assert "best heuristic optimus-events (average JCT 2.00 h)" in text
+    assert "best dl2 d 1.200 [1.100, 1.300] x optimus-events (ratios" in text
+    assert text.count("1.200") == 1
+    with_fifo = pl.DataFrame(
+        [
+            row("fifo", "heuristic", 4.0, 1.0, "fifo"),
+            row("drf", "heuristic", 2.0, 0.5, "fifo"),
+            row("d", "dl2", 1.0, 0.25, "fifo"),
+        ]
+    )
+    text = headline("s", with_fifo, config)
+    assert "best heuristic drf (average JCT 2.00 h, 0.500 [0.400, 0.600] x fifo)" in text
+    assert "best dl2 d 0.250 [0.150, 0.350] x drf and 0.250 [0.150, 0.350] x fifo" in text
