@@ -625,6 +625,7 @@ def cmd_replay(args) -> int:
                 + ratio_text(
                     row["ratio_to_best_heuristic"], row["ratio_ci_low"], row["ratio_ci_high"]
                 )
+                + f"  ({arena.scheduler_seconds[row['scheduler']]:,.1f} s)"
             )
     return 0
 

@@ -104,6 +104,8 @@ class LearnedReplayOutcome:
     """Family -> the policy id it ran."""
     headline: str
     seconds: float
+    scheduler_seconds: dict[str, float]
+    """Scheduler -> seconds its whole-trace run took (policy loading included)."""
 
 
 def newest_policies(con, source_id: str, families: tuple[str, ...]) -> dict[str, str | None]:
@@ -198,9 +200,18 @@ def learned_replay_stage(
         f"servers x {cluster.gpus:g} GPUs; {', '.join(eval_cfg.names)}"
     )
     t = time.perf_counter()
+    # One workload, one seed: evaluate's runs are the schedulers, in `names` order.
+    marks = [t]
+
+    def finished(done: int, total: int | None = None) -> None:
+        marks.append(time.perf_counter())
+        name = eval_cfg.names[done - 1]
+        progress.line(f"  {name}: {marks[-1] - marks[-2]:,.1f} s ({done}/{total})")
+        advance(done, total)
+
     try:
         with progress.bar("arena replay: schedulers", len(eval_cfg.names)) as advance:
-            tables = evaluate(workload_jobs, workloads, eval_cfg, advance)
+            tables = evaluate(workload_jobs, workloads, eval_cfg, finished)
     except NotApplicable as exc:
         # A policy bound to its training cluster (RL-TAPS's action space) cannot run on
         # the replay's: a user-facing refusal, not a crash.
@@ -229,4 +240,9 @@ def learned_replay_stage(
         "block": cfg.block,
     }
     sentence = headline(f"{cfg.source_id} (arena's simulator)", summary, config)
-    return LearnedReplayOutcome(tables.eval_id, summary, dict(chosen), sentence, seconds)
+    per_scheduler = {
+        name: marks[k + 1] - marks[k] for k, name in enumerate(eval_cfg.names[: len(marks) - 1])
+    }
+    return LearnedReplayOutcome(
+        tables.eval_id, summary, dict(chosen), sentence, seconds, per_scheduler
+    )

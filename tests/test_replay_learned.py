@@ -5,6 +5,7 @@ on it)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -63,6 +64,10 @@ def test_each_family_runs_its_policy_trained_on_the_source(trained, capsys):
             [f"replay-arena:{source}"],
         )
     assert runs["scheduler"].to_list() == ["dl2", "drf", "fifo", "optimus-events"]
+    # Each scheduler's line ends with the seconds its whole-trace run took.
+    arena_part = out[out.index("the arena's simulator, ") :]
+    timed = re.findall(r"^  (\S+) +average JCT .*\((\d[\d,]*\.\d) s\)$", arena_part, re.M)
+    assert sorted(name for name, _ in timed) == runs["scheduler"].to_list()
     policy = dict(zip(runs["scheduler"], runs["policy"], strict=True))
     assert chosen["dl2"] in policy["dl2"]
     assert runs["n_jobs"].n_unique() == 1  # every scheduler ran the whole trace
