@@ -94,6 +94,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import duckdb
@@ -566,12 +567,14 @@ def simulated(
     start_delay_s: float,
     policy_name: str | None = None,
     keep_result: bool = False,
+    on_jobs: Callable[[int, int], None] | None = None,
 ) -> RunFn:
     """A decision policy run in `tracelib.sim`'s simulator (`sim_config(seed)`), its jobs'
     slowdowns against `rates` (best epochs/s alone, `best_rates`). `make_policy()` is
     called once per workload: the seeds of one workload share the policy object, as a
     policy that keeps state across runs (Optimus' fitted curves) always did. `policy_name`:
-    eval_runs.policy (default: the policy's own name; a learned one's policy id)."""
+    eval_runs.policy (default: the policy's own name; a learned one's policy id).
+    `on_jobs(finished, jobs)`: the run's progress, now and then (`Simulator.run`)."""
     made: dict[str, DecisionPolicy] = {}
 
     def run(workload: Workload, seed: int) -> RunOutcome:
@@ -580,7 +583,7 @@ def simulated(
             made[workload.workload_id] = make_policy()
         policy = made[workload.workload_id]
         sim = Simulator(workload.jobs, policy, sim_config(seed), catalogue or DL2_CATALOGUE)
-        result = sim.run()
+        result = sim.run(progress=on_jobs)
         rows = job_rows(result, workload.names, rates, start_delay_s, catalogue)
         name = policy_name or policy.name
         return RunOutcome(rows, name, result=result if keep_result else None)
@@ -661,12 +664,14 @@ def evaluate(
     workloads: pl.DataFrame,
     cfg: EvalConfig,
     progress: ProgressFn = no_progress,
+    on_jobs: Callable[[str, int, int], None] | None = None,
 ) -> EvalTables:
     """Run every scheduler of `cfg` on every selected workload with every seed.
 
     `workloads` and `workload_jobs` have the columns of the tables of those names (only
     the selected workloads' jobs are used). Deterministic: same inputs, same tables.
-    `progress(runs done, total runs)` is called after every simulation.
+    `progress(runs done, total runs)` is called after every simulation, `on_jobs(scheduler,
+    jobs finished, jobs)` now and then within one (a whole trace's run takes minutes).
     """
     chosen = select_workloads(workloads, cfg)
     eval_id = evaluation_id(cfg, chosen, workload_jobs)
@@ -697,6 +702,7 @@ def evaluate(
             rates=rates,
             start_delay_s=cfg.speed.start_delay_s,
             catalogue=None,
+            on_jobs=None if on_jobs is None else partial(on_jobs, name),
         )
         for name in cfg.names
     }

@@ -209,9 +209,19 @@ def learned_replay_stage(
         progress.line(f"  {name}: {marks[-1] - marks[-2]:,.1f} s ({done}/{total})")
         advance(done, total)
 
+    said = [t]
+
+    def within(name: str, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if done < total and now - said[0] >= 30.0:  # a line every half minute at most
+            said[0] = now
+            progress.line(
+                f"  {name}: {done:,} of {total:,} jobs finished ({now - marks[-1]:,.0f} s)"
+            )
+
     try:
         with progress.bar("arena replay: schedulers", len(eval_cfg.names)) as advance:
-            tables = evaluate(workload_jobs, workloads, eval_cfg, finished)
+            tables = evaluate(workload_jobs, workloads, eval_cfg, finished, within)
     except NotApplicable as exc:
         # A policy bound to its training cluster (RL-TAPS's action space) cannot run on
         # the replay's: a user-facing refusal, not a crash.

@@ -387,3 +387,17 @@ def test_a_decision_advances_exactly_the_jobs_in_the_system(name):
         fork.submit(*sim.scheduler.decide(fork.snapshot, fork.rng))
     assert fork.result().jobs.equals(session.result().jobs)
     assert fork.result().jobs.equals(sim.run().jobs)
+
+
+def test_a_run_reports_its_finished_jobs_as_it_goes():
+    """`run(progress=...)` sees the finished jobs grow to all of them, and the run's
+    result is the one without a progress callback."""
+    jobs = small_workload(seed=2, n=20)
+    sim = Simulator(jobs, make_scheduler("drf"), cfg(n_servers=2, speed=NOISY))
+    seen: list[tuple[int, int]] = []
+    result = sim.run(progress=lambda done, total: seen.append((done, total)), every=3)
+    assert len(seen) > 2 and seen[-1] == (20, 20)
+    assert all(total == 20 for _, total in seen)
+    done = [d for d, _ in seen]
+    assert done == sorted(done) and done[0] < 20
+    assert result.jobs.equals(sim.run().jobs)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import copy
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import NamedTuple, Protocol
@@ -424,12 +424,24 @@ class Simulator:
 
     # -- run ---------------------------------------------------------------------------
 
-    def run(self, until_s: float | None = None) -> SimResult:
+    def run(
+        self,
+        until_s: float | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        every: int = 2000,
+    ) -> SimResult:
         """Simulate until every job has finished, or only the events up to `until_s` (then
-        unfinished jobs have no finish time)."""
+        unfinished jobs have no finish time). `progress(finished jobs, jobs)` is called
+        every `every` decisions and at the end (a whole trace runs for minutes)."""
         session = self.session(until_s)
+        decisions = 0
         while not session.done:
             session.submit(*self.scheduler.decide(session.snapshot, session.rng))
+            decisions += 1
+            if progress is not None and decisions % every == 0:
+                progress(len(self.specs) - session.unfinished(), len(self.specs))
+        if progress is not None:
+            progress(len(self.specs) - session.unfinished(), len(self.specs))
         return session.result()
 
     def session(self, until_s: float | None = None) -> SimSession:
@@ -852,7 +864,7 @@ class SimSession:
 
     def unfinished(self) -> int:
         """Jobs not finished yet, arrived or not."""
-        return sum(j.finish_s is None for j in self._state.jobs.values())
+        return self._state.pending_arrivals + len(self._state.live)
 
     def result(self) -> SimResult:
         """The run's result; only once `done`."""
