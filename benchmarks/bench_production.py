@@ -96,8 +96,14 @@ class Options:
 
 
 def _cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    """CPU seconds of this process and of the children it waited for (the training run)."""
+    return sum(
+        u.ru_utime + u.ru_stime
+        for u in (
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
+    )
 
 
 def _print_outcome(label: str, outcome, wall: float, cpu: float) -> None:
@@ -240,7 +246,7 @@ def _learned(args: Options, folder: Path, warehouse: Path, source_id: str, gpus:
             if name == family:
                 missed += seconds > target
             print(
-                f"  {name:16} {seconds:7.1f} s (<= {target:.0f} s: {verdict})  avg JCT "
+                f"  {name:16} {seconds:7.1f} s (<= {target:.1f} s: {verdict})  avg JCT "
                 f"{row['avg_jct_s'] / 3600:8.2f} h  / optimus-events "
                 f"{row['ratio_to_best_heuristic']:.3f} "
                 f"[{row['ratio_ci_low']:.3f}, {row['ratio_ci_high']:.3f}]"

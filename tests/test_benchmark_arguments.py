@@ -217,3 +217,13 @@ def test_write_results_keeps_the_output_and_stamps_it(tmp_path, monkeypatch, cap
     (tmp_path / "results" / "stub.md").unlink()
     assert run_benchmarks(["stub"]) == 0
     assert list((tmp_path / "results").iterdir()) == []
+
+
+def test_the_production_benchmark_names_its_learned_families(capsys) -> None:
+    from benchmarks.bench_production import Options
+
+    assert parse(Options, []).families() == ("dl2", "harmony", "chic", "chic-pair", "rl-taps")
+    assert parse(Options, ["--learned", "chic", "--learned", "dl2"]).families() == ("chic", "dl2")
+    assert parse(Options, ["--learned", "none"]).families() == ()
+    code, _, err = _exits("bench_production", ["--learned", "dl3"], capsys)
+    assert code == 2 and "choose from dl2, harmony" in _one_line_error(err, "bench_production")
