@@ -237,3 +237,16 @@ def test_gpu_best_fit_is_fgds_baseline_under_the_same_gpu_bookkeeping():
     ]
     # Pooled: 0.5 free at first, 1 free at 10: D runs 10-15.
     assert _run(jobs, server, "fifo")["finish_s"].to_list() == [10.0, 100.0, 100.0, 15.0]
+
+
+@pytest.mark.parametrize("name", sorted(REPLAYS.names()))
+def test_skipping_settled_instants_changes_no_schedule(name):
+    """An overloaded cluster (most event instants change nothing a decision reads): every
+    rule's schedule is the one deciding at every instant gives, bit for bit."""
+    jobs = _mixed(400, 11)
+    cluster = ReplayCluster(2, 8.0)
+    rule = REPLAYS.create(name)
+    fast = replay(jobs, cluster, rule, preempt_cost_s=30.0)
+    slow = replay(jobs, cluster, rule, preempt_cost_s=30.0, skip_settled=False)
+    assert fast.jobs.equals(slow.jobs)
+    assert fast.jobs["preemptions"].sum() == slow.jobs["preemptions"].sum()

@@ -556,11 +556,14 @@ def replay(
     *,
     preempt_cost_s: float = 0.0,
     progress: Callable[[int, int], None] | None = None,
+    skip_settled: bool = True,
 ) -> ReplayResult:
     """Replay `jobs` on `cluster` under `rule`; every job runs to completion.
 
     Raises Unplaceable when a job can never run (it needs more GPUs than the servers of its
     type have). `progress(finished, total)` is called every 2,000 completions.
+    `skip_settled=False` decides at every event instant, even where nothing a decision
+    depends on changed since the last one (the same result, slower: a reference).
 
     What a rule learns from the trace is learned from `jobs` themselves, as an operator
     learns it from past jobs: "gittins" the distribution of service (GPUs x recorded run
@@ -636,6 +639,7 @@ def replay(
         return (arrival[i], i)
 
     def enqueue(i: int) -> None:
+        touched[0] += 1
         if rule.order == "user-share":
             heapq.heappush(by_user.setdefault(int(users[i]), []), (arrival[i], i))
         else:
@@ -657,10 +661,23 @@ def replay(
 
     changes = [0]  # running-set changes, for the per-instant ranking below
     ranked: list = [None, None]
+    # What a decision depends on, counted: starts, stops, jobs (re-)queued, running jobs
+    # moved down a queue. Where no rank reads the clock (all orders but "gittins" and
+    # preemptive "remaining", whose running jobs' ranks move with time), a decision at an
+    # instant where none of these changed since the last one settled starts nothing: it is
+    # skipped (queue-change events make most instants of an overloaded Tiresias replay).
+    touched = [0]
+    settled = [-1]
+    timeless = (
+        skip_settled
+        and rule.order != "gittins"
+        and not (rule.preemptive and rule.order == "remaining")
+    )
 
     def begin(i: int, now: float, taken: list[tuple[int, float]]) -> None:
         placed[i] = taken
         changes[0] += 1
+        touched[0] += 1
         user_gpus[users[i]] += gpus[i]
         if math.isnan(start[i]):
             start[i] = now
@@ -683,6 +700,7 @@ def replay(
     def stop(i: int, now: float) -> None:
         servers.release(placed.pop(i), i)
         changes[0] += 1
+        touched[0] += 1
         held[i] += now - stint[i]
         user_gpus[users[i]] -= gpus[i]
 
@@ -708,6 +726,7 @@ def replay(
         has waited PROMOTEKNOB times its run (back to the highest queue, service reset)."""
         if i in placed:
             queue[i] += 1
+            touched[0] += 1
             if queue[i] < lowest:
                 cross = now + (thresholds[queue[i]] - thresholds[queue[i] - 1]) / gpus[i]
                 heapq.heappush(events, (cross, 2, i, int(qversion[i])))
@@ -814,11 +833,25 @@ def replay(
         trial = servers.free.copy()
         chosen: list[int] = []
         plan = None
+        need = gpus[i]
+        narrow = need <= servers.g + _EPS
+        mask = servers._candidates(types[i])
         for j in victims:
             chosen.append(j)
             for server, amount in placed[j]:
                 trial[server] += amount
-            plan = servers.plan(gpus[i], types[i], trial)
+            # A narrow job fits where one server has the GPUs; no server did before this
+            # victim, so only its servers can have them now.
+            if (
+                narrow
+                and len(chosen) > 1
+                and not any(
+                    trial[server] >= need - _EPS and (mask is None or mask[server])
+                    for server, _ in placed[j]
+                )
+            ):
+                continue
+            plan = servers.plan(need, types[i], trial)
             if plan is not None:
                 break
         if plan is None:
@@ -898,7 +931,9 @@ def replay(
                 finished += 1
                 if progress is not None and finished % 2000 == 0:
                     progress(finished, n)
-        schedule(now)
+        if not (timeless and touched[0] == settled[0]):
+            schedule(now)
+            settled[0] = touched[0]
     if progress is not None:
         progress(finished, n)
     if np.isnan(finish).any():
