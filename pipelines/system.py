@@ -268,7 +268,8 @@ class Registry:
 
 def resized(cfg: Any, changes: Mapping[str, Any]) -> Any:
     """`cfg` (a frozen dataclass) with `changes` applied; a dotted name ("train.updates")
-    changes a field of a nested config."""
+    changes a field of a nested config. Changes under a nested config that is None (a
+    training the options switched off, RL-TAPS' arena) have nothing to change."""
     nested: dict[str, dict[str, Any]] = {}
     flat = {}
     for name, value in changes.items():
@@ -278,7 +279,8 @@ def resized(cfg: Any, changes: Mapping[str, Any]) -> Any:
         else:
             flat[head] = value
     for head, inner in nested.items():
-        flat[head] = resized(getattr(cfg, head), inner)
+        if getattr(cfg, head) is not None:
+            flat[head] = resized(getattr(cfg, head), inner)
     return replace(cfg, **flat)
 
 

@@ -17,12 +17,18 @@ STRINGS = {
     "chic_train_cem_teacher": "srtf",
     "chic_arena_cem_teacher": "srtf",
     "chic_arena_cem_scenario_placement": "bin-packing",
+    "rltaps_stage_reinforce_teacher": "tetris",
+    "rltaps_arena_reinforce_env_ps_rule": "requested",
 }
 """A value for each free-text flag."""
 
-VALUES = {"chic_arena_cem_scenario_window": 10}
-"""A value for each flag whose config's next value is invalid (the arena's window is at
-most the simulator's)."""
+VALUES = {
+    "chic_arena_cem_scenario_window": 10,
+    "rltaps_stage_reinforce_env_topology_gpus_per_machine": 6,
+}
+"""A value for each flag whose config's next value is invalid (Chic's arena window is at
+most the simulator's; a machine's GPUs split evenly between its sockets, 3 with the flags
+set)."""
 
 
 def at(cfg, path: str):

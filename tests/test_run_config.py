@@ -41,7 +41,9 @@ def test_default_budget_is_the_documented_one():
     dl2 = learned["dl2"]
     assert dl2.finetune.max_updates == 3000 and dl2.warmup.max_epochs == 40
     assert learned["harmony"].stage.train.updates == 300
-    assert learned["chic"].train.cem.iterations == 6 and learned["rl-taps"].stage.epochs == 4
+    assert (
+        learned["chic"].train.cem.iterations == 6 and learned["rl-taps"].stage.reinforce.epochs == 4
+    )
     assert budgeted(cfg, "default") == cfg
 
 
@@ -52,8 +54,8 @@ def test_budgets_order_every_system():
         lambda c: c["dl2"].grouped.iterations,
         lambda c: c["harmony"].stage.train.updates,
         lambda c: c["chic"].train.cem.iterations,
-        lambda c: c["rl-taps"].stage.epochs,
-        lambda c: c["rl-taps"].arena.epochs,
+        lambda c: c["rl-taps"].stage.reinforce.epochs,
+        lambda c: c["rl-taps"].arena.reinforce.epochs,
     ):
         assert pick(smoke) < pick(default) < pick(large)
 

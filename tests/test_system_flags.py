@@ -19,6 +19,10 @@ def _chic_arena(c) -> list:
     return [c.arena.cem_config(v) for v in c.arena.variants]
 
 
+def _rltaps_envs(c) -> list:
+    return [t.reinforce_config().env for t in c.train_configs()] + [c.stage.env_config()]
+
+
 NESTED_USES = {
     "chic": {
         "train.cem": lambda c: [t.cem_config() for t in c.train_configs()],
@@ -28,6 +32,15 @@ NESTED_USES = {
         # the MDP the arena trains in (`CEMConfig.env_config`)
         "arena.cem.env": lambda c: [cem.env_config for cem in _chic_arena(c)],
     },
+    "rl-taps": {
+        "stage.reinforce": lambda c: [t.reinforce_config() for t in c.train_configs()],
+        # the environment of training and of the evaluation
+        "stage.reinforce.env": lambda c: _rltaps_envs(c),
+        "stage.reinforce.env.obs": lambda c: [env.obs for env in _rltaps_envs(c)],
+        "stage.reinforce.env.topology": lambda c: [env.topology for env in _rltaps_envs(c)],
+        "arena.reinforce": lambda c: [c.arena.train_config()],
+        "arena.reinforce.env": lambda c: [c.arena.train_config().env],
+    },
 }
 """Per system, for each nested config, the algorithm configs its fields reach."""
 
@@ -36,10 +49,14 @@ OPTION_USES = {
         "chic_iterations": lambda c: [t.cem_config().iterations for t in c.train_configs()],
         "chic_arena_iterations": lambda c: [cem.iterations for cem in _chic_arena(c)],
     },
+    "rl-taps": {
+        "rltaps_epochs": lambda c: [t.reinforce_config().epochs for t in c.train_configs()],
+        "rltaps_arena_epochs": lambda c: [c.arena.train_config().epochs],
+    },
 }
 """Per system, where each option lands (`--<key>-as-published` has its own test below)."""
 
-UNCHECKED = {"chic": {"chic_as_published"}}
+UNCHECKED = {"chic": {"chic_as_published"}, "rl-taps": {"rltaps_as_published"}}
 """Each system's flags not followed here (tested on their own)."""
 
 
@@ -83,7 +100,25 @@ def test_a_chic_flag_wins_over_as_published_and_is_documented():
         build_parser().parse_args(["run", "--chic-train-cem-greedy", "maybe"])
 
 
-@pytest.mark.parametrize("module", ["chic"])
+def test_an_rltaps_flag_wins_over_as_published_and_a_skipped_arena_takes_none():
+    rltaps = run_config(
+        SYSTEMS,
+        systems=["rl-taps"],
+        options={
+            "rltaps_as_published": True,
+            "rltaps_stage_reinforce_teacher": "tetris",
+            "rltaps_arena_epochs": 0,
+            "rltaps_arena_reinforce_lr": 0.5,
+        },
+    ).learned["rl-taps"]
+    assert rltaps.stage.reinforce_config().teacher == "tetris" and rltaps.arena is None
+    flags = {f.flag: f for f in next(s for s in SYSTEMS if s.name == "rl-taps").flags()}
+    assert flags["--rltaps-stage-reinforce-lr"].help.startswith("Adam learning rate")
+    assert "--rltaps-arena-reinforce-env-window" not in flags
+    assert "--rltaps-stage-reinforce-env-topology-bw-tor-ds" in flags
+
+
+@pytest.mark.parametrize("module", ["chic", "rltaps"])
 def test_the_command_line_reads_the_algorithm_configs_without_torch(module):
     code = (
         f"import sys; from pipelines.systems.{module}.plugin import *; "
