@@ -19,6 +19,8 @@ STRINGS = {
     "chic_arena_cem_scenario_placement": "bin-packing",
     "rltaps_stage_reinforce_teacher": "tetris",
     "rltaps_arena_reinforce_env_ps_rule": "requested",
+    "harmony_stage_train_teacher": "lif-line",
+    "harmony_arena_train_teacher": "lif-line",
 }
 """A value for each free-text flag."""
 

@@ -19,6 +19,11 @@ def _chic_arena(c) -> list:
     return [c.arena.cem_config(v) for v in c.arena.variants]
 
 
+def _harmony_own(c) -> list:
+    """The placement trainer's config of every variant trained in Harmony's own scenario."""
+    return [c.stage.train_config(v) for v in c.stage.variants]
+
+
 def _rltaps_envs(c) -> list:
     return [t.reinforce_config().env for t in c.train_configs()] + [c.stage.env_config()]
 
@@ -41,6 +46,15 @@ NESTED_USES = {
         "arena.reinforce": lambda c: [c.arena.train_config()],
         "arena.reinforce.env": lambda c: [c.arena.train_config().env],
     },
+    "harmony": {
+        "stage.reward": lambda c: [c.stage.reward],
+        "stage.train": lambda c: _harmony_own(c),
+        "stage.train.net": lambda c: [t.net for t in _harmony_own(c)],
+        "stage.train.search": lambda c: [t.search for t in _harmony_own(c)],
+        "arena.train": lambda c: [c.arena.train_config()],
+        "arena.train.net": lambda c: [c.arena.train_config().net],
+        "arena.train.search": lambda c: [c.arena.train_config().search],
+    },
 }
 """Per system, for each nested config, the algorithm configs its fields reach."""
 
@@ -53,10 +67,16 @@ OPTION_USES = {
         "rltaps_epochs": lambda c: [t.reinforce_config().epochs for t in c.train_configs()],
         "rltaps_arena_epochs": lambda c: [c.arena.train_config().epochs],
     },
+    "harmony": {
+        "harmony_updates": lambda c: [t.updates for t in _harmony_own(c)],
+        "harmony_arena_updates": lambda c: [c.arena.train_config().updates],
+        "harmony_gavel": lambda c: [c.stage.gavel_path],
+        "harmony_online_update": lambda c: [c.online_update],
+    },
 }
 """Per system, where each option lands (`--<key>-as-published` has its own test below)."""
 
-UNCHECKED = {"chic": {"chic_as_published"}, "rl-taps": {"rltaps_as_published"}}
+UNCHECKED = {"chic": {"chic_as_published"}, "rl-taps": {"rltaps_as_published"}, "harmony": set()}
 """Each system's flags not followed here (tested on their own)."""
 
 
@@ -118,7 +138,28 @@ def test_an_rltaps_flag_wins_over_as_published_and_a_skipped_arena_takes_none():
     assert "--rltaps-stage-reinforce-env-topology-bw-tor-ds" in flags
 
 
-@pytest.mark.parametrize("module", ["chic", "rltaps"])
+def test_harmonys_variants_keep_their_switches_and_its_rule_names_are_the_rules():
+    from models.harmony.config import ORDER_NAMES, RULE_NAMES
+    from models.harmony.placement import ORDERS, RULES
+
+    assert tuple(RULES) == RULE_NAMES and tuple(ORDERS) == ORDER_NAMES
+    harmony = run_config(
+        SYSTEMS, systems=["harmony"], options={"harmony_stage_train_lr": 0.5}
+    ).learned["harmony"]
+    systems = {v: harmony.stage.train_config(v).system for v in harmony.stage.variants}
+    assert systems == {v: v for v in harmony.stage.variants}
+    assert {harmony.stage.train_config(v).lr for v in harmony.stage.variants} == {0.5}
+    flags = {f.flag: f for f in next(s for s in SYSTEMS if s.name == "harmony").flags()}
+    assert flags["--harmony-stage-train-credit"].choices == (
+        "interval",
+        "marginal",
+        "marginal+rest",
+    )
+    assert "--harmony-stage-train-value-net" not in flags
+    assert "--harmony-arena-train-net-n-servers" not in flags
+
+
+@pytest.mark.parametrize("module", ["chic", "rltaps", "harmony"])
 def test_the_command_line_reads_the_algorithm_configs_without_torch(module):
     code = (
         f"import sys; from pipelines.systems.{module}.plugin import *; "
