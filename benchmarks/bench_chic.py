@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
@@ -32,6 +32,7 @@ import polars as pl
 from benchmarks.options import parse, positional
 from models.chic.config import PUBLISHED
 from pipelines.systems.chic.stages import (
+    CHIC_CEM,
     REFERENCE_RATE,
     ChicEvalConfig,
     ChicTrainConfig,
@@ -76,7 +77,7 @@ class Options:
     def deviations(self) -> dict:
         """The five settings `--as-published` and `--without` undo: the stage's defaults,
         the paper's where undone; an explicit --smoothing wins."""
-        out = {name: getattr(ChicTrainConfig, name) for name in PUBLISHED}
+        out = {name: getattr(CHIC_CEM, name) for name in PUBLISHED}
         if self.as_published:
             out.update(PUBLISHED)
         for name in self.without:
@@ -133,14 +134,13 @@ def run_seed(
     per_iteration: dict[str, list[float]] = {"chic": [], "chic-pair": []}
     for variant in ("chic", "chic-pair"):
         for rate in train_rates:
-            cfg = ChicTrainConfig(
-                variant=variant,
-                rate_per_hour=rate,
+            cem = replace(
+                CHIC_CEM,
                 iterations=opts.iterations,
                 fit_epochs=opts.fit_epochs,
-                seed=seed,
                 **opts.deviations(),
             )
+            cfg = ChicTrainConfig(variant=variant, rate_per_hour=rate, cem=cem, seed=seed)
             result = train_chic_stage(warehouse, cfg)
             per_iteration[variant].append(result.metrics["s_per_iteration"])
             print(

@@ -30,6 +30,7 @@ from benchmarks.options import parse
 from models.chic.config import PUBLISHED
 from pipelines.config import run_config
 from pipelines.registry import SYSTEMS
+from pipelines.system import resized
 from pipelines.systems.chic.stages import ChicArenaConfig, train_chic_arena_stage
 
 CONFIGS = (
@@ -47,11 +48,11 @@ def config_named(base: ChicArenaConfig, name: str) -> ChicArenaConfig:
     if name == "as-published":
         return base.as_published()
     if name == "with-teacher":  # the warm start from Optimus, off in the arena by default
-        return replace(base, teacher="optimus")
+        return resized(base, {"cem.teacher": "optimus"})
     deviation = name.removeprefix("without-")
     if not name.startswith("without-") or deviation not in PUBLISHED:
         raise ValueError(f"unknown config {name!r}; known: {', '.join(CONFIGS)}")
-    return replace(base, **{deviation: PUBLISHED[deviation]})
+    return resized(base, {f"cem.{deviation}": PUBLISHED[deviation]})
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def main(argv: list[str]) -> int:
     warehouse = make_warehouse(cfg, "bench-chic-arena-")
     base = cfg.learned["chic"].arena
     if opts.iterations is not None:
-        base = replace(base, iterations=opts.iterations)
+        base = resized(base, {"cem.iterations": opts.iterations})
     wanted: dict[str, str] = {}
     for variant in opts.variants:
         for name in opts.configs:

@@ -42,7 +42,7 @@ searched teacher, which does not depend on the seed, is searched once for all of
    the waiting jobs smallest work times tasks first (`lif-quad/smallest-area`) or newest
    first (`lif-quad/newest`). The baselines include one that is not the paper's either,
    LIF-Quad placing the shortest remaining work first (`lif-quad/shortest`,
-   `placement.ORDERED_BASELINES`).
+   `models.harmony.config.ORDERED_BASELINES`).
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ import polars as pl
 import torch
 
 from benchmarks.options import parse, parsed, repeated, setting
-from models.harmony.evaluate import HarmonyEvalConfig
-from models.harmony.placement import ORDERED_BASELINES, GreedySpeedPlacement, RulePlacement
+from models.harmony.config import ORDERED_BASELINES, HarmonyEvalConfig
+from models.harmony.placement import GreedySpeedPlacement, RulePlacement
 from models.harmony.reward import RewardTrainConfig, compare_estimators, fit_reward_model
 from models.harmony.search import search_teacher
 from models.harmony.train import PlacementTrainConfig, train_placement, warm_key, warm_start

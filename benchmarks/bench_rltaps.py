@@ -38,8 +38,10 @@ import polars as pl
 
 from benchmarks.options import parse, positional
 from models.rltaps.config import MODES
-from models.rltaps.pretrained import PRETRAIN_SIZES
+from models.rltaps.pretrained import pretrain_config
+from pipelines.system import resized
 from pipelines.systems.rltaps.stages import (
+    RLTAPS_REINFORCE,
     RLTapsStageConfig,
     evaluate_rltaps_stage,
     train_rltaps_stage,
@@ -55,19 +57,21 @@ BUDGETS = {
     "default": RLTapsStageConfig(),
     # The larger budgets measure training itself: from the SJF warm start.
     "medium": RLTapsStageConfig(
-        n_jobs=30,
-        max_steps=200,
-        train_sequences=8,
-        val_sequences=8,
-        episodes=8,
-        batch_sequences=2,
-        epochs=15,
-        refresh_every=5,
+        reinforce=replace(
+            RLTAPS_REINFORCE,
+            train_sequences=8,
+            val_sequences=8,
+            episodes=8,
+            epochs=15,
+            refresh_every=5,
+        ),
         test_sequences=20,
         init="scratch",
     ),
     # The shipped policy's pretraining (its sizes are PRETRAIN_SIZES).
-    "large": RLTapsStageConfig(**PRETRAIN_SIZES, test_sequences=20, init="scratch"),
+    "large": RLTapsStageConfig(
+        reinforce=pretrain_config("nonstreaming", 0), test_sequences=20, init="scratch"
+    ),
     "paper": RLTapsStageConfig.paper(init="scratch"),
 }
 
@@ -167,7 +171,9 @@ def run_seed(
         print(f"figure: {path}")
     # Sensitivity: the same policies and sequences when pausing costs what DL2 measured for
     # a checkpoint-and-restart (30 s); RL-TAPS models no such cost and trained without it.
-    costly = evaluate_rltaps_stage(warehouse, replace(cfg, seed=0, resume_cost_s=RESUME_COST_S))
+    costly = evaluate_rltaps_stage(
+        warehouse, replace(resized(cfg, {"reinforce.env.resume_cost_s": RESUME_COST_S}), seed=0)
+    )
     print(
         f"with a {RESUME_COST_S:.0f} s resumption cost: "
         + ", ".join(f"{k} {v:.2f}" for k, v in sorted(costly.mean_slowdown.items()))

@@ -743,7 +743,8 @@ def replay_stage(
     record = asdict(cfg)
     shape = ""
     if cfg.nodes is None:
-        # Without a node list the record is what it was before the option existed.
+        # Without a node list the record leaves the field out, so the evaluation id of a
+        # replay without one does not depend on it.
         del record["nodes"]
         sizing, engine_jobs = size_cluster(jobs, cfg, progress)
     else:

@@ -188,10 +188,14 @@ class LearnedSystem:
         dest: `dl2_updates`) applied; None when the options skip it."""
         sized = resized(self.steps().config(), self.budgets.get(budget, {}))
         applied = self.apply(sized, self.parse_options(values))
+        if applied is None:
+            return None
         # The nested fields' flags go last: one names a single field, so it wins over an
         # option that sets many (`--dl2-as-published --dl2-finetune-clip 0.1` fine-tunes
-        # with clip 0.1).
-        return None if applied is None else resized(applied, self.nested_changes(values))
+        # with clip 0.1). A training the options switched off (RL-TAPS' arena: None) has
+        # no fields for its flags to change.
+        changes = self.nested_changes(values)
+        return resized(applied, {k: v for k, v in changes.items() if _present(applied, k)})
 
     def flags(self) -> list[Flag]:
         """Its `schedlab run` flags: one per field of `options`, then one per field of each
@@ -227,6 +231,15 @@ class LearnedSystem:
             if values.get(prefix + f.name) is not None
         }
         return self.options(**given)
+
+
+def _present(cfg: Any, path: str) -> bool:
+    """Whether every config on the way to the field at dotted `path` is there (not None)."""
+    for name in path.split(".")[:-1]:
+        cfg = getattr(cfg, name)
+        if cfg is None:
+            return False
+    return True
 
 
 class Registry:

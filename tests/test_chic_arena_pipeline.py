@@ -15,7 +15,7 @@ from pipelines.evaluation import EvalConfig, evaluate
 from pipelines.progress import QUIET
 from pipelines.registry import SYSTEMS
 from pipelines.stages import derive_stage, learned_policies, synthetic_stage
-from pipelines.system import RunContext
+from pipelines.system import RunContext, resized
 from pipelines.systems.chic import plugin, steps
 from pipelines.systems.chic.stages import ChicArenaConfig, train_chic_arena_stage
 from tracelib.sim import ClusterConfig
@@ -24,15 +24,11 @@ from tracelib.workloads import DeriveConfig
 from warehouse import connect, read_frame, table_counts
 
 SIM = replace(EvalConfig().sim_config(0), cluster=ClusterConfig(n_servers=8))
-TINY = ChicArenaConfig(
-    workload_set="tiny",
-    sim=SIM,
-    iterations=2,
-    n_trajectories=2,
-    fit_epochs=1,
-    train_sequences=2,
-    val_sequences=1,
-    jobs_per_episode=5,
+TINY = resized(
+    ChicArenaConfig(
+        workload_set="tiny", sim=SIM, train_sequences=2, val_sequences=1, jobs_per_episode=5
+    ),
+    {"cem.iterations": 2, "cem.n_trajectories": 2, "cem.fit_epochs": 1},
 )
 
 
@@ -81,7 +77,7 @@ def test_unchanged_inputs_are_cached_and_new_ones_resume(trained, tmp_path):
     second = train_chic_arena_stage(path, replace(TINY, seed=1))
     assert second.parent_policy_id == first.policy_id and not second.metrics.get("cached")
     # A network of another shape cannot continue it: from scratch, said in the metrics.
-    other = train_chic_arena_stage(path, replace(TINY, window=10))
+    other = train_chic_arena_stage(path, resized(TINY, {"cem.scenario.window": 10}))
     assert other.parent_policy_id is None and "from scratch" in other.metrics["resume_note"]
     # Chic-Pair has its own lineage.
     pair = train_chic_arena_stage(path, TINY, "chic-pair")
@@ -146,12 +142,14 @@ def test_run_config_trains_on_the_runs_synthetic_set():
     assert default.arena.workload_set == "dl2-synthetic"
     assert default.arena.seed not in (default.train.seed, 3)  # its own stream
     assert default.arena.sim == EvalConfig().sim_config(0)
-    assert default.arena.placement == EvalConfig().default_placement
+    assert default.arena.cem_config("chic").scenario.sim == EvalConfig().sim_config(0)
+    assert default.arena.cem.scenario.placement == EvalConfig().default_placement
     sizes = [run_config(SYSTEMS, budget=b).learned["chic"].arena for b in plugin.BUDGETS]
     smoke, large = sizes
     assert smoke.iterations < default.arena.iterations < large.iterations
     off = run_config(SYSTEMS, options={"chic_arena_iterations": 0}).learned["chic"]
-    assert off.arena.iterations == 0 and off.train.iterations > 0
-    assert default.arena.mask_absent and default.arena.smoothing == 1.0
-    paper = run_config(SYSTEMS, options={"chic_as_published": True}).learned["chic"].arena
+    assert off.arena.iterations == 0 and off.train.cem.iterations > 0
+    assert default.arena.cem.mask_absent and default.arena.cem.smoothing == 1.0
+    arena = run_config(SYSTEMS, options={"chic_as_published": True}).learned["chic"].arena
+    paper = arena.cem_config("chic")
     assert not (paper.mask_absent or paper.work_conserving) and paper.smoothing == 0.7

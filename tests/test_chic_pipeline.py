@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import pytest
 
+from models.chic.config import CEMConfig
+from pipelines.system import resized
 from pipelines.systems.chic import steps as chic_steps
 from pipelines.systems.chic.stages import (
     ChicEvalConfig,
@@ -17,10 +19,13 @@ from pipelines.systems.chic.stages import (
     train_chic_stage,
 )
 from tests.tables import readme_queries
+from tracelib.scenarios.chic import ChicScenario
 from warehouse import connect, read_frame
 
 TINY = ChicTrainConfig(
-    iterations=2, n_trajectories=3, train_sequences=3, val_sequences=2, jobs_per_sequence=6
+    train_sequences=3,
+    val_sequences=2,
+    cem=CEMConfig(iterations=2, n_trajectories=3, scenario=ChicScenario(jobs_per_sequence=6)),
 )
 EVAL = ChicEvalConfig(rates=(0.9, 1.8), test_sequences=3, jobs_per_sequence=6)
 
@@ -132,8 +137,8 @@ def test_own_evaluation_lands_in_the_eval_tables_with_paired_ratios(trained):
 
 
 def test_same_seed_same_policy(tmp_path):
-    other = train_chic_stage(str(tmp_path / "wh.duckdb"), replace(TINY, iterations=1))
-    again = train_chic_stage(str(tmp_path / "wh2.duckdb"), replace(TINY, iterations=1))
+    other = train_chic_stage(str(tmp_path / "wh.duckdb"), resized(TINY, {"cem.iterations": 1}))
+    again = train_chic_stage(str(tmp_path / "wh2.duckdb"), resized(TINY, {"cem.iterations": 1}))
     assert other.policy_id == again.policy_id
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import fields
 
 import pytest
 
@@ -15,10 +14,11 @@ from models.dl2.config import to_dict
 from pipelines.cli import build_parser
 from pipelines.config import run_config
 from pipelines.registry import SYSTEMS
-from pipelines.system import Flag, resized
-from pipelines.systems.dl2.plugin import BUDGETS, DL2, NESTED, DL2Options, apply
+from pipelines.system import resized
+from pipelines.systems.dl2.plugin import BUDGETS, DL2, DL2Options, apply
 from pipelines.systems.dl2.stages import DL2StageConfig
 from tests.conftest import DATA
+from tests.flags import every_flag_set, nested_path
 
 OPTIONS = {
     "": {},
@@ -81,12 +81,6 @@ def test_grouped_ppo_keeps_its_own_learning_rate_and_no_kl():
 # -- every flag of `schedlab run` ----------------------------------------------------------
 
 
-def _at(cfg, path: str):
-    for name in path.split("."):
-        cfg = getattr(cfg, name)
-    return cfg
-
-
 NESTED_USES = {
     "recorder": lambda c: [c.recorder_config()],
     "warmup": lambda c: [c.warmup_config()],
@@ -107,57 +101,15 @@ OPTION_USES = {
 """Where each of DL2's options lands (`dl2_as_published` has its own test below: every
 field it changes has a flag of its own, which wins)."""
 
-STRINGS = {"dl2_recorder_placement": "bin-packing", "harmony_gavel": "g.json"}
-"""A value for each free-text flag."""
-
-
-def _value(flag: Flag, current) -> tuple[list[str], object]:
-    """The flag's argv (a value other than `current`, the config's own) and the value
-    the config should then hold."""
-    if flag.kind == "store_true":
-        return [flag.flag], True
-    if flag.kind == "store_false":
-        return [flag.flag], False
-    if flag.choices:
-        value = next(c for c in reversed(flag.choices) if c != current)
-        return [flag.flag, str(value)], value
-    if flag.dest in STRINGS:
-        return [flag.flag, STRINGS[flag.dest]], STRINGS[flag.dest]
-    name = getattr(flag.type, "__name__", "")
-    if name == "true/false":
-        return [flag.flag, str(not current).lower()], not current
-    if name.startswith("comma-separated"):
-        # a str tuple (the network's models) less its last; numbers one more each
-        value = tuple(current[:-1]) if name.endswith("str") else tuple(x + 1 for x in current)
-        return [flag.flag, ",".join(str(x) for x in value)], value
-    if flag.type is int:
-        value = 5000 if current is None else current + 1
-    elif flag.type is float:
-        value = 1.5 if current is None else current * 0.5 + 0.25
-    else:
-        raise AssertionError(f"{flag.flag}: no test value for type {flag.type}")
-    return [flag.flag, str(value)], value
-
 
 @pytest.mark.parametrize("budget", ["smoke", "default", "large"])
 def test_every_flag_reaches_the_algorithm_config_that_uses_it(budget):
-    parser = build_parser()
-    base = run_config(SYSTEMS, budget=budget).learned["dl2"]
-    argv, wanted = ["run", "--budget", budget], {}
-    for system in SYSTEMS:
-        for flag in system.flags():
-            path = _nested_path(flag)
-            args, value = _value(flag, _at(base, path) if path else None)
-            argv += args
-            wanted[flag.dest] = value
-    args = parser.parse_args(argv)
-    options = {f.dest: getattr(args, f.dest) for s in args.registry for f in s.flags()}
-    assert {d: options[d] for d in wanted} == wanted  # every flag parsed to its value
+    options, wanted = every_flag_set(budget)
     cfg = run_config(SYSTEMS, budget=budget, options=options)
     dl2 = cfg.learned["dl2"]
     checked = set()
     for flag in DL2.flags():
-        path = _nested_path(flag)
+        path = nested_path(DL2, flag)
         if path:
             attr, _, name = path.rpartition(".")
             for used in NESTED_USES[attr](dl2):
@@ -171,20 +123,6 @@ def test_every_flag_reaches_the_algorithm_config_that_uses_it(budget):
     # the warm-up's network is `net`'s
     assert dl2.warmup_config().hidden == wanted["dl2_net_hidden"]
     assert dl2.warmup_config().head == wanted["dl2_net_head"]
-
-
-def _nested_path(flag: Flag) -> str | None:
-    """ "grouped.lr" for `--dl2-grouped-lr`; None for an option's flag (`--dl2-warmup-epochs`
-    is `DL2Options.warmup_epochs`)."""
-    if flag.dest in {f"dl2_{f.name}" for f in fields(DL2Options)}:
-        return None
-    for attr, nested in NESTED.items():
-        prefix = f"dl2_{attr}_"
-        if flag.dest.startswith(prefix):
-            name = flag.dest.removeprefix(prefix)
-            assert name in {f.name for f in fields(nested.cls)}
-            return f"{attr}.{name}"
-    return None
 
 
 def test_a_nested_flag_wins_over_as_published_and_is_documented():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from models.harmony.evaluate import HarmonyEvalConfig
+from models.harmony.config import HarmonyEvalConfig
 from models.harmony.placement import HarmonyNetConfig
 from models.harmony.reward import ESTIMATORS, RewardTrainConfig
 from models.harmony.train import PlacementTrainConfig

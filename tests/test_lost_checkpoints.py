@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pipelines.cli import _resume_notes
+from pipelines.system import resized
 from pipelines.systems.chic.stages import ChicEvalConfig, evaluate_chic_stage, train_chic_stage
 from pipelines.systems.rltaps.stages import (
     RLTapsStageConfig,
@@ -18,17 +19,19 @@ from pipelines.systems.rltaps.stages import (
 from tests.test_chic_pipeline import TINY as CHIC
 from warehouse import connect, read_frame
 
-RLTAPS = RLTapsStageConfig(
-    n_jobs=6,
-    max_steps=50,
-    train_sequences=2,
-    val_sequences=2,
-    episodes=2,
-    batch_sequences=2,
-    epochs=2,
-    refresh_every=1,
-    test_sequences=3,
-    hidden=32,
+RLTAPS = resized(
+    RLTapsStageConfig(test_sequences=3),
+    {
+        "reinforce.n_jobs": 6,
+        "reinforce.env.max_steps": 50,
+        "reinforce.train_sequences": 2,
+        "reinforce.val_sequences": 2,
+        "reinforce.episodes": 2,
+        "reinforce.batch_sequences": 2,
+        "reinforce.epochs": 2,
+        "reinforce.refresh_every": 1,
+        "reinforce.hidden": 32,
+    },
 )
 
 

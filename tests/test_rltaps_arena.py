@@ -19,6 +19,7 @@ from models.rltaps.config import ArenaNetConfig
 from pipelines.evaluation import EvalConfig, NotApplicable, evaluate
 from pipelines.registry import SYSTEMS
 from pipelines.stages import derive_stage, learned_policies, synthetic_stage
+from pipelines.system import resized
 from pipelines.systems.rltaps import plugin
 from pipelines.systems.rltaps.stages import RLTapsArenaConfig, train_arena_stage
 from pipelines.systems.rltaps.steps import RLTapsRunConfig
@@ -30,16 +31,15 @@ from warehouse import connect, read_frame, table_counts
 
 SIM = replace(EvalConfig().sim_config(0), cluster=ClusterConfig(n_servers=8))
 ENV = ArenaEnvConfig(cluster=SIM.cluster, window=SIM.window)
-CFG = RLTapsArenaConfig(
-    workload_set="tiny",
-    sim=SIM,
-    hidden=16,
-    context=8,
-    episodes=2,
-    epochs=2,
-    train_sequences=2,
-    val_sequences=1,
-    lr=0.01,
+CFG = resized(
+    RLTapsArenaConfig(workload_set="tiny", sim=SIM, train_sequences=2, val_sequences=1),
+    {
+        "reinforce.hidden": 16,
+        "reinforce.context": 8,
+        "reinforce.episodes": 2,
+        "reinforce.epochs": 2,
+        "reinforce.lr": 0.01,
+    },
 )
 
 
@@ -166,7 +166,7 @@ def test_the_stage_registers_an_arena_policy_with_its_curve(trained):
     assert policy["system"] == "rl-taps-arena"
     assert json.loads(policy["training_workloads"]) == ["tiny/train/000", "tiny/train/001"]
     metrics = json.loads(policy["metrics"])
-    assert metrics["stage_config"]["epochs"] == 2 and metrics["episodes"] == 8
+    assert metrics["stage_config"]["reinforce"]["epochs"] == 2 and metrics["episodes"] == 8
     assert curve["step"].to_list() == [0, 1, 2]
     config = json.loads(policy["config"])
     assert config["env"]["cluster"]["n_servers"] == 8 and config["net"]["n_gpus"] == 16
@@ -188,7 +188,7 @@ def test_unchanged_inputs_train_nothing_and_new_ones_resume(trained, tmp_path):
     second = train_arena_stage(other, CFG)
     assert second.parent_policy_id == parent and not second.metrics.get("cached")
     # Another network shape cannot continue it: from scratch, with a note.
-    third = train_arena_stage(other, replace(CFG, hidden=8))
+    third = train_arena_stage(other, resized(CFG, {"reinforce.hidden": 8}))
     assert third.parent_policy_id is None
     assert "not continued" in third.metrics["resume_note"]
 
@@ -230,6 +230,8 @@ def test_the_plugin_seeds_the_arena_on_the_runs_set_and_budgets_it():
     cfg = plugin.seeded(RLTapsRunConfig(), 7, "dl2-synthetic")
     assert cfg.arena.workload_set == "dl2-synthetic" and cfg.arena.seed not in (0, 7)
     smoke = plugin.RLTAPS.configured("smoke", {})
-    assert smoke.arena.epochs == 1 and smoke.arena.train_sequences == 1
+    assert smoke.arena.reinforce.epochs == 1 and smoke.arena.train_sequences == 1
     assert plugin.RLTAPS.configured("default", {"rltaps_arena_epochs": 0}).arena is None
-    assert plugin.RLTAPS.configured("default", {"rltaps_arena_epochs": 5}).arena.epochs == 5
+    assert (
+        plugin.RLTAPS.configured("default", {"rltaps_arena_epochs": 5}).arena.reinforce.epochs == 5
+    )

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from pipelines.system import resized
 from pipelines.systems.rltaps.stages import (
     RLTapsStageConfig,
     evaluate_rltaps_stage,
@@ -16,17 +17,19 @@ from pipelines.systems.rltaps.stages import (
 from tests.tables import readme_queries
 from warehouse import connect, read_frame, table_counts
 
-CFG = RLTapsStageConfig(
-    n_jobs=6,
-    max_steps=50,
-    train_sequences=2,
-    val_sequences=2,
-    episodes=2,
-    batch_sequences=2,
-    epochs=2,
-    refresh_every=1,
-    test_sequences=3,
-    hidden=32,
+CFG = resized(
+    RLTapsStageConfig(test_sequences=3),
+    {
+        "reinforce.n_jobs": 6,
+        "reinforce.env.max_steps": 50,
+        "reinforce.train_sequences": 2,
+        "reinforce.val_sequences": 2,
+        "reinforce.episodes": 2,
+        "reinforce.batch_sequences": 2,
+        "reinforce.epochs": 2,
+        "reinforce.refresh_every": 1,
+        "reinforce.hidden": 32,
+    },
 )
 
 
@@ -78,7 +81,7 @@ def test_stages_register_both_modes_with_curves_and_evaluate(done):
     assert (rows["n_sequences"] == 3).all() and (rows["mean_slowdown"] >= 1.0).all()
     assert json.loads(rows["seeds"][0]) == CFG.test_seeds()
     metrics = json.loads(policy["metrics"])
-    assert metrics["stage_config"]["epochs"] == 2 and len(metrics["input_key"]) == 64
+    assert metrics["stage_config"]["reinforce"]["epochs"] == 2 and len(metrics["input_key"]) == 64
     assert len(json.loads(policy["training_workloads"])) == 2
     assert set(ev.mean_slowdown) == set(rows["scheduler"])
 
@@ -95,7 +98,7 @@ def test_own_evaluation_lands_in_the_eval_tables_with_paired_slowdown_ratios(don
             con, "SELECT * FROM leaderboard WHERE eval_id = ? ORDER BY scheduler", [ev.run_id]
         )
     # One run per scheduler x sequence, one eval_jobs row per job of each run.
-    assert runs.height == 5 * 3 and n_jobs == 5 * 3 * CFG.n_jobs
+    assert runs.height == 5 * 3 and n_jobs == 5 * 3 * CFG.reinforce.n_jobs
     assert runs["reward"].is_not_null().all()
     # Eq. 17's slowdown is the mean of the runs' mean_slowdown.
     for name, slowdowns in ev.slowdowns.items():
@@ -184,7 +187,7 @@ def test_a_failed_stage_leaves_the_warehouse_as_it_was(done):
     with pytest.raises(KeyError, match="not registered"):
         train_rltaps_stage(path, replace(CFG, init="rl-taps-missing", seed=7))
     with pytest.raises(ValueError, match="hidden"):
-        train_rltaps_stage(path, replace(CFG, hidden=16, seed=7))
+        train_rltaps_stage(path, replace(resized(CFG, {"reinforce.hidden": 16}), seed=7))
     assert _counts(path) == before
 
 
@@ -198,7 +201,16 @@ def test_the_readmes_queries_on_rltaps_evaluation_still_answer(done):
             assert read_frame(con, query).height > 0, query
 
 
-SHIPPED = replace(CFG, hidden=None, max_steps=40, epochs=1, train_sequences=1, val_sequences=1)
+SHIPPED = resized(
+    CFG,
+    {
+        "reinforce.hidden": None,
+        "reinforce.env.max_steps": 40,
+        "reinforce.epochs": 1,
+        "reinforce.train_sequences": 1,
+        "reinforce.val_sequences": 1,
+    },
+)
 """The network the shipped policies have (hidden None: RL-TAPS' 528 units)."""
 
 

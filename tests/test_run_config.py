@@ -41,7 +41,9 @@ def test_default_budget_is_the_documented_one():
     dl2 = learned["dl2"]
     assert dl2.finetune.max_updates == 3000 and dl2.warmup.max_epochs == 40
     assert learned["harmony"].stage.train.updates == 300
-    assert learned["chic"].train.iterations == 6 and learned["rl-taps"].stage.epochs == 4
+    assert (
+        learned["chic"].train.cem.iterations == 6 and learned["rl-taps"].stage.reinforce.epochs == 4
+    )
     assert budgeted(cfg, "default") == cfg
 
 
@@ -51,9 +53,9 @@ def test_budgets_order_every_system():
         lambda c: c["dl2"].finetune.max_updates,
         lambda c: c["dl2"].grouped.iterations,
         lambda c: c["harmony"].stage.train.updates,
-        lambda c: c["chic"].train.iterations,
-        lambda c: c["rl-taps"].stage.epochs,
-        lambda c: c["rl-taps"].arena.epochs,
+        lambda c: c["chic"].train.cem.iterations,
+        lambda c: c["rl-taps"].stage.reinforce.epochs,
+        lambda c: c["rl-taps"].arena.reinforce.epochs,
     ):
         assert pick(smoke) < pick(default) < pick(large)
 
@@ -76,19 +78,19 @@ def test_options_skips_and_unknown_names():
 
 def test_chic_trains_with_its_five_deviations_unless_asked_for_the_paper():
     chic = _config().learned["chic"]
-    for cfg in (chic.train, chic.arena):
+    for cfg in (chic.train.cem_config(), chic.arena.cem_config("chic")):
         assert cfg.mask_absent and cfg.work_conserving and cfg.shared_sequence
         assert cfg.smoothing == 1.0
     # The warm start from Optimus: on in Chic's own scenario, off in the arena (measured).
-    assert chic.train.teacher == chic.train.cem_config().teacher == "optimus"
-    assert chic.arena.teacher is None and chic.arena.cem_config("chic").teacher is None
+    assert chic.train.cem_config().teacher == "optimus"
+    assert chic.arena.cem_config("chic").teacher is None
     paper = _config(options={"chic_as_published": True}).learned["chic"]
-    for cfg in (paper.train, paper.arena):
+    for cfg in (paper.train.cem_config(), paper.arena.cem_config("chic")):
         assert not (cfg.mask_absent or cfg.work_conserving or cfg.shared_sequence)
         assert cfg.smoothing == 0.7 and cfg.teacher is None
     # Nothing else moves: the budget's sizes stay.
-    assert paper.train.iterations == chic.train.iterations
-    assert paper.arena.n_trajectories == chic.arena.n_trajectories
+    assert paper.train.cem.iterations == chic.train.cem.iterations
+    assert paper.arena.cem.n_trajectories == chic.arena.cem.n_trajectories
 
 
 def test_dl2_trains_with_its_deviations_unless_asked_for_the_paper():

@@ -168,6 +168,8 @@ def train_cem(
     as iteration 0. `progress(iteration, iterations)` is called after every iteration."""
     if not train or not validation:
         raise ValueError("need training and validation sequences")
+    if init is None and cfg.teacher is None and cfg.iterations == 0:
+        raise ValueError("0 iterations need a teacher (the clone is the policy)")
     if init is None and cfg.teacher is not None:
         if warm is None:
             warm = warm_start(train, cfg)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Literal, get_args
 
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.envs.chic import VARIANTS, ChicActions, ChicEnvConfig, chic_features
 from tracelib.envs.chic_arena import chic_arena_features
 from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario
 
-ORDERS = ("optimus", "rows")
+ImitationOrder = Literal["optimus", "rows"]
+ORDERS = get_args(ImitationOrder)
 """Orders the warm start's teacher can add its tasks in (`CEMConfig.imitation_order`)."""
 
 PUBLISHED = {
@@ -122,7 +124,7 @@ class CEMConfig:
     is validated as iteration 0 (kept unless a CEM iteration beats it). None: from random
     weights, as the paper. Measured in Chic's own scenario at 1.8/h (`bench_chic 6 1.8
     --seeds 0,1,2`, 30 test sequences): ACT over Optimus-300's 1.257 -> 0.731 (Chic),
-    1.449 -> 1.114 (Chic-Pair). The arena's stage leaves it off (`ChicArenaConfig.teacher`:
+    1.449 -> 1.114 (Chic-Pair). The arena's stage leaves it off (`ChicArenaConfig.cem`:
     its clone is poor with the paper's network)."""
     imitation_epochs: int = 20
     """Passes over the teacher's actions."""
@@ -132,7 +134,7 @@ class CEMConfig:
     """Minibatch of the imitation."""
     imitation_sequences: int | None = 30
     """The teacher runs on the first this many training sequences (None: all)."""
-    imitation_order: str = "rows"
+    imitation_order: ImitationOrder = "rows"
     """Order of the teacher's additions within a schedule (`models.chic.imitation`):
     "optimus" (its marginal-gain order) or "rows" (the same additions job row by job
     row, each row's in Optimus' order)."""
@@ -146,10 +148,10 @@ class CEMConfig:
     """Root of initialization, dropout, minibatch order, sequence choice and actions."""
 
     def __post_init__(self) -> None:
+        # 0 iterations without a teacher is checked by the trainer (`train_cem`): a stage
+        # holds such a config when its training is off (the arena's 0 iterations).
         if self.iterations < 0 or self.n_trajectories < 1 or self.val_every < 1:
             raise ValueError("n_trajectories and val_every must be positive, iterations >= 0")
-        if self.iterations == 0 and self.teacher is None:
-            raise ValueError("0 iterations need a teacher (the clone is the policy)")
         if self.imitation_epochs < 0 or self.imitation_batch < 1 or self.imitation_lr <= 0:
             raise ValueError("imitation_epochs >= 0, imitation_batch and imitation_lr > 0")
         if self.imitation_order not in ORDERS:

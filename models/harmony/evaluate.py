@@ -11,44 +11,16 @@ into eval_runs / eval_jobs / eval_summary with paired ratios to the best baselin
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from models.harmony.placement import BASELINES, ORDERED_BASELINES
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.provenance import canonical_json, code_version
-from tracelib.scenarios.harmony import PATTERNS, ArrivalConfig, harmony_sim
-from tracelib.sim import SimConfig, SimResult
+from tracelib.sim import SimResult
 from tracelib.sim.snapshot import JobPlacement
 from tracelib.sim.speed import SpeedModel
-
-
-@dataclass(frozen=True)
-class HarmonyEvalConfig:
-    """Which sequences, which baselines, which simulator."""
-
-    patterns: tuple[str, ...] = PATTERNS
-    n_sequences: int = 16
-    """Job sequences per arrival pattern. One policy's paired ratio to the best baseline
-    has a 95% interval about +-20% wide with 4, +-6-12% with 8 (Harmony's), +-3-8% with
-    16; each sequence adds about 0.5 s to the run's evaluation (Harmony's four variants and
-    the five baselines on it)."""
-    arrivals: ArrivalConfig = field(default_factory=ArrivalConfig)
-    """Sequence shape (its `pattern` is replaced by each of `patterns`)."""
-    baselines: tuple[str, ...] = (*BASELINES, *ORDERED_BASELINES)
-    """The paper's baselines and LIF-Quad placing the shortest job first (not the paper's;
-    names as `RulePlacement.named` reads them)."""
-    sim: SimConfig = field(default_factory=harmony_sim)
-    seed: int = 1000
-    """Root seed of the sequences and simulator seeds (disjoint from training's). A run
-    sets it from its own seed (`pipelines.systems.harmony.plugin.seeded`), so runs with
-    different seeds are judged on different held-out sequences."""
-
-    def to_json(self) -> str:
-        return canonical_json(asdict(self))
 
 
 def observed_samples(

@@ -36,6 +36,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical
 
+from models.harmony.config import HarmonyNetConfig
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.envs.environments import PlacementEnv
 from tracelib.envs.observation import (
@@ -122,15 +123,6 @@ RULES: dict[str, Callable[[], Rule]] = {
     "lif-quad": lambda: lif_rule("quad"),
     "bin-packing": lambda: bin_packing,
 }
-BASELINES = ("load-balancing", "tetris", "lif-line", "lif-quad")
-"""Harmony's baselines (section VI.B), in its order."""
-
-ORDERED_BASELINES = ("lif-quad/shortest",)
-"""Heuristics that are not the paper's, evaluated beside its baselines: LIF-Quad placing
-the waiting jobs shortest remaining work first (`RulePlacement.named`). Harmony's policy
-chooses which waiting job to place as well as where, and the paper's baselines always take
-the oldest; with this order LIF-Quad's average JCT is 2-17% lower than in arrival order
-here, as low as Harmony's, so it is the heuristic Harmony has to beat (docs/harmony.md)."""
 
 
 def next_task(
@@ -255,64 +247,6 @@ class RulePlacement:
 
 
 # -- networks ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HarmonyNetConfig:
-    """Shape of the policy and value networks."""
-
-    window: int = 10
-    """N': waiting jobs per decision."""
-    n_servers: int = 6
-    """M (paper's testbed: 6)."""
-    n_types: int = len(DL2_CATALOGUE)
-    """L: catalogue models of the one-hot."""
-    row_embed: int = 32
-    """Width of the per-job and per-server fully connected layers."""
-    hidden: tuple[int, ...] = (196, 196, 128)
-    """Hidden layers after the merge (paper: 196, 196, 128)."""
-    job_placement: bool = True
-    """Server rows hold the window jobs' workers and PSs there (the paper's d;
-    `PlacementObsConfig.job_placement`). Checkpoints from before this field have none."""
-    head: str = "pair"
-    """How the policy turns rows into logits. "flat": the paper's Fig. 7, every row's
-    embedding concatenated into one vector, hidden layers, 2N'M outputs. "pair": the
-    hidden layers score each (job row, server row) pair (both embeddings, the job's d on
-    that server, a pooled summary of all rows) with 2 outputs, its worker and PS logits on
-    that server. A deviation: cloning LIF-Line from 4,677 of its decisions, the flat
-    network reaches 63% held-out accuracy and the pair network 81%, and only the pair
-    network learns placements in RL at this budget. Checkpoints from before this field are
-    "flat"."""
-
-    @property
-    def job_features(self) -> int:
-        return self.n_types + 6
-
-    @property
-    def server_features(self) -> int:
-        return 3 + self.n_types + (2 * self.window if self.job_placement else 0)
-
-    @property
-    def obs_dim(self) -> int:
-        return self.window * self.job_features + self.n_servers * self.server_features
-
-    @property
-    def actions(self) -> PlacementActions:
-        """The layout of the 2N'M actions."""
-        return PlacementActions(self.window, self.n_servers)
-
-    @property
-    def n_actions(self) -> int:
-        return self.actions.n
-
-    def obs_config(self) -> PlacementObsConfig:
-        return PlacementObsConfig(window=self.window, job_placement=self.job_placement)
-
-    def __post_init__(self) -> None:
-        if self.head not in ("flat", "pair"):
-            raise ValueError(f"head must be 'flat' or 'pair', not {self.head!r}")
-        if self.head == "pair" and not self.job_placement:
-            raise ValueError("the pair head reads each job's d: it needs job_placement")
 
 
 class _Body(nn.Module):

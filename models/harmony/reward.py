@@ -59,6 +59,7 @@ import torch
 from torch import nn
 
 from models.checkpoints import Checkpoint, CheckpointError, save_checkpoint
+from models.harmony.config import RewardTrainConfig
 from models.torch_scope import scoped_torch
 from tracelib.interference import placement_counts
 from tracelib.progress import ProgressFn, no_progress
@@ -109,55 +110,6 @@ class RewardNetConfig:
     def input_dim(self) -> int:
         n, m = self.max_jobs, self.n_servers
         return n * len(self.type_names) + 2 * n + 2 * n * m
-
-
-@dataclass(frozen=True)
-class RewardTrainConfig:
-    """Supervised training of the reward network."""
-
-    hidden: tuple[int, ...] = (196, 196, 128)
-    batch_norm: bool = True
-    pair_embed: int = 32
-    """Width of the job x server pair MLP (RewardNetConfig.pair_embed; module docstring);
-    0: the rows or flat architecture by `row_embed`. On the default samples at 80 epochs:
-    2.8% held-out error with 32 or 64 (seed 0), against LIF-Quad's 5.9%."""
-    row_embed: int = 64
-    """With `pair_embed=0`: per-job / per-server input layers (RewardNetConfig.row_embed);
-    0: the paper's flat input. On the default samples at 80 epochs: flat 9.4% held-out
-    error, rows of 32 7.4%, rows of 64 6.8%; and a greedy placement scored by the flat
-    network ranks placements far worse (see benchmarks/bench_harmony.py)."""
-    lr: float = 0.005
-    """Adam learning rate (paper: 0.005)."""
-    batch_size: int = 32
-    """Sample sets per minibatch (paper: 32)."""
-    epochs: int = 80
-    """Passes over the training sets."""
-    test_fraction: float = 0.1
-    """Held-out share of the sample sets (paper: 10%)."""
-    augment: bool = True
-    """Present each training set with its jobs and servers in a fresh random order every
-    time: the speeds do not depend on either order, and a fully connected network does not
-    know that by itself (without it the rows network overfits the ~2,000 sets: 13% held-out
-    error against 5.5% on the training sets). The pair network is order-free by
-    construction, so it skips this."""
-    augment_jobs: bool = True
-    """Reorder the job slots too, not only the servers (servers only: 11% held-out error
-    against 8% with both, at 40-80 epochs on the default samples)."""
-    lr_decay: bool = True
-    """Cosine decay of the learning rate to 0 over the epochs (a constant 0.005 leaves the
-    error oscillating a few points above its floor)."""
-    max_jobs: int = 12
-    """N at least (more if a sample set holds more jobs): room for every job the cluster
-    can run at once (the 6-server testbed holds at most 12 two-task jobs), so the same
-    network scores any placement there and keeps its shape when online samples arrive."""
-    seed: int = 0
-    """Root seed of the split, initialization, minibatch order and augmentation."""
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.test_fraction < 1.0:
-            raise ValueError("test_fraction must be in (0, 1)")
-        if self.epochs < 0 or self.batch_size < 2 or self.lr <= 0:
-            raise ValueError("epochs >= 0, batch_size >= 2 and lr > 0 required")
 
 
 class RewardNet(nn.Module):

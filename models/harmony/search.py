@@ -40,10 +40,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from models.harmony.config import START, HarmonySearchConfig
 from models.harmony.placement import ORDERS, RULES, place_in_order
 from tracelib.envs.observation import PlacementDraft, PlacementObsConfig, encode_placement
 from tracelib.progress import ProgressFn, no_progress
@@ -51,51 +52,6 @@ from tracelib.sim import SimConfig, Simulator
 from tracelib.sim.engine import SimSession
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.snapshot import Allocation, Placement, Snapshot
-
-
-@dataclass(frozen=True)
-class HarmonySearchConfig:
-    """What the search chooses among, and how often."""
-
-    rules: tuple[str, ...] = ("lif-quad", "lif-line")
-    """Server rules (`placement.RULES`). LIF-Quad and LIF-Line are the two within 2% of
-    each other on every pattern; load balancing and Tetris are 80-150% behind them."""
-    orders: tuple[str, ...] = ("arrival", "shortest", "smallest-area", "newest")
-    """Job orders (`ORDERS`). On 24 training sequences with every choice of 5 orders x 3
-    rules, these 8 candidates took 96% of the searched decisions."""
-    block: int = 3
-    """Decisions per choice: 1 chooses at every decision at three times the cost, for
-    the same clone (0.873 / 1.017 / 0.949 against 0.865 / 1.026 / 0.931 times LIF-Quad on
-    held-out uniform / Poisson / Google-like sequences, 5 seeds)."""
-    sim_seed: int = 500
-    """Root of the training sequences' simulator seeds (sequence k: a child of it)."""
-
-    def __post_init__(self) -> None:
-        unknown = [r for r in self.rules if r not in RULES] + [
-            o for o in self.orders if o not in ORDERS
-        ]
-        if unknown or not self.rules or not self.orders:
-            raise ValueError(
-                f"search candidates must be rules of {sorted(RULES)} and orders of "
-                f"{sorted(ORDERS)}; unknown: {unknown}"
-            )
-        if self.block < 1:
-            raise ValueError("block must be at least 1")
-
-    @property
-    def candidates(self) -> tuple[tuple[str, str], ...]:
-        """Every (rule, order), LIF-Quad in arrival order (the start) first when present."""
-        every = [(r, o) for r in self.rules for o in self.orders]
-        start = [c for c in every if c == START]
-        return tuple(start + [c for c in every if c != START])
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-START = ("lif-quad", "arrival")
-"""Where the search starts (and what it reports its gain against): Harmony's strongest
-baseline, as the baselines run."""
 
 
 def _rules(cfg: HarmonySearchConfig) -> dict:

@@ -80,10 +80,11 @@ import numpy as np
 import polars as pl
 import torch
 
+from models.harmony.config import (
+    PlacementTrainConfig,
+)
 from models.harmony.imitation import TeacherSamples, imitate, teacher_samples
 from models.harmony.placement import (
-    RULES,
-    HarmonyNetConfig,
     HarmonyPolicy,
     PolicyNet,
     ValueNet,
@@ -91,12 +92,11 @@ from models.harmony.placement import (
     load_balancing,
     predicted_reward,
 )
-from models.harmony.search import HarmonySearchConfig, SearchResult, search_key, search_teacher
+from models.harmony.search import SearchResult, search_key, search_teacher
 from models.torch_scope import scoped_torch
 from models.warm_start import WarmStart, clone_network
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
 from tracelib.progress import ProgressFn, no_progress
-from tracelib.scenarios.harmony import harmony_sim
 from tracelib.seeds import named_seeds, named_streams
 from tracelib.sim import SimConfig, Simulator
 from tracelib.sim.jobs import JobSpec
@@ -105,169 +105,8 @@ from tracelib.stats import paired_ratio
 STREAMS = ("init", "envs", "actions", "exploration", "replay", "imitation")
 """Independent random streams of one training (`SeedSequence(seed).spawn`; appending one
 leaves the others' seeds as they were)."""
-CREDITS = ("interval", "marginal", "marginal+rest")
-ROLLOUT_SPEEDS = ("predictor", "simulator")
-TEACHERS = ("searched", *RULES)
-VALIDATION_SPEEDS = ("simulator", "rollouts")
 EXPLORERS = (bin_packing, load_balancing)
 """The rules epsilon-exploration borrows a server from (paper: bin packing or LB)."""
-
-
-@dataclass(frozen=True)
-class PlacementTrainConfig:
-    """Actor-critic training of the placement policy: the paper's hyper-parameters except
-    where a field says otherwise (`as_published` restores every one of them)."""
-
-    net: HarmonyNetConfig = field(default_factory=HarmonyNetConfig)
-    sim: SimConfig = field(default_factory=harmony_sim)
-    lr: float = 1e-3
-    """Adam learning rate of both networks (paper: 0.0001; at 0.0001 the policy has not
-    moved from uniform after 1,000 updates here)."""
-    gamma: float = 0.9
-    """Discount over inferences (paper: 0.9)."""
-    minibatch: int = 32
-    """Samples per worker per update (paper: 32)."""
-    replay_size: int = 8192
-    """FIFO replay buffer (paper: 8192)."""
-    n_workers: int = 4
-    """Rollout workers whose gradients are averaged (paper: 20)."""
-    updates: int = 200
-    """Updates (one interval per worker each)."""
-    epsilon: tuple[float, float] = (0.1, 0.0)
-    """Exploration probability, annealed linearly from the first to the second value
-    (paper: from 0.5). Bin packing and load balancing place 40-85% worse than LIF here;
-    at 0.5 half the early decisions are theirs and Harmony trained without exploration
-    does better than with it (300 updates, 4 training seeds: from 0.1, 0.85-0.95 of LIF's
-    JCT under uniform arrivals; from 0.5, 0.90-1.10)."""
-    entropy: tuple[float, float] = (0.01, 0.0)
-    """Entropy weight beta, annealed linearly (paper: from 0.5; against advantages scaled
-    to unit deviation, 0.5 holds the policy uniform until beta is nearly annealed away)."""
-    anneal_updates: int | None = None
-    """Updates over which epsilon and beta reach their end values (None: all of them, the
-    paper's "annealed linearly during training"). With beta = 0.5 the entropy term
-    outweighs the policy gradient until it is small, so a shorter schedule leaves more of a
-    small budget to learn in."""
-    ema: float = 0.9
-    """Smoothing of the reward average that replaces the critic (value_net=False)."""
-    val_every: int = 50
-    """Validate (greedy, see `validation_speed`) every so many updates; 0: never."""
-    normalize_advantage: bool = True
-    """Scale each minibatch's advantages to unit standard deviation (zero mean): the
-    interval reward varies far more with the jobs running than with one placement, and
-    at lr 1e-4 unnormalized advantages of that scale leave the policy where it started."""
-    credit: str = "marginal+rest"
-    """What each inference's sample gets as its reward. "interval" (the paper): the
-    interval's observed reward (Eqn. 1 in the predictor's simulator), the same for all
-    the interval's inferences. "marginal": the inference's own contribution to Eqn. 1 as
-    the reward predictor scores it, the predicted reward rate of the partial placement
-    with its task minus without, times the interval (the inferences of an interval sum to
-    the predicted reward of its placement, interference on running jobs included, minus
-    that of the jobs already running). "marginal+rest": the marginal credit plus, on the
-    interval's last inference, the observed reward minus the interval's summed credit (the
-    samples of an interval then sum to the paper's reward)."""
-    off_policy_clip: float | None = 0.2
-    """None: the paper's update, replayed and epsilon-chosen actions in the on-policy
-    gradient as they are. A float c: weight each sample by pi(a|s) / mu(a|s), mu the
-    probability the behaviour (the policy of its time, with its epsilon rule) had of taking
-    it, clipped to [1 - c, 1 + c] PPO-style (Schulman et al. 2017)."""
-    rollout_speed: str = "predictor"
-    """Where rollouts and validation get job speeds. "predictor" (the paper): the reward
-    predictor stands in for the simulator's speed model, so training never sees the true
-    interference. "simulator": the simulator's own speed model, the reward being the
-    progress it reports (as DL2 trains), for a setting the predictor was not fitted on;
-    the predictor then only shares an interval's observed reward among its inferences
-    (`credit`)."""
-    validation_speed: str = "simulator"
-    """Where validation gets job speeds, i.e. which JCTs pick the weights kept. "simulator"
-    (a deviation): the simulator's own, what a cluster running the validation sequences
-    reports. "rollouts": the rollouts' speed model (the predictor unless `rollout_speed`
-    says otherwise; the paper's training never sees the true interference). Judged by the
-    predictor's JCTs on 2 sequences, 2 of 5 seeds replaced the clone of the searched
-    teacher by updated weights, 20-45% worse than it on the held-out sequences in one seed;
-    by the simulator's on 6 sequences (the stage's `n_val_sequences`), 1 of 5, 4-13% worse
-    (300 updates, `bench_harmony --seeds 5`)."""
-    significant_update: bool = True
-    """When the starting policy is validated (a warm start, or `keep_start`), an update
-    replaces it only if its paired JCT ratio to the start over the validation sequences is
-    significantly below 1 (the 95% interval's upper end, `tracelib.stats.paired_ratio`), not
-    merely lower on average (False: the lowest mean validated JCT wins, as before). Picking
-    the lowest of seven means on 6 sequences mostly picked luck: in the three default
-    scoreboard runs of the stop before where a variant kept the shared clone, the 5 variants
-    that kept an update instead were 1.068 [1.013, 1.123] / 1.121 [1.072, 1.169] / 1.092
-    [1.053, 1.131] times the clone's JCT on the held-out uniform / Poisson / Google-like
-    sequences (n = 80 each)."""
-    keep_start: bool = False
-    """Validate the policy training starts from too, and return it unless a later
-    validation beats it, so continued training never ends behind where it began on the
-    validation sequences (off by default for a registered starting policy: the own
-    scenario keeps its best trained weights, as the paper's training does; a warm start
-    from the teacher is always validated and kept unless beaten)."""
-    teacher: str | None = "searched"
-    """Warm start (`models.harmony.imitation`, a deviation): training without a starting
-    policy first clones a teacher's decisions on the training sequences: "searched" (the
-    rule and job order chosen decision by decision by simulated JCT, `models.harmony.search`),
-    or a placement rule (`placement.RULES`, e.g. "lif-quad", in arrival order); None: from
-    random weights, as the paper."""
-    search: HarmonySearchConfig = field(default_factory=HarmonySearchConfig)
-    """The searched teacher's candidates and cadence (read only with teacher="searched")."""
-    imitation_epochs: int = 20
-    """Passes over the teacher's decisions."""
-    imitation_lr: float = 1e-3
-    imitation_batch: int = 64
-    value_net: bool = True
-    exploration: bool = True
-    replay: bool = True
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.credit not in CREDITS:
-            raise ValueError(f"credit must be one of {CREDITS}, not {self.credit!r}")
-        if self.rollout_speed not in ROLLOUT_SPEEDS:
-            raise ValueError(
-                f"rollout_speed must be one of {ROLLOUT_SPEEDS}, not {self.rollout_speed!r}"
-            )
-        if self.validation_speed not in VALIDATION_SPEEDS:
-            raise ValueError(
-                f"validation_speed must be one of {VALIDATION_SPEEDS}, "
-                f"not {self.validation_speed!r}"
-            )
-        if self.teacher is not None and self.teacher not in TEACHERS:
-            raise ValueError(f"teacher must be one of {TEACHERS} or None, not {self.teacher!r}")
-        if self.off_policy_clip is not None and not 0 < self.off_policy_clip < 1:
-            raise ValueError("off_policy_clip must lie in (0, 1)")
-
-    def as_published(self) -> PlacementTrainConfig:
-        """This config with the paper's method as written: Fig. 7's flat network, lr 1e-4,
-        epsilon and entropy weight from 0.5, every inference credited the interval's
-        reward, replayed and explored actions in the gradient without correction, from
-        random weights (no teacher), rollouts and validation scored by the reward
-        predictor."""
-        return replace(
-            self,
-            rollout_speed="predictor",
-            validation_speed="rollouts",
-            net=replace(self.net, head="flat"),
-            lr=1e-4,
-            epsilon=(0.5, 0.0),
-            entropy=(0.5, 0.0),
-            credit="interval",
-            off_policy_clip=None,
-            teacher=None,
-        )
-
-    @property
-    def system(self) -> str:
-        """`policies.system` of what this config trains."""
-        off = [
-            name
-            for name, on in (
-                ("critic", self.value_net),
-                ("exploration", self.exploration),
-                ("replay", self.replay),
-            )
-            if not on
-        ]
-        return "harmony" if not off else "harmony-without-" + "-".join(off)
 
 
 def _anneal(pair: tuple[float, float], frac: float) -> float:

@@ -154,7 +154,7 @@ def test_as_published_and_a_starting_policy_have_no_warm_start():
     with pytest.raises(ValueError, match="needs a teacher"):
         warm_start(TRAIN, paper)
     with pytest.raises(ValueError, match="0 iterations need a teacher"):
-        replace(paper, iterations=0)
+        train_cem(TRAIN, VAL, replace(paper, iterations=0))
     with pytest.raises(ValueError, match="imitation_order"):
         cfg(imitation_order="sjf")
     policy, _, metrics = train_cem(TRAIN, VAL, paper)

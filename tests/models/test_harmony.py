@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from models.checkpoints import load_checkpoint
-from models.harmony.evaluate import HarmonyEvalConfig, observed_samples
+from models.harmony.config import HarmonyEvalConfig
+from models.harmony.evaluate import observed_samples
 from models.harmony.placement import (
     MASKED,
     RULES,

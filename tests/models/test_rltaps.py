@@ -10,20 +10,18 @@ import pytest
 import torch
 
 from models.checkpoints import CheckpointError
-from models.rltaps import (
-    PolicyNet,
-    ReinforceConfig,
-    RLTapsNetConfig,
+from models.rltaps.config import ReinforceConfig, RLTapsNetConfig
+from models.rltaps.networks import PolicyNet, choose
+from models.rltaps.policy import (
     RLTapsPolicy,
+    VisibleSlots,
+    baseline_scheduler,
     evaluate_schedulers,
     job_sequences,
     load_policy,
     run_episode,
-    train,
 )
-from models.rltaps.networks import choose
-from models.rltaps.policy import VisibleSlots, baseline_scheduler
-from models.rltaps.reinforce import policy_gradient_loss, returns_and_advantages
+from models.rltaps.reinforce import policy_gradient_loss, returns_and_advantages, train
 from tracelib.envs.gpu import GpuAssignmentEnv, GpuEnvConfig, GpuObsConfig
 from tracelib.scenarios.rltaps import rl_taps_scenario
 from tracelib.sim import Simulator

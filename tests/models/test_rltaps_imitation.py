@@ -8,11 +8,11 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from models.rltaps import ReinforceConfig, RLTapsPolicy, train
-from models.rltaps.config import RLTapsNetConfig
+from models.rltaps.config import ReinforceConfig, RLTapsNetConfig
 from models.rltaps.imitation import imitate, imitation_loss, teacher_samples
 from models.rltaps.networks import PolicyNet
-from models.rltaps.policy import baseline_scheduler, job_sequences
+from models.rltaps.policy import RLTapsPolicy, baseline_scheduler, job_sequences
+from models.rltaps.reinforce import train
 from tests.models.test_rltaps import ENV, TINY
 from tracelib.envs.gpu import GpuAssignmentEnv
 

@@ -40,7 +40,8 @@ def test_trainers_leave_torch_as_they_found_it():
 
 def _train_both_and_check(threads: int) -> None:
     from models.harmony.reward import RewardTrainConfig, fit_reward_model
-    from models.rltaps import ReinforceConfig, train
+    from models.rltaps.config import ReinforceConfig
+    from models.rltaps.reinforce import train
     from tracelib.envs.gpu import GpuEnvConfig, GpuObsConfig
     from tracelib.interference import InterferenceConfig, collect_samples
 

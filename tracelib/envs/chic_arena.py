@@ -29,7 +29,7 @@ system) x (time to the next decision) / 20 minutes. What the setting changes:
 5. Void: masked while nothing trains and some job could (the paper masks it while no job
    can train and none is still to arrive; a snapshot does not show future arrivals, so
    the schedule never idles on a bet on them). A schedule that reaches S' training
-   nothing falls back to one worker + one PS for the first job and pays p1, as before.
+   nothing falls back to one worker + one PS for the first job and pays p1.
 
 `ChicArenaSchedule` is one schedule on one snapshot: the environment steps through it in
 training, and the deployed policy (`models.chic.policy.ChicArenaPolicy`) runs it inside

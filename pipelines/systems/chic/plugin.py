@@ -6,7 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from pipelines.system import LearnedSystem
+from models.chic.config import CEMConfig
+from pipelines.system import LearnedSystem, Nested, resized
+from tracelib.envs.chic import ChicEnvConfig
+from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario
 from tracelib.seeds import named_seeds
 
 if TYPE_CHECKING:
@@ -32,39 +35,63 @@ class ChicOptions:
 
 BUDGETS = {
     "smoke": {
-        "train.iterations": 2,
-        "train.n_trajectories": 4,
+        "train.cem.iterations": 2,
+        "train.cem.n_trajectories": 4,
         "train.train_sequences": 4,
         "train.val_sequences": 2,
-        "train.fit_epochs": 2,
+        "train.cem.fit_epochs": 2,
         "eval.test_sequences": 2,
-        "arena.iterations": 1,
-        "arena.n_trajectories": 2,
-        "arena.fit_epochs": 2,
+        "arena.cem.iterations": 1,
+        "arena.cem.n_trajectories": 2,
+        "arena.cem.fit_epochs": 2,
         "arena.train_sequences": 1,
         "arena.val_sequences": 1,
         "arena.jobs_per_episode": 10,
     },
     "large": {
-        "train.iterations": 30,
-        "arena.iterations": 40,
-        "arena.n_trajectories": 35,
-        "arena.fit_epochs": 40,
+        "train.cem.iterations": 30,
+        "arena.cem.iterations": 40,
+        "arena.cem.n_trajectories": 35,
+        "arena.cem.fit_epochs": 40,
         "arena.val_sequences": None,
     },
 }
+
+_RUN_LEVEL = frozenset({"variant", "scenario", "net", "env", "seed", "iterations"})
+"""What the stage fills into the CEM's config (`ChicTrainConfig.cem_config`, ...) or what
+has no flag's type: the variant, scenario, seed; the network (None: the paper's for the
+variant and window); the MDP (None in Chic's own scenario: the paper's); and the
+iterations, set by `--chic-iterations` and `--chic-arena-iterations`."""
+
+NESTED = {
+    "train.cem": Nested(CEMConfig, _RUN_LEVEL),
+    "train.cem.scenario": Nested(ChicScenario, frozenset({"rate_per_hour"})),
+    "arena.cem": Nested(CEMConfig, _RUN_LEVEL),
+    "arena.cem.scenario": Nested(ChicArenaScenario, frozenset({"sim"})),
+    "arena.cem.env": Nested(
+        ChicEnvConfig, frozenset({"variant", "mask_absent", "work_conserving"})
+    ),
+}
+"""Chic's nested configs whose fields are flags (`--chic-train-cem-lr`,
+`--chic-arena-cem-scenario-window`): the cross-entropy method of its own scenario and of
+the arena, their scenarios, and the arena's MDP. Besides what the stage derives: the
+scenario's arrival rate is each training's (`ChicRunConfig.train_rates`), the arena's
+simulator the evaluation's, and the MDP's variant, absent-job masking and work
+conservation the CEM's own (`CEMConfig.env_config`)."""
 
 
 def apply(cfg: ChicRunConfig, opts: ChicOptions) -> ChicRunConfig | None:
     """The options on the budget's config; 0 iterations skip Chic (0 arena iterations: its
     arena training only)."""
+    changes = {}
     if opts.iterations is not None:
-        cfg = replace(cfg, train=replace(cfg.train, iterations=opts.iterations))
+        changes["train.cem.iterations"] = opts.iterations
     if opts.arena_iterations is not None:
-        cfg = replace(cfg, arena=replace(cfg.arena, iterations=opts.arena_iterations))
+        changes["arena.cem.iterations"] = opts.arena_iterations
+    cfg = resized(cfg, changes)
     if opts.as_published:
         cfg = replace(cfg, train=cfg.train.as_published(), arena=cfg.arena.as_published())
-    return cfg if cfg.train.iterations > 0 else None
+    return cfg if cfg.train.cem.iterations > 0 else None
 
 
 def seeded(cfg: ChicRunConfig, seed: int, workload_set: str) -> ChicRunConfig:
@@ -127,4 +154,5 @@ CHIC = LearnedSystem(
     seeded=seeded,
     summary_lines=summary_lines,
     steps=steps,
+    nested=NESTED,
 )

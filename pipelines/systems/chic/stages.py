@@ -34,7 +34,7 @@ import polars as pl
 
 from models.checkpoints import Resumed, register_policy, resume_from
 from models.chic.cem import WarmStart, train_cem, warm_start
-from models.chic.config import PUBLISHED, CEMConfig
+from models.chic.config import CEMConfig
 from models.chic.contracts import ChicLearningCurves
 from models.chic.policy import ARENA, ChicPolicy, episode_results, policy_from_checkpoint
 from models.heuristics.optimus import Optimus
@@ -76,39 +76,33 @@ REFERENCE_RATE = 1.8
 """Chic Fig. 4(c): policies trained once at 1.8 jobs per hour, evaluated at every rate."""
 
 
+CHIC_CEM = CEMConfig(iterations=6)
+"""`ChicTrainConfig.cem`'s default: the paper's modified CEM (N = 35, 40 fit epochs) with
+the measured departures and the warm start from Optimus, for 6 iterations."""
+
+
 @dataclass(frozen=True)
 class ChicTrainConfig:
-    """One Chic / Chic-Pair training run in `schedlab run`. The default budget is small
-    (tens of seconds here); `iterations` (paper: until converged, 19+ to beat Optimus) and
-    the sequence counts make it larger. Counted in iterations, so a seed gives one policy."""
+    """One Chic / Chic-Pair training run in `schedlab run`: which variant, at which arrival
+    rate, on how many sequences, and the cross-entropy method's config by value (what the
+    trainer gets is that config with this run's variant, rate and seed filled in,
+    `cem_config()`). The default budget is small (tens of seconds here); `iterations`
+    (paper: until converged, 19+ to beat Optimus) and the sequence counts make it larger.
+    Counted in iterations, so a seed gives one policy."""
 
     variant: str = "chic"
     """"chic" (2I + 1 actions) or "chic-pair" (I + 1)."""
     rate_per_hour: float = REFERENCE_RATE
     """Poisson arrival rate of the training and validation sequences."""
-    iterations: int = 6
-    """CEM iterations (each: 35 + 1 episodes of 30 jobs)."""
-    n_trajectories: int = 35
-    """N: trajectories from the policy per iteration (paper: 35)."""
     train_sequences: int = 100
     """Training sequences episodes draw from."""
     val_sequences: int = 30
-    """Validation sequences (paper: 30), every two iterations."""
-    jobs_per_sequence: int = 30
-    """W: jobs per sequence (paper: 30)."""
-    fit_epochs: int = 40
-    """Adam passes over the elite pairs per iteration (ours)."""
-    smoothing: float = CEMConfig.smoothing
-    """alpha of the smoothed update (1 = no smoothing, a deviation; as published: 0.7)."""
-    mask_absent: bool = CEMConfig.mask_absent
-    """Deviation: mask actions on absent jobs in training instead of charging p1."""
-    shared_sequence: bool = CEMConfig.shared_sequence
-    """Deviation: one sequence per iteration for all N + 1 trajectories."""
-    work_conserving: bool = CEMConfig.work_conserving
-    """Deviation: void masked while an idle job's worker/PS fits (training and deployment)."""
-    teacher: str | None = CEMConfig.teacher
-    """Deviation (CEMConfig.teacher): a policy trained from scratch starts from the clone
-    of this baseline's schedules (None: random weights, as the paper)."""
+    """Validation sequences (paper: 30), every `cem.val_every` iterations."""
+    cem: CEMConfig = field(default_factory=lambda: CHIC_CEM)
+    """The modified cross-entropy method (`models.chic.cem`) in Chic's own scenario (its
+    variant, the scenario's arrival rate and its seed are this config's). Default: 6
+    iterations of N = 35 trajectories of W = 30 jobs, the five measured departures on
+    (`CEMConfig.as_published` undoes them)."""
     seed: int = 0
     """Root seed of the sequences' seeds, initialization and sampling."""
     init: str = "latest"
@@ -117,27 +111,18 @@ class ChicTrainConfig:
 
     def as_published(self) -> ChicTrainConfig:
         """This config with Chic's MDP and update as the paper writes them."""
-        return replace(self, **PUBLISHED)
+        return replace(self, cem=self.cem.as_published())
+
+    # What the stage hands the trainer: its config with the run-level values (variant,
+    # arrival rate, seed) filled in, here and nowhere else.
 
     def scenario(self) -> ChicScenario:
-        return ChicScenario(
-            rate_per_hour=self.rate_per_hour, jobs_per_sequence=self.jobs_per_sequence
-        )
+        """The CEM's scenario at this training's arrival rate."""
+        return replace(self.cem.scenario, rate_per_hour=self.rate_per_hour)
 
     def cem_config(self) -> CEMConfig:
-        return CEMConfig(
-            variant=self.variant,
-            scenario=self.scenario(),
-            iterations=self.iterations,
-            n_trajectories=self.n_trajectories,
-            fit_epochs=self.fit_epochs,
-            smoothing=self.smoothing,
-            mask_absent=self.mask_absent,
-            shared_sequence=self.shared_sequence,
-            work_conserving=self.work_conserving,
-            teacher=self.teacher,
-            seed=self.seed,
-        )
+        """The trainer's config."""
+        return replace(self.cem, variant=self.variant, scenario=self.scenario(), seed=self.seed)
 
 
 def _warm_start(
@@ -472,12 +457,27 @@ def _eval_setting() -> SimConfig:
     return EvalConfig().sim_config(0)
 
 
+def _arena_cem() -> CEMConfig:
+    return CEMConfig(
+        scenario=ChicArenaScenario(
+            sim=_eval_setting(), window=20, placement=EvalConfig().default_placement
+        ),
+        iterations=6,
+        n_trajectories=8,
+        fit_epochs=10,
+        teacher=None,
+        env=ChicEnvConfig(max_phase_steps=1000),
+    )
+
+
 @dataclass(frozen=True)
 class ChicArenaConfig:
     """Chic in the arena: the published MDP in the evaluation's DL2 setting
     (`tracelib.envs.chic_arena`: I = the evaluation's window, the DL2 catalogue, a
     schedule every slot, placed by the evaluation's default placement), trained by the
     modified CEM on a workload set's train split and validated on its validation split.
+    The CEM's config is held by value (`cem`); what the trainer gets is it with this
+    config's variant, simulator and seed filled in (`cem_config()`).
     At the default budget a training takes 20-27 s of one core here (Chic; Chic-Pair half:
     a 30-job episode is ~5,000 actions at ~70 us); `large` runs the paper's N = 35 for 40
     iterations."""
@@ -489,43 +489,26 @@ class ChicArenaConfig:
     (I + 1)."""
     sim: SimConfig = field(default_factory=_eval_setting)
     """Simulator of training and validation (default: the evaluation's)."""
-    placement: str = field(default_factory=lambda: EvalConfig().default_placement)
-    """Placement composed with the allocation (default: the evaluation's default)."""
-    window: int = 20
-    """I: visible jobs allocated to (the evaluation's window; Chic's own scenario: 3)."""
-    iterations: int = 6
-    """CEM iterations (0: no arena training)."""
-    n_trajectories: int = 8
-    """N: trajectories from the policy per iteration (paper: 35), plus the uniform one."""
-    fit_epochs: int = 10
-    """Passes over the elite pairs per iteration."""
+    cem: CEMConfig = field(default_factory=_arena_cem)
+    """The modified CEM in the arena (its variant, its scenario's simulator and its seed
+    are this config's; its validation interval is capped by its iterations). Default: 6
+    iterations of N = 8 trajectories (paper: 35) plus the uniform one, 10 fit epochs; I =
+    20 visible jobs (the evaluation's window; Chic's own scenario: 3) placed by the
+    evaluation's default placement; at most 1000 actions in one schedule (the cluster holds
+    384 tasks); the measured departures on. No warm start (teacher None: random weights, as
+    the paper), measured: with the paper's 64-32-4 network the arena's 41 actions clone
+    poorly (held-out accuracy 0.60-0.77, the sampled clone's validation ACT 4,500-11,243 s
+    over 5 seeds against 4,860-5,306 s from scratch after 6 iterations), and 6 iterations
+    do not repair a bad clone: against Optimus 1.730 [1.542, 1.919] (Chic) and 1.907
+    [1.669, 2.145] (Chic-Pair) with it, 1.534 [1.481, 1.588] and 1.564 [1.516, 1.613]
+    without (docs/chic.md). 0 iterations: no arena training."""
     train_sequences: int | None = None
     """At most this many train sequences of the set (lowest numbers; None: all)."""
     val_sequences: int | None = 2
-    """At most this many validation sequences (whole), every `val_every` iterations."""
-    val_every: int = 2
-    """Validate every so many iterations (paper: 2); the best validated policy is kept."""
+    """At most this many validation sequences (whole), every `cem.val_every` iterations."""
     jobs_per_episode: int | None = 30
     """Training episodes are the train sequences cut into runs of this many jobs, each
     starting at time 0 (Chic's W = 30; the sets' sequences have 60); None: whole."""
-    max_phase_steps: int = 1000
-    """Actions in one schedule before the env ends it (the cluster holds 384 tasks)."""
-    mask_absent: bool = CEMConfig.mask_absent
-    """Deviation (CEMConfig.mask_absent): mask actions on absent jobs in training."""
-    work_conserving: bool = CEMConfig.work_conserving
-    """Deviation (CEMConfig.work_conserving)."""
-    shared_sequence: bool = CEMConfig.shared_sequence
-    """Deviation (CEMConfig.shared_sequence)."""
-    smoothing: float = CEMConfig.smoothing
-    """alpha of the smoothed update (1.0: none, a deviation; as published: 0.7)."""
-    teacher: str | None = None
-    """CEMConfig.teacher: "optimus" starts a training from scratch from the clone of
-    Optimus' schedules. Off here (None: random weights, as the paper), measured: with the
-    paper's 64-32-4 network the arena's 41 actions clone poorly (held-out accuracy
-    0.60-0.77, the sampled clone's validation ACT 4,500-11,243 s over 5 seeds against
-    4,860-5,306 s from scratch after 6 iterations), and 6 iterations do not repair a bad
-    clone: against Optimus 1.730 [1.542, 1.919] (Chic) and 1.907 [1.669, 2.145] (Chic-Pair)
-    with it, 1.534 [1.481, 1.588] and 1.564 [1.516, 1.613] without (docs/chic.md)."""
     init: str = "latest"
     """Start from: "latest" (the newest "<variant>-arena" policy whose network fits, else
     scratch), "scratch", or a policy id."""
@@ -536,33 +519,36 @@ class ChicArenaConfig:
         unknown = set(self.variants) - {"chic", "chic-pair"}
         if unknown:
             raise ValueError(f"unknown Chic variant(s) {sorted(unknown)}")
-        if self.iterations < 0:
-            raise ValueError("iterations must be >= 0 (0: no arena training)")
+        if not isinstance(self.cem.scenario, ChicArenaScenario):
+            raise ValueError("the arena's CEM runs in a ChicArenaScenario")
         if self.jobs_per_episode is not None and self.jobs_per_episode < 1:
             raise ValueError("jobs_per_episode must be positive (or None)")
 
+    @property
+    def iterations(self) -> int:
+        """The CEM's iterations (0: no arena training)."""
+        return self.cem.iterations
+
     def as_published(self) -> ChicArenaConfig:
         """This config with Chic's MDP and update as the paper writes them."""
-        return replace(self, **PUBLISHED)
+        return replace(self, cem=self.cem.as_published())
+
+    # What the stage hands the trainer: its config with the run-level values (variant,
+    # simulator, seed) filled in, here and nowhere else.
 
     def scenario(self) -> ChicArenaScenario:
-        return ChicArenaScenario(sim=self.sim, window=self.window, placement=self.placement)
+        """The CEM's scenario in this config's simulator."""
+        return replace(self.cem.scenario, sim=self.sim)
 
     def cem_config(self, variant: str) -> CEMConfig:
         """The trainer's config for one variant."""
-        return CEMConfig(
+        cem = self.cem
+        return replace(
+            cem,
             variant=variant,
             scenario=self.scenario(),
-            iterations=self.iterations,
-            n_trajectories=self.n_trajectories,
-            fit_epochs=self.fit_epochs,
-            val_every=max(min(self.val_every, self.iterations), 1),
-            smoothing=self.smoothing,
-            mask_absent=self.mask_absent,
-            shared_sequence=self.shared_sequence,
-            work_conserving=self.work_conserving,
-            teacher=self.teacher,
-            env=ChicEnvConfig(variant=variant, max_phase_steps=self.max_phase_steps),
+            val_every=max(min(cem.val_every, cem.iterations), 1),
+            env=None if cem.env is None else replace(cem.env, variant=variant),
             seed=self.seed,
         )
 

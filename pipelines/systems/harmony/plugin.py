@@ -6,7 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from pipelines.system import LearnedSystem
+from models.harmony.config import (
+    HarmonyNetConfig,
+    HarmonySearchConfig,
+    PlacementTrainConfig,
+    RewardTrainConfig,
+)
+from pipelines.system import LearnedSystem, Nested
 from pipelines.systems.harmony.lines import gavel_line, skipped_line
 
 if TYPE_CHECKING:
@@ -71,6 +77,33 @@ BUDGETS = {
         "arena.train_sequences": None,
     },
 }
+
+
+_RUN_LEVEL = frozenset({"net", "sim", "search", "seed", "updates"})
+"""What the stage fills into the placement trainer's config (`train_config()`) or holds as
+a nested config of its own: the networks, the simulator (Harmony's testbed; the arena's
+setting), the searched teacher's config, the seed; and the updates, which `--harmony-updates`
+and `--harmony-arena-updates` set."""
+
+_NET_RUN_LEVEL = frozenset({"window", "n_servers"})
+"""The networks' window and servers: the simulator's."""
+
+NESTED = {
+    "stage.reward": Nested(RewardTrainConfig),
+    "stage.train": Nested(
+        PlacementTrainConfig, _RUN_LEVEL | {"value_net", "exploration", "replay"}
+    ),
+    "stage.train.net": Nested(HarmonyNetConfig, _NET_RUN_LEVEL),
+    "stage.train.search": Nested(HarmonySearchConfig),
+    "arena.train": Nested(PlacementTrainConfig, _RUN_LEVEL),
+    "arena.train.net": Nested(HarmonyNetConfig, _NET_RUN_LEVEL),
+    "arena.train.search": Nested(HarmonySearchConfig),
+}
+"""Harmony's nested configs whose fields are flags (`--harmony-stage-train-lr`,
+`--harmony-stage-reward-epochs`, `--harmony-arena-train-net-head`): the reward predictor's
+training, the placement actor-critic in its own scenario and in the arena, their networks
+and searched teachers. Besides what the stage derives: in its own scenario the value net,
+exploration and replay switches are each variant's (`VARIANTS`, Table II's ablations)."""
 
 
 def apply(cfg: HarmonyRunConfig, opts: HarmonyOptions) -> HarmonyRunConfig | None:
@@ -163,4 +196,5 @@ HARMONY = LearnedSystem(
     seeded=seeded,
     summary_lines=summary_lines,
     steps=steps,
+    nested=NESTED,
 )

@@ -46,8 +46,9 @@ from typing import Any
 import polars as pl
 
 from models.checkpoints import Resumed, load_registered, register_policy, resume_from
+from models.harmony.config import HarmonyEvalConfig
 from models.harmony.contracts import HarmonyLearningCurves, RewardModelMetrics
-from models.harmony.evaluate import HarmonyEvalConfig, observed_samples
+from models.harmony.evaluate import observed_samples
 from models.harmony.placement import (
     HarmonyNetConfig,
     HarmonyPolicy,
@@ -118,9 +119,12 @@ VARIANTS: dict[str, dict[str, bool]] = {
 
 @dataclass(frozen=True)
 class HarmonyStageConfig:
-    """Harmony in `schedlab run`: samples, budgets, evaluation. The default budget runs the
-    three stages in about five minutes here; `reward.epochs`, `train.updates` and
-    `eval.n_sequences` make it larger."""
+    """Harmony in `schedlab run`: samples, budgets, evaluation, and its two algorithms'
+    configs by value: the reward predictor's (`reward`, handed to it as it is) and the
+    placement actor-critic's (`train`; what a variant's training gets is it with this
+    config's seed and the variant's switches filled in, `train_config()`). The default
+    budget runs the three stages in about five minutes here; `reward.epochs`,
+    `train.updates` and `eval.n_sequences` make it larger."""
 
     sample_sources: tuple[str, ...] = ("synthetic",)
     """`interference_samples.source` values the reward predictor trains on (the online
@@ -132,7 +136,12 @@ class HarmonyStageConfig:
     """Keys of the Gavel file to read (empty: every key it has, `_unconsolidated` ones
     included; see `tracelib.gavel` for how those are read or skipped)."""
     reward: RewardTrainConfig = field(default_factory=RewardTrainConfig)
+    """The reward predictor's supervised training (`models.harmony.reward`). Its seed is
+    its own (`reward.seed`), not this config's."""
     train: PlacementTrainConfig = field(default_factory=lambda: PlacementTrainConfig(updates=300))
+    """The placement policy's actor-critic (`models.harmony.train`) in Harmony's own
+    scenario: 300 updates; its seed is this config's, and each variant's switches
+    (value net, exploration, replay) are the variant's (`VARIANTS`)."""
     variants: tuple[str, ...] = tuple(VARIANTS)
     """Systems trained and evaluated (Harmony and its ablations)."""
     arrivals: ArrivalConfig = field(default_factory=ArrivalConfig)
@@ -153,12 +162,21 @@ class HarmonyStageConfig:
     by the predictor, updates worse on held-out sequences replaced the warm start:
     docs/harmony.md)."""
     eval: HarmonyEvalConfig = field(default_factory=HarmonyEvalConfig)
+    """The evaluation in Harmony's own scenario (held-out sequences, baselines)."""
     init: str = "latest"
     """Training starts from "latest" (newest registered policy of the same system) or
     "scratch"."""
     online_max_sets: int = 500
     """Observed intervals appended to the samples per evaluation."""
     seed: int = 0
+    """Root seed of the training and validation sequences and of the placement training."""
+
+    def train_config(self, variant: str) -> PlacementTrainConfig:
+        """The placement trainer's config for one variant (`VARIANTS`): `train` with this
+        config's seed and the variant's switches."""
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown Harmony variant {variant!r}; known: {', '.join(VARIANTS)}")
+        return replace(self.train, seed=self.seed, **VARIANTS[variant])
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -371,9 +389,7 @@ class _Plan:
 
 
 def _plan(con, cfg: HarmonyStageConfig, variant: str, rid: str) -> _Plan:
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown Harmony variant {variant!r}; known: {', '.join(VARIANTS)}")
-    tcfg = replace(cfg.train, seed=cfg.seed, **VARIANTS[variant])
+    tcfg = cfg.train_config(variant)
     key = input_key(tcfg, cfg.arrivals, rid, f"{cfg.n_train_sequences}/{cfg.seed}")
     done = already_trained(con, key, variant)
     if done is not None:
@@ -718,6 +734,7 @@ class HarmonyArenaConfig:
     """"latest": from the newest `harmony-arena` policy, else the pair head of the newest
     own-scenario `harmony` policy (`HarmonyPolicy.resized`), else from scratch; "scratch"."""
     seed: int = 0
+    """Root seed of the arena's placement training."""
 
     def train_config(self) -> PlacementTrainConfig:
         """The trainer's config, with this config's seed."""

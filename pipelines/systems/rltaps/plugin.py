@@ -8,7 +8,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipelines.system import LearnedSystem
+from models.rltaps.config import ArenaTrainConfig, ReinforceConfig
+from pipelines.system import LearnedSystem, Nested, resized
+from tracelib.envs.gpu import GpuEnvConfig, GpuObsConfig
+from tracelib.envs.gpu_arena import ArenaEnvConfig
+from tracelib.sim.topology import TopologyConfig
 
 if TYPE_CHECKING:
     from pipelines.systems.rltaps.steps import RLTapsRunConfig
@@ -30,43 +34,62 @@ class RLTapsOptions:
 
 BUDGETS = {
     "smoke": {
-        "stage.n_jobs": 10,
-        "stage.epochs": 1,
-        "stage.train_sequences": 1,
-        "stage.val_sequences": 1,
-        "stage.episodes": 2,
-        "stage.batch_sequences": 1,
+        "stage.reinforce.n_jobs": 10,
+        "stage.reinforce.epochs": 1,
+        "stage.reinforce.train_sequences": 1,
+        "stage.reinforce.val_sequences": 1,
+        "stage.reinforce.episodes": 2,
+        "stage.reinforce.batch_sequences": 1,
         "stage.test_sequences": 2,
-        "stage.imitation_epochs": 1,
-        "arena.epochs": 1,
-        "arena.episodes": 2,
+        "stage.reinforce.imitation_epochs": 1,
+        "arena.reinforce.epochs": 1,
+        "arena.reinforce.episodes": 2,
         "arena.train_sequences": 1,
         "arena.val_sequences": 1,
     },
     "large": {
-        "stage.epochs": 50,
-        "stage.train_sequences": 20,
-        "stage.episodes": 20,
+        "stage.reinforce.epochs": 50,
+        "stage.reinforce.train_sequences": 20,
+        "stage.reinforce.episodes": 20,
         "stage.test_sequences": 30,
-        "arena.epochs": 20,
-        "arena.episodes": 8,
+        "arena.reinforce.epochs": 20,
+        "arena.reinforce.episodes": 8,
         "arena.train_sequences": None,
         "arena.val_sequences": None,
     },
 }
 
+NESTED = {
+    "stage.reinforce": Nested(ReinforceConfig, frozenset({"mode", "env", "seed", "epochs"})),
+    "stage.reinforce.env": Nested(GpuEnvConfig, frozenset({"obs", "topology"})),
+    "stage.reinforce.env.obs": Nested(GpuObsConfig),
+    "stage.reinforce.env.topology": Nested(TopologyConfig),
+    "arena.reinforce": Nested(ArenaTrainConfig, frozenset({"sim", "env", "seed", "epochs"})),
+    "arena.reinforce.env": Nested(ArenaEnvConfig, frozenset({"cluster", "window"})),
+}
+"""RL-TAPS' nested configs whose fields are flags (`--rltaps-stage-reinforce-lr`,
+`--rltaps-arena-reinforce-env-ps-rule`): REINFORCE in its own scenario (with its
+environment, state image and topology, the evaluation's too) and in the arena (with its
+decision's state). Besides what the stage fills in (the mode, the seed, the arena's
+simulator and the decision's cluster and window from it), `--rltaps-epochs` and
+`--rltaps-arena-epochs` set the epochs."""
+
 
 def apply(cfg: RLTapsRunConfig, opts: RLTapsOptions) -> RLTapsRunConfig | None:
     """The options on the budget's config; 0 epochs skip RL-TAPS, 0 arena epochs its arena
     policy."""
+    if opts.epochs is not None and opts.epochs <= 0:
+        return None
     if opts.epochs is not None:
-        cfg = replace(cfg, stage=replace(cfg.stage, epochs=opts.epochs))
+        cfg = resized(cfg, {"stage.reinforce.epochs": opts.epochs})
     if opts.as_published:
         cfg = replace(cfg, stage=cfg.stage.as_published())
     if opts.arena_epochs is not None and cfg.arena is not None:
-        arena = replace(cfg.arena, epochs=opts.arena_epochs) if opts.arena_epochs > 0 else None
-        cfg = replace(cfg, arena=arena)
-    return cfg if cfg.stage.epochs > 0 else None
+        if opts.arena_epochs > 0:
+            cfg = resized(cfg, {"arena.reinforce.epochs": opts.arena_epochs})
+        else:
+            cfg = replace(cfg, arena=None)
+    return cfg
 
 
 ARENA_STREAM = 1
@@ -133,4 +156,5 @@ RLTAPS = LearnedSystem(
     seeded=seeded,
     summary_lines=summary_lines,
     steps=steps,
+    nested=NESTED,
 )

@@ -44,21 +44,27 @@ import numpy as np
 import polars as pl
 
 from models.checkpoints import Resumed, policy_id_for, register_policy, resume_from
-from models.rltaps import (
-    BASELINES,
+from models.rltaps.arena import RLTapsArenaPolicy, arena_policy_from_checkpoint
+from models.rltaps.arena_reinforce import train_arena
+from models.rltaps.config import (
+    ARENA_SYSTEM,
+    MODES,
+    ArenaTrainConfig,
     ReinforceConfig,
+    system_of,
+)
+from models.rltaps.contracts import RLTapsLearningCurves
+from models.rltaps.policy import (
+    BASELINES,
+    Episode,
     RLTapsPolicy,
     job_sequences,
     policy_from_checkpoint,
-    system_of,
-    train,
+    scheduler_episodes,
+    sequence_seeds,
 )
-from models.rltaps.arena import RLTapsArenaPolicy, arena_policy_from_checkpoint
-from models.rltaps.arena_reinforce import train_arena
-from models.rltaps.config import ARENA_SYSTEM, MODES, ArenaTrainConfig
-from models.rltaps.contracts import RLTapsLearningCurves
-from models.rltaps.policy import Episode, scheduler_episodes, sequence_seeds
 from models.rltaps.pretrained import Shipped, load_shipped
+from models.rltaps.reinforce import train
 from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
     EvalConfig,
@@ -97,9 +103,26 @@ _TEST_STREAM = 0x7E57
 """Spawn key of the test sequences' seeds (independent of the trainer's streams)."""
 
 
+RLTAPS_REINFORCE = ReinforceConfig(
+    env=GpuEnvConfig(max_steps=200, resume_cost_s=0.0),
+    n_jobs=30,
+    train_sequences=6,
+    val_sequences=4,
+    episodes=6,
+    batch_sequences=2,
+    epochs=4,
+    refresh_every=2,
+)
+"""`RLTapsStageConfig.reinforce`'s default: the paper's network, topology, state and reward
+with a small budget (30 jobs per sequence, T_max 200, 6 training and 4 validation
+sequences, 6 episodes, 4 epochs; no resume cost, as the paper)."""
+
+
 @dataclass(frozen=True)
 class RLTapsStageConfig:
-    """RL-TAPS in `schedlab run`: training mode, sequence sizes and budgets.
+    """RL-TAPS in `schedlab run`: training mode, REINFORCE's config by value (what the
+    trainer gets is it with this config's mode and seed filled in, `reinforce_config()`)
+    and the evaluation's size.
 
     Defaults are a small budget (the paper's network, topology, state and reward; fewer and
     shorter job sequences, fewer episodes and epochs). Budgets are counted in epochs and
@@ -107,37 +130,12 @@ class RLTapsStageConfig:
 
     mode: str = "nonstreaming"
     """Training mode: "nonstreaming" (static sequences) or "streaming" (fresh ones)."""
-    n_jobs: int = 30
-    """Jobs per sequence, one arriving per step (RL-TAPS: 400)."""
-    max_steps: int = 200
-    """T_max: steps per episode; unfinished jobs finish at T_max (RL-TAPS: 1000)."""
-    train_sequences: int = 6
-    """J: training sequences (RL-TAPS: 200 without streaming, 60 with)."""
-    val_sequences: int = 4
-    """Validation sequences per epoch (RL-TAPS: 200 / 60)."""
-    episodes: int = 6
-    """E: episodes per sequence (RL-TAPS: 20)."""
-    batch_sequences: int = 2
-    """B: sequences per update."""
-    epochs: int = 4
-    """Training epochs (RL-TAPS: 50)."""
-    refresh_every: int = 2
-    """Streaming: fresh training sequences every so many epochs (RL-TAPS: 10)."""
+    reinforce: ReinforceConfig = field(default_factory=lambda: RLTAPS_REINFORCE)
+    """REINFORCE (`models.rltaps.reinforce`; its mode and seed are this config's). Its
+    environment (T_max, penalties, topology, state image), its jobs per sequence and its
+    discount are the evaluation's too."""
     test_sequences: int = 10
     """Held-out sequences of the evaluation."""
-    hidden: int | None = None
-    """Hidden units (None: 1.5 x outputs = 528, RL-TAPS)."""
-    lr: float = 0.001
-    """Adam learning rate (RL-TAPS: 0.001)."""
-    gamma: float = 1.0
-    """Discount (DeepRM: 1)."""
-    resume_cost_s: float = 0.0
-    """Training time lost when a job resumes or moves (RL-TAPS: not modelled)."""
-    teacher: str | None = ReinforceConfig.teacher
-    """A fresh network first imitates this baseline (`ReinforceConfig.teacher`; None: from
-    random weights, as the paper)."""
-    imitation_epochs: int = ReinforceConfig.imitation_epochs
-    """Supervised passes over the teacher's decisions on the training sequences."""
     seed: int = 0
     """Root seed of sequences, initialization, sampling; test sequences too."""
     init: str = "latest"
@@ -155,46 +153,42 @@ class RLTapsStageConfig:
     def paper(cls, mode: str = "nonstreaming", **kw: Any) -> RLTapsStageConfig:
         """RL-TAPS section 5.1's sizes (hours of CPU here)."""
         streaming = mode == "streaming"
-        sizes = {
-            "n_jobs": 400,
-            "max_steps": 1000,
-            "train_sequences": 60 if streaming else 200,
-            "val_sequences": 60 if streaming else 200,
-            "episodes": 20,
-            "batch_sequences": 10,
-            "epochs": 50,
-            "refresh_every": 10,
-            "test_sequences": 200,
-        }
-        return cls(mode=mode, **{**sizes, **kw})
+        reinforce = replace(
+            RLTAPS_REINFORCE,
+            env=replace(RLTAPS_REINFORCE.env, max_steps=1000),
+            n_jobs=400,
+            train_sequences=60 if streaming else 200,
+            val_sequences=60 if streaming else 200,
+            episodes=20,
+            batch_sequences=10,
+            epochs=50,
+            refresh_every=10,
+        )
+        return cls(mode=mode, **{"reinforce": reinforce, "test_sequences": 200, **kw})
 
     def env_config(self) -> GpuEnvConfig:
         """The environment of training and evaluation."""
-        return GpuEnvConfig(max_steps=self.max_steps, resume_cost_s=self.resume_cost_s)
+        return self.reinforce.env
 
     def reinforce_config(self) -> ReinforceConfig:
-        """The trainer's config."""
-        return ReinforceConfig(
-            mode=self.mode,
-            env=self.env_config(),
-            hidden=self.hidden,
-            n_jobs=self.n_jobs,
-            train_sequences=self.train_sequences,
-            val_sequences=self.val_sequences,
-            episodes=self.episodes,
-            batch_sequences=self.batch_sequences,
-            epochs=self.epochs,
-            refresh_every=self.refresh_every,
-            lr=self.lr,
-            gamma=self.gamma,
-            teacher=self.teacher,
-            imitation_epochs=self.imitation_epochs,
-            seed=self.seed,
-        )
+        """The trainer's config: `reinforce` with this config's mode and seed."""
+        return replace(self.reinforce, mode=self.mode, seed=self.seed)
+
+    def eval_config(self) -> dict[str, Any]:
+        """What the evaluation's rows and id record of its config."""
+        rl = self.reinforce
+        return {
+            "n_jobs": rl.n_jobs,
+            "max_steps": rl.env.max_steps,
+            "test_sequences": self.test_sequences,
+            "gamma": rl.gamma,
+            "resume_cost_s": rl.env.resume_cost_s,
+            "seed": self.seed,
+        }
 
     def as_published(self) -> RLTapsStageConfig:
         """The paper's training: from random weights, no imitation."""
-        return replace(self, teacher=None)
+        return replace(self, reinforce=self.reinforce.as_published())
 
     def test_seeds(self) -> list[int]:
         """Generator seeds of the evaluation's job sequences."""
@@ -291,7 +285,7 @@ def train_rltaps_stage(
         shutil.copyfile(shipped.path, shipped_path)
         metrics["started_from"] = "shipped"
     training = sorted(
-        {f"rl-taps-bimodal:{cfg.n_jobs}:{s}" for seeds in metrics["train_seeds"] for s in seeds}
+        {f"rl-taps-bimodal:{rl_cfg.n_jobs}:{s}" for seeds in metrics["train_seeds"] for s in seeds}
     )
     with connect(warehouse) as con, transaction(con):
         if shipped is not None:
@@ -379,7 +373,7 @@ def rltaps_tables(
     in eval_runs.reward and its jobs' slowdowns in eval_jobs; the ratios pair mean
     slowdown (the paper's metric) by sequence. Pure: same inputs, same tables."""
     seeds = cfg.test_seeds()
-    sequences = job_sequences(seeds, cfg.n_jobs)
+    sequences = job_sequences(seeds, cfg.reinforce.n_jobs)
     env_cfg = cfg.env_config()
     # The pickers' generators run through the sequences in order (as RL-TAPS' evaluation
     # always ran them), so the episodes are simulated first and read per sequence.
@@ -391,12 +385,13 @@ def rltaps_tables(
             return RunOutcome(
                 episode_job_rows(ep, workload.jobs),
                 policy_ids.get(name, name),
-                reward=ep.first_return(cfg.gamma),
+                reward=ep.first_return(cfg.reinforce.gamma),
             )
 
         return run
 
-    sequence_set = f"rl-taps-bimodal-test:{cfg.n_jobs}x{cfg.test_sequences}:seed{cfg.seed}"
+    n_jobs = cfg.reinforce.n_jobs
+    sequence_set = f"rl-taps-bimodal-test:{n_jobs}x{cfg.test_sequences}:seed{cfg.seed}"
     workloads = [
         Workload(
             workload_set=RL_TAPS_SET,
@@ -408,11 +403,7 @@ def rltaps_tables(
         )
         for k, (seed, jobs) in enumerate(zip(seeds, sequences, strict=True))
     ]
-    eval_config = {
-        k: v
-        for k, v in cfg.to_dict().items()
-        if k in ("n_jobs", "max_steps", "test_sequences", "gamma", "resume_cost_s", "seed")
-    }
+    eval_config = cfg.eval_config()
     config = canonical_json({**eval_config, "sequence_set": sequence_set, "seeds": seeds})
     version = code_version()
     runs, jobs = run_schedulers(
@@ -457,11 +448,7 @@ def evaluate_rltaps_stage(
             if resumed.policy_id is not None:
                 learned[f"rl-taps-{mode}"] = resumed.policy
                 policy_ids[f"rl-taps-{mode}"] = resumed.policy_id
-    eval_config = {
-        k: v
-        for k, v in cfg.to_dict().items()
-        if k in ("n_jobs", "max_steps", "test_sequences", "gamma", "resume_cost_s", "seed")
-    }
+    eval_config = cfg.eval_config()
     run_id = "rltaps-eval:" + input_key(eval_config, policy_ids)[:16]
     schedulers: dict[str, RLTapsPolicy | None] = {**learned, **dict.fromkeys(BASELINES)}
     # The id hashes the evaluation's config and policies, so rows stored under it by this
@@ -529,11 +516,33 @@ def _eval_setting() -> SimConfig:
     return EvalConfig().sim_config(0)
 
 
+def _arena_reinforce() -> ArenaTrainConfig:
+    """`RLTapsArenaConfig.reinforce`'s default, in the evaluation's setting. The learning
+    rate is RL-TAPS' 0.001 x 10: a budget of seconds makes a handful of updates, and 0.03
+    and more diverged in trials on the validation split."""
+    sim = _eval_setting()
+    return ArenaTrainConfig(
+        sim=sim,
+        env=ArenaEnvConfig(
+            cluster=sim.cluster, window=sim.window or 20, ps_rule="at-least-workers"
+        ),
+        hidden=64,
+        context=32,
+        prior=6.0,
+        episodes=3,
+        batch_sequences=1,
+        epochs=3,
+        lr=0.01,
+    )
+
+
 @dataclass(frozen=True)
 class RLTapsArenaConfig:
     """RL-TAPS trained for the evaluation on every workload set (system `rl-taps-arena`):
     its per-GPU decision on the evaluation's cluster (`tracelib.envs.gpu_arena`), REINFORCE
-    on the run's synthetic workload set (`models.rltaps.arena_reinforce`).
+    on the run's synthetic workload set (`models.rltaps.arena_reinforce`), whose config it
+    holds by value (the trainer gets it with this config's simulator, the decision's
+    cluster and window from it, and seed filled in: `train_config()`).
 
     The default budget is small (3 epochs of 3 episodes on each of 6 training sequences:
     16-17 s on one core of this machine, 30-37 s of wall-clock time at a load average of 9;
@@ -544,24 +553,12 @@ class RLTapsArenaConfig:
     """Derivation whose train split is trained on and whose validation split validates."""
     sim: SimConfig = field(default_factory=_eval_setting)
     """Simulator of training and validation (default: the evaluation's)."""
-    ps_rule: str = "at-least-workers"
-    """PSs of a job given w workers: "at-least-workers" (its request raised to w) or
-    "requested" (the evaluation's default allocation's count)."""
-    hidden: int = 64
-    """Units of the job-slot layer."""
-    context: int = 32
-    """Units of the cluster-image layer."""
-    prior: float = 6.0
-    """Initial logit structure of a fresh network (`ArenaNetConfig.prior`)."""
-    episodes: int = 3
-    """E: episodes per training sequence (RL-TAPS: 20)."""
-    batch_sequences: int = 1
-    """B: sequences per update."""
-    epochs: int = 3
-    """Passes over the training sequences (RL-TAPS: 50)."""
-    lr: float = 0.01
-    """Adam learning rate (RL-TAPS: 0.001; larger here, where a budget of seconds makes a
-    handful of updates; 0.03 and more diverged in trials on the validation split)."""
+    reinforce: ArenaTrainConfig = field(default_factory=_arena_reinforce)
+    """REINFORCE in the arena (its simulator, its decision's cluster and window, and its
+    seed are this config's). Default: 3 episodes per sequence (RL-TAPS: 20), 1 sequence per
+    update, 3 epochs (RL-TAPS: 50), Adam at 0.01, a job-slot layer of 64 and a
+    cluster-image layer of 32 units, prior 6, the PSs of a job raised to its workers
+    ("at-least-workers")."""
     train_sequences: int | None = 6
     """At most this many training sequences of the set (the lowest sequence numbers)."""
     val_sequences: int | None = 2
@@ -573,22 +570,11 @@ class RLTapsArenaConfig:
     shapes fit, else from scratch), "scratch", or a policy id."""
 
     def train_config(self) -> ArenaTrainConfig:
-        """The trainer's config."""
-        env = ArenaEnvConfig(
-            cluster=self.sim.cluster, window=self.sim.window or 20, ps_rule=self.ps_rule
-        )
-        return ArenaTrainConfig(
-            sim=self.sim,
-            env=env,
-            hidden=self.hidden,
-            context=self.context,
-            prior=self.prior,
-            episodes=self.episodes,
-            batch_sequences=self.batch_sequences,
-            epochs=self.epochs,
-            lr=self.lr,
-            seed=self.seed,
-        )
+        """The trainer's config: `reinforce` with this config's simulator (the decision's
+        cluster and window its) and seed."""
+        rl = self.reinforce
+        env = replace(rl.env, cluster=self.sim.cluster, window=self.sim.window or 20)
+        return replace(rl, sim=self.sim, env=env, seed=self.seed)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able values (recorded in `policies.metrics.stage_config`)."""
