@@ -618,6 +618,8 @@ def cmd_replay(args) -> int:
             f"{arena.eval_id}: the arena's simulator, {arena.seconds:.1f} s; policies "
             + ", ".join(f"{f} {p}" for f, p in arena.policies.items())
         )
+        for family, why in arena.refused.items():
+            print(f"  {family:16} not replayed: {why}")
         for row in arena.summary.iter_rows(named=True):
             print(
                 f"  {row['scheduler']:16} average JCT {row['avg_jct_s'] / 3600:8.2f} h  "
@@ -648,7 +650,13 @@ def _learned_replay(args, learned: tuple[str, ...], every: bool, gpus: float, wi
     if not learned:
         return None
     cfg = LearnedReplayConfig(
-        args.source_id, learned, gpus=gpus, seed=args.seed, block=args.block, window=window
+        args.source_id,
+        learned,
+        gpus=gpus,
+        seed=args.seed,
+        block=args.block,
+        window=window,
+        skip_refused=every,  # "all": the families that can run here
     )
     with _display(args) as display, display.reporter.stage(f"arena replay {args.source_id}"):
         return learned_replay_stage(args.warehouse, cfg, display.reporter)

@@ -81,6 +81,10 @@ class LearnedReplayConfig:
     block: str = "day"
     window: tuple[datetime, datetime] | None = None
     """Only jobs submitted in [start, end) (`schedlab replay --window`)."""
+    skip_refused: bool = False
+    """A family whose policy cannot run on this cluster (RL-TAPS' arena policy, bound to
+    its training cluster's servers) is left out with its reason (`refused`); False: such
+    a family is a clear error."""
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.families if f not in FAMILIES]
@@ -106,6 +110,8 @@ class LearnedReplayOutcome:
     seconds: float
     scheduler_seconds: dict[str, float]
     """Scheduler -> seconds its whole-trace run took (policy loading included)."""
+    refused: dict[str, str]
+    """Family -> why its policy cannot run on this cluster (with `skip_refused`)."""
 
 
 def newest_policies(con, source_id: str, families: tuple[str, ...]) -> dict[str, str | None]:
@@ -194,6 +200,19 @@ def learned_replay_stage(
         reference="fifo" if "fifo" in cfg.baselines else cfg.baselines[0],
         learned=refs,
     )
+    refused: dict[str, str] = {}
+    for ref in refs if cfg.skip_refused else ():
+        try:
+            eval_cfg.policy(ref.name)  # loads and checks it against this cluster
+        except NotApplicable as exc:
+            refused[ref.name] = str(exc)
+    if refused:
+        kept = tuple(r for r in refs if r.name not in refused)
+        if not kept:
+            raise ReplayInputError("; ".join(f"{f}: {why}" for f, why in refused.items()))
+        eval_cfg = replace(eval_cfg, learned=kept)
+        for family in refused:
+            progress.line(f"{family} left out: {refused[family]}")
     n_jobs = int(workloads["n_jobs"][0])
     progress.line(
         f"replay {cfg.source_id} in the arena's simulator: {n_jobs:,} jobs on {n_servers:,} "
@@ -253,6 +272,7 @@ def learned_replay_stage(
     per_scheduler = {
         name: marks[k + 1] - marks[k] for k, name in enumerate(eval_cfg.names[: len(marks) - 1])
     }
+    policies = {f: p for f, p in chosen.items() if f not in refused}
     return LearnedReplayOutcome(
-        tables.eval_id, summary, dict(chosen), sentence, seconds, per_scheduler
+        tables.eval_id, summary, policies, sentence, seconds, per_scheduler, refused
     )

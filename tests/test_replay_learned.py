@@ -118,3 +118,27 @@ def test_the_window_limits_the_learned_replay_too(trained):
     cfg = LearnedReplayConfig(source, ("dl2",), gpus=8.0, window=window)
     with pytest.raises(ReplayInputError, match="has no job with a final status"):
         learned_replay_stage(warehouse, cfg)
+
+
+def test_all_leaves_out_a_family_bound_to_another_cluster_and_says_why(trained, capsys):
+    """RL-TAPS' arena policy acts on the servers of the cluster it was trained on: asked
+    by name on another cluster it is a clear error (exit 2); with "all" the families that
+    can run are replayed and RL-TAPS is named with the reason."""
+    warehouse, source = trained
+    with connect(warehouse, read_only=True) as con:
+        found = newest_policies(con, source, tuple(FAMILIES))
+    assert found["rl-taps"] is not None and found["dl2"] is not None
+    argv = ["replay", source, "--servers", "4", "--scheduler", "fifo", "--quiet"]
+    assert main([*argv, "--scheduler", "rl-taps"]) == 2
+    assert "trained for" in capsys.readouterr().err
+    assert main([*argv, "--scheduler", "all"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^  rl-taps +not replayed: .*trained for", out, re.M)
+    with connect(warehouse, read_only=True) as con:
+        ran = read_frame(
+            con,
+            "SELECT DISTINCT scheduler FROM eval_runs WHERE workload_set = ?",
+            [f"replay-arena:{source}"],
+        )["scheduler"].to_list()
+    assert "rl-taps" not in ran
+    assert {f for f, p in found.items() if p and f != "rl-taps"} <= set(ran)
