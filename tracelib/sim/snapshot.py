@@ -92,6 +92,22 @@ class JobView:
 
 
 @dataclass(frozen=True)
+class FinishedJob:
+    """A job that has completed, as the cluster manager saw it: when it came and went and
+    what it trained on (what a scheduler may learn job sizes from, e.g. Tiresias' Gittins
+    index over the service of completed jobs)."""
+
+    job_id: int
+    model: str
+    arrival_s: float
+    finish_s: float
+    worker_demand: tuple[float, float, float]
+    """(GPU, CPU, memory GB) of one worker."""
+    history: tuple[SpeedSample, ...]
+    """Its observed training intervals, oldest first, the last one ending at `finish_s`."""
+
+
+@dataclass(frozen=True)
 class ClusterView:
     """Servers' capacities and what the current placements use; arrays are (n_servers, 3)
     over (GPU, CPU, memory GB) and read-only."""
@@ -176,6 +192,8 @@ class Snapshot:
     fixed_jobs: tuple[JobView, ...] = ()
     """Jobs that keep their placement whatever the decision (Harmony's fixed mode: running
     jobs); context for interference-aware placement, not part of the decision."""
+    finished: tuple[FinishedJob, ...] = ()
+    """Every job completed so far in the run, in the order they completed."""
 
     @cached_property
     def job_types(self) -> dict[str, JobType]:
