@@ -28,8 +28,9 @@ The same schedulers as the replay rules `tiresias-las` and `tiresias-gittins`
   attained service (highest first; running jobs ahead on equal indices, so a waiting job
   preempts one of its queue only for a strictly higher index), over the distribution of
   the total service of the jobs completed so far in the run (`Snapshot.finished`): what
-  an operator has seen, never the jobs' true sizes. Until a job has completed the index
-  is 0 for every job and the order is LAS'.
+  an operator has seen, never the jobs' true sizes (the replay rule, replaying a whole
+  trace, takes the trace's recorded services as that history). Until a job has completed
+  the index is 0 for every job and the order is LAS'.
 
 Everything is read from the snapshot (no state is carried between decisions), so a run is
 a pure function of its inputs and a forked simulation continues as the original would.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -38,6 +39,7 @@ from tracelib.sim import (
     simulate,
 )
 from tracelib.sim.placement import LoadBalancing
+from tracelib.sim.replay import ReplayCluster, ReplayJobs, replay
 
 RATE = by_name()["resnet-50"].epochs_per_second(1, 1)
 SLOT = 1200.0
@@ -99,6 +101,23 @@ def test_a_resumed_job_pays_the_simulators_reallocation_pause_once():
         {0: 12030.0, 1: 1200.0}
     )
     assert jcts(LONG_THEN_SHORT, "srtf-preemptive") == pytest.approx({0: 12000.0, 1: 1200.0})
+
+
+@pytest.mark.parametrize("name", ["tiresias-las", "srtf-preemptive"])
+@pytest.mark.parametrize("pause_s", [0.0, 30.0])
+def test_replay_and_arena_agree_when_events_fall_on_decisions(name, pause_s):
+    # The replay decides at every arrival, completion and threshold crossing; here each
+    # falls on a slot boundary, so the replay rule of the same name (srtf for
+    # srtf-preemptive), charged the same resume cost, schedules exactly as the arena does.
+    arrival = np.array([j.arrival_s for j in LONG_THEN_SHORT])
+    length = np.array([j.epochs / RATE for j in LONG_THEN_SHORT])
+    rule = REPLAYS.create(name.removesuffix("-preemptive"))
+    replayed = replay(
+        ReplayJobs(arrival, length, np.ones(2)), ReplayCluster(1, 1.0), rule, preempt_cost_s=pause_s
+    ).jobs
+    arena = jcts(LONG_THEN_SHORT, name, with_pause(pause_s))
+    assert replayed["jct_s"].to_list() == pytest.approx([arena[0], arena[1]])
+    assert replayed["preemptions"].to_list() == [1, 0]
 
 
 def test_promote_knob_sends_a_starved_job_back_to_the_high_queue():
