@@ -21,6 +21,7 @@ from models.rltaps.config import (
 from models.rltaps.networks import PolicyNet
 from models.rltaps.policy import (
     BASELINES,
+    PREEMPTIVE,
     RLTapsPolicy,
     evaluate_schedulers,
     job_sequences,
@@ -33,6 +34,7 @@ from models.rltaps.reinforce import train
 
 __all__ = [
     "BASELINES",
+    "PREEMPTIVE",
     "STREAMING_SYSTEM",
     "SYSTEM",
     "PolicyNet",
