@@ -80,10 +80,11 @@ applies if it is
   assignment) that declares `settings` containing "dl2"; a policy built for another setting
   (a topology of single GPUs) does not apply, and naming it is an error that says so.
 The default list is every name of `HEURISTICS` (the DL2 baselines), of `OPTIMUS_VARIANTS`
-(Optimus every 300 s and at every arrival and completion: Optimus at its best interval) and
-of `OTHER_BASELINES` (Harmony's placement heuristics with the requested allocation, RL-TAPS'
-SJF with first-fit GPUs) that applies, read from the registry when the config is made:
-every family's baselines beside every family's learned policies.
+(Optimus every 300 s and at every arrival and completion: Optimus at its best interval), of
+`OTHER_BASELINES` (Harmony's placement heuristics with the requested allocation, RL-TAPS'
+SJF with first-fit GPUs) and of `PREEMPTIVE_BASELINES` (Tiresias' 2D-LAS and 2D-Gittins,
+preemptive SRTF) that applies, read from the registry when the config is made: every
+family's baselines beside every family's learned policies.
 """
 
 from __future__ import annotations
@@ -190,8 +191,14 @@ def applicable(name: str) -> bool:
 
 def default_schedulers() -> tuple[str, ...]:
     """Every heuristic of the registry's baseline lists that runs in the DL2 setting, in
-    report order: DL2's baselines, Optimus at shorter intervals, then the other papers'."""
-    names = (*registry.HEURISTICS, *registry.OPTIMUS_VARIANTS, *registry.OTHER_BASELINES)
+    report order: DL2's baselines, Optimus at shorter intervals, the other papers', then
+    the preemptive ones."""
+    names = (
+        *registry.HEURISTICS,
+        *registry.OPTIMUS_VARIANTS,
+        *registry.OTHER_BASELINES,
+        *registry.PREEMPTIVE_BASELINES,
+    )
     return tuple(name for name in names if applicable(name))
 
 
@@ -230,8 +237,8 @@ class EvalConfig:
     """At most this many sequences per set (the lowest sequence numbers); None: all."""
     schedulers: tuple[str, ...] = field(default_factory=default_schedulers)
     """Registry names (allocation, placement, "allocation+placement"); default: every
-    baseline of models.heuristics.registry.HEURISTICS, OPTIMUS_VARIANTS and OTHER_BASELINES
-    that applies."""
+    baseline of models.heuristics.registry.HEURISTICS, OPTIMUS_VARIANTS, OTHER_BASELINES
+    and PREEMPTIVE_BASELINES that applies."""
     n_seeds: int = 3
     """Simulator seeds per workload (replicates)."""
     seed: int = 0

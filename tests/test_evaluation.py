@@ -16,6 +16,7 @@ from pipelines.evaluation import (
     NotApplicable,
     default_schedulers,
     evaluate,
+    is_oracle,
     plot_name,
     resolve_scheduler,
     store_evaluation,
@@ -308,11 +309,19 @@ def test_selection_by_set_split_and_count(tiny):
 
 def test_default_schedulers_are_every_family_s_applicable_baselines():
     names = default_schedulers()
-    families = (registry.HEURISTICS, registry.OPTIMUS_VARIANTS, registry.OTHER_BASELINES)
+    families = (
+        registry.HEURISTICS,
+        registry.OPTIMUS_VARIANTS,
+        registry.OTHER_BASELINES,
+        registry.PREEMPTIVE_BASELINES,
+    )
     assert names and set(names) <= {name for family in families for name in family}
     assert {"fifo", "drf", "optimus", "lif-quad", "sjf+first-fit"} <= set(names)
     # Optimus at its best interval stands beside every learned system.
     assert {"optimus-300", "optimus-events"} <= set(names)
+    # So do the preemptive ones (RL-TAPS preempts), each a candidate best heuristic.
+    assert {"tiresias-las", "tiresias-gittins", "srtf-preemptive"} <= set(names)
+    assert not any(is_oracle(name) for name in registry.PREEMPTIVE_BASELINES)
     assert EvalConfig().schedulers == names
 
 

@@ -235,3 +235,11 @@ def test_the_plugin_seeds_the_arena_on_the_runs_set_and_budgets_it():
     assert (
         plugin.RLTAPS.configured("default", {"rltaps_arena_epochs": 5}).arena.reinforce.epochs == 5
     )
+
+
+def test_rltaps_arena_pays_the_evaluations_reallocation_pause():
+    # RL-TAPS' arena policy trains and is judged in the evaluation's simulator settings, so
+    # a job it pauses pays the same SpeedConfig.realloc_pause_s on resuming as one paused by
+    # the preemptive baselines (tiresias-*, srtf-preemptive): the engine charges it.
+    assert RLTapsArenaConfig().sim.speed == EvalConfig().speed
+    assert EvalConfig().sim_config(0).speed.realloc_pause_s == 30.0

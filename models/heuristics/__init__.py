@@ -1,7 +1,8 @@
 """Heuristic schedulers (pure numpy, no torch): DL2's baselines and placement policies.
 
 Allocation: FIFO, SRTF, DRF, Tetris, Optimus (online NNLS speed fit) and optimus-oracle
-(true speed model). Placement policies live in `tracelib.sim.placement` (they are the
+(true speed model); the preemptive Tiresias 2D-LAS and 2D-Gittins and SRTF with fixed
+worker counts. Placement policies live in `tracelib.sim.placement` (they are the
 cluster's mechanics) and are re-exported here. `make_scheduler(name, placement)` builds a
 `Scheduler` from registered names.
 """
@@ -13,11 +14,13 @@ from models.heuristics.registry import (
     ALLOCATIONS,
     HEURISTICS,
     PLACEMENTS,
+    PREEMPTIVE_BASELINES,
     REPLAYS,
     Registry,
     make_scheduler,
 )
 from models.heuristics.tetris import Tetris
+from models.heuristics.tiresias import TiresiasGittins, TiresiasLAS
 from tracelib.sim.placement import BinPacking, LoadBalancing, RandomPlacement
 
 __all__ = [
@@ -26,6 +29,7 @@ __all__ = [
     "FIFO",
     "HEURISTICS",
     "PLACEMENTS",
+    "PREEMPTIVE_BASELINES",
     "REPLAYS",
     "SRTF",
     "BinPacking",
@@ -35,5 +39,7 @@ __all__ = [
     "RandomPlacement",
     "Registry",
     "Tetris",
+    "TiresiasGittins",
+    "TiresiasLAS",
     "make_scheduler",
 ]

@@ -19,6 +19,7 @@ from models.heuristics.pickers import SJF, FirstFit, Random, TetrisPicker
 from models.heuristics.priority import FIFO, SRTF
 from models.heuristics.replay import REPLAY_RULES
 from models.heuristics.tetris import Tetris
+from models.heuristics.tiresias import TiresiasGittins, TiresiasLAS
 from tracelib.sim.placement import BinPacking, LoadBalancing, RandomPlacement
 from tracelib.sim.policy import AllocationPolicy, PlacementPolicy, RequestedAllocation, Scheduler
 from tracelib.sim.replay import ReplayRule
@@ -64,6 +65,11 @@ ALLOCATIONS: Registry[AllocationPolicy] = Registry(
             "sjf": SJF,
             "random": Random,
             "tetris-picker": TetrisPicker,
+            "tiresias-las": TiresiasLAS,
+            "tiresias-gittins": TiresiasGittins,
+            # The SJF picker re-picking running jobs each decision: shortest remaining time
+            # first, by the user's epoch estimate at the catalogue speed (as `srtf`).
+            "srtf-preemptive": lambda: SJF(name="srtf-preemptive", preemptive=True),
         }
     ),
 )
@@ -102,6 +108,14 @@ OTHER_BASELINES = ("lif-line", "lif-quad", "requested+load-balancing", "sjf+firs
 """The other papers' baselines, as they run beside DL2's on any workload: Harmony's
 placement heuristics (LIF-Line, LIF-Quad, load balancing) with the jobs' requested
 allocation, and RL-TAPS' shortest-job-first picker with first-fit GPUs."""
+
+
+PREEMPTIVE_BASELINES = ("tiresias-las", "tiresias-gittins", "srtf-preemptive")
+"""Preemptive schedulers with fixed worker counts (each job its request, all or nothing):
+Tiresias' discretized 2D-LAS and 2D-Gittins (`models/heuristics/tiresias.py`, the replay
+rules' knobs) and shortest remaining time first. Every decision they re-rank every visible
+job and pause the running jobs that no longer fit; a paused job pays the simulator's
+`SpeedConfig.realloc_pause_s` when it resumes, as RL-TAPS' arena policy's do."""
 
 
 def make_scheduler(allocation: str, placement: str = "load-balancing") -> Scheduler:

@@ -27,6 +27,7 @@ from torch import nn
 from models.checkpoints import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from models.dl2.config import from_dict, to_dict
 from models.heuristics.pickers import SJF, FirstFit, Random, TetrisPicker
+from models.heuristics.registry import ALLOCATIONS, PREEMPTIVE_BASELINES
 from models.rltaps.config import SYSTEM, RLTapsNetConfig
 from models.rltaps.networks import FastPolicy, PolicyNet
 from tracelib.envs.gpu import GpuAssignmentEnv, GpuEnvConfig
@@ -39,6 +40,13 @@ from tracelib.synthetic import BimodalConfig
 
 BASELINES = ("random", "sjf", "tetris")
 """RL-TAPS section 5.3's job pickers, each with the first-fit GPU allocator."""
+
+PREEMPTIVE = PREEMPTIVE_BASELINES
+"""The arena's preemptive baselines (`models.heuristics.registry.PREEMPTIVE_BASELINES`:
+Tiresias' 2D-LAS and 2D-Gittins, preemptive SRTF), run in RL-TAPS' scenario as its
+pickers are (first-fit GPUs, the visible job slots), beside them in its evaluation: a
+preemptive learned scheduler judged against preemptive heuristics. They pay the scenario's
+resume cost, as RL-TAPS does."""
 
 
 class RLTapsPolicy:
@@ -173,10 +181,14 @@ class VisibleSlots:
 
 
 def baseline_scheduler(name: str, slots: int = 10, seed: int = 0) -> Scheduler:
-    """A RL-TAPS baseline: `name` in BASELINES, first-fit GPUs, the visible job slots."""
+    """A RL-TAPS baseline: `name` in BASELINES or PREEMPTIVE, first-fit GPUs, the visible
+    job slots."""
     pickers = {"random": Random(seed=seed), "sjf": SJF(), "tetris": TetrisPicker()}
+    if name in PREEMPTIVE:
+        pickers[name] = ALLOCATIONS.create(name)
     if name not in pickers:
-        raise ValueError(f"unknown RL-TAPS baseline {name!r}; known: {', '.join(BASELINES)}")
+        known = ", ".join((*BASELINES, *PREEMPTIVE))
+        raise ValueError(f"unknown RL-TAPS baseline {name!r}; known: {known}")
     return Scheduler(VisibleSlots(pickers[name], slots), FirstFit())
 
 
@@ -294,7 +306,8 @@ def scheduler_episodes(
     seed: int = 0,
     progress: ProgressFn = no_progress,
 ) -> dict[str, list[Episode]]:
-    """The episode of every scheduler on every sequence: a name in BASELINES (value None;
+    """The episode of every scheduler on every sequence: a name in BASELINES or PREEMPTIVE
+    (value None;
     its picker's generator seeded from `seed` runs through the sequences in order) or a
     learned policy (greedy). `progress(episodes done, total)` after each."""
     env = GpuAssignmentEnv(sequences, env_cfg)

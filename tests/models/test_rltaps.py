@@ -163,6 +163,34 @@ def test_baselines_only_start_jobs_from_the_visible_slots():
         session.submit(alloc, placement)
 
 
+@pytest.mark.parametrize("name", ["srtf-preemptive", "tiresias-las", "tiresias-gittins"])
+def test_preemptive_baselines_run_in_the_scenario_and_pause_jobs(name):
+    # On RL-TAPS' 32 GPUs and its bimodal mix (half the jobs ask for 8-12 GPUs), the arena's
+    # preemptive baselines take GPUs from running jobs; SJF never does.
+    jobs = job_sequences([4], 30)[0]
+    scenario = rl_taps_scenario()
+
+    def pauses(scheduler) -> int:
+        session = Simulator(
+            jobs, scheduler, scenario.cfg, scenario.catalogue, speed_model=scenario.speed_model
+        ).session()
+        count = 0
+        while not session.done:
+            snap = session.snapshot
+            alloc, placement = scheduler.decide(snap, session.rng)
+            count += sum(
+                1 for j in snap.jobs if j.placement.workers and j.job_id not in alloc.counts
+            )
+            session.submit(alloc, placement)
+        return count
+
+    picker = baseline_scheduler(name)
+    assert picker.name == f"{name}+first-fit" and isinstance(picker.allocation, VisibleSlots)
+    assert pauses(picker) > 0 and pauses(baseline_scheduler("sjf")) == 0
+    with pytest.raises(ValueError, match="known: random, sjf, tetris, tiresias-las"):
+        baseline_scheduler("tiresias")
+
+
 def test_evaluation_runs_everyone_in_the_same_environment(tmp_path):
     seqs = job_sequences([7, 8], 8)
     policy = fresh_policy()

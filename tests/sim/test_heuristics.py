@@ -24,7 +24,7 @@ from models.heuristics.optimus import (
     fitted_speed,
     merged_points,
 )
-from tests.sim.golden import CONFIG, EXPECTED, WORKLOAD, run_all
+from tests.sim.golden import CONFIG, EXPECTED, GOLDEN, WORKLOAD, run_all
 from tracelib.catalogue import by_name
 from tracelib.sim import (
     Allocation,
@@ -45,8 +45,8 @@ from tracelib.sim.snapshot import JobView
 def test_golden_jcts_and_finish_times():
     expected = json.loads(EXPECTED.read_text())
     got = run_all(pl.read_csv(WORKLOAD))
-    assert sorted(got) == sorted(expected) == sorted(HEURISTICS)
-    for name in HEURISTICS:
+    assert sorted(got) == sorted(expected) == sorted(GOLDEN)
+    for name in GOLDEN:
         assert got[name]["avg_jct_s"] == pytest.approx(expected[name]["avg_jct_s"], rel=1e-6), name
         assert got[name]["finish_s"].keys() == expected[name]["finish_s"].keys()
         for job, finish in expected[name]["finish_s"].items():

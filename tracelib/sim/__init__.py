@@ -34,6 +34,7 @@ from tracelib.sim.policy import (
 from tracelib.sim.snapshot import (
     Allocation,
     ClusterView,
+    FinishedJob,
     JobPlacement,
     JobView,
     Placement,
@@ -53,6 +54,7 @@ __all__ = [
     "ClusterView",
     "DecisionPolicy",
     "EventRecord",
+    "FinishedJob",
     "InvalidDecision",
     "JobPlacement",
     "JobSpec",

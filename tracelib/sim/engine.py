@@ -55,6 +55,8 @@ from tracelib.sim.snapshot import (
     EMPTY_PLACEMENT,
     Allocation,
     ClusterView,
+    Finished,
+    FinishedJob,
     JobPlacement,
     JobView,
     Placement,
@@ -251,6 +253,8 @@ class _RunState:
     log: list[EventRecord] = field(default_factory=list)
     placement_rows: list[tuple[int, float, int, JobPlacement]] = field(default_factory=list)
     """(decision, time, job id, placement) of every placed job at every decision."""
+    finished: list[FinishedJob] = field(default_factory=list)
+    """Completed jobs in completion order (`Snapshot.finished`)."""
     time_s: float = 0.0
     heap: list[_Entry] = field(default_factory=list)
     """Pending events, a heap of (time, priority, sequence number)."""
@@ -291,6 +295,7 @@ class _RunState:
             live={job_id: jobs[job_id] for job_id in self.live},
             log=list(self.log),
             placement_rows=list(self.placement_rows),
+            finished=list(self.finished),
             heap=list(self.heap),
             waiting=waiting,
         )
@@ -479,7 +484,7 @@ class Simulator:
             if isinstance(event, Finish):
                 job = jobs[event.job_id]
                 if job.finish_s is None and job.version == event.version:
-                    self._complete(job, t, log)
+                    self._complete(job, t, log, state.finished)
                     del state.live[event.job_id]
                     if self.trigger == "events":
                         self._request_decision(state, t)
@@ -499,11 +504,13 @@ class Simulator:
                         f"more than {self.cfg.max_decisions} decisions; "
                         f"{sum(j.finish_s is None for j in jobs.values())} jobs unfinished"
                     )
-                active = self._advance(state.live, state.rank, t, log)
+                active = self._advance(state.live, state.rank, t, log, state.finished)
                 if not active:
                     continue
                 state.waiting = (event, active)
-                return self._snapshot(active, t, state.decisions - 1, state.oracle)
+                return self._snapshot(
+                    active, t, state.decisions - 1, state.oracle, Finished(state.finished)
+                )
         return None
 
     def _decide(
@@ -540,10 +547,15 @@ class Simulator:
     # -- steps -------------------------------------------------------------------------
 
     def _advance(
-        self, live: dict[int, _Job], rank: dict[int, int], t: float, log: list[EventRecord]
+        self,
+        live: dict[int, _Job],
+        rank: dict[int, int],
+        t: float,
+        log: list[EventRecord],
+        finished: list[FinishedJob],
     ) -> list[_Job]:
         """Bring every live job's progress to time t; returns the unfinished ones (and
-        takes the jobs that finish by t out of `live`)."""
+        takes the jobs that finish by t out of `live`, onto `finished`)."""
         active = []
         for job in sorted(live.values(), key=lambda j: rank[j.spec.job_id]):
             if job.rate > 0:
@@ -551,7 +563,7 @@ class Simulator:
                 gained = job.rate * productive
                 if job.done + gained >= job.real_epochs * (1.0 - 1e-12):
                     # Rounding put the exact finish a hair past the decision: finish now.
-                    self._complete(job, t, log)
+                    self._complete(job, t, log, finished)
                     del live[job.spec.job_id]
                     continue
                 if productive > 0:
@@ -567,7 +579,9 @@ class Simulator:
         speed = gained * job.jt.iters_per_epoch / productive
         job.history.append(SpeedSample(job.workers, job.ps, speed, productive, t))
 
-    def _complete(self, job: _Job, t: float, log: list[EventRecord]) -> None:
+    def _complete(
+        self, job: _Job, t: float, log: list[EventRecord], finished: list[FinishedJob]
+    ) -> None:
         productive = max(0.0, t - max(job.last_s, job.pause_until))
         gained = job.real_epochs - job.done
         job.done = job.real_epochs  # exactly: no overshoot, no rounding residue
@@ -580,6 +594,16 @@ class Simulator:
         job.workers = job.ps = 0
         job.placement = EMPTY_PLACEMENT
         log.append(EventRecord(t, "finish", job.spec.job_id, 0, 0, t - job.arrival_s))
+        finished.append(
+            FinishedJob(
+                job.spec.job_id,
+                job.jt.model,
+                job.arrival_s,
+                t,
+                job.worker_demand,
+                tuple(job.history),
+            )
+        )
 
     def _used(self, jobs: Sequence[_Job]) -> np.ndarray:
         # Only placed jobs hold resources (most jobs of a long queue hold none).
@@ -594,7 +618,14 @@ class Simulator:
         )
         return summed_demands(servers, demands, self._capacity.shape[0])
 
-    def _snapshot(self, active: list[_Job], t: float, decision: int, oracle) -> Snapshot:
+    def _snapshot(
+        self,
+        active: list[_Job],
+        t: float,
+        decision: int,
+        oracle,
+        finished: Sequence[FinishedJob] = (),
+    ) -> Snapshot:
         fixed: list[_Job] = []
         if self.cfg.fixed_placement:
             # Running jobs keep their placement: context for the decision, not part of it.
@@ -617,6 +648,7 @@ class Simulator:
             catalogue=self.catalogue,
             oracle=oracle,
             fixed_jobs=self._views(fixed),
+            finished=finished,
         )
 
     def _views(self, jobs: list[_Job]) -> tuple[JobView, ...]:

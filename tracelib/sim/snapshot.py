@@ -7,9 +7,10 @@ Decisions (`Allocation`, `Placement`) are frozen too; the engine validates them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import islice
 from types import MappingProxyType
 from typing import Protocol
 
@@ -89,6 +90,58 @@ class JobView:
     def remaining_epochs_est(self) -> float:
         """Epochs left by the user's estimate (0 once the estimate is used up)."""
         return max(self.epochs_est - self.epochs_done, 0.0)
+
+
+@dataclass(frozen=True)
+class FinishedJob:
+    """A job that has completed, as the cluster manager saw it: when it came and went and
+    what it trained on (what a scheduler may learn job sizes from, e.g. Tiresias' Gittins
+    index over the service of completed jobs)."""
+
+    job_id: int
+    model: str
+    arrival_s: float
+    finish_s: float
+    worker_demand: tuple[float, float, float]
+    """(GPU, CPU, memory GB) of one worker."""
+    history: tuple[SpeedSample, ...]
+    """Its observed training intervals, oldest first, the last one ending at `finish_s`."""
+
+
+class Finished(Sequence[FinishedJob]):
+    """The jobs completed so far in a run, oldest first: a read-only view of the first
+    entries of the run's completion list, which only grows. A snapshot holds one at no
+    cost however many jobs have finished (a copy per decision would make a whole trace's
+    run quadratic in its jobs)."""
+
+    __slots__ = ("_items", "_n")
+
+    def __init__(self, items: list[FinishedJob] | tuple[FinishedJob, ...] = ()) -> None:
+        self._items = items
+        self._n = len(items)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return tuple(self._items[i] for i in range(*index.indices(self._n)))
+        if not -self._n <= index < self._n:
+            raise IndexError("finished job index out of range")
+        return self._items[index % self._n]
+
+    def __iter__(self) -> Iterator[FinishedJob]:
+        return islice(self._items, self._n)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(other) == self._n and all(a == b for a, b in zip(self, other, strict=False))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Finished({self._n} jobs)"
 
 
 @dataclass(frozen=True)
@@ -176,6 +229,8 @@ class Snapshot:
     fixed_jobs: tuple[JobView, ...] = ()
     """Jobs that keep their placement whatever the decision (Harmony's fixed mode: running
     jobs); context for interference-aware placement, not part of the decision."""
+    finished: Sequence[FinishedJob] = ()
+    """Every job completed so far in the run, in the order they completed (`Finished`)."""
 
     @cached_property
     def job_types(self) -> dict[str, JobType]:

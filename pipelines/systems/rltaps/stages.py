@@ -1,11 +1,12 @@
 """RL-TAPS' pipeline stages: REINFORCE training (either mode) and the evaluation against
-RL-TAPS' baselines (Random, SJF, Tetris job pickers with first-fit GPUs).
+RL-TAPS' baselines (Random, SJF, Tetris job pickers with first-fit GPUs) and the arena's
+preemptive ones (Tiresias' 2D-LAS and 2D-Gittins, preemptive SRTF).
 
     train_rltaps_stage     trains cfg.mode ("nonstreaming" -> system "rl-taps", "streaming"
                            -> "rl-taps-streaming") from the newest registered policy of that
                            system (or from scratch), registers it in `policies` and writes
                            its curve to `rltaps_learning_curves`
-    evaluate_rltaps_stage  the newest policy of each system and the three baselines on a
+    evaluate_rltaps_stage  the newest policy of each system and the six baselines on a
                            held-out set of job sequences -> eval_runs / eval_jobs /
                            eval_summary (set rl-taps-bimodal; the view `rltaps_evaluation`
                            keeps the old columns)
@@ -56,6 +57,7 @@ from models.rltaps.config import (
 from models.rltaps.contracts import RLTapsLearningCurves
 from models.rltaps.policy import (
     BASELINES,
+    PREEMPTIVE,
     Episode,
     RLTapsPolicy,
     job_sequences,
@@ -434,7 +436,8 @@ def evaluate_rltaps_stage(
     warehouse: str | Path | None, cfg: RLTapsStageConfig, progress: Reporter = QUIET
 ) -> RLTapsEvalResult:
     """Evaluate the newest registered policy of each RL-TAPS system (those registered) and
-    the Random, SJF and Tetris pickers (first-fit GPUs) on `cfg.test_sequences` held-out job
+    the Random, SJF and Tetris pickers and the preemptive baselines (`PREEMPTIVE`; all with
+    first-fit GPUs) on `cfg.test_sequences` held-out job
     sequences: eval_runs / eval_jobs / eval_summary rows (one `rltaps_evaluation` row per
     scheduler). Stored rows of the same config, policies and code version are read back
     instead of simulated again (`cached` in the result)."""
@@ -450,7 +453,10 @@ def evaluate_rltaps_stage(
                 policy_ids[f"rl-taps-{mode}"] = resumed.policy_id
     eval_config = cfg.eval_config()
     run_id = "rltaps-eval:" + input_key(eval_config, policy_ids)[:16]
-    schedulers: dict[str, RLTapsPolicy | None] = {**learned, **dict.fromkeys(BASELINES)}
+    schedulers: dict[str, RLTapsPolicy | None] = {
+        **learned,
+        **dict.fromkeys((*BASELINES, *PREEMPTIVE)),
+    }
     # The id hashes the evaluation's config and policies, so rows stored under it by this
     # code version are what simulating again would give: an unchanged run simulates nothing.
     with connect(warehouse) as con:
