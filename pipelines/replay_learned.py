@@ -20,9 +20,14 @@ windows:
   learned family's ratio to the best of them is paired job by job; its interval is the
   replay's block bootstrap over the trace's days.
 
-A policy sees the scheduler's window (`EvalConfig.window`, DL2's J = 20 jobs in arrival
-order) at each decision: the window's jobs get its decisions, and the jobs behind it wait
-for a place in the window (as in the arena; `tracelib.sim` documents the window).
+The simulator shows every job in the system at each decision (no arena window: a window of
+20 would let at most 20 jobs run on a cluster of hundreds of GPUs). A policy that sees a
+bounded window of jobs decides as it does when more jobs wait than it sees: DL2 allocates
+J = 20 jobs at a time in arrival order, each batch taking what the earlier ones left
+(`models.dl2.policy`); Chic allocates to its first I = 20 jobs and the rest wait (its
+backlog feature counts them); Harmony places the arena's default allocation (every job
+its requested workers and PSs while they fit) with its network sized to the window it was
+trained with; the heuristics see every job.
 Rows go to the evaluation tables in workload set `replay-arena:<source>`, each learned
 scheduler's `policy` naming its policy id.
 """
@@ -199,6 +204,10 @@ def learned_replay_stage(
         cluster=replace(cluster, n_servers=n_servers),
         reference="fifo" if "fifo" in cfg.baselines else cfg.baselines[0],
         learned=refs,
+        # Every job in the system is visible: the arena's window of 20 would let at most 20
+        # jobs run on a cluster of hundreds of GPUs. A policy that sees a bounded window
+        # decides as it does for more jobs than its window (see the module docstring).
+        window=None,
     )
     refused: dict[str, str] = {}
     for ref in refs if cfg.skip_refused else ():

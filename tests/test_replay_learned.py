@@ -85,6 +85,15 @@ def test_each_family_runs_its_policy_trained_on_the_source(trained, capsys):
             [f"replay-arena:{source}"],
         )
     assert again.equals(runs)
+    # Every job in the system is visible (no arena window capping the jobs that run).
+    with connect(warehouse, read_only=True) as con:
+        configs = read_frame(
+            con,
+            "SELECT DISTINCT config FROM eval_runs WHERE workload_set = ?",
+            [f"replay-arena:{source}"],
+        )["config"]
+    assert {json.loads(c)["evaluation"]["window"] for c in configs} == {None}
+    assert {json.loads(c)["sim"]["window"] for c in configs} == {None}
 
 
 def test_a_family_without_a_policy_is_a_clear_error(warehouse_path, capsys):
