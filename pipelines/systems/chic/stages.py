@@ -32,7 +32,7 @@ from pathlib import Path
 
 import polars as pl
 
-from models.checkpoints import Resumed, register_policy, resume_from
+from models.checkpoints import Resumed, resume_from
 from models.chic.cem import WarmStart, train_cem, warm_start
 from models.chic.config import CEMConfig
 from models.chic.contracts import ChicLearningCurves
@@ -53,14 +53,15 @@ from pipelines.evaluation import (
 )
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
+    Trained,
     TrainResult,
-    already_trained,
     input_key,
     newest_policy,
-    public_metrics,
+    parent_of,
+    replace_rows,
     resume_note,
-    save_checkpoint_file,
     set_workloads,
+    train_and_register,
 )
 from tracelib.envs.chic import ChicEnvConfig
 from tracelib.progress import ProgressFn, no_progress
@@ -70,7 +71,6 @@ from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario, chic_speed,
 from tracelib.sim import LoadBalancing, Scheduler, SimConfig, Simulator, jobs_from_frame
 from tracelib.sim.jobs import JobSpec
 from warehouse import connect, read_frame, transaction
-from warehouse.io import write_frame
 
 REFERENCE_RATE = 1.8
 """Chic Fig. 4(c): policies trained once at 1.8 jobs per hour, evaluated at every rate."""
@@ -197,68 +197,40 @@ def train_chic_stage(
     """Train one variant at one rate with the modified CEM; register the best validated
     policy (child of the policy it started from) and its learning curve."""
     cem = cfg.cem_config()
-    key = input_key(cfg.init, cem, f"train:{cfg.train_sequences}:val:{cfg.val_sequences}")
-    with connect(warehouse) as con:
-        done = already_trained(con, key, cfg.variant)
-        if done is not None:
-            return done
-        if cfg.init == "latest":
-            parent = latest_chic_policy(con, cfg.variant, cfg.rate_per_hour)
-        elif cfg.init == "scratch":
-            parent = None
-        else:
-            parent = cfg.init
-        resumed = resume_from(con, parent, policy_from_checkpoint)
-        parent, init = resumed.policy_id, resumed.policy
     scenario = cfg.scenario()
     train_seeds = split_seeds("train", cfg.train_sequences, cfg.seed)
     val_seeds = split_seeds("validation", cfg.val_sequences, cfg.seed)
-    train = scenario.sequences(train_seeds)
-    warm = _warm_start(train, cem, init, "Chic" if cfg.variant == "chic" else "Chic-Pair", progress)
-    with (
-        scoped_torch(threads=1),
-        progress.bar(f"{cfg.variant} CEM iterations", cem.iterations) as advance,
-    ):
-        policy, curve, metrics = train_cem(
-            train,
-            scenario.sequences(val_seeds),
-            cem,
-            init=init,
-            progress=advance,
-            warm=warm,
-        )
-    path, sha = save_checkpoint_file(policy, warehouse, cfg.variant)
-    workloads = [f"chic:train:{s}@{cfg.rate_per_hour:g}" for s in train_seeds]
-    with connect(warehouse) as con, transaction(con):
-        policy_id = register_policy(
+    name = "Chic" if cfg.variant == "chic" else "Chic-Pair"
+
+    def train(resumed: Resumed, advance: ProgressFn) -> Trained:
+        train = scenario.sequences(train_seeds)
+        warm = _warm_start(train, cem, resumed.policy, name, progress)
+        validation = scenario.sequences(val_seeds)
+        return Trained(*train_cem(train, validation, cem, resumed.policy, advance, warm))
+
+    return train_and_register(
+        warehouse,
+        system=cfg.variant,
+        key=input_key(cfg.init, cem, f"train:{cfg.train_sequences}:val:{cfg.val_sequences}"),
+        config=cfg,
+        start=lambda con: resume_from(
             con,
-            system=cfg.variant,
-            config=policy.checkpoint_config(),
-            checkpoint_path=path,
-            sha256=sha,
-            training_workloads=workloads,
-            metrics={
-                **metrics,
-                "rate_per_hour": cfg.rate_per_hour,
-                "val_seeds": list(val_seeds),
-                "stage_config": asdict(cfg),
-                "input_key": key,
-                **resume_note(resumed),
-            },
-            parent_policy_id=parent,
-            curve=None,
-        )
-        con.execute("DELETE FROM chic_learning_curves WHERE policy_id = ?", [policy_id])
-        write_frame(
-            con,
-            curve.with_columns(pl.lit(policy_id).alias("policy_id")).select(
-                list(ChicLearningCurves.to_schema().columns)
-            ),
-            ChicLearningCurves,
-        )
-    return TrainResult(
-        policy_id, parent, str(path), public_metrics({**metrics, **resume_note(resumed)})
+            parent_of(cfg.init, lambda: latest_chic_policy(con, cfg.variant, cfg.rate_per_hour)),
+            policy_from_checkpoint,
+        ),
+        train=train,
+        bar=f"{cfg.variant} CEM iterations",
+        steps=cem.iterations,
+        progress=progress,
+        workloads=[f"chic:train:{s}@{cfg.rate_per_hour:g}" for s in train_seeds],
+        metrics={"rate_per_hour": cfg.rate_per_hour, "val_seeds": list(val_seeds)},
+        write=_write_curve,
     )
+
+
+def _write_curve(con, policy_id: str, trained: Trained) -> None:
+    """A CEM training's `chic_learning_curves` rows."""
+    replace_rows(con, ChicLearningCurves, trained.curve, policy_id=policy_id)
 
 
 SCENARIO = "chic"
@@ -593,59 +565,27 @@ def train_chic_arena_stage(
     with connect(warehouse) as con:
         train_jobs = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
         val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
-        key = input_key(cfg.init, cem, f"episode:{cfg.jobs_per_episode}", train_jobs, val_jobs)
-        done = already_trained(con, key, system)
-        if done is not None:
-            return done
-        if cfg.init == "latest":
-            parent = newest_policy(con, system, cfg.workload_set)
-        elif cfg.init == "scratch":
-            parent = None
-        else:
-            parent = cfg.init
-        resumed = _resume_fitting(con, parent, cem)
     train = arena_sequences(train_jobs, cfg.jobs_per_episode)
-    validation = arena_sequences(val_jobs, None)
     name = ("Chic" if variant == "chic" else "Chic-Pair") + " (arena)"
-    warm = _warm_start(train, cem, resumed.policy, name, progress)
-    with (
-        scoped_torch(threads=1),
-        progress.bar(f"{system} CEM iterations", cem.iterations) as advance,
-    ):
-        policy, curve, metrics = train_cem(
-            train, validation, cem, init=resumed.policy, progress=advance, warm=warm
-        )
-    path, sha = save_checkpoint_file(policy, warehouse, system)
-    with connect(warehouse) as con, transaction(con):
-        policy_id = register_policy(
-            con,
-            system=system,
-            config=policy.checkpoint_config(),
-            checkpoint_path=path,
-            sha256=sha,
-            training_workloads=sorted(train_jobs["workload_id"].unique().to_list()),
-            metrics={
-                **metrics,
-                "workload_set": cfg.workload_set,
-                "episodes": len(train),
-                "stage_config": asdict(cfg),
-                "input_key": key,
-                **resume_note(resumed),
-            },
-            parent_policy_id=resumed.policy_id,
-            curve=None,
-        )
-        con.execute("DELETE FROM chic_learning_curves WHERE policy_id = ?", [policy_id])
-        write_frame(
-            con,
-            curve.with_columns(pl.lit(policy_id).alias("policy_id")).select(
-                list(ChicLearningCurves.to_schema().columns)
-            ),
-            ChicLearningCurves,
-        )
-    return TrainResult(
-        policy_id,
-        resumed.policy_id,
-        str(path),
-        public_metrics({**metrics, **resume_note(resumed)}),
+
+    def train_arena(resumed: Resumed, advance: ProgressFn) -> Trained:
+        warm = _warm_start(train, cem, resumed.policy, name, progress)
+        validation = arena_sequences(val_jobs, None)
+        return Trained(*train_cem(train, validation, cem, resumed.policy, advance, warm))
+
+    return train_and_register(
+        warehouse,
+        system=system,
+        key=input_key(cfg.init, cem, f"episode:{cfg.jobs_per_episode}", train_jobs, val_jobs),
+        config=cfg,
+        start=lambda con: _resume_fitting(
+            con, parent_of(cfg.init, lambda: newest_policy(con, system, cfg.workload_set)), cem
+        ),
+        train=train_arena,
+        bar=f"{system} CEM iterations",
+        steps=cem.iterations,
+        progress=progress,
+        workloads=train_jobs["workload_id"].unique().to_list(),
+        metrics={"workload_set": cfg.workload_set, "episodes": len(train)},
+        write=_write_curve,
     )
