@@ -274,7 +274,7 @@ def train_and_register(
     return TrainResult(policy_id, parent, str(path), public_metrics(registered))
 
 
-def replace_rows(con, contract: Any, rows: pl.DataFrame, **key: Any) -> None:
+def replace_policy_rows(con, contract: Any, rows: pl.DataFrame, **key: Any) -> None:
     """Write `rows` to the table of `contract` in place of its rows matching `key` (column
     -> value, e.g. the policy id), each written row given those values; columns of the
     table that `rows` lacks are null. Inside the stage's transaction."""

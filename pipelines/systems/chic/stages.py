@@ -18,11 +18,10 @@ against Optimus (Chic section 6); CEM training in the arena.
 
 Workloads are generated in-stage from the scenario's seeded generator (the paper's
 sequences are synthetic): train, validation and test sequences have disjoint seeds
-(`tracelib.scenarios.chic.split_seeds`), recorded in the rows. Stages follow the DL2 pattern:
-read what they need, train with the warehouse closed, write in one transaction;
-content-addressed checkpoints `policies/<system>-<sha16>.pt`; `metrics.input_key` so a
-re-run on unchanged inputs trains nothing; an evaluation's id hashes its config and the
-policies it evaluates, so re-running it replaces nothing and writes nothing new.
+(`tracelib.scenarios.chic.split_seeds`), recorded in the rows. A training
+hands its pure parts to `pipelines.trained.train_and_register` (skip, resume, save,
+register); an evaluation's id hashes its config and the policies it evaluates, so
+re-running it replaces nothing and writes nothing new.
 """
 
 from __future__ import annotations
@@ -58,7 +57,7 @@ from pipelines.trained import (
     input_key,
     newest_policy,
     parent_of,
-    replace_rows,
+    replace_policy_rows,
     resume_note,
     set_workloads,
     train_and_register,
@@ -230,7 +229,7 @@ def train_chic_stage(
 
 def _write_curve(con, policy_id: str, trained: Trained) -> None:
     """A CEM training's `chic_learning_curves` rows."""
-    replace_rows(con, ChicLearningCurves, trained.curve, policy_id=policy_id)
+    replace_policy_rows(con, ChicLearningCurves, trained.curve, policy_id=policy_id)
 
 
 SCENARIO = "chic"
