@@ -44,6 +44,7 @@ from pipelines.evaluation import (
     RunOutcome,
     Workload,
     best_rates,
+    eval_setting,
     job_rows,
     run_schedulers,
     simulated,
@@ -423,15 +424,10 @@ def _summary(eval_id: str, frame: pl.DataFrame) -> ChicEvalResult:
 # -- the arena ---------------------------------------------------------------------------
 
 
-def _eval_setting() -> SimConfig:
-    """The simulator the shared evaluation runs (its cluster, slot, window, speed realism)."""
-    return EvalConfig().sim_config(0)
-
-
 def _arena_cem() -> CEMConfig:
     return CEMConfig(
         scenario=ChicArenaScenario(
-            sim=_eval_setting(), window=20, placement=EvalConfig().default_placement
+            sim=eval_setting(), window=20, placement=EvalConfig().default_placement
         ),
         iterations=6,
         n_trajectories=8,
@@ -458,7 +454,7 @@ class ChicArenaConfig:
     variants: tuple[str, ...] = ("chic", "chic-pair")
     """Entered into the arena, each trained apart: "chic" (2I + 1 actions), "chic-pair"
     (I + 1)."""
-    sim: SimConfig = field(default_factory=_eval_setting)
+    sim: SimConfig = field(default_factory=eval_setting)
     """Simulator of training and validation (default: the evaluation's)."""
     cem: CEMConfig = field(default_factory=_arena_cem)
     """The modified CEM in the arena (its variant, its scenario's simulator and its seed

@@ -57,7 +57,7 @@ from models.dl2.search import (
 )
 from models.dl2.warmup import warmup
 from models.heuristics.registry import ALLOCATIONS
-from pipelines.evaluation import EvalConfig
+from pipelines.evaluation import eval_setting
 from pipelines.progress import QUIET, Reporter
 from pipelines.system import resized
 from pipelines.trained import (
@@ -76,11 +76,6 @@ from warehouse.io import write_frame
 
 ALGORITHMS = ("actor-critic", GROUPED)
 """`DL2StageConfig.algorithm` values."""
-
-
-def _eval_setting() -> SimConfig:
-    """The simulator the evaluation runs (its cluster, slot, window and speed realism)."""
-    return EvalConfig().sim_config(0)
 
 
 DL2_NET = DL2NetConfig(
@@ -125,7 +120,7 @@ class DL2StageConfig:
     `models.dl2.search`), recorded job by job (RecorderConfig order "rows")."""
     search: SearchConfig = field(default_factory=SearchConfig)
     """The searched teacher's search (with teacher "searched")."""
-    sim: SimConfig = field(default_factory=_eval_setting)
+    sim: SimConfig = field(default_factory=eval_setting)
     """Simulator of recording, training and validation (default: the evaluation's)."""
     net: DL2NetConfig = field(default_factory=lambda: DL2_NET)
     """The networks, and when they decide (its window is the simulator's, its

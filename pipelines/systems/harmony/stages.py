@@ -72,10 +72,10 @@ from models.harmony.train import (
 from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
     ARENA_SUFFIX,
-    EvalConfig,
     EvalTables,
     Workload,
     best_rates,
+    eval_setting,
     run_schedulers,
     simulated,
     store_evaluation,
@@ -103,7 +103,7 @@ from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import code_version
 from tracelib.scenarios import harmony_set
 from tracelib.scenarios.harmony import ArrivalConfig, sequences, split_seed
-from tracelib.sim import SimConfig, SimResult, jobs_from_frame
+from tracelib.sim import SimResult, jobs_from_frame
 from warehouse import connect, read_frame, transaction
 from warehouse.io import validate, write_frame
 
@@ -636,16 +636,11 @@ ARENA_SYSTEM = f"harmony{ARENA_SUFFIX}"
 """`policies.system` of the placement policies trained for the arena."""
 
 
-def _arena_setting() -> SimConfig:
-    """The simulator the arena evaluates in (its cluster, slot, window, speed realism)."""
-    return EvalConfig().sim_config(0)
-
-
 def _arena_train() -> PlacementTrainConfig:
     # Fixed placement, as Harmony's own setting: the training environment forces it, and
     # validation must run the policy the same way (in the re-decided mode its greedy loop
     # would move every running job each slot; the arena's `ArenaPlacement` keeps them).
-    sim = replace(_arena_setting(), fixed_placement=True)
+    sim = replace(eval_setting(), fixed_placement=True)
     net = replace(HarmonyNetConfig(), window=sim.window or 20, n_servers=sim.cluster.n_servers)
     # Rollouts in the simulator's own speeds, and the starting policy kept unless training
     # beats it on validation: see HarmonyArenaConfig.train. No teacher of its own: the

@@ -66,10 +66,10 @@ from models.rltaps.pretrained import Shipped, load_shipped
 from models.rltaps.reinforce import train
 from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
-    EvalConfig,
     EvalTables,
     RunOutcome,
     Workload,
+    eval_setting,
     run_schedulers,
     store_evaluation,
     summarize_runs,
@@ -498,16 +498,11 @@ def _evaluation_result(
 # -- the arena: RL-TAPS' decision on the evaluation's cluster ------------------------------
 
 
-def _eval_setting() -> SimConfig:
-    """The simulator the evaluation runs (its cluster, slot, window and speed realism)."""
-    return EvalConfig().sim_config(0)
-
-
 def _arena_reinforce() -> ArenaTrainConfig:
     """`RLTapsArenaConfig.reinforce`'s default, in the evaluation's setting. The learning
     rate is RL-TAPS' 0.001 x 10: a budget of seconds makes a handful of updates, and 0.03
     and more diverged in trials on the validation split."""
-    sim = _eval_setting()
+    sim = eval_setting()
     return ArenaTrainConfig(
         sim=sim,
         env=ArenaEnvConfig(
@@ -538,7 +533,7 @@ class RLTapsArenaConfig:
 
     workload_set: str = "dl2-synthetic"
     """Derivation whose train split is trained on and whose validation split validates."""
-    sim: SimConfig = field(default_factory=_eval_setting)
+    sim: SimConfig = field(default_factory=eval_setting)
     """Simulator of training and validation (default: the evaluation's)."""
     reinforce: ArenaTrainConfig = field(default_factory=_arena_reinforce)
     """REINFORCE in the arena (its simulator, its decision's cluster and window, and its
