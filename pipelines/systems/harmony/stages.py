@@ -441,6 +441,7 @@ def train_placement_stage(
     warm = dict(warm or {})
 
     def train(variant: str, rid: str, resumed: Resumed, advance: ProgressFn) -> Trained:
+        # The reward model is read only by a variant that trains (a read, then closed).
         with connect(warehouse) as con:
             predictor = predictor_from_checkpoint(load_registered(con, rid))
         tcfg = cfg.train_config(variant)
