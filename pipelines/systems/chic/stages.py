@@ -26,13 +26,14 @@ re-running it replaces nothing and writes nothing new.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
 
 from models.checkpoints import Resumed, resume_from
-from models.chic.cem import WarmStart, train_cem, warm_start
+from models.chic.cem import train_cem, warm_start
 from models.chic.config import CEMConfig
 from models.chic.contracts import ChicLearningCurves
 from models.chic.policy import ARENA, ChicPolicy, episode_results, policy_from_checkpoint
@@ -125,22 +126,26 @@ class ChicTrainConfig:
         return replace(self.cem, variant=self.variant, scenario=self.scenario(), seed=self.seed)
 
 
-def _warm_start(
-    train: list, cem: CEMConfig, init: ChicPolicy | None, name: str, progress: Reporter
-) -> WarmStart | None:
-    """The clone of `cem.teacher` a training from scratch starts from (None: it starts
-    from `init`, or from random weights without a teacher); says so in one line."""
-    if init is not None or cem.teacher is None:
-        return None
-    with scoped_torch(threads=1):
-        warm = warm_start(train, cem)
-    m = warm.metrics
-    progress.line(
-        f"{name} warm start: {cem.teacher}'s {m['imitation_steps']} actions cloned, "
-        f"held-out accuracy {m['imitation_held_out_accuracy']:.2f} "
-        f"({m['warm_start_wall_s']:.1f} s)"
-    )
-    return warm
+def _cem_training(
+    train: list, validation: list, cem: CEMConfig, name: str, progress: Reporter
+) -> Callable[[Resumed, ProgressFn], Trained]:
+    """The train function of one CEM training (`train_and_register`'s `train`): from the
+    policy it resumes, else from the clone of `cem.teacher` (said in one line), else from
+    random weights."""
+
+    def run(resumed: Resumed, advance: ProgressFn) -> Trained:
+        warm = None
+        if resumed.policy is None and cem.teacher is not None:
+            warm = warm_start(train, cem)
+            m = warm.metrics
+            progress.line(
+                f"{name} warm start: {cem.teacher}'s {m['imitation_steps']} actions cloned, "
+                f"held-out accuracy {m['imitation_held_out_accuracy']:.2f} "
+                f"({m['warm_start_wall_s']:.1f} s)"
+            )
+        return Trained(*train_cem(train, validation, cem, resumed.policy, advance, warm))
+
+    return run
 
 
 @dataclass(frozen=True)
@@ -200,14 +205,8 @@ def train_chic_stage(
     scenario = cfg.scenario()
     train_seeds = split_seeds("train", cfg.train_sequences, cfg.seed)
     val_seeds = split_seeds("validation", cfg.val_sequences, cfg.seed)
+    train, validation = scenario.sequences(train_seeds), scenario.sequences(val_seeds)
     name = "Chic" if cfg.variant == "chic" else "Chic-Pair"
-
-    def train(resumed: Resumed, advance: ProgressFn) -> Trained:
-        train = scenario.sequences(train_seeds)
-        warm = _warm_start(train, cem, resumed.policy, name, progress)
-        validation = scenario.sequences(val_seeds)
-        return Trained(*train_cem(train, validation, cem, resumed.policy, advance, warm))
-
     return train_and_register(
         warehouse,
         system=cfg.variant,
@@ -218,7 +217,7 @@ def train_chic_stage(
             parent_of(cfg.init, lambda: latest_chic_policy(con, cfg.variant, cfg.rate_per_hour)),
             policy_from_checkpoint,
         ),
-        train=train,
+        train=_cem_training(train, validation, cem, name, progress),
         bar=f"{cfg.variant} CEM iterations",
         steps=cem.iterations,
         progress=progress,
@@ -561,12 +560,8 @@ def train_chic_arena_stage(
         train_jobs = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
         val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
     train = arena_sequences(train_jobs, cfg.jobs_per_episode)
+    validation = arena_sequences(val_jobs, None)
     name = ("Chic" if variant == "chic" else "Chic-Pair") + " (arena)"
-
-    def train_arena(resumed: Resumed, advance: ProgressFn) -> Trained:
-        warm = _warm_start(train, cem, resumed.policy, name, progress)
-        validation = arena_sequences(val_jobs, None)
-        return Trained(*train_cem(train, validation, cem, resumed.policy, advance, warm))
 
     return train_and_register(
         warehouse,
@@ -576,7 +571,7 @@ def train_chic_arena_stage(
         start=lambda con: _resume_fitting(
             con, parent_of(cfg.init, lambda: newest_policy(con, system, cfg.workload_set)), cem
         ),
-        train=train_arena,
+        train=_cem_training(train, validation, cem, name, progress),
         bar=f"{system} CEM iterations",
         steps=cem.iterations,
         progress=progress,
