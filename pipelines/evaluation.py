@@ -324,6 +324,12 @@ class EvalConfig:
         return out
 
 
+def eval_setting() -> SimConfig:
+    """The simulator the evaluation runs at its defaults (cluster, slot, window, speed
+    realism): where the learned systems train the policies it evaluates."""
+    return EvalConfig().sim_config(0)
+
+
 def eval_config(
     workload_sets: list[str] | tuple[str, ...] | None = None,
     schedulers: list[str] | tuple[str, ...] | None = None,

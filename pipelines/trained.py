@@ -1,11 +1,26 @@
-"""What every learned system's training stage shares: where checkpoints go, how a stage's
-inputs are hashed, and how a stage finds the policy it already trained on those inputs.
+"""What every learned system's training stage shares: the routine around its trainer
+(`train_and_register`), where checkpoints go, how a stage's inputs are hashed, and how a
+stage finds the policy it already trained on those inputs.
+
+A system's stage reads its inputs, hashes them (`input_key`) and hands `train_and_register`
+its pure parts: where training starts (`start`, its resume rule), the train function, and
+the rows of its own tables. The routine does the bookkeeping every system shares, once:
+
+    skip     the policy already trained on these inputs is returned (`already_trained`)
+    resume   the policy to continue from is loaded (`models.checkpoints.resume_from`: a lost
+             or refused checkpoint falls back to its ancestors, with a `resume_note`)
+    train    with the warehouse closed, one intra-op thread (`scoped_torch`), a progress bar
+    save     the checkpoint file under its content address (`save_checkpoint_file`)
+    register the policy, its metrics (with `stage_config` and `input_key`) and the system's
+             own rows in one transaction
+    result   a `TrainResult`
 
 Checkpoints are content-addressed files (`policies/<system>-<sha256 prefix>.pt` beside the
 warehouse), written before the transaction that registers them; an unregistered file left
-by a failed or killed stage is harmless (the next run writes the same bytes to it). A
-trained policy records the hash of its inputs in `policies.metrics.input_key`, so a stage
-re-run on unchanged inputs returns that policy instead of training again.
+by a failed or killed stage is harmless (the next run writes the same bytes to it), and a
+stage that fails leaves the warehouse as it was. A trained policy records the hash of its
+inputs in `policies.metrics.input_key`, so a stage re-run on unchanged inputs returns that
+policy instead of training again.
 """
 
 from __future__ import annotations
@@ -15,20 +30,36 @@ import json
 import logging
 import os
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import polars as pl
 
-from models.checkpoints import Resumed, checkpoint_file, verify_registered
+from models.checkpoints import (
+    Resumed,
+    checkpoint_file,
+    register_policy,
+    verify_registered,
+)
+from models.torch_scope import scoped_torch
+from pipelines.progress import QUIET, Reporter
+from tracelib.progress import ProgressFn
 from tracelib.provenance import canonical_json
-from warehouse import read_frame, resolve_path
+from warehouse import connect, read_frame, resolve_path, transaction
+from warehouse.io import write_frame
 
 
 class Saveable(Protocol):
     def save(self, path: Path) -> str:
         """Write the checkpoint to `path`; return its sha256."""
+        ...
+
+
+class Checkpointed(Saveable, Protocol):
+    def checkpoint_config(self) -> dict[str, Any]:
+        """What rebuilds the policy (recorded as `policies.config`)."""
         ...
 
 
@@ -149,3 +180,109 @@ def set_workloads(con, workload_set: str, split: str, limit: int | None = None) 
             'FROM workloads GROUP BY ALL"`'
         )
     return jobs
+
+
+def parent_of(init: str, latest: Callable[[], str | None]) -> str | None:
+    """The policy a stage's `init` says training continues: "latest" the newest of its
+    kind (`latest()`, None when there is none), "scratch" none, any other value that policy
+    id."""
+    if init == "latest":
+        return latest()
+    return None if init == "scratch" else init
+
+
+SCRATCH = Resumed(None, None)
+"""Where a training without a policy to continue starts: fresh weights, no parent."""
+
+
+@dataclass(frozen=True)
+class Trained:
+    """What a system's train function returns: the policy (its checkpoint and config), its
+    learning curve and its metrics, in the order the trainers return them."""
+
+    policy: Checkpointed
+    curve: pl.DataFrame | None
+    metrics: dict[str, Any]
+    detail: Any = None
+    """Anything else the system's own rows are made of (Harmony's reward model: its
+    comparison with LIF and gradient boosting)."""
+    restarted: bool = False
+    """True when the policy training was to continue could not be read after all and
+    training began from fresh weights instead: the policy has no parent."""
+
+
+def train_and_register(
+    warehouse: str | Path | None,
+    *,
+    system: str,
+    key: str,
+    config: Any,
+    train: Callable[[Resumed, ProgressFn], Trained],
+    bar: str,
+    steps: int | None = None,
+    progress: Reporter = QUIET,
+    start: Callable[[Any], Resumed] | None = None,
+    workloads: Iterable[str] | Callable[[Trained], Iterable[str]] = (),
+    metrics: Mapping[str, Any] | None = None,
+    write: Callable[[Any, str, Trained], None] | None = None,
+    register: Callable[..., str] = register_policy,
+) -> TrainResult:
+    """One training stage's routine around the system's `train` function: the policy of
+    `system` already trained on the inputs hashed to `key` if there is one; else training
+    from where `start(con)` says (a `Resumed`; None: from scratch), `train(resumed,
+    advance)` under one intra-op thread with a progress bar (`bar`, `steps` long), the
+    checkpoint saved, then one transaction that registers the policy (child of the policy
+    it started from) and writes the system's own rows (`write(con, policy_id, trained)`;
+    without it the curve goes to the shared `dl2_learning_curves`).
+
+    The registered metrics are the trainer's, `metrics` (what the stage adds), the stage's
+    `config` as `stage_config`, `input_key` and any `resume_note`; the result carries their
+    JSON-safe scalars, as a cached result does. `workloads` are the training workloads'
+    ids (or made from the trained result, when only training knows them). `register`
+    registers the row (RL-TAPS registers the shipped policy it started from first)."""
+    with connect(warehouse) as con:
+        done = already_trained(con, key, system)
+        if done is not None:
+            return done
+        resumed = start(con) if start is not None else SCRATCH
+    with scoped_torch(threads=1), progress.bar(bar, steps) as advance:
+        trained = train(resumed, advance)
+    path, sha = save_checkpoint_file(trained.policy, warehouse, system)
+    parent = None if trained.restarted else resumed.policy_id
+    registered = {
+        **trained.metrics,
+        **(metrics or {}),
+        "stage_config": asdict(config),
+        "input_key": key,
+        **resume_note(resumed),
+    }
+    own = write is not None
+    with connect(warehouse) as con, transaction(con):
+        policy_id = register(
+            con,
+            system=system,
+            config=trained.policy.checkpoint_config(),
+            checkpoint_path=path,
+            sha256=sha,
+            training_workloads=list(workloads(trained) if callable(workloads) else workloads),
+            metrics=registered,
+            parent_policy_id=parent,
+            curve=None if own else trained.curve,
+        )
+        if own:
+            write(con, policy_id, trained)
+    return TrainResult(policy_id, parent, str(path), public_metrics(registered))
+
+
+def replace_policy_rows(con, contract: Any, rows: pl.DataFrame, **key: Any) -> None:
+    """Write `rows` to the table of `contract` in place of its rows matching `key` (column
+    -> value, e.g. the policy id), each written row given those values; columns of the
+    table that `rows` lacks are null. Inside the stage's transaction."""
+    table = contract.Config.name
+    where = " AND ".join(f"{column} = ?" for column in key)
+    con.execute(f"DELETE FROM {table} WHERE {where}", list(key.values()))
+    rows = rows.with_columns(pl.lit(value).alias(column) for column, value in key.items())
+    columns = list(contract.to_schema().columns)
+    nulls = [pl.lit(None, dtype=pl.Float64).alias(c) for c in columns if c not in rows.columns]
+    if rows.height:
+        write_frame(con, rows.with_columns(nulls).select(columns), contract)

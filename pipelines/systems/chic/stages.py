@@ -18,22 +18,22 @@ against Optimus (Chic section 6); CEM training in the arena.
 
 Workloads are generated in-stage from the scenario's seeded generator (the paper's
 sequences are synthetic): train, validation and test sequences have disjoint seeds
-(`tracelib.scenarios.chic.split_seeds`), recorded in the rows. Stages follow the DL2 pattern:
-read what they need, train with the warehouse closed, write in one transaction;
-content-addressed checkpoints `policies/<system>-<sha16>.pt`; `metrics.input_key` so a
-re-run on unchanged inputs trains nothing; an evaluation's id hashes its config and the
-policies it evaluates, so re-running it replaces nothing and writes nothing new.
+(`tracelib.scenarios.chic.split_seeds`), recorded in the rows. A training
+hands its pure parts to `pipelines.trained.train_and_register` (skip, resume, save,
+register); an evaluation's id hashes its config and the policies it evaluates, so
+re-running it replaces nothing and writes nothing new.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
 
-from models.checkpoints import Resumed, register_policy, resume_from
-from models.chic.cem import WarmStart, train_cem, warm_start
+from models.checkpoints import Resumed, resume_from
+from models.chic.cem import train_cem, warm_start
 from models.chic.config import CEMConfig
 from models.chic.contracts import ChicLearningCurves
 from models.chic.policy import ARENA, ChicPolicy, episode_results, policy_from_checkpoint
@@ -45,6 +45,7 @@ from pipelines.evaluation import (
     RunOutcome,
     Workload,
     best_rates,
+    eval_setting,
     job_rows,
     run_schedulers,
     simulated,
@@ -53,14 +54,15 @@ from pipelines.evaluation import (
 )
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
+    Trained,
     TrainResult,
-    already_trained,
     input_key,
     newest_policy,
-    public_metrics,
+    parent_of,
+    replace_policy_rows,
     resume_note,
-    save_checkpoint_file,
     set_workloads,
+    train_and_register,
 )
 from tracelib.envs.chic import ChicEnvConfig
 from tracelib.progress import ProgressFn, no_progress
@@ -70,7 +72,6 @@ from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario, chic_speed,
 from tracelib.sim import LoadBalancing, Scheduler, SimConfig, Simulator, jobs_from_frame
 from tracelib.sim.jobs import JobSpec
 from warehouse import connect, read_frame, transaction
-from warehouse.io import write_frame
 
 REFERENCE_RATE = 1.8
 """Chic Fig. 4(c): policies trained once at 1.8 jobs per hour, evaluated at every rate."""
@@ -125,22 +126,26 @@ class ChicTrainConfig:
         return replace(self.cem, variant=self.variant, scenario=self.scenario(), seed=self.seed)
 
 
-def _warm_start(
-    train: list, cem: CEMConfig, init: ChicPolicy | None, name: str, progress: Reporter
-) -> WarmStart | None:
-    """The clone of `cem.teacher` a training from scratch starts from (None: it starts
-    from `init`, or from random weights without a teacher); says so in one line."""
-    if init is not None or cem.teacher is None:
-        return None
-    with scoped_torch(threads=1):
-        warm = warm_start(train, cem)
-    m = warm.metrics
-    progress.line(
-        f"{name} warm start: {cem.teacher}'s {m['imitation_steps']} actions cloned, "
-        f"held-out accuracy {m['imitation_held_out_accuracy']:.2f} "
-        f"({m['warm_start_wall_s']:.1f} s)"
-    )
-    return warm
+def _cem_training(
+    train: list, validation: list, cem: CEMConfig, name: str, progress: Reporter
+) -> Callable[[Resumed, ProgressFn], Trained]:
+    """The train function of one CEM training (`train_and_register`'s `train`): from the
+    policy it resumes, else from the clone of `cem.teacher` (said in one line), else from
+    random weights."""
+
+    def run(resumed: Resumed, advance: ProgressFn) -> Trained:
+        warm = None
+        if resumed.policy is None and cem.teacher is not None:
+            warm = warm_start(train, cem)
+            m = warm.metrics
+            progress.line(
+                f"{name} warm start: {cem.teacher}'s {m['imitation_steps']} actions cloned, "
+                f"held-out accuracy {m['imitation_held_out_accuracy']:.2f} "
+                f"({m['warm_start_wall_s']:.1f} s)"
+            )
+        return Trained(*train_cem(train, validation, cem, resumed.policy, advance, warm))
+
+    return run
 
 
 @dataclass(frozen=True)
@@ -197,68 +202,34 @@ def train_chic_stage(
     """Train one variant at one rate with the modified CEM; register the best validated
     policy (child of the policy it started from) and its learning curve."""
     cem = cfg.cem_config()
-    key = input_key(cfg.init, cem, f"train:{cfg.train_sequences}:val:{cfg.val_sequences}")
-    with connect(warehouse) as con:
-        done = already_trained(con, key, cfg.variant)
-        if done is not None:
-            return done
-        if cfg.init == "latest":
-            parent = latest_chic_policy(con, cfg.variant, cfg.rate_per_hour)
-        elif cfg.init == "scratch":
-            parent = None
-        else:
-            parent = cfg.init
-        resumed = resume_from(con, parent, policy_from_checkpoint)
-        parent, init = resumed.policy_id, resumed.policy
     scenario = cfg.scenario()
     train_seeds = split_seeds("train", cfg.train_sequences, cfg.seed)
     val_seeds = split_seeds("validation", cfg.val_sequences, cfg.seed)
-    train = scenario.sequences(train_seeds)
-    warm = _warm_start(train, cem, init, "Chic" if cfg.variant == "chic" else "Chic-Pair", progress)
-    with (
-        scoped_torch(threads=1),
-        progress.bar(f"{cfg.variant} CEM iterations", cem.iterations) as advance,
-    ):
-        policy, curve, metrics = train_cem(
-            train,
-            scenario.sequences(val_seeds),
-            cem,
-            init=init,
-            progress=advance,
-            warm=warm,
-        )
-    path, sha = save_checkpoint_file(policy, warehouse, cfg.variant)
-    workloads = [f"chic:train:{s}@{cfg.rate_per_hour:g}" for s in train_seeds]
-    with connect(warehouse) as con, transaction(con):
-        policy_id = register_policy(
+    train, validation = scenario.sequences(train_seeds), scenario.sequences(val_seeds)
+    name = "Chic" if cfg.variant == "chic" else "Chic-Pair"
+    return train_and_register(
+        warehouse,
+        system=cfg.variant,
+        key=input_key(cfg.init, cem, f"train:{cfg.train_sequences}:val:{cfg.val_sequences}"),
+        config=cfg,
+        start=lambda con: resume_from(
             con,
-            system=cfg.variant,
-            config=policy.checkpoint_config(),
-            checkpoint_path=path,
-            sha256=sha,
-            training_workloads=workloads,
-            metrics={
-                **metrics,
-                "rate_per_hour": cfg.rate_per_hour,
-                "val_seeds": list(val_seeds),
-                "stage_config": asdict(cfg),
-                "input_key": key,
-                **resume_note(resumed),
-            },
-            parent_policy_id=parent,
-            curve=None,
-        )
-        con.execute("DELETE FROM chic_learning_curves WHERE policy_id = ?", [policy_id])
-        write_frame(
-            con,
-            curve.with_columns(pl.lit(policy_id).alias("policy_id")).select(
-                list(ChicLearningCurves.to_schema().columns)
-            ),
-            ChicLearningCurves,
-        )
-    return TrainResult(
-        policy_id, parent, str(path), public_metrics({**metrics, **resume_note(resumed)})
+            parent_of(cfg.init, lambda: latest_chic_policy(con, cfg.variant, cfg.rate_per_hour)),
+            policy_from_checkpoint,
+        ),
+        train=_cem_training(train, validation, cem, name, progress),
+        bar=f"{cfg.variant} CEM iterations",
+        steps=cem.iterations,
+        progress=progress,
+        workloads=[f"chic:train:{s}@{cfg.rate_per_hour:g}" for s in train_seeds],
+        metrics={"rate_per_hour": cfg.rate_per_hour, "val_seeds": list(val_seeds)},
+        write=_write_curve,
     )
+
+
+def _write_curve(con, policy_id: str, trained: Trained) -> None:
+    """A CEM training's `chic_learning_curves` rows."""
+    replace_policy_rows(con, ChicLearningCurves, trained.curve, policy_id=policy_id)
 
 
 SCENARIO = "chic"
@@ -452,15 +423,10 @@ def _summary(eval_id: str, frame: pl.DataFrame) -> ChicEvalResult:
 # -- the arena ---------------------------------------------------------------------------
 
 
-def _eval_setting() -> SimConfig:
-    """The simulator the shared evaluation runs (its cluster, slot, window, speed realism)."""
-    return EvalConfig().sim_config(0)
-
-
 def _arena_cem() -> CEMConfig:
     return CEMConfig(
         scenario=ChicArenaScenario(
-            sim=_eval_setting(), window=20, placement=EvalConfig().default_placement
+            sim=eval_setting(), window=20, placement=EvalConfig().default_placement
         ),
         iterations=6,
         n_trajectories=8,
@@ -487,7 +453,7 @@ class ChicArenaConfig:
     variants: tuple[str, ...] = ("chic", "chic-pair")
     """Entered into the arena, each trained apart: "chic" (2I + 1 actions), "chic-pair"
     (I + 1)."""
-    sim: SimConfig = field(default_factory=_eval_setting)
+    sim: SimConfig = field(default_factory=eval_setting)
     """Simulator of training and validation (default: the evaluation's)."""
     cem: CEMConfig = field(default_factory=_arena_cem)
     """The modified CEM in the arena (its variant, its scenario's simulator and its seed
@@ -593,59 +559,23 @@ def train_chic_arena_stage(
     with connect(warehouse) as con:
         train_jobs = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
         val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
-        key = input_key(cfg.init, cem, f"episode:{cfg.jobs_per_episode}", train_jobs, val_jobs)
-        done = already_trained(con, key, system)
-        if done is not None:
-            return done
-        if cfg.init == "latest":
-            parent = newest_policy(con, system, cfg.workload_set)
-        elif cfg.init == "scratch":
-            parent = None
-        else:
-            parent = cfg.init
-        resumed = _resume_fitting(con, parent, cem)
     train = arena_sequences(train_jobs, cfg.jobs_per_episode)
     validation = arena_sequences(val_jobs, None)
     name = ("Chic" if variant == "chic" else "Chic-Pair") + " (arena)"
-    warm = _warm_start(train, cem, resumed.policy, name, progress)
-    with (
-        scoped_torch(threads=1),
-        progress.bar(f"{system} CEM iterations", cem.iterations) as advance,
-    ):
-        policy, curve, metrics = train_cem(
-            train, validation, cem, init=resumed.policy, progress=advance, warm=warm
-        )
-    path, sha = save_checkpoint_file(policy, warehouse, system)
-    with connect(warehouse) as con, transaction(con):
-        policy_id = register_policy(
-            con,
-            system=system,
-            config=policy.checkpoint_config(),
-            checkpoint_path=path,
-            sha256=sha,
-            training_workloads=sorted(train_jobs["workload_id"].unique().to_list()),
-            metrics={
-                **metrics,
-                "workload_set": cfg.workload_set,
-                "episodes": len(train),
-                "stage_config": asdict(cfg),
-                "input_key": key,
-                **resume_note(resumed),
-            },
-            parent_policy_id=resumed.policy_id,
-            curve=None,
-        )
-        con.execute("DELETE FROM chic_learning_curves WHERE policy_id = ?", [policy_id])
-        write_frame(
-            con,
-            curve.with_columns(pl.lit(policy_id).alias("policy_id")).select(
-                list(ChicLearningCurves.to_schema().columns)
-            ),
-            ChicLearningCurves,
-        )
-    return TrainResult(
-        policy_id,
-        resumed.policy_id,
-        str(path),
-        public_metrics({**metrics, **resume_note(resumed)}),
+
+    return train_and_register(
+        warehouse,
+        system=system,
+        key=input_key(cfg.init, cem, f"episode:{cfg.jobs_per_episode}", train_jobs, val_jobs),
+        config=cfg,
+        start=lambda con: _resume_fitting(
+            con, parent_of(cfg.init, lambda: newest_policy(con, system, cfg.workload_set)), cem
+        ),
+        train=_cem_training(train, validation, cem, name, progress),
+        bar=f"{system} CEM iterations",
+        steps=cem.iterations,
+        progress=progress,
+        workloads=train_jobs["workload_id"].unique().to_list(),
+        metrics={"workload_set": cfg.workload_set, "episodes": len(train)},
+        write=_write_curve,
     )

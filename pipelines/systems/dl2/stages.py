@@ -10,18 +10,12 @@
                     the warm-up
 
 Each stage reads what it needs, trains with the warehouse closed (other processes can read
-meanwhile), then writes its rows in one transaction: a failed stage leaves the warehouse as
-it was, and re-running one replaces its own rows. Checkpoints are content-addressed files
-(`policies/<system>-<sha256 prefix>.pt` beside the warehouse), so the same seed and inputs
-give the same policy id; a checkpoint is written before the transaction that registers it,
-and an unregistered file left by a failed stage is harmless (it is overwritten with the
-same bytes on the next run).
-
-Re-running on unchanged inputs trains nothing: each trained policy records the hash of its
-inputs (`metrics.input_key`: stage config, training and validation workloads' content, and
-for the warm-up the recording), and a stage whose inputs were already trained on returns
-that policy. Fine-tuning therefore happens again only when new workloads arrive, and then
-starts from the newest fine-tuned policy, whose lineage `policies.parent_policy_id` keeps.
+meanwhile), then writes its rows in one transaction; a training stage hands its pure parts
+to `pipelines.trained.train_and_register`, which skips inputs already trained on
+(`metrics.input_key`: stage config, training and validation workloads' content, and for the
+warm-up the recording), saves the content-addressed checkpoint and registers it.
+Fine-tuning therefore happens again only when new workloads arrive, and then starts from
+the newest fine-tuned policy, whose lineage `policies.parent_policy_id` keeps.
 
 Training runs in the setting the evaluation simulates (`pipelines.evaluation.EvalConfig`:
 DL2's small cluster, 20-minute slots, window 20, speed variation), so the registered policy
@@ -37,7 +31,7 @@ from typing import Any
 
 import polars as pl
 
-from models.checkpoints import register_policy, resume_from
+from models.checkpoints import Resumed, resume_from
 from models.contracts import DecisionTraces, DL2TeacherConfigs
 from models.dl2.config import ALGORITHM as GROUPED
 from models.dl2.config import (
@@ -63,19 +57,17 @@ from models.dl2.search import (
 )
 from models.dl2.warmup import warmup
 from models.heuristics.registry import ALLOCATIONS
-from models.torch_scope import scoped_torch
-from pipelines.evaluation import EvalConfig
+from pipelines.evaluation import eval_setting
 from pipelines.progress import QUIET, Reporter
 from pipelines.system import resized
 from pipelines.trained import (
+    Trained,
     TrainResult,
-    already_trained,
     input_key,
-    public_metrics,
-    resume_note,
-    save_checkpoint_file,
     set_workloads,
+    train_and_register,
 )
+from tracelib.progress import ProgressFn
 from tracelib.provenance import canonical_json
 from tracelib.sim import SimConfig
 from tracelib.sim.policy import AllocationPolicy
@@ -84,11 +76,6 @@ from warehouse.io import write_frame
 
 ALGORITHMS = ("actor-critic", GROUPED)
 """`DL2StageConfig.algorithm` values."""
-
-
-def _eval_setting() -> SimConfig:
-    """The simulator the evaluation runs (its cluster, slot, window and speed realism)."""
-    return EvalConfig().sim_config(0)
 
 
 DL2_NET = DL2NetConfig(
@@ -133,7 +120,7 @@ class DL2StageConfig:
     `models.dl2.search`), recorded job by job (RecorderConfig order "rows")."""
     search: SearchConfig = field(default_factory=SearchConfig)
     """The searched teacher's search (with teacher "searched")."""
-    sim: SimConfig = field(default_factory=_eval_setting)
+    sim: SimConfig = field(default_factory=eval_setting)
     """Simulator of recording, training and validation (default: the evaluation's)."""
     net: DL2NetConfig = field(default_factory=lambda: DL2_NET)
     """The networks, and when they decide (its window is the simulator's, its
@@ -429,38 +416,32 @@ def warmup_stage(
             raise ValueError(f"no decision traces of recording {record_run_id!r}; run record first")
         val_jobs = set_workloads(con, cfg.workload_set, "validation", _limit(cfg, "validation"))
         teacher = teacher_policy(con, cfg, record_run_id)
-    key = input_key(record_run_id, cfg.warmup_config(), val_jobs)
-    with connect(warehouse) as con:
-        done = already_trained(con, key, SYSTEM)
-    if done is not None:
-        return done
-    with (
-        scoped_torch(threads=1),
-        progress.bar("DL2 warm-up epochs", cfg.warmup.max_epochs) as advance,
-    ):
+    val_workloads = [jobs for _, jobs in as_workloads(val_jobs)]
+
+    def train(_: Resumed, advance: ProgressFn) -> Trained:
         policy, metrics, curve = warmup(
             traces,
             cfg.warmup_config(),
-            val_workloads=[jobs for _, jobs in as_workloads(val_jobs)],
+            val_workloads=val_workloads,
             sim=cfg.sim,
             eval_seed=cfg.seed,
             teacher_policy=teacher,
             progress=advance,
         )
-    path, sha = save_checkpoint_file(policy, warehouse, SYSTEM)
-    training = sorted(traces["workload_id"].unique().to_list())
-    with connect(warehouse) as con, transaction(con):
-        policy_id = register_policy(
-            con,
-            system=SYSTEM,
-            config=policy.checkpoint_config(),
-            checkpoint_path=path,
-            sha256=sha,
-            training_workloads=training,
-            metrics={**metrics, "record_run_id": record_run_id, **_provenance(cfg, key)},
-            curve=curve,
-        )
-    return TrainResult(policy_id, None, str(path), public_metrics(metrics))
+        return Trained(policy, curve, metrics)
+
+    return train_and_register(
+        warehouse,
+        system=SYSTEM,
+        key=input_key(record_run_id, cfg.warmup_config(), val_jobs),
+        config=cfg,
+        train=train,
+        bar="DL2 warm-up epochs",
+        steps=cfg.warmup.max_epochs,
+        progress=progress,
+        workloads=traces["workload_id"].unique().to_list(),
+        metrics={"record_run_id": record_run_id},
+    )
 
 
 def latest_policy(con, system: str, stage: str = "finetune") -> str | None:
@@ -516,72 +497,73 @@ def finetune_stage(
     grouped = cfg.algorithm_of(variant) == GROUPED
     trainer_cfg = replace(cfg.grouped_config(), variant=variant) if grouped else ft_cfg
     system = ft_cfg.system
+    warm = None if ft_cfg.offline else warmup_policy_id
     with connect(warehouse) as con:
         train_jobs = _set_workloads(con, cfg, "train")
         val_jobs = _set_workloads(con, cfg, "validation")
-        # "warmup" starts from this run's warm-up: a new warm-up (another teacher, new
-        # decisions) is a new input
-        start = f"warmup:{warmup_policy_id}" if cfg.init == "warmup" else cfg.init
-        key = input_key(start, trainer_cfg, train_jobs, val_jobs)
-        done = already_trained(con, key, system)
-        if done is not None:
-            return done
-        if cfg.init == "latest":
-            parent = latest_policy(con, system)
-            if parent is None and not ft_cfg.offline:
-                parent = warmup_policy_id
-        elif cfg.init == "warmup":
-            parent = None if ft_cfg.offline else warmup_policy_id
-        else:
-            parent = cfg.init
-        resumed = resume_from(con, parent, policy_from_checkpoint)
-        parent, init = resumed.policy_id, resumed.policy
-        if init is not None and cfg.init == "latest" and _shape(init.cfg) != _shape(ft_cfg.net):
-            # The newest policy has another network (trained before DL2's network or
-            # trigger changed): a new lineage starts, from this run's warm-up (OfflineRL:
-            # from scratch).
-            parent, init = None, None
-            if not ft_cfg.offline:
-                resumed = resume_from(con, warmup_policy_id, policy_from_checkpoint)
-                parent, init = resumed.policy_id, resumed.policy
-    if init is not None and _shape(init.cfg) != _shape(ft_cfg.net):
-        raise ValueError(
-            f"policy {parent} has network {_shape(init.cfg)}; this stage trains "
-            f"{_shape(ft_cfg.net)}: set init='warmup'"
-        )
-    train, total, unit = (
+    # "warmup" starts from this run's warm-up: a new warm-up (another teacher, new
+    # decisions) is a new input
+    start = f"warmup:{warmup_policy_id}" if cfg.init == "warmup" else cfg.init
+    key = input_key(start, trainer_cfg, train_jobs, val_jobs)
+    trainer, steps, unit = (
         (finetune_grouped, trainer_cfg.iterations, "PPO iterations")
         if grouped
         else (finetune, ft_cfg.max_updates, "RL updates")
     )
-    with scoped_torch(threads=1), progress.bar(f"{variant} {unit}", total) as advance:
-        policy, curve, metrics = train(
-            train_jobs, val_jobs, trainer_cfg, init=init, eval_seed=cfg.seed, progress=advance
+
+    def train(resumed: Resumed, advance: ProgressFn) -> Trained:
+        policy, curve, metrics = trainer(
+            train_jobs,
+            val_jobs,
+            trainer_cfg,
+            init=resumed.policy,
+            eval_seed=cfg.seed,
+            progress=advance,
         )
-    # The inputs' hash goes into the checkpoint: a training that keeps its starting weights
-    # (grouped PPO when no iteration beats them on validation) is still its own policy, not
-    # its parent's file registered as its own child.
-    policy.train_config = {**policy.train_config, "input_key": key}
-    path, sha = save_checkpoint_file(policy, warehouse, system)
-    training = sorted(train_jobs["workload_id"].unique().to_list())
-    with connect(warehouse) as con, transaction(con):
-        policy_id = register_policy(
-            con,
-            system=system,
-            config=policy.checkpoint_config(),
-            checkpoint_path=path,
-            sha256=sha,
-            training_workloads=training,
-            metrics={**metrics, **_provenance(cfg, key), **resume_note(resumed)},
-            parent_policy_id=parent,
-            curve=curve,
-        )
-    return TrainResult(
-        policy_id, parent, str(path), public_metrics({**metrics, **resume_note(resumed)})
+        # The inputs' hash goes into the checkpoint: a training that keeps its starting
+        # weights (grouped PPO when no iteration beats them on validation) is still its own
+        # policy, not its parent's file registered as its own child.
+        policy.train_config = {**policy.train_config, "input_key": key}
+        return Trained(policy, curve, metrics)
+
+    return train_and_register(
+        warehouse,
+        system=system,
+        key=key,
+        config=cfg,
+        start=lambda con: _finetune_start(con, cfg, ft_cfg.net, warm, system),
+        train=train,
+        bar=f"{variant} {unit}",
+        steps=steps,
+        progress=progress,
+        workloads=train_jobs["workload_id"].unique().to_list(),
     )
 
 
-def _provenance(cfg: DL2StageConfig, key: str) -> dict[str, Any]:
-    """What the registry row adds to a trainer's metrics: the pipeline stage's config (the
-    checkpoint config holds the network and trainer config) and the input hash."""
-    return {"stage_config": cfg.to_dict(), "input_key": key}
+def _finetune_start(
+    con, cfg: DL2StageConfig, net: DL2NetConfig, warm: str | None, system: str
+) -> Resumed:
+    """Where fine-tuning starts (`cfg.init`): the newest fine-tuned policy of `system`,
+    else the warm-up `warm` (None: from scratch, as OfflineRL); the warm-up; or a policy
+    id. A policy of another network than `net` is refused."""
+    if cfg.init == "latest":
+        parent = latest_policy(con, system) or warm
+    else:
+        parent = warm if cfg.init == "warmup" else cfg.init
+    resumed = resume_from(con, parent, policy_from_checkpoint)
+    if (
+        resumed.policy is not None
+        and cfg.init == "latest"
+        and _shape(resumed.policy.cfg) != _shape(net)
+    ):
+        # The newest policy has another network (trained before DL2's network or trigger
+        # changed): a new lineage starts, from this run's warm-up (OfflineRL: from scratch).
+        if warm is None:
+            return Resumed(None, None, resumed.note)
+        resumed = resume_from(con, warm, policy_from_checkpoint)
+    if resumed.policy is not None and _shape(resumed.policy.cfg) != _shape(net):
+        raise ValueError(
+            f"policy {resumed.policy_id} has network {_shape(resumed.policy.cfg)}; this stage "
+            f"trains {_shape(net)}: set init='warmup'"
+        )
+    return resumed

@@ -28,11 +28,9 @@
                              the run's synthetic set's train split, from the newest
                              harmony-arena policy or the own-scenario policy's pair head
 
-As in DL2's stages (pipelines/systems/dl2/stages.py): inputs are read first, training runs with the
-warehouse closed, rows are written in one transaction; checkpoints are content-addressed
-(`policies/<system>-<sha16>.pt`); a stage whose inputs (`metrics.input_key`) were already
-trained on returns that policy; training starts from the latest registered policy of the
-same system (cfg.init = "latest"), recorded as its parent.
+Inputs are read first; each training hands its pure parts to
+`pipelines.trained.train_and_register` (skip, resume, save, register), starting from the
+latest registered policy of the same system (cfg.init = "latest"), recorded as its parent.
 """
 
 from __future__ import annotations
@@ -40,18 +38,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from models.checkpoints import Resumed, load_registered, register_policy, resume_from
+from models.checkpoints import Resumed, load_registered, resume_from
 from models.harmony.config import HarmonyEvalConfig
 from models.harmony.contracts import HarmonyLearningCurves, RewardModelMetrics
 from models.harmony.evaluate import observed_samples
 from models.harmony.placement import (
     HarmonyNetConfig,
-    HarmonyPolicy,
     RulePlacement,
     policy_from_checkpoint,
 )
@@ -74,10 +72,10 @@ from models.harmony.train import (
 from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
     ARENA_SUFFIX,
-    EvalConfig,
     EvalTables,
     Workload,
     best_rates,
+    eval_setting,
     run_schedulers,
     simulated,
     store_evaluation,
@@ -86,14 +84,17 @@ from pipelines.evaluation import (
 from pipelines.progress import QUIET, Reporter
 from pipelines.systems.harmony.lines import gavel_line, skipped_line
 from pipelines.trained import (
+    SCRATCH,
+    Trained,
     TrainResult,
     already_trained,
     input_key,
     newest_policy,
-    public_metrics,
+    parent_of,
+    replace_policy_rows,
     resume_note,
-    save_checkpoint_file,
     set_workloads,
+    train_and_register,
 )
 from tracelib.contracts import InterferenceSamples
 from tracelib.gavel import GavelConfig, read_gavel
@@ -102,7 +103,7 @@ from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import code_version
 from tracelib.scenarios import harmony_set
 from tracelib.scenarios.harmony import ArrivalConfig, sequences, split_seed
-from tracelib.sim import SimConfig, SimResult, jobs_from_frame
+from tracelib.sim import SimResult, jobs_from_frame
 from warehouse import connect, read_frame, transaction
 from warehouse.io import validate, write_frame
 
@@ -209,18 +210,9 @@ class HarmonyEvalResult:
     online_samples: int
 
 
-def _curve_rows(curve: pl.DataFrame, policy_id: str, phase: str) -> pl.DataFrame:
-    columns = list(HarmonyLearningCurves.to_schema().columns)
-    out = curve.with_columns(pl.lit(policy_id).alias("policy_id"), pl.lit(phase).alias("phase"))
-    for name in columns:
-        if name not in out.columns:
-            out = out.with_columns(pl.lit(None, dtype=pl.Float64).alias(name))
-    return out.select(columns)
-
-
-def _metric_rows(frame: pl.DataFrame, model_id: str, source: str, seed: int) -> pl.DataFrame:
+def _metric_rows(frame: pl.DataFrame, source: str, seed: int) -> pl.DataFrame:
+    """`reward_model_metrics` rows (but the model's id) of a comparison of estimators."""
     return frame.filter(pl.col("mean_relative_error").is_not_nan()).select(
-        pl.lit(model_id).alias("reward_model_id"),
         pl.lit(source).alias("source"),
         "estimator",
         "split",
@@ -254,55 +246,46 @@ def _fit_and_register(
     """Fit (or skip, if done) one reward predictor on `frame`; register it with its
     comparison rows and curve."""
     source = "+".join(sorted(frame["source"].unique().to_list()))
-    key = input_key(cfg.reward, frame, system)
-    with connect(warehouse) as con:
-        done = already_trained(con, key, system)
-        if done is not None:
-            return done
-        parent = newest_policy(con, system) if cfg.init == "latest" else None
-        resumed = resume_from(con, parent, predictor_from_checkpoint)
-        parent, init = resumed.policy_id, resumed.policy
-    with scoped_torch(threads=1):
-        with progress.bar(f"{system} epochs", cfg.reward.epochs) as advance:
-            try:
-                fit = fit_reward_model(frame, cfg.reward, init=init, progress=advance)
-            except ValueError:
-                # The previous network cannot read these samples (new job types or a larger
-                # cluster): train a new one (no parent).
-                parent = None
-                fit = fit_reward_model(frame, cfg.reward, progress=advance)
+
+    def train(resumed: Resumed, advance: ProgressFn) -> Trained:
+        try:
+            fit = fit_reward_model(frame, cfg.reward, init=resumed.policy, progress=advance)
+            restarted = False
+        except ValueError:
+            # The previous network cannot read these samples (new job types or a larger
+            # cluster): train a new one (no parent).
+            fit, restarted = fit_reward_model(frame, cfg.reward, progress=advance), True
         comparison = compare_estimators(
             frame, fit, seed=cfg.reward.seed, lif=lif, lif_profile=lif_profile
         )
-    path, sha = save_checkpoint_file(fit.predictor, warehouse, system)
-    metrics = {
-        **fit.metrics,
-        "source": source,
-        "stage_config": cfg.to_dict(),
-        "input_key": key,
-        **resume_note(resumed),
-    }
-    with connect(warehouse) as con, transaction(con):
-        policy_id = register_policy(
-            con,
-            system=system,
-            config=fit.predictor.checkpoint_config(),
-            checkpoint_path=path,
-            sha256=sha,
-            training_workloads=[f"interference_samples:{s}" for s in source.split("+")],
-            metrics=metrics,
-            parent_policy_id=parent,
-        )
-        con.execute("DELETE FROM reward_model_metrics WHERE reward_model_id = ?", [policy_id])
-        write_frame(
-            con, _metric_rows(comparison, policy_id, source, cfg.reward.seed), RewardModelMetrics
-        )
-        con.execute(
-            "DELETE FROM harmony_learning_curves WHERE policy_id = ? AND phase = 'reward_model'",
-            [policy_id],
-        )
-        write_frame(con, _curve_rows(fit.curve, policy_id, "reward_model"), HarmonyLearningCurves)
-    return TrainResult(policy_id, parent, str(path), public_metrics(metrics))
+        return Trained(fit.predictor, fit.curve, fit.metrics, comparison, restarted)
+
+    def write(con, policy_id: str, trained: Trained) -> None:
+        metrics = _metric_rows(trained.detail, source, cfg.reward.seed)
+        replace_policy_rows(con, RewardModelMetrics, metrics, reward_model_id=policy_id)
+        _write_curve(con, policy_id, trained, "reward_model")
+
+    return train_and_register(
+        warehouse,
+        system=system,
+        key=input_key(cfg.reward, frame, system),
+        config=cfg,
+        start=lambda con: resume_from(
+            con, parent_of(cfg.init, lambda: newest_policy(con, system)), predictor_from_checkpoint
+        ),
+        train=train,
+        bar=f"{system} epochs",
+        steps=cfg.reward.epochs,
+        progress=progress,
+        workloads=[f"interference_samples:{s}" for s in source.split("+")],
+        metrics={"source": source},
+        write=write,
+    )
+
+
+def _write_curve(con, policy_id: str, trained: Trained, phase: str = "placement") -> None:
+    """A training's `harmony_learning_curves` rows (phase "reward_model" or "placement")."""
+    replace_policy_rows(con, HarmonyLearningCurves, trained.curve, policy_id=policy_id, phase=phase)
 
 
 def fit_reward_model_stage(
@@ -369,37 +352,22 @@ def _reward_model_id(con, reward_model_id: str | None) -> str:
     return rid
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """What one variant's training starts from (`_plan`)."""
-
-    variant: str
-    train: PlacementTrainConfig
-    input_key: str
-    done: TrainResult | None
-    """The policy already trained on exactly these inputs (nothing to train), else None."""
-    resumed: Resumed
-    init: HarmonyPolicy | None
-    """The policy training continues from (None: a fresh network, warm-started when the
-    config names a teacher)."""
-
-    @property
-    def needs_warm_start(self) -> bool:
-        return self.done is None and self.init is None and self.train.teacher is not None
-
-
-def _plan(con, cfg: HarmonyStageConfig, variant: str, rid: str) -> _Plan:
+def _placement_key(cfg: HarmonyStageConfig, variant: str, rid: str) -> str:
+    """The inputs of one variant's placement training: its config, the sequences and the
+    reward model."""
     tcfg = cfg.train_config(variant)
-    key = input_key(tcfg, cfg.arrivals, rid, f"{cfg.n_train_sequences}/{cfg.seed}")
-    done = already_trained(con, key, variant)
-    if done is not None:
-        return _Plan(variant, tcfg, key, done, Resumed(None, None, ""), None)
-    parent = newest_policy(con, variant) if cfg.init == "latest" else None
+    return input_key(tcfg, cfg.arrivals, rid, f"{cfg.n_train_sequences}/{cfg.seed}")
+
+
+def _placement_start(con, cfg: HarmonyStageConfig, variant: str) -> Resumed:
+    """Where one variant's placement training starts: its newest policy (cfg.init
+    "latest") if its network is the training's, else a fresh network (warm-started when
+    the config names a teacher)."""
+    parent = parent_of(cfg.init, lambda: newest_policy(con, variant))
     resumed = resume_from(con, parent, policy_from_checkpoint)
-    init = resumed.policy
-    if init is not None and init.cfg != tcfg.net:
-        init, resumed = None, Resumed(None, None, resumed.note)
-    return _Plan(variant, tcfg, key, None, resumed, init)
+    if resumed.policy is not None and resumed.policy.cfg != cfg.train_config(variant).net:
+        return Resumed(None, None, resumed.note)
+    return resumed
 
 
 def _train_sequences(cfg: HarmonyStageConfig):
@@ -419,24 +387,26 @@ def warm_start_stage(
     and would otherwise each clone the same teacher."""
     with connect(warehouse) as con:
         rid = _reward_model_id(con, reward_model_id)
-        plans = [_plan(con, cfg, v, rid) for v in cfg.variants]
-        predictor = None
-        if any(p.needs_warm_start for p in plans):
-            predictor = predictor_from_checkpoint(load_registered(con, rid))
+        fresh = [
+            cfg.train_config(v)
+            for v in cfg.variants
+            if already_trained(con, _placement_key(cfg, v, rid), v) is None
+            and _placement_start(con, cfg, v).policy is None
+            and cfg.train_config(v).teacher is not None
+        ]
+        predictor = predictor_from_checkpoint(load_registered(con, rid)) if fresh else None
     made: dict[tuple, WarmStart] = {}
-    for plan in plans:
-        if plan.needs_warm_start and warm_key(plan.train) not in made:
-            made[warm_key(plan.train)] = _warm_start(
-                _train_sequences(cfg), predictor, plan, progress
-            )
+    for tcfg in fresh:
+        if warm_key(tcfg) not in made:
+            made[warm_key(tcfg)] = _warm_start(_train_sequences(cfg), predictor, tcfg, progress)
     return made
 
 
-def _warm_start(train_seqs, predictor, plan: _Plan, progress: Reporter) -> WarmStart:
-    searched = plan.train.teacher == "searched"
+def _warm_start(train_seqs, predictor, tcfg: PlacementTrainConfig, progress: Reporter) -> WarmStart:
+    searched = tcfg.teacher == "searched"
     label = "Harmony teacher search (sequences)" if searched else "Harmony warm start"
     with scoped_torch(threads=1), progress.bar(label, len(train_seqs)) as advance:
-        made = warm_start(train_seqs, predictor, plan.train, advance)
+        made = warm_start(train_seqs, predictor, tcfg, advance)
     found = ""
     if searched:
         found = (
@@ -444,7 +414,7 @@ def _warm_start(train_seqs, predictor, plan: _Plan, progress: Reporter) -> WarmS
             " times LIF-Quad's average JCT)"
         )
     progress.line(
-        f"Harmony warm start: {plan.train.teacher}'s {made.metrics['imitation_steps']} "
+        f"Harmony warm start: {tcfg.teacher}'s {made.metrics['imitation_steps']} "
         f"placements{found} cloned, held-out accuracy "
         f"{made.metrics['imitation_held_out_accuracy']:.2f}"
     )
@@ -464,57 +434,46 @@ def train_placement_stage(
     one for the variant's config, else made here, once for the variants that share it."""
     train_seqs = _train_sequences(cfg)
     val_seqs = sequences(cfg.arrivals, cfg.n_val_sequences, split_seed(cfg.seed, "validation"))
-    out: dict[str, TrainResult] = {}
+    workloads = [
+        f"harmony-{cfg.arrivals.pattern}:seed={split_seed(cfg.seed, 'train')}:n={len(train_seqs)}"
+    ]
     # Variants starting afresh share one warm start (it reads no actor-critic switch).
     warm = dict(warm or {})
+
+    def train(variant: str, rid: str, resumed: Resumed, advance: ProgressFn) -> Trained:
+        # The reward model is read only by a variant that trains (a read, then closed).
+        with connect(warehouse) as con:
+            predictor = predictor_from_checkpoint(load_registered(con, rid))
+        tcfg = cfg.train_config(variant)
+        start = None
+        if resumed.policy is None and tcfg.teacher is not None:
+            if warm_key(tcfg) not in warm:
+                warm[warm_key(tcfg)] = _warm_start(train_seqs, predictor, tcfg, progress)
+            start = warm[warm_key(tcfg)]
+        return Trained(
+            *train_placement(
+                train_seqs, val_seqs, predictor, tcfg, resumed.policy, progress=advance, warm=start
+            )
+        )
+
+    out: dict[str, TrainResult] = {}
     for variant in cfg.variants:
         with connect(warehouse) as con:
             rid = _reward_model_id(con, reward_model_id)
-            plan = _plan(con, cfg, variant, rid)
-            if plan.done is not None:
-                out[variant] = plan.done
-                continue
-            predictor = predictor_from_checkpoint(load_registered(con, rid))
-        tcfg, key, resumed, init = plan.train, plan.input_key, plan.resumed, plan.init
-        parent = resumed.policy_id
-        start = None
-        if plan.needs_warm_start:
-            if warm_key(tcfg) not in warm:
-                warm[warm_key(tcfg)] = _warm_start(train_seqs, predictor, plan, progress)
-            start = warm[warm_key(tcfg)]
-        with scoped_torch(threads=1), progress.bar(f"{variant} updates", tcfg.updates) as advance:
-            policy, curve, metrics = train_placement(
-                train_seqs, val_seqs, predictor, tcfg, init, progress=advance, warm=start
-            )
-        path, sha = save_checkpoint_file(policy, warehouse, variant)
-        metrics = {
-            **metrics,
-            "reward_model_id": rid,
-            "stage_config": cfg.to_dict(),
-            "input_key": key,
-            **resume_note(resumed),
-        }
-        with connect(warehouse) as con, transaction(con):
-            policy_id = register_policy(
-                con,
-                system=variant,
-                config=policy.checkpoint_config(),
-                checkpoint_path=path,
-                sha256=sha,
-                training_workloads=[
-                    f"harmony-{cfg.arrivals.pattern}:seed={split_seed(cfg.seed, 'train')}"
-                    f":n={len(train_seqs)}"
-                ],
-                metrics=metrics,
-                parent_policy_id=parent,
-            )
-            con.execute(
-                "DELETE FROM harmony_learning_curves WHERE policy_id = ? AND phase = 'placement'",
-                [policy_id],
-            )
-            if curve.height:
-                write_frame(con, _curve_rows(curve, policy_id, "placement"), HarmonyLearningCurves)
-        out[variant] = TrainResult(policy_id, parent, str(path), public_metrics(metrics))
+        out[variant] = train_and_register(
+            warehouse,
+            system=variant,
+            key=_placement_key(cfg, variant, rid),
+            config=cfg,
+            start=lambda con, variant=variant: _placement_start(con, cfg, variant),
+            train=partial(train, variant, rid),
+            bar=f"{variant} updates",
+            steps=cfg.train_config(variant).updates,
+            progress=progress,
+            workloads=workloads,
+            metrics={"reward_model_id": rid},
+            write=_write_curve,
+        )
     return out
 
 
@@ -678,16 +637,11 @@ ARENA_SYSTEM = f"harmony{ARENA_SUFFIX}"
 """`policies.system` of the placement policies trained for the arena."""
 
 
-def _arena_setting() -> SimConfig:
-    """The simulator the arena evaluates in (its cluster, slot, window, speed realism)."""
-    return EvalConfig().sim_config(0)
-
-
 def _arena_train() -> PlacementTrainConfig:
     # Fixed placement, as Harmony's own setting: the training environment forces it, and
     # validation must run the policy the same way (in the re-decided mode its greedy loop
     # would move every running job each slot; the arena's `ArenaPlacement` keeps them).
-    sim = replace(_arena_setting(), fixed_placement=True)
+    sim = replace(eval_setting(), fixed_placement=True)
     net = replace(HarmonyNetConfig(), window=sim.window or 20, n_servers=sim.cluster.n_servers)
     # Rollouts in the simulator's own speeds, and the starting policy kept unless training
     # beats it on validation: see HarmonyArenaConfig.train. No teacher of its own: the
@@ -748,31 +702,29 @@ def _jobs_of(frame: pl.DataFrame) -> list:
 
 def _arena_start(
     con, cfg: HarmonyArenaConfig, net: HarmonyNetConfig, own_policy_id: str | None
-) -> tuple[HarmonyPolicy | None, str | None, str, dict[str, str]]:
-    """Where arena training starts: (policy sized to `net`, its policy id, how, notes).
-    The newest `harmony-arena` policy whose network is `net`; else the pair head of the
-    own-scenario policy `own_policy_id` (default: the newest `harmony`), resized to the
-    arena's cluster and window (its value network is sized for the own scenario and is
-    left behind); else nothing (from scratch)."""
+) -> tuple[Resumed, str]:
+    """Where arena training starts (the policy sized to `net`), and how ("latest",
+    "transfer" or "scratch"). The newest `harmony-arena` policy whose network is `net`;
+    else the pair head of the own-scenario policy `own_policy_id` (default: the newest
+    `harmony`), resized to the arena's cluster and window (its value network is sized for
+    the own scenario and is left behind); else nothing (from scratch)."""
     if cfg.init == "scratch":
-        return None, None, "scratch", {}
-    notes: dict[str, str] = {}
+        return SCRATCH, "scratch"
     resumed = resume_from(
         con, newest_policy(con, ARENA_SYSTEM, cfg.workload_set), policy_from_checkpoint
     )
-    notes |= resume_note(resumed)
     if resumed.policy is not None and resumed.policy.cfg == net:
-        return resumed.policy, resumed.policy_id, "latest", notes
+        return resumed, "latest"
     own = resume_from(con, own_policy_id or newest_policy(con, "harmony"), policy_from_checkpoint)
-    notes |= resume_note(own)
+    note = own.note or resumed.note
     if own.policy is not None:
         try:
             sized = own.policy.resized(net.n_servers, net.window)
         except ValueError:
             sized = None
         if sized is not None and sized.cfg == net:
-            return sized, own.policy_id, "transfer", notes
-    return None, None, "scratch", notes
+            return Resumed(own.policy_id, sized, note), "transfer"
+    return Resumed(None, None, note), "scratch"
 
 
 def train_arena_stage(
@@ -793,51 +745,39 @@ def train_arena_stage(
         val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
         rid = _reward_model_id(con, reward_model_id)
         predictor = predictor_from_checkpoint(load_registered(con, rid))
-        key = input_key(cfg.init, tcfg, rid, train_jobs, val_jobs)
-        done = already_trained(con, key, ARENA_SYSTEM)
-        if done is not None:
-            return done
-        init, parent, start, notes = _arena_start(con, cfg, tcfg.net, own_policy_id)
-    m = tcfg.net.n_servers
-    # A DL2-setting job holds at least two tasks, so 2M jobs hold every job of the cluster
-    # in one input: the predictor sees every co-located job at once.
-    credit = predictor.for_cluster(m, max(2 * m, predictor.cfg.max_jobs))
-    with (
-        scoped_torch(threads=1),
-        progress.bar(f"{ARENA_SYSTEM} updates", tcfg.updates) as advance,
-    ):
+    key = input_key(cfg.init, tcfg, rid, train_jobs, val_jobs)
+    how: list[str] = []  # how training starts (`_arena_start`)
+
+    def start(con) -> Resumed:
+        resumed, way = _arena_start(con, cfg, tcfg.net, own_policy_id)
+        how.append(way)
+        return resumed
+
+    def train(resumed: Resumed, advance: ProgressFn) -> Trained:
+        m = tcfg.net.n_servers
+        # A DL2-setting job holds at least two tasks, so 2M jobs hold every job of the
+        # cluster in one input: the predictor sees every co-located job at once.
+        credit = predictor.for_cluster(m, max(2 * m, predictor.cfg.max_jobs))
         policy, curve, metrics = train_placement(
-            _jobs_of(train_jobs), _jobs_of(val_jobs), credit, tcfg, init, progress=advance
+            _jobs_of(train_jobs), _jobs_of(val_jobs), credit, tcfg, resumed.policy, progress=advance
         )
-    policy.name = ARENA_SYSTEM
-    # The input key in the checkpoint's config: weights kept from the start (keep_start)
-    # on new inputs still make a new checkpoint that records them.
-    policy.train_config = {**policy.train_config, "system": ARENA_SYSTEM, "input_key": key}
-    path, sha = save_checkpoint_file(policy, warehouse, ARENA_SYSTEM)
-    metrics = {
-        **metrics,
-        "start": start,
-        "workload_set": cfg.workload_set,
-        "reward_model_id": rid,
-        "stage_config": asdict(cfg),
-        "input_key": key,
-        **notes,
-    }
-    with connect(warehouse) as con, transaction(con):
-        policy_id = register_policy(
-            con,
-            system=ARENA_SYSTEM,
-            config=policy.checkpoint_config(),
-            checkpoint_path=path,
-            sha256=sha,
-            training_workloads=sorted(train_jobs["workload_id"].unique().to_list()),
-            metrics=metrics,
-            parent_policy_id=parent,
-        )
-        con.execute(
-            "DELETE FROM harmony_learning_curves WHERE policy_id = ? AND phase = 'placement'",
-            [policy_id],
-        )
-        if curve.height:
-            write_frame(con, _curve_rows(curve, policy_id, "placement"), HarmonyLearningCurves)
-    return TrainResult(policy_id, parent, str(path), public_metrics(metrics))
+        policy.name = ARENA_SYSTEM
+        # The input key in the checkpoint's config: weights kept from the start
+        # (keep_start) on new inputs still make a new checkpoint that records them.
+        policy.train_config = {**policy.train_config, "system": ARENA_SYSTEM, "input_key": key}
+        return Trained(policy, curve, {**metrics, "start": how[0]})
+
+    return train_and_register(
+        warehouse,
+        system=ARENA_SYSTEM,
+        key=key,
+        config=cfg,
+        start=start,
+        train=train,
+        bar=f"{ARENA_SYSTEM} updates",
+        steps=tcfg.updates,
+        progress=progress,
+        workloads=train_jobs["workload_id"].unique().to_list(),
+        metrics={"workload_set": cfg.workload_set, "reward_model_id": rid},
+        write=_write_curve,
+    )

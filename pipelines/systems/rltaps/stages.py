@@ -25,12 +25,11 @@ in the policy's `metrics.train_seeds` and `training_workloads`, validation ones 
 curve row, test ones in each evaluation row. Same config, same tables (bit for bit,
 timestamps aside).
 
-DL2's stage pattern (pipelines/systems/dl2/stages.py): train with the warehouse closed, write in one
-transaction, content-addressed checkpoints beside the warehouse, `metrics.input_key` so a
-re-run on unchanged inputs trains nothing, fine-tuning from the latest registered policy.
-The default budget is small (30 to 60 s per mode and 10 s of evaluation on this shared
-machine) and does not train long enough to beat SJF; `benchmarks/bench_rltaps.py` has
-larger ones, and the paper's sizes are `RLTapsStageConfig.paper()` (hours).
+Each training hands its pure parts to `pipelines.trained.train_and_register` (skip,
+resume, save, register), fine-tuning from the latest registered policy. The default budget
+is small (30 to 60 s per mode and 10 s of evaluation on this shared machine) and does not
+train long enough to beat SJF; `benchmarks/bench_rltaps.py` has larger ones, and the
+paper's sizes are `RLTapsStageConfig.paper()` (hours).
 """
 
 from __future__ import annotations
@@ -69,25 +68,26 @@ from models.rltaps.pretrained import Shipped, load_shipped
 from models.rltaps.reinforce import train
 from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
-    EvalConfig,
     EvalTables,
     RunOutcome,
     Workload,
+    eval_setting,
     run_schedulers,
     store_evaluation,
     summarize_runs,
 )
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
+    Trained,
     TrainResult,
-    already_trained,
     input_key,
     newest_policy,
+    parent_of,
     policies_dir,
-    public_metrics,
+    replace_policy_rows,
     resume_note,
-    save_checkpoint_file,
     set_workloads,
+    train_and_register,
 )
 from tracelib.envs.gpu import GpuEnvConfig
 from tracelib.envs.gpu_arena import ArenaEnvConfig
@@ -99,7 +99,6 @@ from tracelib.sim import SimConfig, jobs_from_frame
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.topology import RLTAPS_STEP_S
 from warehouse import connect, read_frame, transaction
-from warehouse.io import write_frame
 
 _TEST_STREAM = 0x7E57
 """Spawn key of the test sequences' seeds (independent of the trainer's streams)."""
@@ -227,18 +226,6 @@ class RLTapsEvalResult:
     version) and nothing was simulated."""
 
 
-def _start_from(con, init: str, system: str, build, workload_set: str | None = None) -> Resumed:
-    """The policy a training starts from: `init` "latest" (the newest registered policy of
-    `system`, preferring one trained on `workload_set`), "scratch" (none) or a policy id,
-    loaded by `build` (a lost or refused checkpoint falls back to its ancestors:
-    `resume_from`)."""
-    parent = {
-        "latest": lambda: newest_policy(con, system, workload_set),
-        "scratch": lambda: None,
-    }.get(init, lambda: init)()
-    return resume_from(con, parent, build)
-
-
 def train_rltaps_stage(
     warehouse: str | Path | None, cfg: RLTapsStageConfig, progress: Reporter = QUIET
 ) -> RLTapsTrainResult:
@@ -250,66 +237,74 @@ def train_rltaps_stage(
     a `resume_note` saying why."""
     rl_cfg = cfg.reinforce_config()
     system = rl_cfg.system
-    key = input_key(cfg.init, asdict(rl_cfg))
-    with connect(warehouse) as con:
-        done = _cached(con, key, system)
-        if done is not None:
-            return done
-        start = "scratch" if cfg.init == "shipped" else cfg.init
-        resumed = _start_from(con, start, system, policy_from_checkpoint)
-        parent, init = resumed.policy_id, resumed.policy
-    shipped = None
-    # The shipped policy began by imitating SJF: not a start for the paper's training from
-    # random weights (teacher None).
-    if init is None and cfg.init in ("latest", "shipped") and rl_cfg.teacher is not None:
-        found = load_shipped(cfg.mode, rl_cfg.env, rl_cfg.hidden)
-        if found.policy is None and cfg.init == "shipped":
-            raise ValueError(found.note)
-        if found.policy is None:
-            start_over = f"{found.note}; trained from scratch ({rl_cfg.teacher} warm start)"
-            resumed = replace(resumed, note="; ".join(filter(None, [resumed.note, start_over])))
-        else:
-            shipped, init = found, found.policy
-    notes = resume_note(resumed)
-    if init is not None:
-        init.check_env(rl_cfg.env)
-        if init.cfg.hidden != rl_cfg.hidden:
-            raise ValueError(
-                f"policy {parent} has hidden {init.cfg.hidden}, this stage trains "
-                f"{rl_cfg.hidden}: set init='scratch'"
-            )
-    with scoped_torch(threads=1), progress.bar(f"RL-TAPS {cfg.mode} REINFORCE") as advance:
-        policy, curve, metrics = train(rl_cfg, init=init, progress=advance)
-    path, sha = save_checkpoint_file(policy, warehouse, system)
-    if shipped is not None:
-        parent = policy_id_for(system, shipped.description["checkpoint_sha256"])
-        shipped_path = policies_dir(warehouse) / f"{parent}.pt"
-        shutil.copyfile(shipped.path, shipped_path)
-        metrics["started_from"] = "shipped"
-    training = sorted(
-        {f"rl-taps-bimodal:{rl_cfg.n_jobs}:{s}" for seeds in metrics["train_seeds"] for s in seeds}
-    )
-    with connect(warehouse) as con, transaction(con):
-        if shipped is not None:
-            _register_shipped(con, shipped, shipped_path, parent)
-        policy_id = register_policy(
-            con,
-            system=system,
-            config=policy.checkpoint_config(),
-            checkpoint_path=path,
-            sha256=sha,
-            training_workloads=training,
-            metrics={**metrics, "stage_config": cfg.to_dict(), "input_key": key, **notes},
-            parent_policy_id=parent,
+    shipped: list[Shipped] = []  # the shipped policy training starts from, if it does
+
+    def start(con) -> Resumed:
+        init = "scratch" if cfg.init == "shipped" else cfg.init
+        resumed = resume_from(
+            con, parent_of(init, lambda: newest_policy(con, system)), policy_from_checkpoint
         )
-        con.execute("DELETE FROM rltaps_learning_curves WHERE policy_id = ?", [policy_id])
-        rows = curve.with_columns(pl.lit(policy_id).alias("policy_id"))
-        write_frame(
-            con, rows.select(list(RLTapsLearningCurves.to_schema().columns)), RLTapsLearningCurves
-        )
-    return RLTapsTrainResult(
-        policy_id, parent, str(path), public_metrics({**metrics, **notes}), system
+        # The shipped policy began by imitating SJF: not a start for the paper's training
+        # from random weights (teacher None).
+        if (
+            resumed.policy is None
+            and cfg.init in ("latest", "shipped")
+            and rl_cfg.teacher is not None
+        ):
+            found = load_shipped(cfg.mode, rl_cfg.env, rl_cfg.hidden)
+            if found.policy is None and cfg.init == "shipped":
+                raise ValueError(found.note)
+            if found.policy is None:
+                start_over = f"{found.note}; trained from scratch ({rl_cfg.teacher} warm start)"
+                return replace(resumed, note="; ".join(filter(None, [resumed.note, start_over])))
+            shipped.append(found)
+            parent = policy_id_for(system, found.description["checkpoint_sha256"])
+            # Its file goes beside the warehouse's checkpoints before the transaction that
+            # registers it, as every checkpoint does.
+            policies_dir(warehouse).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(found.path, policies_dir(warehouse) / f"{parent}.pt")
+            resumed = Resumed(parent, found.policy, resumed.note)
+        if resumed.policy is not None:
+            resumed.policy.check_env(rl_cfg.env)
+            if resumed.policy.cfg.hidden != rl_cfg.hidden:
+                raise ValueError(
+                    f"policy {resumed.policy_id} has hidden {resumed.policy.cfg.hidden}, this "
+                    f"stage trains {rl_cfg.hidden}: set init='scratch'"
+                )
+        return resumed
+
+    def train_mode(resumed: Resumed, advance: ProgressFn) -> Trained:
+        trained = Trained(*train(rl_cfg, init=resumed.policy, progress=advance))
+        if shipped:
+            trained.metrics["started_from"] = "shipped"
+        return trained
+
+    def register(con, **row) -> str:
+        if shipped:
+            parent = row["parent_policy_id"]
+            _register_shipped(con, shipped[0], policies_dir(warehouse) / f"{parent}.pt", parent)
+        return register_policy(con, **row)
+
+    result = train_and_register(
+        warehouse,
+        system=system,
+        key=input_key(cfg.init, asdict(rl_cfg)),
+        config=cfg,
+        start=start,
+        train=train_mode,
+        bar=f"RL-TAPS {cfg.mode} REINFORCE",
+        progress=progress,
+        workloads=lambda trained: {
+            f"rl-taps-bimodal:{rl_cfg.n_jobs}:{s}"
+            for seeds in trained.metrics["train_seeds"]
+            for s in seeds
+        },
+        write=lambda con, policy_id, trained: replace_policy_rows(
+            con, RLTapsLearningCurves, trained.curve, policy_id=policy_id
+        ),
+        register=register,
     )
+    return RLTapsTrainResult(**vars(result), system=system)
 
 
 def _register_shipped(con, shipped: Shipped, path: Path, policy_id: str) -> None:
@@ -506,27 +501,14 @@ def _evaluation_result(
     )
 
 
-def _cached(con, key: str, system: str) -> RLTapsTrainResult | None:
-    """The policy of `system` already trained on these inputs, as this stage's result."""
-    done = already_trained(con, key, system)
-    if done is None:
-        return None
-    return RLTapsTrainResult(**vars(done), system=system)
-
-
 # -- the arena: RL-TAPS' decision on the evaluation's cluster ------------------------------
-
-
-def _eval_setting() -> SimConfig:
-    """The simulator the evaluation runs (its cluster, slot, window and speed realism)."""
-    return EvalConfig().sim_config(0)
 
 
 def _arena_reinforce() -> ArenaTrainConfig:
     """`RLTapsArenaConfig.reinforce`'s default, in the evaluation's setting. The learning
     rate is RL-TAPS' 0.001 x 10: a budget of seconds makes a handful of updates, and 0.03
     and more diverged in trials on the validation split."""
-    sim = _eval_setting()
+    sim = eval_setting()
     return ArenaTrainConfig(
         sim=sim,
         env=ArenaEnvConfig(
@@ -557,7 +539,7 @@ class RLTapsArenaConfig:
 
     workload_set: str = "dl2-synthetic"
     """Derivation whose train split is trained on and whose validation split validates."""
-    sim: SimConfig = field(default_factory=_eval_setting)
+    sim: SimConfig = field(default_factory=eval_setting)
     """Simulator of training and validation (default: the evaluation's)."""
     reinforce: ArenaTrainConfig = field(default_factory=_arena_reinforce)
     """REINFORCE in the arena (its simulator, its decision's cluster and window, and its
@@ -613,45 +595,36 @@ def train_arena_stage(
     with connect(warehouse) as con:
         train_jobs = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
         val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
-        key = input_key(cfg.init, tr_cfg, train_jobs, val_jobs)
-        done = already_trained(con, key, ARENA_SYSTEM)
-        if done is not None:
-            return done
-        resumed = _start_from(
-            con, cfg.init, ARENA_SYSTEM, arena_policy_from_checkpoint, cfg.workload_set
-        )
-    parent, init = resumed.policy_id, resumed.policy
-    notes = resume_note(resumed)
-    if init is not None and _fits(init, tr_cfg):
+
+    def start(con) -> Resumed:
+        parent = parent_of(cfg.init, lambda: newest_policy(con, ARENA_SYSTEM, cfg.workload_set))
+        resumed = resume_from(con, parent, arena_policy_from_checkpoint)
+        why = resumed.policy is not None and _fits(resumed.policy, tr_cfg)
+        if not why:
+            return resumed
         if cfg.init not in ("latest", "scratch"):
-            raise ValueError(
-                f"policy {parent} cannot continue this training: {_fits(init, tr_cfg)}"
+            raise ValueError(f"policy {resumed.policy_id} cannot continue this training: {why}")
+        return Resumed(
+            None, None, f"newest policy {resumed.policy_id} not continued ({why}): from scratch"
+        )
+
+    return train_and_register(
+        warehouse,
+        system=ARENA_SYSTEM,
+        key=input_key(cfg.init, tr_cfg, train_jobs, val_jobs),
+        config=cfg,
+        start=start,
+        train=lambda resumed, advance: Trained(
+            *train_arena(
+                tr_cfg,
+                _sequences(train_jobs),
+                _sequences(val_jobs),
+                init=resumed.policy,
+                progress=advance,
             )
-        why = _fits(init, tr_cfg)
-        notes = {"resume_note": f"newest policy {parent} not continued ({why}): from scratch"}
-        parent, init = None, None
-    with progress.bar("RL-TAPS arena training sequences") as advance:
-        policy, curve, metrics = train_arena(
-            tr_cfg, _sequences(train_jobs), _sequences(val_jobs), init=init, progress=advance
-        )
-    path, sha = save_checkpoint_file(policy, warehouse, ARENA_SYSTEM)
-    training = sorted(train_jobs["workload_id"].unique().to_list())
-    with connect(warehouse) as con, transaction(con):
-        policy_id = register_policy(
-            con,
-            system=ARENA_SYSTEM,
-            config=policy.checkpoint_config(),
-            checkpoint_path=path,
-            sha256=sha,
-            training_workloads=training,
-            metrics={
-                **metrics,
-                "workload_set": cfg.workload_set,
-                "stage_config": cfg.to_dict(),
-                "input_key": key,
-                **notes,
-            },
-            parent_policy_id=parent,
-            curve=curve,
-        )
-    return TrainResult(policy_id, parent, str(path), public_metrics({**metrics, **notes}))
+        ),
+        bar="RL-TAPS arena training sequences",
+        progress=progress,
+        workloads=train_jobs["workload_id"].unique().to_list(),
+        metrics={"workload_set": cfg.workload_set},
+    )
