@@ -9,30 +9,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from pipelines.cli import _resume_notes
-from pipelines.system import resized
 from pipelines.systems.chic.stages import ChicEvalConfig, evaluate_chic_stage, train_chic_stage
 from pipelines.systems.rltaps.stages import (
-    RLTapsStageConfig,
     evaluate_rltaps_stage,
     train_rltaps_stage,
 )
 from tests.test_chic_pipeline import TINY as CHIC
+from tests.test_rltaps_pipeline import CFG as RLTAPS
 from warehouse import connect, read_frame
-
-RLTAPS = resized(
-    RLTapsStageConfig(test_sequences=3),
-    {
-        "reinforce.n_jobs": 6,
-        "reinforce.env.max_steps": 50,
-        "reinforce.train_sequences": 2,
-        "reinforce.val_sequences": 2,
-        "reinforce.episodes": 2,
-        "reinforce.batch_sequences": 2,
-        "reinforce.epochs": 2,
-        "reinforce.refresh_every": 1,
-        "reinforce.hidden": 32,
-    },
-)
 
 
 def _problems(path) -> dict[str, str]:

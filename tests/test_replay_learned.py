@@ -28,6 +28,16 @@ def trained(reference_run, tmp_path, monkeypatch):
     return warehouse, source["source_id"][0]
 
 
+def _runs(con, source: str):
+    """The learned replay's eval_runs rows of `source`: scheduler, policy, jobs, JCT."""
+    return read_frame(
+        con,
+        "SELECT scheduler, policy, n_jobs, avg_jct_s FROM eval_runs WHERE workload_set = ? "
+        "ORDER BY scheduler",
+        [f"replay-arena:{source}"],
+    )
+
+
 def test_each_family_runs_its_policy_trained_on_the_source(trained, capsys):
     warehouse, source = trained
     with connect(warehouse, read_only=True) as con:
@@ -51,12 +61,7 @@ def test_each_family_runs_its_policy_trained_on_the_source(trained, capsys):
     assert lines[1].startswith(f"{source} (arena's simulator): ")
     assert "best dl2 dl2 " in lines[1]
     with connect(warehouse, read_only=True) as con:
-        runs = read_frame(
-            con,
-            "SELECT scheduler, policy, n_jobs, avg_jct_s FROM eval_runs WHERE workload_set = ? "
-            "ORDER BY scheduler",
-            [f"replay-arena:{source}"],
-        )
+        runs = _runs(con, source)
         summary = read_frame(
             con,
             "SELECT scheduler, family, best_heuristic, ratio_ci_low FROM eval_summary "
@@ -78,13 +83,7 @@ def test_each_family_runs_its_policy_trained_on_the_source(trained, capsys):
     # The same command again: the same figures (deterministic), rows replaced.
     assert main([*argv, "--scheduler", "dl2", "--quiet"]) == 0
     with connect(warehouse, read_only=True) as con:
-        again = read_frame(
-            con,
-            "SELECT scheduler, policy, n_jobs, avg_jct_s FROM eval_runs WHERE workload_set = ? "
-            "ORDER BY scheduler",
-            [f"replay-arena:{source}"],
-        )
-    assert again.equals(runs)
+        assert _runs(con, source).equals(runs)
     # Every job in the system is visible (no arena window capping the jobs that run).
     with connect(warehouse, read_only=True) as con:
         configs = read_frame(
