@@ -170,6 +170,14 @@ class EvalSummary(pa.DataFrameModel):
     """Mean of eval_runs.reward where every run has one."""
     mean_reward_ci_low: pl.Float64 = pa.Field(nullable=True)
     mean_reward_ci_high: pl.Float64 = pa.Field(nullable=True)
+    teacher: pl.Utf8 = pa.Field(nullable=True)
+    """The scheduler this one imitated or searched with, where it ran in the same
+    evaluation (DL2's searched table "dl2-table"); NULL for a heuristic or without one."""
+    ratio_to_teacher: pl.Float64 = pa.Field(nullable=True, gt=0)
+    """Paired ratio of `ratio_metric` to the teacher's, the test sequence as the unit (as
+    `ratio_to_best_heuristic`): below 1, the learning added something over its teacher."""
+    teacher_ci_low: pl.Float64 = pa.Field(nullable=True)
+    teacher_ci_high: pl.Float64 = pa.Field(nullable=True)
 
     class Config:
         name = "eval_summary"
@@ -187,6 +195,7 @@ class EvalSummary(pa.DataFrameModel):
             ("mean_slowdown", "mean_slowdown"),
             ("utilization", "utilization"),
             ("jct_ratio", "jct_ratio"),
+            ("ratio_to_teacher", "teacher"),
         ]
         ok = pl.lit(True)
         for metric, stem in metrics:

@@ -97,6 +97,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -210,6 +211,25 @@ declare theirs (`Steps.loaders`, keyed by `policies.system`)."""
 
 
 @dataclass(frozen=True)
+class ArenaLoader:
+    """A system's loader (`Steps.loaders` may give this instead of a bare `Loader`) with
+    what the evaluation needs to know of the policies it loads besides how they run."""
+
+    load: Loader
+    baseline: bool = False
+    """Its policies are baselines, not learned schedulers (DL2's searched table): the
+    leaderboard lists them as heuristics, and the best heuristic is chosen among them too."""
+    teacher: Callable[[Mapping[str, Any]], str | None] | None = None
+    """The scheduler name, in the evaluation, of what a policy imitated or searched with,
+    from its `policies` row (its metrics' `stage_config`); None: no teacher."""
+
+
+def arena_loader(entry: Loader | ArenaLoader) -> ArenaLoader:
+    """`entry` as an `ArenaLoader` (a bare loader: a learned system's, without a teacher)."""
+    return entry if isinstance(entry, ArenaLoader) else ArenaLoader(entry)
+
+
+@dataclass(frozen=True)
 class LearnedPolicy:
     """A registered policy (a `policies` row) evaluated under the scheduler name `name`."""
 
@@ -223,6 +243,16 @@ class LearnedPolicy:
     loader: Loader | None = field(default=None, compare=False, repr=False)
     """How it runs here (from its system's steps); None: its system has no policy that runs
     in this setting."""
+    teacher: str | None = None
+    """The scheduler it imitated or searched with (`ArenaLoader.teacher`): where that one
+    runs in the same evaluation, the summary gives the ratio to it (`ratio_to_teacher`)."""
+    baseline: bool = False
+    """A baseline built by a learned system's training (`ArenaLoader.baseline`)."""
+
+    @property
+    def family(self) -> str:
+        """Its leaderboard family: "heuristic" for a baseline, else its system's."""
+        return "heuristic" if self.baseline else family_of(self.system)
 
 
 @dataclass(frozen=True)
@@ -768,7 +798,8 @@ def summarize(runs: pl.DataFrame, cfg: EvalConfig, version: str) -> pl.DataFrame
         slot_s=cfg.slot_s,
         config=canonical_json(cfg.to_dict()),
         version=version,
-        families={ref.name: family_of(ref.system) for ref in cfg.learned},
+        families={ref.name: ref.family for ref in cfg.learned},
+        teachers={ref.name: ref.teacher for ref in cfg.learned if ref.teacher is not None},
     )
 
 
@@ -801,13 +832,15 @@ def summarize_runs(
     families: Mapping[str, str] | None = None,
     metric: str = "avg_jct_s",
     scenario: str | None = None,
+    teachers: Mapping[str, str] | None = None,
 ) -> pl.DataFrame:
     """eval_summary rows of any evaluation's `eval_runs` rows: means with intervals, the
     ratio of `metric` (a per-run cost: average JCT, or RL-TAPS' mean slowdown) to
     `reference` and to the set's best non-oracle heuristic (lowest mean `metric`), each
     paired by (workload, replicate) with the sequence as the unit. `families`: scheduler ->
     learned system (others: heuristic); `scenario`: the paper whose own scenario the sets
-    are (None: workload sets)."""
+    are (None: workload sets); `teachers`: scheduler -> the scheduler it learned from, for
+    the ratio to it (`ratio_to_teacher`, where that one ran on the same set)."""
     families = dict(families or {})
     sets = runs["workload_set"].unique().to_list()
     to_reference = _paired_ratios(runs, dict.fromkeys(sets, reference), confidence, metric)
@@ -853,6 +886,7 @@ def summarize_runs(
     for row in rows:
         row["family"] = families.get(row["scheduler"], "heuristic")
     _add_best_heuristic(rows, runs, confidence, metric)
+    _add_teachers(rows, runs, dict(teachers or {}), confidence, metric)
     rows.sort(key=lambda r: (r["workload_set"], rank[r["scheduler"]]))
     frame = pl.DataFrame(rows, infer_schema_length=None)
     return cast_to_contract(frame, EvalSummary)
@@ -907,6 +941,27 @@ def _add_best_heuristic(
                 ratio_ci_low=low,
                 ratio_ci_high=high,
             )
+
+
+def _add_teachers(
+    rows: list[dict], runs: pl.DataFrame, teachers: dict[str, str], confidence: float, metric: str
+) -> None:
+    """Every scheduler's paired ratio to its teacher (`teachers`), where the teacher ran on
+    the same workload set: does the learning add anything over what it learned from?"""
+    ran = {(r["workload_set"], r["scheduler"]) for r in rows}
+    for teacher in sorted(set(teachers.values())):
+        sets = {workload_set: teacher for workload_set, name in ran if name == teacher}
+        to_teacher = _paired_ratios(runs, sets, confidence, metric)
+        for row in rows:
+            key = (row["workload_set"], row["scheduler"])
+            if teachers.get(row["scheduler"]) == teacher and key in to_teacher:
+                ratio, low, high = to_teacher[key]
+                row.update(
+                    teacher=teacher,
+                    ratio_to_teacher=ratio,
+                    teacher_ci_low=low,
+                    teacher_ci_high=high,
+                )
 
 
 # -- storage and plots ---------------------------------------------------------------------

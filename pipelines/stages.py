@@ -7,6 +7,7 @@ Prefect tasks (pipelines/flows.py) are thin wrappers around these.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import uuid
@@ -22,10 +23,12 @@ from models.checkpoints import checkpoint_file
 from models.torch_scope import scoped_torch
 from pipelines.contracts import FidelityChecks, PipelineRuns
 from pipelines.evaluation import (
+    ArenaLoader,
     EvalConfig,
     EvalTables,
     LearnedPolicy,
     Loader,
+    arena_loader,
     evaluate,
     evaluation_id,
     headline,
@@ -327,12 +330,15 @@ def _stored_evaluation(
 
 
 def learned_policies(
-    warehouse: str | Path | None, wanted: Mapping[str, str], loaders: Mapping[str, Loader]
+    warehouse: str | Path | None,
+    wanted: Mapping[str, str],
+    loaders: Mapping[str, Loader | ArenaLoader],
 ) -> tuple[LearnedPolicy, ...]:
     """Registered policies to evaluate: scheduler name -> policy id, or -> a system name for
     its newest registered policy, each with its system's loader from `loaders`
-    (`Registry.loaders()`). Unknown ids, systems without a policy and policies of a system
-    no loader runs are errors."""
+    (`Registry.loaders()`; an `ArenaLoader` also says whether they are baselines and what
+    each learned from). Unknown ids, systems without a policy and policies of a system no
+    loader runs are errors."""
     refs = []
     with connect(warehouse) as con:
         for name, key in wanted.items():
@@ -348,12 +354,14 @@ def learned_policies(
                     '"SELECT policy_id, system, created_at FROM policies"`'
                 )
             row = rows.row(0, named=True)
+            row["metrics"] = json.loads(row["metrics"])
             if row["system"] not in loaders:
                 raise ValueError(
                     f"policy {row['policy_id']} (system {row['system']!r}) does not run in "
                     f"the evaluation's setting; these systems' policies do: "
                     f"{', '.join(sorted(loaders)) or 'none'}"
                 )
+            entry = arena_loader(loaders[row["system"]])
             refs.append(
                 LearnedPolicy(
                     name=name,
@@ -361,7 +369,9 @@ def learned_policies(
                     system=row["system"],
                     checkpoint_path=str(checkpoint_file(con, row["checkpoint_path"])),
                     sha256=row["sha256"],
-                    loader=loaders[row["system"]],
+                    loader=entry.load,
+                    teacher=entry.teacher(row) if entry.teacher is not None else None,
+                    baseline=entry.baseline,
                 )
             )
     return tuple(refs)

@@ -51,7 +51,7 @@ import numpy as np
 if TYPE_CHECKING:
     import duckdb
 
-    from pipelines.evaluation import Loader
+    from pipelines.evaluation import ArenaLoader, Loader
     from pipelines.progress import Reporter
     from pipelines.sections import Section
 
@@ -134,9 +134,10 @@ class Steps(Protocol):
         """The policies it enters into the evaluation on every workload set, once trained:
         scheduler name -> {the set each was trained on -> policy id}; {} when none."""
 
-    def loaders(self) -> dict[str, Loader]:
+    def loaders(self) -> dict[str, Loader | ArenaLoader]:
         """How its checkpoints run in that evaluation: `policies.system` -> loader
-        (`pipelines.evaluation.Loader`); {} when none of its policies runs there."""
+        (`pipelines.evaluation.Loader`, or an `ArenaLoader` naming what a policy learned
+        from, or marking a baseline it builds); {} when none of its policies runs there."""
 
     def collect(self, run: RunContext, cfg: Any, pending: Pending) -> dict:
         """Wait for what it submitted; its part of the run summary."""
@@ -268,9 +269,9 @@ class Registry:
     def __repr__(self) -> str:
         return f"Registry({', '.join(s.name for s in self.systems)})"
 
-    def loaders(self) -> dict[str, Loader]:
+    def loaders(self) -> dict[str, Loader | ArenaLoader]:
         """Every system's arena loaders, by `policies.system` (imports each system's steps)."""
-        out: dict[str, Loader] = {}
+        out: dict[str, Loader | ArenaLoader] = {}
         for system in self.systems:
             for name, loader in system.steps().loaders().items():
                 if name in out:

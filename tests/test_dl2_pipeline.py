@@ -20,6 +20,7 @@ from pipelines.systems.dl2.stages import (
     DL2StageConfig,
     finetune_stage,
     record_stage,
+    table_stage,
     teacher_policy,
     warmup_stage,
 )
@@ -72,7 +73,9 @@ def test_stages_register_policies_with_lineage_and_curves(trained):
     path, (recorded, warm, tuned) = trained
     assert tuned.parent_policy_id == warm.policy_id
     with connect(path) as con:
-        policies = read_frame(con, "SELECT * FROM policies ORDER BY created_at")
+        policies = read_frame(
+            con, "SELECT * FROM policies WHERE system = 'dl2' ORDER BY created_at"
+        )
         phases = read_frame(
             con, "SELECT policy_id, phase, count(*) AS n FROM dl2_learning_curves GROUP BY ALL"
         )
@@ -275,3 +278,38 @@ def test_fifo_and_srtf_can_teach_the_warm_up(trained):
                 )["config"][0]
             )["net"]
         assert net["bundle_first"] is False
+
+
+def test_the_searched_table_runs_beside_dl2_as_a_baseline_and_as_its_teacher(trained):
+    path, (recorded, warm, tuned) = trained
+    table = table_stage(path, CFG, recorded.run_id)
+    assert table.policy_id.startswith("dl2-table-")
+    assert table_stage(path, CFG, recorded.run_id).policy_id == table.policy_id
+    assert table_stage(path, replace(CFG, teacher="drf"), recorded.run_id) is None
+    wanted = {"dl2": tuned.policy_id, "dl2-warmup": warm.policy_id, "dl2-table": table.policy_id}
+    refs = {r.name: r for r in learned_policies(path, wanted, SYSTEMS.loaders())}
+    assert refs["dl2"].teacher == refs["dl2-warmup"].teacher == "dl2-table"
+    assert refs["dl2-table"].baseline and refs["dl2-table"].family == "heuristic"
+    assert refs["dl2"].family == "dl2" and not refs["dl2"].baseline
+    with connect(path) as con:
+        workloads = read_frame(con, "SELECT * FROM workloads")
+        jobs = read_frame(con, "SELECT * FROM workload_jobs")
+        teacher = teacher_policy(con, CFG, recorded.run_id)
+    cfg = EvalConfig(
+        workload_sets=("tiny",),
+        schedulers=("drf",),
+        n_seeds=2,
+        cluster=SIM.cluster,
+        learned=tuple(refs.values()),
+    )
+    tables = evaluate(jobs, workloads, cfg)
+    by = {r["scheduler"]: r for r in tables.summary.iter_rows(named=True)}
+    assert by["dl2-table"]["family"] == "heuristic"
+    fair = {name: by[name]["avg_jct_s"] for name in ("drf", "dl2-table")}
+    assert by["dl2"]["best_heuristic"] == min(fair, key=fair.get)
+    assert by["dl2"]["teacher"] == "dl2-table" and by["dl2"]["ratio_to_teacher"] > 0
+    assert by["drf"]["teacher"] is None
+    # The registered table is the teacher the warm-up imitated, with its decision timing.
+    loaded = refs["dl2-table"].loader(refs["dl2-table"], cfg).allocation
+    assert dict(loaded.table) == dict(teacher.table) and len(teacher.table) > 0
+    assert (loaded.interval_s, loaded.trigger) == (teacher.interval_s, teacher.trigger)

@@ -615,6 +615,60 @@ def test_the_best_heuristic_is_never_an_oracle_and_ratios_are_paired():
     assert by["fifo"]["ratio_ci_low"] > 1
 
 
+def test_a_learned_policy_is_compared_with_its_teacher_and_a_built_baseline_can_be_best():
+    from pipelines.evaluation import summarize_runs
+
+    # Three sequences x two replicates. "table" is a baseline a learned system built (its
+    # family: heuristic), better than drf: it is the best heuristic, and dl2's teacher.
+    jct = {
+        "drf": [10.0, 10, 10, 10, 10, 10],
+        "table": [8.0, 8, 9, 9, 10, 10],
+        "dl2": [8.0, 8, 9, 9, 11, 11],
+        "dl2-warmup": [16.0, 16, 18, 18, 20, 20],
+    }
+    rows = [
+        {
+            "eval_id": "e",
+            "workload_set": "s",
+            "scheduler": name,
+            "policy": name,
+            "workload_id": f"w{k // 2}",
+            "replicate": k % 2,
+            "seed": k % 2,
+            "n_jobs": 3,
+            "avg_jct_s": v,
+            "median_jct_s": v,
+            "p95_jct_s": v,
+            "makespan_s": v,
+            "mean_slowdown": 1.0,
+            "utilization": 0.5,
+        }
+        for name, values in jct.items()
+        for k, v in enumerate(values)
+    ]
+    summary = summarize_runs(
+        pl.DataFrame(rows),
+        reference="drf",
+        order=list(jct),
+        confidence=0.95,
+        slot_s=1.0,
+        config="{}",
+        version="v",
+        families={"dl2": "dl2", "dl2-warmup": "dl2", "table": "heuristic"},
+        teachers={"dl2": "table", "dl2-warmup": "table", "drf": "absent"},
+    )
+    by = {r["scheduler"]: r for r in summary.iter_rows(named=True)}
+    assert {r["best_heuristic"] for r in by.values()} == {"table"}
+    assert by["dl2"]["teacher"] == "table"
+    # Per sequence 1, 1, 11/10: the learning adds nothing over the table.
+    assert by["dl2"]["ratio_to_teacher"] == pytest.approx((1 + 1 + 1.1) / 3)
+    assert by["dl2"]["teacher_ci_low"] < 1 < by["dl2"]["teacher_ci_high"]
+    assert by["dl2-warmup"]["ratio_to_teacher"] == pytest.approx(2.0)
+    # No teacher named, or one that did not run: no ratio.
+    for name in ("table", "drf"):
+        assert by[name]["teacher"] is None and by[name]["ratio_to_teacher"] is None
+
+
 def test_an_ablation_or_arena_policy_belongs_to_its_system_family():
     from pipelines.evaluation import family_of
 

@@ -27,9 +27,12 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Any
 
 import polars as pl
+import torch
 
+from models.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
 from models.dl2.policy import average_jct, run_workloads, workload_seeds
 from models.heuristics.optimus import Optimus
 from models.heuristics.registry import PLACEMENTS
@@ -45,6 +48,9 @@ from tracelib.sim.snapshot import Allocation, JobView, Snapshot
 
 TEACHER = "searched"
 """`DL2StageConfig.teacher` / `RecorderConfig.teacher` naming the searched teacher."""
+
+TABLE_SYSTEM = "dl2-table"
+"""`policies.system` of a searched table registered as a baseline of the evaluation."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,40 @@ class ConfigTable:
             _fill(builder, i, workers, 1, 0)
             _fill(builder, i, ps, 0, 1)
         return builder.allocation()
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        """What the table is, as registered (`policies.config`): its decision timing and,
+        per model, (workers, PSs)."""
+        return {
+            "interval_s": self.interval_s,
+            "trigger": self.trigger,
+            "table": {model: list(self.table[model]) for model in sorted(self.table)},
+        }
+
+    def save(self, path) -> str:
+        """Write the table as a checkpoint (plain values, loadable weights-only); returns
+        its sha256. The same table always gives the same bytes."""
+        models = sorted(self.table)
+        state = {"table": {m: torch.tensor(self.table[m], dtype=torch.int64) for m in models}}
+        return save_checkpoint(
+            path, system=TABLE_SYSTEM, config=self.checkpoint_config(), state=state
+        )
+
+
+def load_table(path, *, sha256: str | None = None, name: str = TEACHER) -> ConfigTable:
+    """A searched table saved by `ConfigTable.save`, refused (CheckpointError) if its bytes
+    do not hash to `sha256` or its weights disagree with its registered config."""
+    ckpt = load_checkpoint(path, sha256=sha256, system=TABLE_SYSTEM)
+    state = {m: tuple(int(v) for v in t.tolist()) for m, t in ckpt.state["table"].items()}
+    stated = {m: tuple(v) for m, v in ckpt.config["table"].items()}
+    if state != stated:
+        raise CheckpointError(f"checkpoint {path}: its table differs from its config")
+    return ConfigTable(
+        MappingProxyType(state),
+        name=name,
+        interval_s=ckpt.config["interval_s"],
+        trigger=ckpt.config["trigger"],
+    )
 
 
 def _fill(builder: AllocationBuilder, i: int, upto: int, workers: int, ps: int) -> bool:
@@ -321,11 +361,13 @@ def table_of(rows: Sequence[Mapping]) -> MappingProxyType:
 
 
 __all__ = [
+    "TABLE_SYSTEM",
     "TEACHER",
     "ConfigTable",
     "ModelSearch",
     "SearchConfig",
     "SearchResult",
+    "load_table",
     "optimus_configurations",
     "result_frame",
     "search_configurations",

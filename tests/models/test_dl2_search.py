@@ -119,3 +119,25 @@ def test_the_search_is_deterministic(searched):
 def test_a_search_without_sequences_is_refused():
     with pytest.raises(ValueError, match="at least one training sequence"):
         search_configurations([], SMALL, dl2_sim(), seed=0, interval_s=None, trigger="events")
+
+
+def test_a_searched_table_saves_to_a_checkpoint_that_rebuilds_it(tmp_path):
+    from models.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
+    from models.dl2.search import TABLE_SYSTEM, load_table
+
+    table = ConfigTable(
+        MappingProxyType({"wlm": (1, 5), "resnet-50": (3, 2)}), interval_s=None, trigger="events"
+    )
+    sha = table.save(tmp_path / "a.pt")
+    assert table.save(tmp_path / "b.pt") == sha, "the same table gives the same bytes"
+    back = load_table(tmp_path / "a.pt", sha256=sha, name="dl2-table")
+    assert dict(back.table) == dict(table.table) and back.name == "dl2-table"
+    assert (back.interval_s, back.trigger) == (None, "events")
+    with pytest.raises(CheckpointError, match="sha256"):
+        load_table(tmp_path / "a.pt", sha256="0" * 64)
+    # Weights that disagree with the registered config are refused.
+    ckpt = load_checkpoint(tmp_path / "a.pt")
+    state = {"table": {**ckpt.state["table"], "wlm": ckpt.state["table"]["wlm"] + 1}}
+    save_checkpoint(tmp_path / "c.pt", system=TABLE_SYSTEM, config=ckpt.config, state=state)
+    with pytest.raises(CheckpointError, match="differs"):
+        load_table(tmp_path / "c.pt")

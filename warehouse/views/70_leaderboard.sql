@@ -1,4 +1,6 @@
--- The leaderboard across families, from eval_summary.
+-- The leaderboard across families, from eval_summary. A learned policy's teacher (what it
+-- imitated or searched with) and its paired ratio to it: `better_than_teacher` is false
+-- where the learning is not shown to add anything over what it learned from.
 CREATE OR REPLACE VIEW leaderboard AS
 WITH kinds AS (
     SELECT w.derivation AS workload_set,
@@ -30,7 +32,11 @@ everything AS (
            e.eval_id,
            e.evaluated_at,
            e.avg_jct_slots,
-           CASE WHEN e.reference = 'drf' THEN 1 - e.jct_ratio END AS improvement_over_drf
+           CASE WHEN e.reference = 'drf' THEN 1 - e.jct_ratio END AS improvement_over_drf,
+           e.teacher,
+           e.ratio_to_teacher,
+           e.teacher_ci_low,
+           e.teacher_ci_high
     FROM eval_summary e
     LEFT JOIN kinds k USING (workload_set)
 ),
@@ -80,6 +86,11 @@ SELECT x.workload_set,
        x.ci_high_s AS avg_jct_ci_high,
        x.avg_jct_slots,
        x.improvement_over_drf,
+       x.teacher,
+       x.ratio_to_teacher,
+       x.teacher_ci_low,
+       x.teacher_ci_high,
+       x.teacher_ci_high < 1 AS better_than_teacher,
        x.eval_id,
        x.evaluated_at
 FROM everything x

@@ -1,8 +1,10 @@
 """DL2's pipeline stages: decision logs, supervised warm-up, RL fine-tuning.
 
-    record_stage    a heuristic (Optimus by default; the paper's: DRF) runs over a workload
-                    set's training sequences; every inference step goes to
+    record_stage    the teacher (the searched table by default; the paper's: DRF) runs
+                    over a workload set's training sequences; every inference step goes to
                     `decision_traces`
+    table_stage     the searched table registered as a policy of its own ("dl2-table"),
+                    so the evaluation runs it beside DL2 as a baseline
     warmup_stage    imitation of those decisions; the warm policy is registered
     finetune_stage  RL in the simulator (DL2's actor-critic, or by default PPO over groups
                     of rollouts of one sequence, `models.dl2.grouped`), from the latest
@@ -47,14 +49,15 @@ from models.dl2.finetune import finetune
 from models.dl2.grouped import finetune_grouped
 from models.dl2.policy import policy_from_checkpoint
 from models.dl2.recorder import as_workloads, record_decisions
-from models.dl2.search import TEACHER as SEARCHED
 from models.dl2.search import (
+    TABLE_SYSTEM,
     ConfigTable,
     SearchConfig,
     result_frame,
     search_configurations,
     table_of,
 )
+from models.dl2.search import TEACHER as SEARCHED
 from models.dl2.warmup import warmup
 from models.heuristics.registry import ALLOCATIONS
 from pipelines.evaluation import eval_setting
@@ -394,6 +397,42 @@ def newest_teacher_configs(con) -> pl.DataFrame:
         "  WHERE system = ? AND parent_policy_id IS NULL ORDER BY created_at DESC LIMIT 1"
         ") ORDER BY model",
         [SYSTEM],
+    )
+
+
+def table_stage(
+    warehouse: str | Path | None,
+    cfg: DL2StageConfig,
+    record_run_id: str,
+    progress: Reporter = QUIET,
+) -> TrainResult | None:
+    """Register the searched table a recording imitated as a policy of system
+    "dl2-table" (None when the teacher was a heuristic): a fixed per-model configuration
+    found on the training sequences is a baseline DL2 must beat, not only its teacher.
+    Registering the same table again returns the policy already registered."""
+    if cfg.teacher != SEARCHED:
+        return None
+    with connect(warehouse) as con:
+        table = teacher_policy(con, cfg, record_run_id)
+        rows = read_frame(
+            con,
+            "SELECT DISTINCT workload_id FROM decision_traces WHERE run_id = ?",
+            [record_run_id],
+        )
+
+    def train(_: Resumed, advance: ProgressFn) -> Trained:
+        return Trained(table, None, {"record_run_id": record_run_id, "models": len(table.table)})
+
+    return train_and_register(
+        warehouse,
+        system=TABLE_SYSTEM,
+        key=input_key(record_run_id, table.checkpoint_config()),
+        config=cfg,
+        train=train,
+        bar="DL2 searched table",
+        progress=progress,
+        workloads=rows["workload_id"].sort().to_list(),
+        metrics={"record_run_id": record_run_id},
     )
 
 

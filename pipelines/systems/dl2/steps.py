@@ -10,7 +10,9 @@ from dataclasses import asdict, replace
 import polars as pl
 from prefect import task
 
-from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
+from models.dl2.search import TABLE_SYSTEM
+from models.dl2.search import TEACHER as SEARCHED
+from pipelines.evaluation import ArenaLoader, EvalConfig, LearnedPolicy, Loader, NotApplicable
 from pipelines.progress import QUIET, Reporter
 from pipelines.retries import IO_RETRIES
 from pipelines.sections import Section, exists, frame_table
@@ -21,6 +23,7 @@ from pipelines.systems.dl2.stages import (
     finetune_stage,
     newest_teacher_configs,
     record_stage,
+    table_stage,
     warmup_stage,
 )
 from tracelib.sim import DecisionPolicy, Scheduler
@@ -33,7 +36,9 @@ config = DL2StageConfig
 @task(name="dl2-record-decisions", **IO_RETRIES)
 def record_task(warehouse: str | None, cfg: DL2StageConfig, progress: Reporter = QUIET) -> dict:
     with progress.stage(f"DL2 record {cfg.teacher} decisions"):
-        return asdict(record_stage(warehouse, cfg, progress))
+        recorded = record_stage(warehouse, cfg, progress)
+        table = table_stage(warehouse, cfg, recorded.run_id, progress)
+        return asdict(recorded) | {"table_policy_id": table.policy_id if table else None}
 
 
 @task(name="dl2-warmup", **IO_RETRIES)
@@ -98,23 +103,46 @@ def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
     return Scheduler(policy, PLACEMENTS.create(cfg.default_placement))
 
 
-def loaders() -> dict[str, Loader]:
-    """DL2's and every variant's checkpoints allocate in the evaluation."""
-    return dict.fromkeys(VARIANTS, load_arena_policy)
+def load_table_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
+    """The searched table (`table_stage`) allocating in the evaluation, placed by the
+    evaluation's default placement, as DL2 is."""
+    from models.dl2.search import load_table
+    from models.heuristics.registry import PLACEMENTS
+
+    table = load_table(ref.checkpoint_path, sha256=ref.sha256, name=ref.policy_id)
+    return Scheduler(table, PLACEMENTS.create(cfg.default_placement))
+
+
+def teacher_of(policy: dict) -> str | None:
+    """The scheduler a DL2-family policy learned from, by its name in the evaluation: the
+    searched table ("dl2-table") or the heuristic its warm-up imitated ("drf", ...)."""
+    teacher = policy["metrics"].get("stage_config", {}).get("teacher")
+    return TABLE_SYSTEM if teacher == SEARCHED else teacher
+
+
+def loaders() -> dict[str, Loader | ArenaLoader]:
+    """DL2's and every variant's checkpoints allocate in the evaluation, each beside its
+    teacher; the searched table runs there as a baseline."""
+    return {
+        **dict.fromkeys(VARIANTS, ArenaLoader(load_arena_policy, teacher=teacher_of)),
+        TABLE_SYSTEM: ArenaLoader(load_table_policy, baseline=True),
+    }
 
 
 def arena(run: RunContext, pending: Pending) -> ArenaPolicies:
     """The warm-up and every fine-tuned policy, by scheduler name: one policy for every
     set, as each fine-tuning learns from the synthetic set and every production set at
     once (`finetune_sets`), the way DL2 trains one policy on its whole trace; the warm-up
-    imitates the teacher on the synthetic set."""
+    imitates the teacher on the synthetic set, and the searched teacher's table runs too
+    ("dl2-table", a baseline)."""
     sets = (run.synthetic_set, *run.production_sets)
     warm = pending["warmup"].result()
     tuned = {name: f.result()["policy_id"] for name, f in pending["finetune"].items()}
-    return {
-        name: dict.fromkeys(sets, policy_id)
-        for name, policy_id in {"dl2-warmup": warm["policy_id"], **tuned}.items()
-    }
+    table = pending["record"].result()["table_policy_id"]
+    entered = {"dl2-warmup": warm["policy_id"], **tuned}
+    if table is not None:
+        entered[TABLE_SYSTEM] = table
+    return {name: dict.fromkeys(sets, policy_id) for name, policy_id in entered.items()}
 
 
 def collect(run: RunContext, cfg: DL2StageConfig, pending: Pending) -> dict:
