@@ -26,12 +26,6 @@ ORDER_NAMES = ("arrival", "shortest", "smallest-area", "newest")
 """Job orders a rule may place the waiting jobs in (`placement.ORDERS`)."""
 BASELINES = ("load-balancing", "tetris", "lif-line", "lif-quad")
 """Harmony's baselines (section VI.B), in its order."""
-ORDERED_BASELINES = ("lif-quad/shortest",)
-"""Heuristics that are not the paper's, evaluated beside its baselines: LIF-Quad placing
-the waiting jobs shortest remaining work first (`RulePlacement.named`). Harmony's policy
-chooses which waiting job to place as well as where, and the paper's baselines always take
-the oldest; with this order LIF-Quad's average JCT is 2-17% lower than in arrival order
-here, as low as Harmony's, so it is the heuristic Harmony has to beat (docs/harmony.md)."""
 
 Credit = Literal["interval", "marginal", "marginal+rest"]
 Speed = Literal["predictor", "simulator"]
@@ -195,6 +189,19 @@ class HarmonySearchConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+ORDERED_BASELINES = tuple(
+    f"{rule}/{order}" for rule, order in HarmonySearchConfig().candidates if order != "arrival"
+)
+"""Heuristics that are not the paper's, evaluated beside its baselines: every candidate the
+searched teacher chooses among (`HarmonySearchConfig.candidates`) other than the paper's
+rules in arrival order, each a rule placing the waiting jobs in its order
+(`RulePlacement.named`, e.g. "lif-quad/shortest"). Harmony's policy chooses which waiting
+job to place as well as where, and the paper's baselines always take the oldest; with the
+shortest remaining work first LIF-Quad's average JCT is 2-17% lower than in arrival order
+here, as low as Harmony's. What the teacher searches with is a baseline Harmony has to
+beat (docs/harmony.md)."""
 
 
 @dataclass(frozen=True)
