@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import polars as pl
 import pytest
 
 from models.chic.config import CEMConfig
@@ -134,6 +135,18 @@ def test_own_evaluation_lands_in_the_eval_tables_with_paired_ratios(trained):
     assert set(learned["kind"]) == {"paper"} and learned["ratio_paired"].all()
     assert learned["ratio_ci_low"].is_not_null().all()
     assert (learned["ratio_ci_low"] <= learned["ratio_to_best_heuristic"]).all()
+    # Each policy's warm start cloned Optimus: its ratio to Optimus at every event, paired.
+    assert set(chic["teacher"]) == {"optimus-events"}
+    for row in chic.iter_rows(named=True):
+        ratio = (
+            runs.filter(workload_set=row["workload_set"])
+            .pivot("scheduler", index="workload_id", values="avg_jct_s")
+            .select(pl.col(row["scheduler"]) / pl.col("optimus-events"))
+            .to_series()
+            .mean()
+        )
+        assert row["ratio_to_teacher"] == pytest.approx(ratio)
+    assert summary.filter(family="heuristic")["teacher"].is_null().all()
 
 
 def test_same_seed_same_policy(tmp_path):

@@ -270,17 +270,20 @@ def chic_tables(
     loaded: dict[str, ChicPolicy],
     eval_id: str,
     progress: ProgressFn = no_progress,
+    teachers: dict[str, str] | None = None,
 ) -> EvalTables:
     """Chic's own scenario (section 6) through the one evaluation: at every rate (set
     chic@<rate>/h), Optimus at each interval and every policy of `policies` ((variant,
     trained-at rate) -> policy id, loaded in `loaded`) on the same unseen sequences (one
     run each; Optimus' simulator seed is the sequence's seed, a policy's actions are sampled
     per sequence from `cfg.seed`, as Chic's own evaluation always ran them). Paired ratios
-    to the best Optimus interval. Pure: same inputs, same tables."""
+    to the best Optimus interval, and each policy's to its warm start's teacher
+    (`teachers`: policy id -> the teacher's scheduler name). Pure: same inputs, same
+    tables."""
     seeds = split_seeds("test", cfg.test_sequences, cfg.seed)
     version = code_version()
     config = canonical_json({**asdict(cfg), "sequence_seeds": list(seeds)})
-    run_frames, job_frames, order, families = [], [], [], {}
+    run_frames, job_frames, order, families, taught = [], [], [], {}, {}
     for done, rate in enumerate(cfg.rates, 1):
         scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
         rates = best_rates(scenario.cluster(), chic_speed(), scenario.catalogue)
@@ -336,6 +339,8 @@ def chic_tables(
                 )
                 schedulers[system] = _replayed(results, pid, rates, delay, scenario)
                 families[system] = SCENARIO
+                if (teacher := (teachers or {}).get(pid)) in schedulers:
+                    taught[system] = teacher
         runs, jobs = run_schedulers(
             schedulers,
             workloads,
@@ -359,8 +364,21 @@ def chic_tables(
         version=version,
         families=families,
         scenario=SCENARIO,
+        teachers=taught,
     )
     return EvalTables(eval_id, runs, pl.concat(job_frames), summary)
+
+
+def warm_start_teacher(con, policy_id: str) -> str | None:
+    """The scheduler of Chic's own evaluation a policy's warm start cloned: Optimus
+    deciding at every event (`optimus-events`, as the clone's Optimus decided inside Chic's
+    MDP, there over its first I jobs), or None without a warm start."""
+    (teacher,) = con.sql(
+        "SELECT json_extract_string(metrics, '$.stage_config.cem.teacher') FROM policies "
+        "WHERE policy_id = ?",
+        params=[policy_id],
+    ).fetchall()[0]
+    return OPTIMUS_EVENTS if teacher == "optimus" else None
 
 
 def evaluate_chic_stage(
@@ -381,6 +399,7 @@ def evaluate_chic_stage(
                 if resumed.policy_id is not None:
                     policies[(variant, rate)] = resumed.policy_id
                     loaded[resumed.policy_id] = resumed.policy
+        teachers = {pid: t for pid in loaded if (t := warm_start_teacher(con, pid)) is not None}
     eval_id = (
         "chic-eval-"
         + input_key(
@@ -397,7 +416,7 @@ def evaluate_chic_stage(
         scoped_torch(threads=1),
         progress.bar("Chic evaluation: arrival rates", len(cfg.rates)) as advance,
     ):
-        tables = chic_tables(cfg, policies, loaded, eval_id, progress=advance)
+        tables = chic_tables(cfg, policies, loaded, eval_id, progress=advance, teachers=teachers)
     with connect(warehouse) as con, transaction(con):
         store_evaluation(con, tables)
         frame = read_frame(con, "SELECT * FROM chic_evaluation WHERE eval_id = ?", [eval_id])
