@@ -148,8 +148,9 @@ class ReinforceConfig:
             raise ValueError("need imitation_epochs >= 0, imitation_batch >= 1, lr > 0")
 
     def as_published(self) -> ReinforceConfig:
-        """The paper's training: REINFORCE from random weights (no imitation)."""
-        return replace(self, teacher=None)
+        """The paper's training: REINFORCE from random weights (no imitation), in its
+        scenario without a resume cost."""
+        return replace(self, teacher=None, env=replace(self.env, resume_cost_s=0.0))
 
     @property
     def imitates(self) -> bool:

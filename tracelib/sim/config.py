@@ -16,6 +16,12 @@ TRIGGERS = ("interval", "events")
 TRUTHS = ("measured", "analytical")
 """Where a job's isolated speed comes from (`SpeedConfig.truth`)."""
 
+RESTART_PAUSE_S = 30.0
+"""Training a job loses when it is stopped and restarted elsewhere or with other resources
+(a reallocation, a preemption's resumption): checkpoint-based restart takes tens of seconds
+(model saving, container relaunch, initialization; DL2 section 6, Fig. 11). Every
+scheduler that moves or pauses a running job pays it, learned or not."""
+
 RESOURCES = ("gpu", "cpu", "mem_gb")
 """Resource types, in the order of every (..., 3) array in the simulator."""
 
@@ -137,7 +143,7 @@ class SpeedConfig:
     epoch_error: float = 0.0
     """Epoch-estimate error: a job really needs (1 + x*U[-1,1]) times the epochs the
     scheduler sees (DL2 Fig. 14)."""
-    realloc_pause_s: float = 30.0
+    realloc_pause_s: float = RESTART_PAUSE_S
     """Training stops this long when a running job's workers/PSs or their servers change:
     checkpoint and restart takes tens of seconds (DL2 section 6.3, Fig. 11)."""
     start_delay_s: float = 0.0

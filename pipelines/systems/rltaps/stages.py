@@ -105,7 +105,7 @@ _TEST_STREAM = 0x7E57
 
 
 RLTAPS_REINFORCE = ReinforceConfig(
-    env=GpuEnvConfig(max_steps=200, resume_cost_s=0.0),
+    env=GpuEnvConfig(max_steps=200),
     n_jobs=30,
     train_sequences=6,
     val_sequences=4,
@@ -116,7 +116,7 @@ RLTAPS_REINFORCE = ReinforceConfig(
 )
 """`RLTapsStageConfig.reinforce`'s default: the paper's network, topology, state and reward
 with a small budget (30 jobs per sequence, T_max 200, 6 training and 4 validation
-sequences, 6 episodes, 4 epochs; no resume cost, as the paper)."""
+sequences, 6 episodes, 4 epochs; the scenario's resume cost, which the paper has not)."""
 
 
 @dataclass(frozen=True)
