@@ -18,7 +18,9 @@ within each sequence, sequences within each run, and the interval over runs
 (`tracelib.stats.nested_ratio`: a run is one training seed, its sequences share its
 policies, so they are not independent of each other). Printed beside its target (the
 interval's upper end below 1), with the spread of the runs' own ratios; the pooled rows are
-written to DIR/scoreboard.csv.
+written to DIR/scoreboard.csv. A learned scheduler whose evaluation names its teacher (what
+it imitated or searched with, run in the same evaluation: DL2's searched table `dl2-table`,
+Chic's `optimus-events`) gets a second line: its ratio to the teacher, nested the same way.
 
 What it measures is what a user's nightly run produces, not a system's benchmark in
 isolation: the default budgets, the default deviations, the default evaluation sizes.
@@ -114,7 +116,10 @@ def pooled(runs: pl.DataFrame, summaries: pl.DataFrame) -> pl.DataFrame:
     (concatenated): the set's best non-oracle heuristic by pooled mean and every
     scheduler's paired ratio to it."""
     about = summaries.group_by("workload_set", "scheduler").agg(
-        pl.col("family").first(), pl.col("ratio_metric").first(), pl.col("scenario").first()
+        pl.col("family").first(),
+        pl.col("ratio_metric").first(),
+        pl.col("scenario").first(),
+        pl.col("teacher").drop_nulls().first(),
     )
     out = []
     # per set: one scheduler name can be of different families in different sets (chic-pair
@@ -124,6 +129,11 @@ def pooled(runs: pl.DataFrame, summaries: pl.DataFrame) -> pl.DataFrame:
     ):
         group = runs.filter(pl.col("workload_set") == workload_set)
         families = dict(zip(sets["scheduler"], sets["family"], strict=True))
+        teachers = {
+            r["scheduler"]: r["teacher"]
+            for r in sets.iter_rows(named=True)
+            if r["teacher"] is not None
+        }
         metric = sets["ratio_metric"][0]
         rows = summarize_runs(
             group,
@@ -135,6 +145,7 @@ def pooled(runs: pl.DataFrame, summaries: pl.DataFrame) -> pl.DataFrame:
             version="",
             families=families,
             metric=metric,
+            teachers=teachers,
         )
         out.append(_nested_by_run(rows.with_columns(ratio_metric=pl.lit(metric)), runs))
     frame = pl.concat(out, how="diagonal_relaxed")
@@ -143,22 +154,27 @@ def pooled(runs: pl.DataFrame, summaries: pl.DataFrame) -> pl.DataFrame:
 
 
 def _nested_by_run(rows: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
-    """`rows` (one set's pooled summary) with each ratio to the best heuristic and its
-    interval from `nested_ratio`: sequences nested in runs, the interval over runs."""
+    """`rows` (one set's pooled summary) with each ratio to the best heuristic and to its
+    teacher, each with its interval from `nested_ratio`: sequences nested in runs, the
+    interval over runs."""
     fixed = []
     for row in rows.iter_rows(named=True):
-        if row.get("best_heuristic") is not None:
-            paired = paired_with_best(runs, row)
-            r = nested_ratio(paired["value"], paired["ref"], paired["run"], paired["sequence"])
-            row.update(ratio_to_best_heuristic=r.ratio, ratio_ci_low=r.low, ratio_ci_high=r.high)
+        for name, ratio, low, high in (
+            ("best_heuristic", "ratio_to_best_heuristic", "ratio_ci_low", "ratio_ci_high"),
+            ("teacher", "ratio_to_teacher", "teacher_ci_low", "teacher_ci_high"),
+        ):
+            if row.get(name) is not None:
+                paired = paired_with_best(runs, row, row[name])
+                r = nested_ratio(paired["value"], paired["ref"], paired["run"], paired["sequence"])
+                row.update({ratio: r.ratio, low: r.low, high: r.high})
         fixed.append(row)
     return pl.DataFrame(fixed, schema=rows.schema)
 
 
-def paired_with_best(runs: pl.DataFrame, row: dict) -> pl.DataFrame:
-    """The scheduler's runs of the row's set beside the best heuristic's on the same
-    (workload, replicate): columns run (the seed), sequence, value, ref."""
-    metric, best = row["ratio_metric"], row["best_heuristic"]
+def paired_with_best(runs: pl.DataFrame, row: dict, best: str | None = None) -> pl.DataFrame:
+    """The scheduler's runs of the row's set beside the best heuristic's (or `best`'s) on
+    the same (workload, replicate): columns run (the seed), sequence, value, ref."""
+    metric, best = row["ratio_metric"], best or row["best_heuristic"]
     in_set = runs.filter(pl.col("workload_set") == row["workload_set"])
     mine = in_set.filter(pl.col("scheduler") == row["scheduler"])
     ref = in_set.filter(pl.col("scheduler") == best).select(
@@ -214,6 +230,14 @@ def report(frame: pl.DataFrame, runs: pl.DataFrame, seeds: list[int]) -> None:
             f"n={paired.height:<4} lower on {lower:<4} runs {per_run[0]:.2f}-{per_run[-1]:.2f} "
             f"({better_runs} of {len(per_run)} below 1)  {verdict}"
         )
+        if row.get("ratio_to_teacher") is not None:
+            low, high = row["teacher_ci_low"], row["teacher_ci_high"]
+            interval = f"[{low:.3f}, {high:.3f}]" if low is not None else "[n/a]"
+            adds = "adds over it" if high is not None and high < 1 else "not shown to add"
+            print(
+                f"  {'':28} {'':10} {row['ratio_to_teacher']:6.3f} {interval:17} "
+                f"vs its teacher {row['teacher']}: {adds}"
+            )
 
 
 def main(argv: list[str]) -> int:
