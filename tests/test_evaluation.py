@@ -562,6 +562,33 @@ def test_evaluation_flows_end_to_end(prefect_harness, warehouse_path, tmp_path):
     assert flows.rows() == [("schedlab-nightly", "completed"), ("schedlab-evaluate", "completed")]
 
 
+def _two_replicate_runs(jct: dict[str, list[float]]) -> pl.DataFrame:
+    """eval_runs-like rows of one set: per scheduler, its average JCTs for (sequence k // 2,
+    replicate k % 2), every other metric constant."""
+    return pl.DataFrame(
+        [
+            {
+                "eval_id": "e",
+                "workload_set": "s",
+                "scheduler": name,
+                "policy": name,
+                "workload_id": f"w{k // 2}",
+                "replicate": k % 2,
+                "seed": k % 2,
+                "n_jobs": 3,
+                "avg_jct_s": v,
+                "median_jct_s": v,
+                "p95_jct_s": v,
+                "makespan_s": v,
+                "mean_slowdown": 1.0,
+                "utilization": 0.5,
+            }
+            for name, values in jct.items()
+            for k, v in enumerate(values)
+        ]
+    )
+
+
 def test_the_best_heuristic_is_never_an_oracle_and_ratios_are_paired():
     from pipelines.evaluation import summarize_runs
 
@@ -572,29 +599,8 @@ def test_the_best_heuristic_is_never_an_oracle_and_ratios_are_paired():
         "fifo": [20.0, 24, 30, 36, 22, 26, 24, 28],
         "dl2": [9.0, 12, 11, 12, 10, 12, 10, 12],
     }
-    rows = []
-    for name, values in jct.items():
-        for k, v in enumerate(values):
-            rows.append(
-                {
-                    "eval_id": "e",
-                    "workload_set": "s",
-                    "scheduler": name,
-                    "policy": name,
-                    "workload_id": f"w{k // 2}",
-                    "replicate": k % 2,
-                    "seed": k % 2,
-                    "n_jobs": 3,
-                    "avg_jct_s": v,
-                    "median_jct_s": v,
-                    "p95_jct_s": v,
-                    "makespan_s": v,
-                    "mean_slowdown": 1.0,
-                    "utilization": 0.5,
-                }
-            )
     summary = summarize_runs(
-        pl.DataFrame(rows),
+        _two_replicate_runs(jct),
         reference="drf",
         order=list(jct),
         confidence=0.95,
@@ -626,28 +632,8 @@ def test_a_learned_policy_is_compared_with_its_teacher_and_a_built_baseline_can_
         "dl2": [8.0, 8, 9, 9, 11, 11],
         "dl2-warmup": [16.0, 16, 18, 18, 20, 20],
     }
-    rows = [
-        {
-            "eval_id": "e",
-            "workload_set": "s",
-            "scheduler": name,
-            "policy": name,
-            "workload_id": f"w{k // 2}",
-            "replicate": k % 2,
-            "seed": k % 2,
-            "n_jobs": 3,
-            "avg_jct_s": v,
-            "median_jct_s": v,
-            "p95_jct_s": v,
-            "makespan_s": v,
-            "mean_slowdown": 1.0,
-            "utilization": 0.5,
-        }
-        for name, values in jct.items()
-        for k, v in enumerate(values)
-    ]
     summary = summarize_runs(
-        pl.DataFrame(rows),
+        _two_replicate_runs(jct),
         reference="drf",
         order=list(jct),
         confidence=0.95,
