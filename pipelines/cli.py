@@ -571,9 +571,7 @@ def cmd_replay(args) -> int:
         )
         with _display(args) as display, display.reporter.stage(f"replay {args.source_id}"):
             outcome = replay_stage(args.warehouse, cfg, display.reporter)
-        arena = _learned_replay(
-            args, learned, "all" in named, outcome.sizing.cluster.total_gpus, window
-        )
+        arena = _learned_replay(args, learned, "all" in named, outcome.sizing.cluster, window)
     except (ReplayInputError, Unplaceable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -632,9 +630,9 @@ def cmd_replay(args) -> int:
     return 0
 
 
-def _learned_replay(args, learned: tuple[str, ...], every: bool, gpus: float, window):
-    """The learned families' whole-trace run (None when none is asked for); with "all",
-    every family that has a policy for the source."""
+def _learned_replay(args, learned: tuple[str, ...], every: bool, cluster, window):
+    """The learned families' whole-trace run on the replay's `cluster` at capacity 1 (None
+    when none is asked for); with "all", every family that has a policy for the source."""
     from pipelines.replay_learned import (
         FAMILIES,
         LearnedReplayConfig,
@@ -652,7 +650,8 @@ def _learned_replay(args, learned: tuple[str, ...], every: bool, gpus: float, wi
     cfg = LearnedReplayConfig(
         args.source_id,
         learned,
-        gpus=gpus,
+        gpus=cluster.total_gpus,
+        servers=cluster,
         seed=args.seed,
         block=args.block,
         window=window,

@@ -9,10 +9,13 @@ windows:
 
 - the trace's jobs become one sequence by the same derivation as any workload set
   (`tracelib.workloads.derive_workloads`: a job's model from the DL2 catalogue, its epochs
-  from its recorded run time; completed, failed and killed jobs: the others have no run
-  time to derive epochs from), arrivals as recorded;
-- the cluster has the GPUs of the replay's cluster (its sizing rule at capacity 1), as
-  servers of the DL2 setting (2 GPUs each);
+  from its run time; its GPU type and its share of a GPU as the trace records them), the
+  jobs the replay rules replay, in every phase: a job the trace records no end for (a
+  running pod, say) runs from its submission to the trace's end, as the replay censors it
+  (`pipelines.replay.load_trace`), arrivals as recorded;
+- the cluster is the replay's at capacity 1: a node list's servers as they are (each
+  server's GPUs, GPU type, cores and memory; `arena_cluster`), else servers of the DL2
+  setting (2 GPUs each) with the replay cluster's GPUs;
 - each family runs its newest registered policy trained on a workload set of this source,
   else the newest trained on a synthetic set, composed with the arena's default for the
   other half of the decision (`EvalConfig.default_allocation` / `default_placement`);
@@ -48,13 +51,19 @@ from pipelines.evaluation import EvalConfig, NotApplicable, evaluate, store_eval
 from pipelines.progress import QUIET, Reporter
 from pipelines.replay import (
     BLOCKS,
+    REPLAYED_STATUSES,
+    ReplayConfig,
     ReplayInputError,
     headline,
+    load_trace,
     offered_load,
     with_block_intervals,
 )
 from pipelines.stages import learned_policies
 from tracelib.scenarios.dl2 import DL2_SMALL
+from tracelib.sim import ClusterConfig
+from tracelib.sim.config import ServerGroup
+from tracelib.sim.replay import ReplayCluster
 from tracelib.workloads import DeriveConfig, derive_workloads
 from warehouse import connect, read_frame, transaction
 
@@ -80,6 +89,9 @@ class LearnedReplayConfig:
     families: tuple[str, ...]
     gpus: float
     """GPUs of the cluster (the replay's, at capacity 1)."""
+    servers: ReplayCluster | None = None
+    """The replay's cluster at capacity 1; where its servers differ or carry GPU types (a
+    node list), the arena's simulator runs on those servers (`arena_cluster`)."""
     baselines: tuple[str, ...] = BASELINES
     seed: int = 0
     """Root seed: the simulator's seed and the bootstrap's draws."""
@@ -155,12 +167,58 @@ def _trained_on(sets: set[str], training_workloads: str | None) -> bool:
 def whole_trace_workload(
     jobs: pl.DataFrame, sources: pl.DataFrame, workload_set: str
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The source's jobs as one test sequence of the arena's simulator (workloads and
-    workload_jobs frames, not stored)."""
+    """The source's jobs (`jobs` rows whose `duration_s` is their run time, censored ones
+    included) as one test sequence of the arena's simulator (workloads and workload_jobs
+    frames, not stored)."""
     cfg = DeriveConfig(
-        name=workload_set, jobs_per_sequence=max(1, jobs.height), split_fractions=(0.0, 0.0, 1.0)
+        name=workload_set,
+        jobs_per_sequence=max(1, jobs.height),
+        split_fractions=(0.0, 0.0, 1.0),
+        statuses=REPLAYED_STATUSES,
     )
     return derive_workloads(jobs, sources, cfg)
+
+
+def replayed_jobs(con, source_id: str, window) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The source's `jobs` rows the replay rules replay (every phase; see
+    `pipelines.replay.load_trace`), each with `duration_s` its run time there (a job
+    without a recorded end held to the trace's end), and the left-out counts by reason."""
+    kept, left_out, _ = load_trace(con, ReplayConfig(source_id, window=window))
+    rows = read_frame(con, "SELECT * FROM jobs WHERE source_id = ?", [source_id])
+    run = kept.select("job_id", "run_s")
+    jobs = rows.join(run, on="job_id").with_columns(duration_s=pl.col("run_s")).drop("run_s")
+    return jobs.sort("submit_time", "job_id"), left_out
+
+
+DL2_SERVER = DL2_SMALL.cluster()
+"""A server of the DL2 setting (2 GPUs, 16 cores, 48 GB): what the learned policies were
+trained on, and what a cluster known only by its GPUs is made of."""
+
+
+def arena_cluster(gpus: float, servers: ReplayCluster | None = None) -> ClusterConfig:
+    """The arena simulator's cluster for a replay: the replay's servers as they are where
+    they differ or carry GPU types (a node list: each server's GPUs and GPU type, its cores
+    and memory where the list gives them, else the DL2 server's per GPU), else DL2
+    servers holding `gpus` GPUs."""
+    if servers is None or (servers.server_gpus is None and servers.gpu_types is None):
+        return replace(DL2_SERVER, n_servers=max(1, math.ceil(gpus / DL2_SERVER.gpus - 1e-9)))
+    n = servers.n_servers
+    each = servers.server_gpus or (servers.gpus_per_server,) * n
+    per_gpu_cpus, per_gpu_mem = (
+        DL2_SERVER.cpus / DL2_SERVER.gpus,
+        DL2_SERVER.mem_gb / DL2_SERVER.gpus,
+    )
+    cpus = servers.server_cpus or tuple(max(g, 1.0) * per_gpu_cpus for g in each)
+    mem = servers.server_mem_gb or tuple(max(g, 1.0) * per_gpu_mem for g in each)
+    types = servers.gpu_types or (None,) * n
+    groups: list[ServerGroup] = []
+    for server in zip(each, cpus, mem, types, strict=True):
+        last = groups[-1] if groups else None
+        if last is not None and (last.gpus, last.cpus, last.mem_gb, last.gpu_type) == server:
+            groups[-1] = replace(last, n_servers=last.n_servers + 1)
+        else:
+            groups.append(ServerGroup(1, *server))
+    return ClusterConfig.heterogeneous(*groups)
 
 
 def learned_replay_stage(
@@ -175,10 +233,7 @@ def learned_replay_stage(
         sources = read_frame(
             con, "SELECT * FROM trace_sources WHERE source_id = ?", [cfg.source_id]
         )
-        jobs = read_frame(con, "SELECT * FROM jobs WHERE source_id = ?", [cfg.source_id])
-    if cfg.window is not None:
-        start, end = cfg.window
-        jobs = jobs.filter((pl.col("submit_time") >= start) & (pl.col("submit_time") < end))
+        jobs, _ = replayed_jobs(con, cfg.source_id, cfg.window)
     missing = [f for f, p in chosen.items() if p is None]
     if missing:
         raise ReplayInputError(
@@ -189,19 +244,20 @@ def learned_replay_stage(
         workloads, workload_jobs = whole_trace_workload(jobs, sources, cfg.workload_set)
     except ValueError as exc:  # no job the derivation keeps (none in the window, say)
         raise ReplayInputError(
-            f"source {cfg.source_id!r} has no job with a final status to replay: {exc}"
+            f"source {cfg.source_id!r} has no job the arena's simulator can run: {exc}"
         ) from None
     if workloads.height == 0:
-        raise ReplayInputError(f"source {cfg.source_id!r} has no job with a final status")
+        raise ReplayInputError(f"source {cfg.source_id!r} has no job to replay")
     refs = learned_policies(warehouse, dict(chosen), SYSTEMS.loaders())
-    cluster = DL2_SMALL.cluster()
-    n_servers = max(1, math.ceil(cfg.gpus / cluster.gpus - 1e-9))
+    cluster = arena_cluster(cfg.gpus, cfg.servers)
+    n_servers = cluster.n_servers
+    total_gpus = float(cluster.server_capacity()[:, 0].sum())
     eval_cfg = EvalConfig(
         workload_sets=(cfg.workload_set,),
         schedulers=cfg.baselines,
         n_seeds=1,
         seed=cfg.seed,
-        cluster=replace(cluster, n_servers=n_servers),
+        cluster=cluster,
         reference="fifo" if "fifo" in cfg.baselines else cfg.baselines[0],
         learned=refs,
         # Every job in the system is visible: the arena's window of 20 would let at most 20
@@ -223,9 +279,14 @@ def learned_replay_stage(
         for family in refused:
             progress.line(f"{family} left out: {refused[family]}")
     n_jobs = int(workloads["n_jobs"][0])
+    shape = (
+        f"{n_servers:,} servers x {cluster.gpus:g} GPUs"
+        if not cluster.groups
+        else f"{n_servers:,} servers ({total_gpus:,.0f} GPUs) as the replay's"
+    )
     progress.line(
-        f"replay {cfg.source_id} in the arena's simulator: {n_jobs:,} jobs on {n_servers:,} "
-        f"servers x {cluster.gpus:g} GPUs; {', '.join(eval_cfg.names)}"
+        f"replay {cfg.source_id} in the arena's simulator: {n_jobs:,} jobs on {shape}; "
+        f"{', '.join(eval_cfg.names)}"
     )
     t = time.perf_counter()
     # One workload, one seed: evaluate's runs are the schedulers, in `names` order.
@@ -273,8 +334,12 @@ def learned_replay_stage(
         store_evaluation(con, tables)
     gpu_seconds = workload_jobs["duration_s"].to_numpy() * workload_jobs["num_gpus"].to_numpy()
     config = {
-        "cluster": {"n_servers": n_servers, "gpus_per_server": cluster.gpus},
-        "load": offered_load(arrival, gpu_seconds, n_servers * cluster.gpus),
+        "cluster": {
+            "n_servers": n_servers,
+            "gpus_per_server": cluster.gpus,
+            "server_gpus": cluster.server_capacity()[:, 0].tolist() if cluster.groups else None,
+        },
+        "load": offered_load(arrival, gpu_seconds, total_gpus),
         "block": cfg.block,
     }
     sentence = headline(f"{cfg.source_id} (arena's simulator)", summary, config)

@@ -11,7 +11,13 @@ import shutil
 import pytest
 
 from pipelines.cli import main
-from pipelines.replay_learned import FAMILIES, newest_policies
+from pipelines.replay_learned import (
+    FAMILIES,
+    newest_policies,
+    replayed_jobs,
+    whole_trace_workload,
+)
+from tracelib.sim import jobs_from_frame
 from warehouse import connect, read_frame
 
 
@@ -124,7 +130,7 @@ def test_the_window_limits_the_learned_replay_too(trained):
     warehouse, source = trained
     window = (datetime(2001, 1, 1), datetime(2001, 1, 2))  # before the trace: no job in it
     cfg = LearnedReplayConfig(source, ("dl2",), gpus=8.0, window=window)
-    with pytest.raises(ReplayInputError, match="has no job with a final status"):
+    with pytest.raises(ReplayInputError, match="has no job to replay"):
         learned_replay_stage(warehouse, cfg)
 
 
@@ -150,3 +156,59 @@ def test_all_leaves_out_a_family_bound_to_another_cluster_and_says_why(trained, 
         )["scheduler"].to_list()
     assert "rl-taps" not in ran
     assert {f for f, p in found.items() if p and f != "rl-taps"} <= set(ran)
+
+
+PODS = (
+    (
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+        "deletion_time,scheduled_time\n"
+    )
+    + """pod-0,8000,15258,0,0,,LS,Succeeded,0,1800,1
+pod-1,8000,16384,1,1000,T4,LS,Succeeded,60,3600,61
+pod-2,8000,16384,1,500,,Burstable,Running,120,2400,121
+pod-3,12000,30517,2,1000,V100M32,LS,Failed,300,2700,302
+pod-4,12000,12288,1,250,,BE,Pending,600,2000,601
+pod-5,8000,16384,1,1000,,LS,Succeeded,900,4000,901
+"""
+)
+NODES = """sn,cpu_milli,memory_mib,gpu,model
+node-0,96000,786432,4,T4
+node-1,96000,786432,8,V100M32
+node-2,32000,131072,0,
+"""
+
+
+def test_a_node_list_is_the_learned_replay_s_cluster_with_every_phase(trained, tmp_path, capsys):
+    """On a pod list with its node list, the learned families run on the node list's
+    servers (their GPUs and GPU types), every pod phase replayed (a running pod held to the
+    trace's end, a pending one with its recorded times); Harmony, whose placement knows no
+    GPU types, is left out and says why."""
+    warehouse, _ = trained
+    pods, nodes = tmp_path / "openb_pod_list_tiny.csv", tmp_path / "openb_node_list_tiny.csv"
+    pods.write_text(PODS)
+    nodes.write_text(NODES)
+    ingest = ["ingest", str(pods), "--format", "generic", "--mapping", "alibaba-gpu-2023"]
+    assert main([*ingest, "--quiet"]) == 0
+    source = "generic:openb_pod_list_tiny"
+    argv = ["replay", source, "--nodes", str(nodes), "--scheduler", "fifo", "--quiet"]
+    capsys.readouterr()
+    assert main([*argv, "--scheduler", "harmony"]) == 2
+    assert "does not know GPU types" in capsys.readouterr().err
+    assert main([*argv, "--scheduler", "all"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^  harmony +not replayed: .*GPU types", out, re.M)
+    assert "6 jobs on 3 servers (12 GPUs)" in out
+    with connect(warehouse, read_only=True) as con:
+        runs = _runs(con, source)
+        replayed, _ = replayed_jobs(con, source, None)
+        sources = read_frame(con, "SELECT * FROM trace_sources WHERE source_id = ?", [source])
+    assert set(runs["n_jobs"]) == {6}  # the running and the pending pod too
+    assert {"dl2", "chic", "optimus-events"} <= set(runs["scheduler"])
+    assert "harmony" not in set(runs["scheduler"])
+    # What the arena's simulator ran: each pod's GPU type and share of a GPU as recorded.
+    _, jobs = whole_trace_workload(replayed, sources, "x")
+    by_id = {r["job_id"]: r for r in jobs.iter_rows(named=True)}
+    assert by_id["pod-1"]["gpu_type"] == "T4" and by_id["pod-3"]["gpu_type"] == "V100M32"
+    assert by_id["pod-2"]["num_gpus"] == 0.5 and by_id["pod-4"]["num_gpus"] == 0.25
+    specs = {j.name: j for j in jobs_from_frame(jobs)}
+    assert specs["pod-2"].gpu_share == 0.5 and specs["pod-4"].gpu_share == 0.25

@@ -207,6 +207,12 @@ def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
     from models.harmony.placement import policy_from_checkpoint
     from models.heuristics.registry import ALLOCATIONS
 
+    if cfg.cluster.server_gpu_types() is not None:
+        # Its placement mask offers a task every server with room, whatever its GPU type.
+        raise NotApplicable(
+            f"{ref.policy_id}: Harmony's placement does not know GPU types, and this "
+            "cluster's servers have them"
+        )
     ckpt = load_checkpoint(ref.checkpoint_path, sha256=ref.sha256, system=ref.system)
     policy = policy_from_checkpoint(ckpt, name=ref.policy_id)
     window = cfg.window or policy.cfg.window
