@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import json
 import os
 import sys
 from datetime import datetime
@@ -662,6 +663,65 @@ def _learned_replay(args, learned: tuple[str, ...], every: bool, gpus: float, wi
         return learned_replay_stage(args.warehouse, cfg, display.reporter)
 
 
+def cmd_collect(args) -> int:
+    """`schedlab collect slurm|k8s`: a snapshot and observations from the scheduler's JSON,
+    written as JSON (`--out`, default stdout) or sent to a decision service (`--post`)."""
+    from pipelines.collect import PostFailed, collect_k8s_files, collect_slurm_files, post
+    from tracelib.ingest.base import printable
+    from tracelib.shadow.collect import CollectError
+
+    now = None
+    if args.time:
+        try:
+            now = datetime.fromisoformat(args.time.replace("Z", "+00:00"))
+        except ValueError:
+            now = None
+        if now is None or now.tzinfo is None:
+            print(
+                f"error: --time {args.time!r}: expected an RFC 3339 time with a zone",
+                file=sys.stderr,
+            )
+            return EXIT_BAD_INPUT
+    try:
+        if args.scheduler == "slurm":
+            collected = collect_slurm_files(
+                args.squeue, args.sinfo, args.sacct, cluster=args.cluster, now=now
+            )
+        else:
+            collected = collect_k8s_files(args.pods, args.nodes, cluster=args.cluster, now=now)
+    except CollectError as exc:
+        print(printable(f"error: {exc}", 600), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for item in collected.skipped:
+        print(printable(f"skipped {item}", 600), file=sys.stderr)
+    snapshot = collected.snapshot
+    said = (
+        f"{snapshot.cluster} at {snapshot.time:%Y-%m-%d %H:%M:%S %Z}: {len(snapshot.servers)} "
+        f"servers, {len(snapshot.running)} running, {len(snapshot.pending)} pending, "
+        f"{len(collected.observations)} observations, {len(collected.skipped)} skipped"
+    )
+    if args.post:
+        try:
+            posted = post(collected, args.post, args.token)
+        except PostFailed as exc:
+            print(printable(f"error: not sent: {exc}", 600), file=sys.stderr)
+            return EXIT_FAILED
+        started = posted.decision.get("start", [])
+        print(
+            f"{said}; sent to {args.post}: decision {posted.decision.get('decision_id', '?')} "
+            f"starts {len(started)} job(s), {posted.observations} observation(s) recorded",
+            file=sys.stderr,
+        )
+        return 0
+    text = json.dumps(collected.to_json(), indent=1)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    else:
+        print(text)
+    print(said, file=sys.stderr)
+    return 0
+
+
 def cmd_report(args) -> int:
     from pipelines.report import write_report
     from tracelib.ingest.base import printable
@@ -1068,6 +1128,42 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         "tiresias-gittins; default 30)",
     )
     replay.set_defaults(func=cmd_replay)
+
+    collect = sub.add_parser(
+        "collect",
+        help="turn a scheduler's JSON (Slurm, Kubernetes) into a shadow snapshot and observations",
+    )
+    schedulers = collect.add_subparsers(dest="scheduler", required=True)
+    slurm = schedulers.add_parser(
+        "slurm", help="from squeue --json, sinfo --json and, optionally, sacct --json"
+    )
+    slurm.add_argument("--squeue", required=True, help="file of `squeue --json` output")
+    slurm.add_argument(
+        "--sinfo", required=True, help="file of `sinfo --json` (or `scontrol show nodes --json`)"
+    )
+    slurm.add_argument("--sacct", default=None, help="file of `sacct --json` output (optional)")
+    k8s = schedulers.add_parser("k8s", help="from kubectl get pods,nodes -o json")
+    k8s.add_argument("--pods", required=True, help="file of `kubectl get pods -A -o json` output")
+    k8s.add_argument("--nodes", required=True, help="file of `kubectl get nodes -o json` output")
+    for each in (slurm, k8s):
+        each.add_argument(
+            "--cluster",
+            default=None,
+            help="the cluster's name (default: the one Slurm reports; Kubernetes: kubernetes)",
+        )
+        each.add_argument(
+            "--time",
+            default=None,
+            help="the snapshot's time, RFC 3339 (default: squeue's last_update, else now)",
+        )
+        each.add_argument("--out", default=None, help="write the JSON here (default: stdout)")
+        each.add_argument(
+            "--post",
+            default=None,
+            help="send to a decision service instead, e.g. http://127.0.0.1:8600",
+        )
+        each.add_argument("--token", default=None, help="the service's --token, if it has one")
+        each.set_defaults(func=cmd_collect)
 
     report = sub.add_parser("report", parents=[common], help="write the HTML report")
     report.add_argument(
