@@ -79,7 +79,9 @@ def require_object(data: Any, file: str, what: str) -> dict:
 def require_list(data: dict, key: str, file: str) -> list:
     """`data[key]` if it is a list; CollectError naming `file` and `key` otherwise."""
     if key not in data:
-        raise CollectError(file, key, f"missing (the file holds {', '.join(sorted(data)) or 'no field'})")
+        raise CollectError(
+            file, key, f"missing (the file holds {', '.join(sorted(data)) or 'no field'})"
+        )
     value = data[key]
     if not isinstance(value, list):
         raise CollectError(file, key, f"expected a list, got {type(value).__name__}")

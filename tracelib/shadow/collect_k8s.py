@@ -259,7 +259,9 @@ def _pod(raw: Any) -> dict[str, Any]:
     started = started or rfc3339(status.get("startTime"), "status.startTime")
     finished = None
     for k, cs in enumerate(status.get("containerStatuses") or []):
-        terminated = ((cs or {}).get("state") or {}).get("terminated") if isinstance(cs, dict) else None
+        terminated = (
+            ((cs or {}).get("state") or {}).get("terminated") if isinstance(cs, dict) else None
+        )
         if isinstance(terminated, dict):
             at = rfc3339(terminated.get("finishedAt"), f"status.containerStatuses[{k}].finishedAt")
             finished = at if finished is None or (at and at > finished) else finished
