@@ -204,6 +204,7 @@ def _run_flow(args, progress) -> dict:
             },
             registry=args.registry,
             progress=progress,
+            shadow_spool=args.shadow_spool,
         )
 
 
@@ -218,6 +219,16 @@ def _print_run_summary(args, summary: dict) -> None:
         )
     for item in summary["rejected"]:
         print(f"  REJECTED {item['error']}")
+    for item in summary.get("shadow", []):
+        print(
+            f"  shadow day {item['source_id']}: {item['outcome']}, {item['rows_accepted']} jobs, "
+            f"{item['rows_quarantined']} quarantined, {item['decisions']} decision rows"
+        )
+    for item in summary.get("shadow_replays", []):
+        print(
+            f"  counterfactual {item['source_id']} under {item['policy']}: "
+            + (f"evaluation {item['eval_id']}" if item["eval_id"] else f"none ({item['note']})")
+        )
     for item in summary["derived"]:
         print(f"  workloads {item['derivation']}: {item['splits']} ({item['jobs']} jobs)")
     if item := summary.get("interference"):
@@ -779,6 +790,7 @@ def nightly_deployment(args):
             "warehouse": str(resolve_path(args.warehouse).resolve()),
             "seed": args.seed,
             "incoming": str(Path(args.incoming).resolve()) if args.incoming else None,
+            "shadow_spool": str(Path(args.shadow_spool).resolve()) if args.shadow_spool else None,
         },
     )
 
@@ -826,6 +838,12 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=int, default=600, help="synthetic jobs (default 600)")
     run.add_argument("--jobs-per-sequence", type=int, default=60, help="jobs per workload")
     run.add_argument("--incoming", default=None, help="folder of production traces to ingest")
+    run.add_argument(
+        "--shadow-spool",
+        default=None,
+        help="shadow spool whose closed days to ingest (default: shadow-spool/ beside the "
+        "warehouse, when it exists)",
+    )
     run.add_argument(
         "--eval-seeds",
         type=int,
@@ -1176,6 +1194,9 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     serve.add_argument("--name", default="schedlab-nightly", help="deployment name")
     serve.add_argument("--seed", type=int, default=0)
     serve.add_argument("--incoming", default=None, help="folder of production traces")
+    serve.add_argument(
+        "--shadow-spool", default=None, help="shadow spool (default: beside the warehouse)"
+    )
     serve.set_defaults(func=cmd_serve)
     return parser
 

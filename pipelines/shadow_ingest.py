@@ -46,7 +46,9 @@ class ShadowIngest:
     finished_jobs: int
     """Jobs with a final status: what workload derivation can use."""
     policies: tuple[str, ...] = ()
-    note: str = ""
+    """The shadowed policies, most decisions first."""
+    servers: dict[str, tuple[float, str | None]] | None = None
+    """The newest snapshot's servers: name -> (GPUs, GPU type)."""
 
 
 def closed_days(spool: Path, today: date) -> list[tuple[str, date, Path]]:
@@ -102,6 +104,7 @@ def _ingest_day(warehouse, source_id: str, slug: str, day: date, path: Path) -> 
                 0,
                 finished,
                 loaded.policies,
+                loaded.servers,
             )
         source = source_row(
             source_id,
@@ -126,4 +129,5 @@ def _ingest_day(warehouse, source_id: str, slug: str, day: date, path: Path) -> 
         loaded.decisions.height,
         finished,
         loaded.policies,
+        loaded.servers,
     )

@@ -28,6 +28,7 @@ the day's median gap between snapshots, `DEFAULT_WINDOW_S` when it has one decis
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import statistics
 from dataclasses import dataclass
@@ -191,9 +192,7 @@ def load_shadow_day(path: str | Path, day: date, slug: str | None = None) -> Sha
         quarantine=quarantined,
         decisions=decision_rows,
         policies=tuple(sorted(counts, key=lambda p: (-counts[p], p))),
-        servers=(
-            {s.name: (float(s.gpus), s.gpu_type) for s in newest.servers} if newest else {}
-        ),
+        servers=({s.name: (float(s.gpus), s.gpu_type) for s in newest.servers} if newest else {}),
     )
 
 
@@ -286,7 +285,7 @@ def _decision_rows(
     real = {j["job_id"]: j for j in jobs}
     ordered = sorted(decisions, key=lambda d: d[1].time)
     times = [s.time for _, s, _ in ordered]
-    gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False) if b > a]
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times) if b > a]
     last_window = statistics.median(gaps) if gaps else DEFAULT_WINDOW_S
     rows = []
     for k, (_, snapshot, decision) in enumerate(ordered):
@@ -320,7 +319,9 @@ def _decision_rows(
                     "real_servers": real_servers,
                     "same_action": (mine is not None) == real_started,
                     "same_servers": (
-                        policy_servers == real_servers if mine is not None and real_started else None
+                        policy_servers == real_servers
+                        if mine is not None and real_started
+                        else None
                     ),
                 }
             )
