@@ -221,8 +221,8 @@ def _requests(containers: Any, name: str) -> dict[str, float]:
         resources = _object(container, "resources")
         requests, limits = _object(resources, "requests"), _object(resources, "limits")
         where = f"{name}[{k}].resources"
-        gpu_source = requests if GPU in requests else limits
-        total["gpu"] += _quantity(gpu_source, GPU, where)
+        gpu_source, part = (requests, ".requests") if GPU in requests else (limits, ".limits")
+        total["gpu"] += _quantity(gpu_source, GPU, where + part)
         total["cpu"] += _quantity(requests, "cpu", where + ".requests")
         total["memory"] += _quantity(requests, "memory", where + ".requests")
     return total

@@ -58,7 +58,7 @@ from tracelib.shadow.schemas import (
     Snapshot,
 )
 
-RUNNING_STATES = {"RUNNING", "COMPLETING"}
+RUNNING_STATES = {"RUNNING", "COMPLETING", "SUSPENDED"}
 FINAL_KINDS = {
     "COMPLETED": "finished",
     "PREEMPTED": "preempted",
@@ -71,6 +71,9 @@ FINAL_KINDS = {
     "CANCELLED": "failed",
 }
 """A final Slurm job state -> the observation that ends the job."""
+BASE_STATES = {"PENDING", "RUNNING", "SUSPENDED", *FINAL_KINDS}
+"""Slurm's base job states; `job_state` lists one of them and any flags (COMPLETING,
+REQUEUED, ...)."""
 UNAVAILABLE = {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESPONDING"}
 """Node states (base or flag) in which nothing on a node can be started."""
 MB_PER_GIB = 1024.0
@@ -256,6 +259,11 @@ def _squeue_job(raw: Any) -> dict[str, Any]:
         states = [states]
     if not isinstance(states, list) or not states or not all(isinstance(s, str) for s in states):
         raise ItemError("job_state: expected a list of states")
+    base = [s for s in states if s in BASE_STATES]
+    if not base:
+        raise ItemError(f"job_state: no known job state in {str(states)[:80]}")
+    # COMPLETING is a flag on the base state: the job still holds its nodes.
+    state = "COMPLETING" if "COMPLETING" in states and base[0] != "PENDING" else base[0]
     nodes_needed = number(raw.get("node_count"), "node_count") or 1.0
     gpus, gpu_type = gpu_request(_text(raw, "tres_alloc_str"), "tres_alloc_str")
     if gpus is None:
@@ -273,7 +281,7 @@ def _squeue_job(raw: Any) -> dict[str, Any]:
     user = _text(raw, "user_name")
     return {
         "id": str(job_id),
-        "state": states[0],
+        "state": state,
         "user": user or None,
         "gpus": gpus if gpus else None,
         "gpu_type": gpu_type,
