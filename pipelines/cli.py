@@ -681,18 +681,20 @@ def cmd_collect(args) -> int:
     from tracelib.ingest.base import printable
     from tracelib.shadow.collect import CollectError
 
-    now = None
-    if args.time:
+    times = {}
+    for flag in ("time", "since"):
+        text = getattr(args, flag)
         try:
-            now = datetime.fromisoformat(args.time.replace("Z", "+00:00"))
+            times[flag] = datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
         except ValueError:
-            now = None
-        if now is None or now.tzinfo is None:
+            times[flag] = datetime.min
+        if text and times[flag].tzinfo is None:
+            shown = printable(repr(text), 80)
             print(
-                f"error: --time {args.time!r}: expected an RFC 3339 time with a zone",
-                file=sys.stderr,
+                f"error: --{flag} {shown}: expected an RFC 3339 time with a zone", file=sys.stderr
             )
             return EXIT_BAD_INPUT
+    now = times["time"]
     try:
         if args.scheduler == "slurm":
             collected = collect_slurm_files(
@@ -705,6 +707,9 @@ def cmd_collect(args) -> int:
         return EXIT_BAD_INPUT
     for item in collected.skipped:
         print(printable(f"skipped {item}", 600), file=sys.stderr)
+    if times["since"] is not None:
+        # What happened before the previous collection was sent then: not again.
+        collected.observations = [o for o in collected.observations if o.time >= times["since"]]
     snapshot = collected.snapshot
     said = (
         f"{snapshot.cluster} at {snapshot.time:%Y-%m-%d %H:%M:%S %Z}: {len(snapshot.servers)} "
@@ -1173,6 +1178,12 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
             "--time",
             default=None,
             help="the snapshot's time, RFC 3339 (default: squeue's last_update, else now)",
+        )
+        each.add_argument(
+            "--since",
+            default=None,
+            help="only observations at or after this RFC 3339 time (e.g. the previous "
+            "collection's), so a collector run every minute does not resend a job's history",
         )
         each.add_argument("--out", default=None, help="write the JSON here (default: stdout)")
         each.add_argument(

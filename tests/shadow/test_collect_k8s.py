@@ -131,3 +131,19 @@ def test_cli(tmp_path, capsys):
     capsys.readouterr()
     assert main([*args, "--time", "noon"]) == 2
     assert "--time" in capsys.readouterr().err
+
+
+def test_cli_since_keeps_only_newer_observations(tmp_path, capsys):
+    out = tmp_path / "k.json"
+    args = ["collect", "k8s", "--pods", str(K8S / "pods.json"), "--nodes", str(K8S / "nodes.json")]
+    args += ["--time", "2026-11-27T10:00:00Z", "--out", str(out)]
+    assert main([*args, "--since", "2026-11-27T09:00:00Z"]) == 0
+    kept = json.loads(out.read_text())["observe"]["observations"]
+    assert [(o["job"], o["kind"]) for o in kept] == [
+        ("vision/vgg16-train-m3n5b", "submitted"),
+        ("nlp/dssm-eval-k9j2w", "submitted"),
+        ("vision/inception-train-4hd8s", "finished"),
+    ]
+    assert main([*args, "--since", "\x1b[31mred"]) == 2
+    err = capsys.readouterr().err
+    assert "--since" in err and "\x1b" not in err
