@@ -223,6 +223,7 @@ def _print_run_summary(args, summary: dict) -> None:
         print(
             f"  shadow day {item['source_id']}: {item['outcome']}, {item['rows_accepted']} jobs, "
             f"{item['rows_quarantined']} quarantined, {item['decisions']} decision rows"
+            + (f" ({item['note']})" if item.get("note") else "")
         )
     for item in summary.get("shadow_replays", []):
         print(

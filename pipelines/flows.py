@@ -282,7 +282,7 @@ def nightly_flow(
         summary["shadow"] = shadow_ingest_task(warehouse, shadow_spool, progress)
         # A day stored this run is a trace like any other; one with no ended job has nothing
         # to derive workloads from (derivation keeps completed, failed and killed jobs).
-        fresh_days = [d for d in summary["shadow"] if d["outcome"] != "unchanged"]
+        fresh_days = [d for d in summary["shadow"] if d["outcome"] in ("new", "replaced")]
         production += [d["source_id"] for d in fresh_days if d["finished_jobs"]]
         synthetic = synthetic_task(warehouse, cfg.synthetic, progress)
         summary["ingested"].append(synthetic)

@@ -19,10 +19,17 @@ from pathlib import Path
 from pipelines.contracts import ShadowDecisions
 from tracelib.contracts import Jobs, Quarantine, TraceSources
 from tracelib.ingest import source_row
-from tracelib.ingest.base import IngestError
-from tracelib.shadow.spool import SPOOL_VERSION
+from tracelib.ingest.base import IngestError, printable
+from tracelib.shadow.spool import SPOOL_VERSION, cluster_slug
 from tracelib.shadow.trace import FORMAT, load_shadow_day, shadow_source_id
-from warehouse import connect, read_frame, replace_rows, resolve_path, transaction
+from warehouse import (
+    ContractViolation,
+    connect,
+    read_frame,
+    replace_rows,
+    resolve_path,
+    transaction,
+)
 
 SPOOL_FOLDER = "shadow-spool"
 
@@ -38,7 +45,7 @@ class ShadowIngest:
 
     source_id: str
     outcome: str
-    """"new", "replaced" or "unchanged"."""
+    """"new", "replaced", "unchanged" or "failed" (`note` says why; nothing stored)."""
     rows_accepted: int
     rows_quarantined: int
     decisions: int
@@ -49,18 +56,22 @@ class ShadowIngest:
     """The shadowed policies, most decisions first."""
     servers: dict[str, tuple[float, str | None]] | None = None
     """The newest snapshot's servers: name -> (GPUs, GPU type)."""
+    note: str = ""
 
 
 def closed_days(spool: Path, today: date) -> list[tuple[str, date, Path]]:
-    """(cluster slug, day, file) of every spool file of a day before `today`, oldest first."""
+    """(cluster slug, day, file) of every spool file of a day before `today`, oldest first.
+    Only folders named as the spool names a cluster (`cluster_slug`) are read: a source id
+    is made from the name, and is printed and typed into commands."""
     found = []
     for path in spool.glob("*/*.jsonl") if spool.is_dir() else ():
         try:
             day = date.fromisoformat(path.stem)
         except ValueError:
             continue
-        if day < today and path.is_file():
-            found.append((path.parent.name, day, path))
+        slug = path.parent.name
+        if day < today and path.is_file() and slug == cluster_slug(slug):
+            found.append((slug, day, path))
     return sorted(found, key=lambda f: (f[1], f[0]))
 
 
@@ -70,7 +81,10 @@ def shadow_ingest_stage(
     *,
     today: date | None = None,
 ) -> list[ShadowIngest]:
-    """Ingest every closed day of the spool not yet stored as it is (module docstring)."""
+    """Ingest every closed day of the spool not yet stored as it is (module docstring). A
+    day whose ingest fails (a row breaking a contract, an unreadable file) is reported with
+    outcome "failed" and its reason, nothing of it stored; the other days go on, and the
+    next run tries it again."""
     folder = Path(spool) if spool is not None else default_spool(warehouse)
     if spool is not None and not folder.is_dir():
         raise IngestError(folder, "--shadow-spool: not a folder")
@@ -78,7 +92,11 @@ def shadow_ingest_stage(
     results = []
     for slug, day, path in closed_days(folder, today):
         source_id = shadow_source_id(slug, day)
-        results.append(_ingest_day(warehouse, source_id, slug, day, path))
+        try:
+            results.append(_ingest_day(warehouse, source_id, slug, day, path))
+        except (ContractViolation, OSError, ValueError) as exc:
+            note = printable(f"{path}: {exc}", 2000)
+            results.append(ShadowIngest(source_id, "failed", 0, 0, 0, 0, note=note))
     return results
 
 

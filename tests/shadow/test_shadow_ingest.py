@@ -16,7 +16,7 @@ from pipelines.report import write_report
 from pipelines.shadow_ingest import shadow_ingest_stage
 from pipelines.shadow_replay import compare, shadow_replay_stage
 from tests.shadow.spool_case import D1, D2, SLUG, SOURCE_ID, write_spool
-from warehouse import ContractViolation, connect, read_frame
+from warehouse import connect, read_frame
 
 TODAY = date(2026, 11, 28)
 
@@ -133,8 +133,8 @@ def test_a_failed_ingest_leaves_the_warehouse_as_it_was(spool, warehouse_path, m
         return rows.with_columns(pl.lit(False).alias("same_action"))  # breaks the contract
 
     monkeypatch.setattr(trace, "_decision_rows", broken)
-    with pytest.raises(ContractViolation, match="shadow_decisions"):
-        shadow_ingest_stage(warehouse_path, today=TODAY)
+    [failed] = shadow_ingest_stage(warehouse_path, today=TODAY)
+    assert failed.outcome == "failed" and "shadow_decisions" in failed.note
     after = tables(warehouse_path)
     for name in before:
         assert (
@@ -174,3 +174,10 @@ def test_delete_source_takes_the_decisions_with_it(spool, warehouse_path, capsys
     assert main(["delete-source", SOURCE_ID, "--yes", "--quiet"]) == 0
     got = tables(warehouse_path)
     assert all(frame.height == 0 for frame in got.values())
+
+
+def test_only_folders_the_spool_names_are_read(spool, warehouse_path):
+    odd = spool / "Not A Slug"
+    odd.mkdir()
+    (odd / "2026-11-27.jsonl").write_bytes((spool / SLUG / "2026-11-27.jsonl").read_bytes())
+    assert [d.source_id for d in shadow_ingest_stage(warehouse_path, today=TODAY)] == [SOURCE_ID]
