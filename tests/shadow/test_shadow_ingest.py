@@ -181,3 +181,9 @@ def test_only_folders_the_spool_names_are_read(spool, warehouse_path):
     odd.mkdir()
     (odd / "2026-11-27.jsonl").write_bytes((spool / SLUG / "2026-11-27.jsonl").read_bytes())
     assert [d.source_id for d in shadow_ingest_stage(warehouse_path, today=TODAY)] == [SOURCE_ID]
+
+
+def test_a_learned_policy_without_a_trained_one_is_said_not_replayed(spool, warehouse_path):
+    [day] = shadow_ingest_stage(warehouse_path, today=TODAY)
+    replay = shadow_replay_stage(warehouse_path, day.source_id, "dl2", day.servers)
+    assert replay.eval_id is None and "no registered policy of dl2" in replay.note
