@@ -1,5 +1,5 @@
 """The Kubernetes collector on recorded `kubectl get pods -A -o json` and `kubectl get
-nodes -o json` samples (tests/data/shadow/README.md), and on broken variants of them."""
+nodes -o json` samples (tests/data/shadow/k8s/README.md), and on broken variants of them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The Slurm collector on recorded samples of `squeue --json`, `sinfo --json` and
-`sacct --json` (Slurm 24.05, data parser v0.0.40; tests/data/shadow/README.md), and on broken
+`sacct --json` (Slurm 24.05, data parser v0.0.40; tests/data/shadow/slurm/README.md), and on broken
 variants of them: a bad item is skipped with its reason, a bad file is exit 2 naming it."""
 
 from __future__ import annotations
