@@ -678,7 +678,13 @@ def _learned_replay(args, learned: tuple[str, ...], every: bool, gpus: float, wi
 def cmd_collect(args) -> int:
     """`schedlab collect slurm|k8s`: a snapshot and observations from the scheduler's JSON,
     written as JSON (`--out`, default stdout) or sent to a decision service (`--post`)."""
-    from pipelines.collect import PostFailed, collect_k8s_files, collect_slurm_files, post
+    from pipelines.collect import (
+        TOKEN_ENV,
+        PostFailed,
+        collect_k8s_files,
+        collect_slurm_files,
+        post,
+    )
     from tracelib.ingest.base import printable
     from tracelib.shadow.collect import CollectError
 
@@ -719,7 +725,8 @@ def cmd_collect(args) -> int:
     )
     if args.post:
         try:
-            posted = post(collected, args.post, args.token)
+            token = args.token or os.environ.get(TOKEN_ENV) or None
+            posted = post(collected, args.post, token)
         except PostFailed as exc:
             print(printable(f"error: not sent: {exc}", 600), file=sys.stderr)
             return EXIT_FAILED
@@ -1190,9 +1197,14 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         each.add_argument(
             "--post",
             default=None,
-            help="send to a decision service instead, e.g. http://127.0.0.1:8600",
+            help="send to a decision service instead, e.g. http://127.0.0.1:8790",
         )
-        each.add_argument("--token", default=None, help="the service's --token, if it has one")
+        each.add_argument(
+            "--token",
+            default=None,
+            help="the service's token, if it has one (default: $SCHEDLAB_SHADOW_TOKEN, which "
+            "keeps it out of the process list)",
+        )
         each.set_defaults(func=cmd_collect)
 
     report = sub.add_parser("report", parents=[common], help="write the HTML report")

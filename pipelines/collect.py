@@ -4,8 +4,8 @@ as JSON or send them to a running decision service.
 
 Sending: the snapshot goes to `POST <url>/v1/decide` (the service answers with the
 policy's decision and spools both), the observations to `POST <url>/v1/observe` in batches
-of at most `MAX_OBSERVATIONS`. With a token, each request carries
-`Authorization: Bearer <token>`.
+of at most `MAX_OBSERVATIONS`. With a token (`--token`, else `$SCHEDLAB_SHADOW_TOKEN`),
+each request carries `Authorization: Bearer <token>`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from tracelib.shadow.collect import Collected, CollectError
 from tracelib.shadow.schemas import MAX_OBSERVATIONS
 
 POST_TIMEOUT_S = 30.0
+TOKEN_ENV = "SCHEDLAB_SHADOW_TOKEN"
+"""Where `--token` is read from when not given: the variable `schedlab serve-policy` reads."""
 
 
 class PostFailed(RuntimeError):

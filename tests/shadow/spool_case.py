@@ -82,6 +82,7 @@ def write_spool(root: Path) -> Path:
         for day, hhmm in [
             (DAY, "09:00"),
             (DAY, "09:00"),
+            (DAY, "09:00"),
             (DAY, "09:02"),
             (DAY, "09:10"),
             (DAY, "09:31"),
@@ -92,7 +93,9 @@ def write_spool(root: Path) -> Path:
     a = {"kind": "submitted", "job": "A", "time": t("08:50"), "user": "u1", "gpus": 2.0}
     b = {"kind": "submitted", "job": "B", "time": t("08:55"), "user": "u1", "gpus": 4.0}
     with Spool(root, clock=lambda: next(receipts)) as spool:
-        spool.append("observation", _observe(a, b), cluster=CLUSTER)
+        # The service spools each observation as its own record; a batch reads the same.
+        spool.append("observation", a, cluster=CLUSTER)
+        spool.append("observation", b, cluster=CLUSTER)
         spool.append(
             "decision",
             _decision(
@@ -131,5 +134,5 @@ def write_spool(root: Path) -> Path:
         spool.append("observation", _observe(a), cluster=CLUSTER)  # the open day
     closed = root / SLUG / f"{DAY}.jsonl"
     with closed.open("ab") as f:  # a write cut short by a crash
-        f.write(b'{"v":1,"seq":7,"received":"2026-11-27T09:50:00Z","kind":"obs')
+        f.write(b'{"v":1,"seq":8,"received":"2026-11-27T09:50:00Z","kind":"obs')
     return closed

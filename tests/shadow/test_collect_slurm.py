@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -197,3 +199,59 @@ def test_cli_post_to_nothing_fails_clearly(capsys):
     code = main([*args, str(SLURM / "sinfo.json"), "--post", "http://127.0.0.1:9"])
     err = capsys.readouterr().err
     assert code == 1 and "not sent" in err and "127.0.0.1:9" in err
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """A stand-in decision service: records each request, answers as the service does (or
+    with 401 without the right token)."""
+
+    seen: list = []
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.seen.append((self.path, self.headers.get("Authorization"), body))
+        if self.headers.get("Authorization") != "Bearer s3cret-token-0123456789":
+            answer, code = {"detail": [{"field": "authorization", "message": "bad token"}]}, 401
+        elif self.path == "/v1/decide":
+            answer, code = {"decision_id": "d" * 32, "start": [{"job": "4104"}], "wait": []}, 200
+        else:
+            answer, code = {"accepted": len(body["observations"])}, 200
+        data = json.dumps(answer).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def service():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    _Recorder.seen = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", _Recorder.seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_cli_posts_the_snapshot_and_the_observations(service, capsys, monkeypatch):
+    url, seen = service
+    args = ["collect", "slurm", "--squeue", str(SLURM / "squeue.json"), "--sinfo"]
+    args += [str(SLURM / "sinfo.json"), "--post", url]
+    monkeypatch.setenv("SCHEDLAB_SHADOW_TOKEN", "s3cret-token-0123456789")
+    assert main(args) == 0
+    assert [(path, auth) for path, auth, _ in seen] == [
+        ("/v1/decide", "Bearer s3cret-token-0123456789"),
+        ("/v1/observe", "Bearer s3cret-token-0123456789"),
+    ]
+    assert seen[0][2]["schema_version"] == 1 and len(seen[0][2]["pending"]) == 2
+    assert seen[1][2]["cluster"] == "hpc-gpu" and len(seen[1][2]["observations"]) == 9
+    assert "decision " + "d" * 32 + " starts 1 job(s), 9 observation(s)" in capsys.readouterr().err
+    monkeypatch.setenv("SCHEDLAB_SHADOW_TOKEN", "wrong")
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "/v1/decide answered 401" in err and "bad token" in err

@@ -60,9 +60,9 @@ def test_a_closed_day_becomes_a_trace_and_its_decisions(spool, warehouse_path):
         1740.0,
     )
     quarantine = got["quarantine"].select("record_no", "field", "reason").rows()
-    assert quarantine[0][:2] == (6, "submitted") and "job D" in quarantine[0][2]
-    assert quarantine[1][:2] == (7, "record") and "torn" in quarantine[1][2]
-    assert got["quarantine"]["raw_record"][1].startswith('{"v":1,"seq":7')
+    assert quarantine[0][:2] == (7, "submitted") and "job D" in quarantine[0][2]
+    assert quarantine[1][:2] == (8, "record") and "torn" in quarantine[1][2]
+    assert got["quarantine"]["raw_record"][1].startswith('{"v":1,"seq":8')
     rows = {
         (r["decision_id"], r["job_id"]): r for r in got["shadow_decisions"].iter_rows(named=True)
     }
