@@ -1174,8 +1174,18 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     )
     slurm.add_argument("--sacct", default=None, help="file of `sacct --json` output (optional)")
     k8s = schedulers.add_parser("k8s", help="from kubectl get pods,nodes -o json")
-    k8s.add_argument("--pods", required=True, help="file of `kubectl get pods -A -o json` output")
-    k8s.add_argument("--nodes", required=True, help="file of `kubectl get nodes -o json` output")
+    k8s.add_argument(
+        "--pods",
+        required=True,
+        help="file of `kubectl get pods -A -o json` output (or of `kubectl get pods,nodes -A "
+        "-o json`)",
+    )
+    k8s.add_argument(
+        "--nodes",
+        default=None,
+        help="file of `kubectl get nodes -o json` output (default: the nodes of the --pods "
+        "file, e.g. `kubectl get pods,nodes -A -o json`)",
+    )
     for each in (slurm, k8s):
         each.add_argument(
             "--cluster",

@@ -68,17 +68,19 @@ def collect_slurm_files(
 
 
 def collect_k8s_files(
-    pods: str, nodes: str, *, cluster: str | None = None, now: datetime | None = None
+    pods: str, nodes: str | None = None, *, cluster: str | None = None, now: datetime | None = None
 ) -> Collected:
-    """`collect_k8s` on the files named."""
+    """`collect_k8s` on the files named; without `nodes`, the nodes are read from `pods`
+    (`kubectl get pods,nodes -A -o json` prints both in one List)."""
     from tracelib.shadow.collect_k8s import collect_k8s
 
+    pod_list = read_json(pods, "kubectl get pods -o json output")
     return collect_k8s(
-        read_json(pods, "kubectl get pods -o json output"),
-        read_json(nodes, "kubectl get nodes -o json output"),
+        pod_list,
+        read_json(nodes, "kubectl get nodes -o json output") if nodes else pod_list,
         cluster=cluster or "kubernetes",
         now=now,
-        files=(pods, nodes),
+        files=(pods, nodes or pods),
     )
 
 

@@ -147,3 +147,33 @@ def test_cli_since_keeps_only_newer_observations(tmp_path, capsys):
     assert main([*args, "--since", "\x1b[31mred"]) == 2
     err = capsys.readouterr().err
     assert "--since" in err and "\x1b" not in err
+
+
+def test_one_list_of_pods_and_nodes_reads_the_same(tmp_path):
+    both = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": load("nodes")["items"] + load("pods")["items"],
+    }
+    path = tmp_path / "all.json"
+    path.write_text(json.dumps(both))
+    out = tmp_path / "out.json"
+    assert (
+        main(
+            [
+                "collect",
+                "k8s",
+                "--pods",
+                str(path),
+                "--time",
+                "2026-11-27T10:00:00Z",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert json.loads(out.read_text())["snapshot"] == collect(
+        pods=both, nodes=both
+    ).snapshot.model_copy(update={"cluster": "kubernetes"}).model_dump(mode="json")
+    assert collect(pods=both, nodes=both).skipped == []

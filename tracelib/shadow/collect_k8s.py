@@ -1,7 +1,8 @@
 """Kubernetes pod and node lists -> a shadow `Snapshot` and `Observation`s.
 
 Reads `kubectl get pods -A -o json` and `kubectl get nodes -o json` (v1 `List`s of `Pod` and
-`Node`; a `PodList` / `NodeList` reads the same):
+`Node`; a `PodList` / `NodeList` reads the same), or the one List of both that `kubectl get
+pods,nodes -A -o json` prints:
 
 - a node's GPUs are `status.allocatable["nvidia.com/gpu"]` (else `capacity`), its GPU type
   the NVIDIA GPU feature discovery label `nvidia.com/gpu.product`; CPU and memory from
@@ -71,11 +72,15 @@ def collect_k8s(
     input unusable as a whole; a bad pod or node is skipped, with its reason."""
     f_pods, f_nodes = files
     now = now or datetime.now(UTC)
-    pod_items = require_list(require_object(pods, f_pods, "top level"), "items", f_pods)
-    node_items = require_list(require_object(nodes, f_nodes, "top level"), "items", f_nodes)
+    pod_items = _of_kind(
+        require_list(require_object(pods, f_pods, "top level"), "items", f_pods), "Pod"
+    )
+    node_items = _of_kind(
+        require_list(require_object(nodes, f_nodes, "top level"), "items", f_nodes), "Node"
+    )
     skipped: list[Skipped] = []
     capacity: dict[str, dict[str, Any]] = {}
-    for i, raw in enumerate(node_items):
+    for i, raw in node_items:
         try:
             node = _node(raw)
             if node["name"] in capacity:
@@ -87,7 +92,7 @@ def collect_k8s(
     running: list[RunningJob] = []
     pending: list[PendingJob] = []
     observations: list[Observation] = []
-    for i, raw in enumerate(pod_items):
+    for i, raw in pod_items:
         where = _where("items", i, raw)
         try:
             pod = _pod(raw)
@@ -139,6 +144,17 @@ def collect_k8s(
     order = {"submitted": 0, "started": 1, "finished": 2, "failed": 2, "preempted": 2}
     observations.sort(key=lambda o: (o.time, o.job, order[o.kind]))
     return Collected(snapshot, observations, skipped)
+
+
+def _of_kind(items: list, kind: str) -> list[tuple[int, Any]]:
+    """(position, item) of the items of `kind`, or without a kind: `kubectl get pods,nodes
+    -o json` lists both kinds in one List, and each reader takes its own."""
+    return [
+        (i, item)
+        for i, item in enumerate(items)
+        if not (isinstance(item, dict) and isinstance(item.get("kind"), str))
+        or item["kind"] == kind
+    ]
 
 
 def _free(node: dict, total: float, taken: float) -> float:

@@ -19,14 +19,14 @@ and v0.0.41 name these fields alike):
   `time.start` / `time.end` (plain UNIX times, 0 when unset), `nodes`, and
   `tres.requested` / `tres.allocated` as `[{"type": "gres", "name": "gpu", "count": 4}]`.
 
-What becomes what: a PENDING job is pending; RUNNING (or COMPLETING, still holding its
-nodes) is running. Every job with a GPU request gives a `submitted` observation; one with a
-start time that has passed (a pending job's `start_time` is Slurm's forecast, not a start)
-gives `started`; a job in a final state gives `finished` (COMPLETED), `preempted`
-(PREEMPTED) or `failed` (every other final state: FAILED, TIMEOUT, NODE_FAIL,
-OUT_OF_MEMORY, BOOT_FAIL, DEADLINE and CANCELLED, which the wire format has no word of its
-own for). Jobs without a GPU request are not the policy's to schedule: they are skipped and
-listed. A node that is DOWN, DRAIN(ED/ING), FAIL or NOT_RESPONDING offers nothing free.
+What becomes what: a PENDING job is pending; RUNNING, SUSPENDED or COMPLETING (still holding
+its nodes) is running. Every job with a GPU request gives a `submitted` observation; one
+with a start time that has passed (a pending job's `start_time` is Slurm's forecast, not a
+start) gives `started`; a job in a final state gives `finished` (COMPLETED), `preempted`
+(PREEMPTED) or `failed` (every other final state: FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY,
+BOOT_FAIL, DEADLINE and CANCELLED, which the wire format has no word of its own for). Jobs
+without a GPU request are not the policy's to schedule: they are skipped and listed. A node
+that is DOWN, DRAIN(ED/ING), FAIL or NOT_RESPONDING offers nothing free.
 `duration_estimate_s` is the job's time limit, what Slurm's own backfill plans with.
 """
 
