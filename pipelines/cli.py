@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import json
 import os
 import sys
 from datetime import datetime
@@ -203,6 +204,7 @@ def _run_flow(args, progress) -> dict:
             },
             registry=args.registry,
             progress=progress,
+            shadow_spool=args.shadow_spool,
         )
 
 
@@ -217,6 +219,17 @@ def _print_run_summary(args, summary: dict) -> None:
         )
     for item in summary["rejected"]:
         print(f"  REJECTED {item['error']}")
+    for item in summary.get("shadow", []):
+        print(
+            f"  shadow day {item['source_id']}: {item['outcome']}, {item['rows_accepted']} jobs, "
+            f"{item['rows_quarantined']} quarantined, {item['decisions']} decision rows"
+            + (f" ({item['note']})" if item.get("note") else "")
+        )
+    for item in summary.get("shadow_replays", []):
+        print(
+            f"  counterfactual {item['source_id']} under {item['policy']}: "
+            + (f"evaluation {item['eval_id']}" if item["eval_id"] else f"none ({item['note']})")
+        )
     for item in summary["derived"]:
         print(f"  workloads {item['derivation']}: {item['splits']} ({item['jobs']} jobs)")
     if item := summary.get("interference"):
@@ -661,6 +674,77 @@ def _learned_replay(args, learned: tuple[str, ...], every: bool, cluster, window
         return learned_replay_stage(args.warehouse, cfg, display.reporter)
 
 
+def cmd_collect(args) -> int:
+    """`schedlab collect slurm|k8s`: a snapshot and observations from the scheduler's JSON,
+    written as JSON (`--out`, default stdout) or sent to a decision service (`--post`)."""
+    from pipelines.collect import (
+        TOKEN_ENV,
+        PostFailed,
+        collect_k8s_files,
+        collect_slurm_files,
+        post,
+    )
+    from tracelib.ingest.base import printable
+    from tracelib.shadow.collect import CollectError
+
+    times = {}
+    for flag in ("time", "since"):
+        text = getattr(args, flag)
+        try:
+            times[flag] = datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+        except ValueError:
+            times[flag] = datetime.min
+        if text and times[flag].tzinfo is None:
+            shown = printable(repr(text), 80)
+            print(
+                f"error: --{flag} {shown}: expected an RFC 3339 time with a zone", file=sys.stderr
+            )
+            return EXIT_BAD_INPUT
+    now = times["time"]
+    try:
+        if args.scheduler == "slurm":
+            collected = collect_slurm_files(
+                args.squeue, args.sinfo, args.sacct, cluster=args.cluster, now=now
+            )
+        else:
+            collected = collect_k8s_files(args.pods, args.nodes, cluster=args.cluster, now=now)
+    except CollectError as exc:
+        print(printable(f"error: {exc}", 600), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for item in collected.skipped:
+        print(printable(f"skipped {item}", 600), file=sys.stderr)
+    if times["since"] is not None:
+        # What happened before the previous collection was sent then: not again.
+        collected.observations = [o for o in collected.observations if o.time >= times["since"]]
+    snapshot = collected.snapshot
+    said = (
+        f"{snapshot.cluster} at {snapshot.time:%Y-%m-%d %H:%M:%S %Z}: {len(snapshot.servers)} "
+        f"servers, {len(snapshot.running)} running, {len(snapshot.pending)} pending, "
+        f"{len(collected.observations)} observations, {len(collected.skipped)} skipped"
+    )
+    if args.post:
+        try:
+            token = args.token or os.environ.get(TOKEN_ENV) or None
+            posted = post(collected, args.post, token)
+        except PostFailed as exc:
+            print(printable(f"error: not sent: {exc}", 600), file=sys.stderr)
+            return EXIT_FAILED
+        started = posted.decision.get("start", [])
+        print(
+            f"{said}; sent to {args.post}: decision {posted.decision.get('decision_id', '?')} "
+            f"starts {len(started)} job(s), {posted.observations} observation(s) recorded",
+            file=sys.stderr,
+        )
+        return 0
+    text = json.dumps(collected.to_json(), indent=1)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    else:
+        print(text)
+    print(said, file=sys.stderr)
+    return 0
+
+
 def cmd_report(args) -> int:
     from pipelines.report import write_report
     from tracelib.ingest.base import printable
@@ -718,6 +802,7 @@ def nightly_deployment(args):
             "warehouse": str(resolve_path(args.warehouse).resolve()),
             "seed": args.seed,
             "incoming": str(Path(args.incoming).resolve()) if args.incoming else None,
+            "shadow_spool": str(Path(args.shadow_spool).resolve()) if args.shadow_spool else None,
         },
     )
 
@@ -765,6 +850,12 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=int, default=600, help="synthetic jobs (default 600)")
     run.add_argument("--jobs-per-sequence", type=int, default=60, help="jobs per workload")
     run.add_argument("--incoming", default=None, help="folder of production traces to ingest")
+    run.add_argument(
+        "--shadow-spool",
+        default=None,
+        help="shadow spool whose closed days to ingest (default: shadow-spool/ beside the "
+        "warehouse, when it exists)",
+    )
     run.add_argument(
         "--eval-seeds",
         type=int,
@@ -1068,6 +1159,63 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     )
     replay.set_defaults(func=cmd_replay)
 
+    collect = sub.add_parser(
+        "collect",
+        help="turn a scheduler's JSON (Slurm, Kubernetes) into a shadow snapshot and observations",
+    )
+    schedulers = collect.add_subparsers(dest="scheduler", required=True)
+    slurm = schedulers.add_parser(
+        "slurm", help="from squeue --json, sinfo --json and, optionally, sacct --json"
+    )
+    slurm.add_argument("--squeue", required=True, help="file of `squeue --json` output")
+    slurm.add_argument(
+        "--sinfo", required=True, help="file of `sinfo --json` (or `scontrol show nodes --json`)"
+    )
+    slurm.add_argument("--sacct", default=None, help="file of `sacct --json` output (optional)")
+    k8s = schedulers.add_parser("k8s", help="from kubectl get pods,nodes -o json")
+    k8s.add_argument(
+        "--pods",
+        required=True,
+        help="file of `kubectl get pods -A -o json` output (or of `kubectl get pods,nodes -A "
+        "-o json`)",
+    )
+    k8s.add_argument(
+        "--nodes",
+        default=None,
+        help="file of `kubectl get nodes -o json` output (default: the nodes of the --pods "
+        "file, e.g. `kubectl get pods,nodes -A -o json`)",
+    )
+    for each in (slurm, k8s):
+        each.add_argument(
+            "--cluster",
+            default=None,
+            help="the cluster's name (default: the one Slurm reports; Kubernetes: kubernetes)",
+        )
+        each.add_argument(
+            "--time",
+            default=None,
+            help="the snapshot's time, RFC 3339 (default: squeue's last_update, else now)",
+        )
+        each.add_argument(
+            "--since",
+            default=None,
+            help="only observations at or after this RFC 3339 time (e.g. the previous "
+            "collection's), so a collector run every minute does not resend a job's history",
+        )
+        each.add_argument("--out", default=None, help="write the JSON here (default: stdout)")
+        each.add_argument(
+            "--post",
+            default=None,
+            help="send to a decision service instead, e.g. http://127.0.0.1:8790",
+        )
+        each.add_argument(
+            "--token",
+            default=None,
+            help="the service's token, if it has one (default: $SCHEDLAB_SHADOW_TOKEN, which "
+            "keeps it out of the process list)",
+        )
+        each.set_defaults(func=cmd_collect)
+
     report = sub.add_parser("report", parents=[common], help="write the HTML report")
     report.add_argument(
         "--out", default=None, help="file to write (default: reports/ beside the warehouse)"
@@ -1079,6 +1227,9 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     serve.add_argument("--name", default="schedlab-nightly", help="deployment name")
     serve.add_argument("--seed", type=int, default=0)
     serve.add_argument("--incoming", default=None, help="folder of production traces")
+    serve.add_argument(
+        "--shadow-spool", default=None, help="shadow spool (default: beside the warehouse)"
+    )
     serve.set_defaults(func=cmd_serve)
     return parser
 

@@ -223,3 +223,50 @@ class FidelityChecks(pa.DataFrameModel):
         strict = True
         coerce = True
         unique = ["check_key", "check_name"]
+
+
+# --- shadow mode (DDL: warehouse/migrations/0027_shadow.sql; writer: pipelines/shadow_ingest.py)
+
+
+class ShadowDecisions(pa.DataFrameModel):
+    """One row per (decision the shadowed policy made, job pending in its snapshot): what
+    the policy would have done beside what the real scheduler did (tracelib/shadow/trace.py
+    says how "started at that snapshot" is judged)."""
+
+    source_id: pl.Utf8 = pa.Field(str_startswith="shadow:")
+    decision_id: pl.Utf8 = pa.Field(str_length={"min_value": 32, "max_value": 32})
+    job_id: pl.Utf8 = pa.Field(str_length={"min_value": 1})
+    cluster: pl.Utf8
+    snapshot_time: pl.Datetime("us")
+    policy: pl.Utf8
+    policy_id: pl.Utf8
+    latency_ms: pl.Float64 = pa.Field(ge=0)
+    requested_gpus: pl.Float64 = pa.Field(gt=0)
+    policy_start: pl.Boolean
+    """The policy would have started the job with this snapshot."""
+    policy_gpus: pl.Float64 = pa.Field(nullable=True, ge=0)
+    policy_servers: pl.Utf8 = pa.Field(nullable=True)
+    """JSON list of server names, sorted (NULL: the policy would not start it)."""
+    real_started: pl.Boolean
+    """The real scheduler started it at or after the snapshot, before the next one."""
+    real_start_time: pl.Datetime("us") = pa.Field(nullable=True)
+    """When the real scheduler started it, whenever that was (NULL: not within the day)."""
+    real_gpus: pl.Float64 = pa.Field(nullable=True, ge=0)
+    real_servers: pl.Utf8 = pa.Field(nullable=True)
+    same_action: pl.Boolean
+    """Both started it, or both held it."""
+    same_servers: pl.Boolean = pa.Field(nullable=True)
+    """Both started it on the same servers (NULL unless both started it)."""
+
+    class Config:
+        name = "shadow_decisions"
+        strict = True
+        coerce = True
+        unique = ["decision_id", "job_id"]
+
+    @pa.dataframe_check
+    def agreement_matches(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        """`same_action` is what the two start flags say."""
+        return data.lazyframe.select(
+            pl.col("same_action") == (pl.col("policy_start") == pl.col("real_started"))
+        )

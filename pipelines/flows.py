@@ -52,6 +52,27 @@ def ingest_task(warehouse: str | None, trace: TraceInput, progress: Reporter = Q
     return asdict(result)
 
 
+@task(name="shadow-ingest", **IO_RETRIES)
+def shadow_ingest_task(
+    warehouse: str | None, spool: str | None, progress: Reporter = QUIET
+) -> list[dict]:
+    from pipelines.shadow_ingest import shadow_ingest_stage
+
+    with progress.stage("shadow spool: closed days"):
+        return [asdict(r) for r in shadow_ingest_stage(warehouse, spool)]
+
+
+@task(name="shadow-replay", **IO_RETRIES)
+def shadow_replay_task(warehouse: str | None, day: dict, progress: Reporter = QUIET) -> dict:
+    from pipelines.shadow_replay import shadow_replay_stage
+
+    policy = day["policies"][0]
+    with progress.stage(f"counterfactual replay of {day['source_id']} under {policy}"):
+        return asdict(
+            shadow_replay_stage(warehouse, day["source_id"], policy, day["servers"], progress)
+        )
+
+
 @task(name="synthetic-trace", **IO_RETRIES)
 def synthetic_task(warehouse: str | None, cfg: DiurnalConfig, progress: Reporter = QUIET) -> dict:
     with progress.stage(f"synthetic trace ({cfg.n_jobs} jobs)"):
@@ -173,8 +194,11 @@ def nightly_flow(
     options: dict[str, Any] | None = None,
     registry: Registry | None = None,
     progress: Reporter | None = None,
+    shadow_spool: str | None = None,
 ) -> dict:
-    """The nightly job: ingest new traces, generate the synthetic trace, derive workloads,
+    """The nightly job: ingest new traces and the closed days of the shadow spool
+    (`shadow_spool`, default `shadow-spool/` beside the warehouse; see
+    pipelines/shadow_ingest.py), generate the synthetic trace, derive workloads,
     collect interference samples, train every learned system of `registry` (default
     `pipelines.registry.SYSTEMS`: DL2, Harmony, Chic and Chic-Pair, RL-TAPS), each from its
     latest registered policy, evaluate the heuristics and the policies the systems enter on
@@ -235,6 +259,8 @@ def nightly_flow(
         "run_id": run_id,
         "ingested": [],
         "rejected": [],
+        "shadow": [],
+        "shadow_replays": [],
         "derived": [],
         "interference": None,
         "fidelity": None,
@@ -253,6 +279,11 @@ def nightly_flow(
                 continue
             summary["ingested"].append(result)
             production.append(result["source_id"])
+        summary["shadow"] = shadow_ingest_task(warehouse, shadow_spool, progress)
+        # A day stored this run is a trace like any other; one with no ended job has nothing
+        # to derive workloads from (derivation keeps completed, failed and killed jobs).
+        fresh_days = [d for d in summary["shadow"] if d["outcome"] in ("new", "replaced")]
+        production += [d["source_id"] for d in fresh_days if d["finished_jobs"]]
         synthetic = synthetic_task(warehouse, cfg.synthetic, progress)
         summary["ingested"].append(synthetic)
         summary["derived"].append(
@@ -328,6 +359,10 @@ def nightly_flow(
             logger.warning("fidelity checks failed: %s", ", ".join(summary["fidelity"]["failed"]))
         for s in trained:
             summary[s.key] = s.steps().collect(run, cfg.learned[s.name], pending[s.name])
+        # After training: a learned shadowed policy replays with the newest policy.
+        summary["shadow_replays"] = [
+            shadow_replay_task(warehouse, day, progress) for day in fresh_days if day["policies"]
+        ]
         summary["report"] = report_task(warehouse, run_id, registry, progress)
     except BaseException:
         finish_run(warehouse, run_id, "failed", summary)

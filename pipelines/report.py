@@ -377,6 +377,56 @@ def traces_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -
     return sections
 
 
+def shadow_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -> Section:
+    """Shadow mode: per shadow day, how often the shadowed policy agreed with the real
+    scheduler, and its counterfactual replay beside what really happened."""
+    section = Section(
+        "Shadow mode",
+        "A policy answered the live cluster's snapshots without acting on them "
+        "(docs/shadow.md). Per shadow day (source `shadow:<cluster>:<date>`): over the jobs "
+        "pending at each decision, the share on which the policy and the real scheduler did "
+        "the same (both started the job at that snapshot, or both held it), the jobs the "
+        "policy would have started that the real scheduler held and the converse, and how "
+        "often both put a job on the same servers. Then the day's jobs replayed under the "
+        "shadowed policy on the cluster its snapshots saw, beside what really happened: "
+        "mean JCT over the jobs that ended within the day, mean queueing delay over those "
+        'that started. `schedlab sql "SELECT * FROM shadow_agreement"` and '
+        "`shadow_decisions` hold every row.",
+        empty="No shadow day has been ingested (the spool's closed days are read by "
+        "`schedlab run`).",
+    )
+    if not exists(con, "shadow_agreement"):
+        return section
+    agreement = read_frame(
+        con,
+        "SELECT source_id, policy, decisions, pending_rows, agreement, "
+        "policy_started_real_held, real_started_policy_held, both_started, "
+        "same_servers_rate, median_latency_ms FROM shadow_agreement ORDER BY source_id, policy",
+    )
+    if agreement.height == 0:
+        return section
+    section.tables.append(frame_table("agreement per day", agreement))
+    from pipelines.shadow_replay import compare
+
+    rows = []
+    for source_id in agreement["source_id"].unique(maintain_order=True).to_list():
+        found = compare(con, source_id)
+        if found.height:
+            rows.append(found.insert_column(0, pl.lit(source_id).alias("source_id")))
+    if rows:
+        section.tables.append(
+            frame_table(
+                "counterfactual replay beside what happened",
+                pl.concat(rows, how="vertical_relaxed"),
+                "Hours. `observed_*`: the real scheduler, from the day's observations; "
+                "`replayed_*`: the same jobs replayed under the shadowed policy "
+                "(workload set `replay:<source>` for a replay rule, `replay-arena:<source>` "
+                "for a learned family).",
+            )
+        )
+    return section
+
+
 def lineage_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -> Section:
     section = Section(
         "Policies",
@@ -402,6 +452,7 @@ SECTIONS_BEFORE_SYSTEMS = (
     cdf_section,
     replay_capacity_section,
     learning_section,
+    shadow_section,
 )
 SECTIONS_AFTER_SYSTEMS = (lineage_section,)
 """The report's own sections; each learned system's (its `report`) stand between them."""

@@ -2,7 +2,8 @@
 derived from it (`schedlab delete-source SOURCE_ID`).
 
 What goes with a source, in one transaction (all or nothing):
-- its `trace_sources` row, its `jobs` and its `quarantine` records;
+- its `trace_sources` row, its `jobs` and its `quarantine` records (and, for a shadow
+  day, its `shadow_decisions` rows);
 - every derivation (workload set) one of whose workloads drew jobs from it, whole (a set
   that lost some of its jobs is no longer what its id and hashes say): `workloads`,
   `workload_jobs`, and the `decision_traces` recorded on those workloads;
@@ -93,6 +94,7 @@ def _plan(con, source_id: str) -> tuple[list[str], list[str], dict[str, tuple[st
         "decision_traces": (in_sets, set_params),
         "workload_jobs": (in_sets, set_params),
         "workloads": (f"derivation IN {sets}", set_params),
+        "shadow_decisions": ("source_id = ?", [source_id]),
         "quarantine": ("source_id = ?", [source_id]),
         "jobs": ("source_id = ?", [source_id]),
         "trace_sources": ("source_id = ?", [source_id]),

@@ -10,7 +10,8 @@ import pandera.polars as pa
 import polars as pl
 
 STATUSES = ["completed", "failed", "killed", "running", "pending", "unknown"]
-FORMATS = ["philly", "pai", "helios", "generic", "synthetic"]
+FORMATS = ["philly", "pai", "helios", "generic", "synthetic", "shadow"]
+"""Trace formats; "shadow" is a closed day of the shadow spool (tracelib/shadow/trace.py)."""
 SPLITS = ["train", "validation", "test"]
 
 
