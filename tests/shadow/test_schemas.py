@@ -89,7 +89,7 @@ def test_valid_snapshot_parses():
     ("mutate", "field"),
     [
         (lambda b: b["servers"][1].update(free_gpus=-1), "servers.1.free_gpus"),
-        (lambda b: b["servers"][1].update(free_gpus=9), "free_gpus exceeds gpus"),
+        (lambda b: b["servers"][1].update(free_gpus=9), "free_gpus: exceeds gpus"),
         (lambda b: b["servers"][0].update(cpus="nan"), "servers.0.cpus"),
         (lambda b: b.update(time="2026-11-28T12:00:00"), "time"),
         (lambda b: b.update(cluster="x" * 129), "cluster"),

@@ -72,7 +72,7 @@ class Server(_Wire):
             ("free_memory_gib", "memory_gib"),
         ):
             if getattr(self, free) > getattr(self, total) + 1e-9:
-                raise ValueError(f"{free} exceeds {total}")
+                raise ValueError(f"{free}: exceeds {total}")
         return self
 
 
