@@ -60,7 +60,7 @@ class Quarantined:
 
     file: Path
     line: int
-    """1-based line number in `file`."""
+    """1-based line number in `file` (0: the file as a whole)."""
     reason: str
 
 
@@ -314,6 +314,9 @@ def read_spool(root: str | Path, day: date) -> tuple[list[SpoolRecord], list[Qua
     records: list[SpoolRecord] = []
     quarantined: list[Quarantined] = []
     for path in sorted(Path(root).glob(f"*/{day.isoformat()}.jsonl")):
+        if not path.is_file():
+            quarantined.append(Quarantined(path, 0, "not a regular file"))
+            continue
         got, bad = read_spool_file(path)
         records.extend(got)
         quarantined.extend(bad)
