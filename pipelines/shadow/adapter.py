@@ -25,6 +25,7 @@ waits instead: a decision never puts a job on a server without the free GPUs.
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -194,7 +195,7 @@ class _ServerRoom:
     part of each partly used GPU, CPUs and memory (GB)."""
 
     def __init__(self, free_gpus: float, cpus: float, memory_gb: float) -> None:
-        self.whole = int(np.floor(free_gpus + _EPS))
+        self.whole = math.floor(free_gpus + _EPS)
         part = free_gpus - self.whole
         self.parts = [part] if part > _EPS else []
         self.cpus, self.memory = cpus, memory_gb
@@ -210,7 +211,7 @@ class _ServerRoom:
         if cpu > self.cpus + _EPS or memory > self.memory + _EPS:
             return False
         if gpu >= 1.0 - _EPS:
-            need = int(np.ceil(gpu - _EPS))
+            need = math.ceil(gpu - _EPS)
             if need > self.whole:
                 return False
             self.whole -= need
@@ -244,9 +245,8 @@ def fit_live(
     """Split `starts` into those that fit the live cluster, taken in order (each one's tasks
     from what the earlier ones left), and those that do not (wrong GPU type, or not enough
     free GPUs, CPUs or memory on a server)."""
-    rooms = [
-        _ServerRoom(s.free_gpus, s.free_cpus, s.free_memory_gib * GB_PER_GIB) for s in snap.servers
-    ]
+    # Only the servers some start uses are tracked (made on first use).
+    rooms: dict[int, _ServerRoom] = {}
     fitting, refused = [], []
     for start in starts:
         job = snap.pending[start.job]
@@ -258,21 +258,24 @@ def fit_live(
             if task.worker and task.demand[0] > _EPS:
                 ok = _allowed(job, snap.servers[server].gpu_type, typed)
             if ok:
-                room = trial.get(server) or trial.setdefault(server, rooms[server].copy())
+                room = trial.get(server)
+                if room is None:
+                    base = rooms.get(server)
+                    room = trial[server] = base.copy() if base else _room_of(snap, server)
                 ok = room.take(*task.demand)
             if not ok:
                 break
         if ok:
-            _commit(rooms, trial)
+            rooms.update(trial)
             fitting.append(start)
         else:
             refused.append(start)
     return fitting, refused
 
 
-def _commit(rooms: list[_ServerRoom], trial: dict[int, _ServerRoom]) -> None:
-    for server, room in trial.items():
-        rooms[server] = room
+def _room_of(snap: Snapshot, server: int) -> _ServerRoom:
+    s = snap.servers[server]
+    return _ServerRoom(s.free_gpus, s.free_cpus, s.free_memory_gib * GB_PER_GIB)
 
 
 def started_jobs(snap: Snapshot, starts: Sequence[Start]) -> list[StartedJob]:
