@@ -193,3 +193,15 @@ def test_extender_messages_use_the_kube_scheduler_json_names():
     with pytest.raises(ValidationError) as info:
         ExtenderArgs.model_validate({"pod": args.pod.model_dump(by_alias=True)})
     assert any("nodes" in text for text in error_locs(info.value))
+
+
+def test_the_wire_format_needs_no_torch_and_no_web_framework():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tracelib.shadow.schemas, tracelib.shadow.spool, tracelib.shadow.kube; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'fastapi', 'starlette'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

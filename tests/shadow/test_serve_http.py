@@ -430,3 +430,21 @@ def test_kill_9_loses_no_acknowledged_record(tmp_path):
         assert httpx.post(f"{again.url}/v1/observe", json=_observe_body()).status_code == 200
     after = [r for day in spool_days(spool) for r in read_spool(spool, day)[0]]
     assert len(after) == len(records) + 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--policy", "no-such-policy"], "no warehouse"),
+        (["--policy", "fifo", "--host", "example.org"], "--host"),
+        (["--policy", "fifo", "--token", "short"], "--token"),
+        (["--policy", "fifo", "--max-body-bytes", "10"], "--max-body-bytes"),
+    ],
+)
+def test_bad_serve_arguments_exit_2_with_one_line(tmp_path, capsys, argv, says):
+    from pipelines.cli import main
+
+    warehouse = ["--warehouse", str(tmp_path / "missing.duckdb"), "--spool", str(tmp_path / "s")]
+    assert main(["serve-policy", *argv, *warehouse]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err and err.count("\n") == 1
