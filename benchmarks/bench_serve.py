@@ -2,8 +2,9 @@
 `schedlab serve-policy` for FIFO, DL2 and Harmony on snapshots of 100 pending jobs and 500
 servers, then kill -9 in the middle of a load loop.
 
-    python -m benchmarks serve [--policy fifo,dl2,harmony] [--rate 100] [--duration 20]
-                               [--servers 500] [--pending 100] [--max-in-flight 64]
+    python -m benchmarks serve [--policy fifo,dl2,harmony] [--rate 100] [--light-rate 5]
+                               [--duration 20] [--servers 500] [--pending 100]
+                               [--max-in-flight 64] [--kill-after 5]
 
 Each policy's server runs as `schedlab serve-policy` in a child process on loopback; the
 learned policies come from `schedlab run --budget smoke --systems dl2,harmony` in a
@@ -15,7 +16,9 @@ shed. Snapshots: `--snapshots` different ones (a busy cluster: most servers full
 with some GPUs free; pending jobs of 0.5 to 8 GPUs, named and unnamed models), sent in
 turn, serialized once.
 
-Printed per policy: requests due, answered 200, shed, decisions per second, p50/p99
+Each policy is loaded at `--rate`, then at `--light-rate`, a load it keeps up with, where
+the latency is the service's own and not the queue's. Printed per policy and rate:
+requests due, answered 200, shed, decisions per second, p50/p99
 latency from due time and the policy's own time (the decision's latency_ms), each beside
 its target (a heuristic at 100 requests/s: p99 at most 50 ms), and the server's CPU
 seconds. Then the crash: FIFO under the same load, SIGKILL after `--kill-after` seconds,
@@ -61,6 +64,8 @@ class Options:
     """policies to serve, comma-separated (heuristic names or learned families)"""
     rate: float = TARGET_RATE
     """requests per second offered (open loop)"""
+    light_rate: float = 5.0
+    """a second, lighter load per policy, requests per second (0: none)"""
     duration: float = 20.0
     """seconds of load per policy"""
     servers: int = 500
@@ -76,7 +81,7 @@ class Options:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not self.rate > 0 or not self.duration > 0:
+        if not self.rate > 0 or not self.duration > 0 or self.light_rate < 0:
             raise ValueError("--rate and --duration must be positive")
         if self.servers < 1 or self.pending < 1 or self.snapshots < 1 or self.max_in_flight < 1:
             raise ValueError("--servers, --pending, --snapshots and --max-in-flight: at least 1")
@@ -157,10 +162,12 @@ class LoadResult:
     """decision_id of every 200 answer."""
 
 
-async def _load(url: str, bodies: list[bytes], args: Options, seconds: float) -> LoadResult:
+async def _load(
+    url: str, bodies: list[bytes], args: Options, seconds: float, rate: float
+) -> LoadResult:
     import httpx
 
-    n = int(seconds * args.rate)
+    n = int(seconds * rate)
     result = LoadResult(n, 0, 0, 0, 0.0, [], [], [])
     in_flight = 0
     limits = httpx.Limits(max_connections=args.max_in_flight)
@@ -189,7 +196,7 @@ async def _load(url: str, bodies: list[bytes], args: Options, seconds: float) ->
         tasks = []
         start = time.perf_counter()
         for i in range(n):
-            due = start + i / args.rate
+            due = start + i / rate
             delay = due - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -216,29 +223,39 @@ def _pct(values: list[float], q: float) -> float:
 def _serve_one(
     policy: str, warehouse: Path, spool: Path, bodies: list[bytes], args: Options
 ) -> bool:
-    """Load one policy's server; print its figures; True when a heuristic missed its target."""
+    """Load one policy's server at each rate; print its figures; True when a heuristic
+    missed its target."""
     from pipelines.shadow.launch import ServerProcess
 
     serve_args = ["--policy", policy, "--warehouse", str(warehouse), "--spool", str(spool)]
+    missed = False
+    rates = [args.rate] + ([args.light_rate] if args.light_rate > 0 else [])
     with ServerProcess(serve_args) as server:
-        asyncio.run(_load(server.url, bodies[:2], Options(rate=10), 0.5))  # warm-up
-        cpu = _cpu_seconds(server.proc.pid)
-        result = asyncio.run(_load(server.url, bodies, args, args.duration))
-        cpu = _cpu_seconds(server.proc.pid) - cpu
+        asyncio.run(_load(server.url, bodies[:2], args, 0.5, 10.0))  # warm-up
+        for rate in rates:
+            cpu = _cpu_seconds(server.proc.pid)
+            result = asyncio.run(_load(server.url, bodies, args, args.duration, rate))
+            cpu = _cpu_seconds(server.proc.pid) - cpu
+            missed |= _print_load(policy, rate, result, cpu)
+    return missed
+
+
+def _print_load(policy: str, rate: float, result: LoadResult, cpu: float) -> bool:
+    """One policy's figures at one rate; True when a heuristic missed its target."""
     p50, p99 = _pct(result.latency_ms, 50), _pct(result.latency_ms, 99)
     heuristic = policy not in ("dl2", "harmony", "chic", "chic-pair", "rl-taps")
-    at_target = heuristic and abs(args.rate - TARGET_RATE) < 1e-9
+    at_target = heuristic and abs(rate - TARGET_RATE) < 1e-9
     if at_target:
         met = "met" if p99 <= HEURISTIC_P99_MS else "MISSED"
         verdict = f" (target <= {HEURISTIC_P99_MS:.0f} ms: {met})"
     elif heuristic:
         verdict = f" (the target is set at {TARGET_RATE:.0f} requests/s)"
     else:
-        verdict = " (learned: no target; beside the heuristic's)"
+        verdict = " (learned: no target)"
     print(
-        f"{policy:10} due {result.due:5d}  200 {result.ok:5d}  failed {result.failed:3d}  "
-        f"shed {result.shed:4d}  {result.ok / result.seconds:6.1f} decisions/s  "
-        f"p50 {p50:7.1f} ms  p99 {p99:7.1f} ms{verdict}  policy p50 "
+        f"{policy:8} {rate:5g} req/s: due {result.due:5d}  200 {result.ok:5d}  failed "
+        f"{result.failed:3d}  shed {result.shed:4d}  {result.ok / result.seconds:6.1f} "
+        f"decisions/s  p50 {p50:7.1f} ms  p99 {p99:7.1f} ms{verdict}  policy p50 "
         f"{_pct(result.policy_ms, 50):6.1f} ms p99 {_pct(result.policy_ms, 99):6.1f} ms  "
         f"server CPU {cpu:5.1f} s of {result.seconds:4.1f} s",
         flush=True,
@@ -259,7 +276,7 @@ def _crash(spool: Path, warehouse: Path, bodies: list[bytes], args: Options) -> 
     async def load_then_kill() -> LoadResult:
         loop = asyncio.get_running_loop()
         loop.call_later(args.kill_after, server.kill)
-        return await _load(server.url, bodies, args, args.kill_after + 2.0)
+        return await _load(server.url, bodies, args, args.kill_after + 2.0, args.rate)
 
     result = asyncio.run(load_then_kill())
     records, quarantined = [], []
@@ -292,8 +309,9 @@ def main(argv: list[str]) -> int:
     bodies = make_snapshots(args)
     print(
         f"snapshots: {len(bodies)} of {args.servers} servers and {args.pending} pending jobs "
-        f"({np.mean([len(b) for b in bodies]) / 1024:.0f} KiB each); load {args.rate:g} "
-        f"requests/s for {args.duration:g} s per policy; load average {os.getloadavg()[0]:.2f}",
+        f"({np.mean([len(b) for b in bodies]) / 1024:.0f} KiB each); load {args.rate:g} and "
+        f"{args.light_rate:g} requests/s for {args.duration:g} s each per policy; "
+        f"load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
     failures = 0

@@ -304,6 +304,8 @@ class Outcome:
     start: list[StartedJob]
     wait: list[str]
     refused: int
+    compute_s: float = 0.0
+    """Seconds computing it took (set by the caller that timed it; this module reads no clock)."""
 
 
 def decide(policy: DecisionPolicy, snap: Snapshot, rng: np.random.Generator) -> Outcome:

@@ -6,6 +6,7 @@ learned replay runs it (`pipelines.replay_learned`)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -60,13 +61,15 @@ class ServedPolicy:
         return policy
 
     def decide(self, snap: Snapshot) -> Outcome:
-        """The policy's decision on `snap`, valid on the live cluster (`adapter.decide`). The
-        placement random stream is seeded afresh for every call, so one snapshot always gets
-        one decision."""
+        """The policy's decision on `snap`, valid on the live cluster (`adapter.decide`), with
+        the seconds it took (waiting for an earlier call excluded). The placement random
+        stream is seeded afresh for every call, so one snapshot always gets one decision."""
         with self._lock:
+            started = time.perf_counter()
             policy = self._policy(len(snap.servers))
             rng = np.random.default_rng(np.random.SeedSequence(self.seed))
-            return decide(policy, snap, rng)
+            outcome = decide(policy, snap, rng)
+            return replace(outcome, compute_s=time.perf_counter() - started)
 
 
 def _learned_maker(ref: LearnedPolicy) -> Callable[[int], DecisionPolicy]:
