@@ -79,6 +79,7 @@ class Options:
     kill_after: float = 5.0
     """seconds of load before the crash's SIGKILL (0: no crash test)"""
     seed: int = 0
+    """seed of the snapshots"""
 
     def __post_init__(self) -> None:
         if not self.rate > 0 or not self.duration > 0 or self.light_rate < 0:
