@@ -820,6 +820,29 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def cmd_serve_policy(args) -> int:
+    from pipelines.shadow.policies import PolicyUnavailable
+    from pipelines.shadow.serve import ServeConfig, serve_policy
+    from tracelib.shadow.spool import SpoolError
+
+    try:
+        cfg = ServeConfig(
+            policy=args.policy,
+            host=args.host,
+            port=args.port,
+            spool=Path(args.spool) if args.spool else None,
+            token=args.token,
+            max_body_bytes=args.max_body_bytes,
+            warehouse=args.warehouse,
+            cluster=args.cluster,
+            seed=args.seed,
+        )
+        return serve_policy(cfg)
+    except (PolicyUnavailable, SpoolError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
 def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     """The command line; `schedlab run` has the flags of every system of `registry`
     (default: `pipelines.registry.SYSTEMS`)."""
@@ -1231,6 +1254,43 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         "--shadow-spool", default=None, help="shadow spool (default: beside the warehouse)"
     )
     serve.set_defaults(func=cmd_serve)
+
+    shadow = sub.add_parser(
+        "serve-policy",
+        parents=[common],
+        help="answer a live cluster's snapshots with a policy's decisions (shadow mode)",
+        description="Shadow mode (docs/shadow.md): HTTP decisions, Kubernetes extender "
+        "calls and observations, each logged to the spool before it is answered. It never "
+        "acts on the cluster.",
+    )
+    shadow.add_argument(
+        "--policy",
+        default="fifo",
+        help="heuristic (fifo, drf, optimus-events, srtf, ...), learned family (dl2, "
+        "harmony, chic, ...: its newest registered policy) or a policy id (default fifo)",
+    )
+    shadow.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    shadow.add_argument("--port", type=int, default=8790, help="port (default 8790)")
+    shadow.add_argument(
+        "--spool",
+        default=None,
+        help="spool directory (default: shadow-spool/ beside the warehouse)",
+    )
+    shadow.add_argument(
+        "--token",
+        default=None,
+        help="bearer token required on every endpoint but /healthz (or $SCHEDLAB_SHADOW_TOKEN)",
+    )
+    shadow.add_argument(
+        "--max-body-bytes", type=int, default=8 * 2**20, help="largest request body (default 8 MiB)"
+    )
+    shadow.add_argument(
+        "--cluster",
+        default="kubernetes",
+        help="cluster name the extender's decisions are logged under",
+    )
+    shadow.add_argument("--seed", type=int, default=0, help="placement tie-break seed (default 0)")
+    shadow.set_defaults(func=cmd_serve_policy)
     return parser
 
 

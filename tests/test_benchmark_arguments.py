@@ -34,6 +34,7 @@ BAD_VALUES = {
     "bench_replay": (["many"], "argument jobs: invalid int value: 'many'"),
     "bench_rltaps": (["huge"], "invalid choice: 'huge'"),
     "bench_scoreboard": (["--budget", "huge"], "invalid choice: 'huge'"),
+    "bench_serve": (["--rate", "0"], "--rate and --duration must be positive"),
     "bench_sim": (["fast"], "unrecognized arguments: fast"),
     "bench_startup": (["--until", "never"], "invalid choice: 'never'"),
 }

@@ -92,6 +92,52 @@ def _key(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
+class CatalogueMatcher:
+    """A trace job's catalogue model: the trace's model if it names one (matched ignoring
+    case and punctuation), otherwise one picked by a uniform draw in [0, 1) among the GPU
+    models for a job with GPUs and the CPU-only models otherwise."""
+
+    def __init__(self, catalogue: tuple[JobType, ...] = DL2_CATALOGUE) -> None:
+        self.by_key = {_key(jt.model): jt for jt in catalogue}
+        self.gpu_types = [jt for jt in catalogue if jt.worker_gpu > 0]
+        self.cpu_types = [jt for jt in catalogue if jt.worker_gpu == 0] or self.gpu_types
+
+    def job_type(self, raw_model: str | None, gpus: float, draw: float) -> JobType:
+        """The catalogue type of a job with trace model `raw_model` and `gpus` GPUs."""
+        known = self.by_key.get(_key(raw_model)) if raw_model else None
+        if known is not None:
+            return known
+        pool = self.gpu_types if gpus > 0 else self.cpu_types
+        return pool[int(draw * len(pool))]
+
+
+def requested_tasks(
+    jt: JobType, gpus: float, workers: float | None = None, ps: float | None = None
+) -> tuple[int, int]:
+    """(workers, PSs) of a trace job: its worker count, else its GPUs over the model's GPUs
+    per worker (at least 1), capped at the model's max_workers; its PS count, else one per
+    worker."""
+    w = workers
+    if w is None or not np.isfinite(w) or w < 1:
+        w = math.ceil(gpus / jt.worker_gpu) if jt.worker_gpu > 0 else 1
+    w = int(min(max(w, 1), jt.max_workers))
+    p = w if ps is None or not np.isfinite(ps) else int(min(ps, jt.max_workers))
+    return w, p
+
+
+def epochs_of_run_time(
+    jt: JobType,
+    duration_s: float,
+    basis: Literal["single_worker", "requested"] = "single_worker",
+    workers: int = 1,
+    ps: int = 1,
+) -> float:
+    """Epochs a run time stands for (see the module docstring: read as single-worker work,
+    or at the job's requested `workers` and `ps`)."""
+    counts = (1, 1) if basis == "single_worker" else (workers, max(ps, 1))
+    return duration_s * jt.epochs_per_second(*counts)
+
+
 def derive_workloads(
     jobs: pl.DataFrame,
     sources: pl.DataFrame,
@@ -118,21 +164,12 @@ def derive_workloads(
             f"no jobs to derive workloads from (statuses {list(cfg.statuses)}, "
             f"duration >= {cfg.min_duration_s} s)"
         )
-    by_key = {_key(jt.model): jt for jt in catalogue}
-    gpu_types = [jt for jt in catalogue if jt.worker_gpu > 0]
-    cpu_types = [jt for jt in catalogue if jt.worker_gpu == 0] or gpu_types
-
+    matcher = CatalogueMatcher(catalogue)
     n = kept.height
     raw_models = kept.get_column("model").to_list()
     gpus = kept.get_column("num_gpus").to_numpy()
     draws = model_rng.random(n)
-    types: list[JobType] = []
-    for raw, g, u in zip(raw_models, gpus, draws, strict=True):
-        known = by_key.get(_key(raw)) if raw else None
-        if known is None:
-            pool = gpu_types if g > 0 else cpu_types
-            known = pool[int(u * len(pool))]
-        types.append(known)
+    types = [matcher.job_type(raw, g, u) for raw, g, u in zip(raw_models, gpus, draws, strict=True)]
 
     workers_in = kept.get_column("num_workers").to_numpy(allow_copy=True)
     ps_in = kept.get_column("num_ps").to_numpy(allow_copy=True)
@@ -142,17 +179,11 @@ def derive_workloads(
     ps = np.empty(n, dtype=np.int64)
     epochs = np.empty(n, dtype=np.float64)
     for i, jt in enumerate(types):
-        w = workers_in[i]
-        if w is None or not np.isfinite(w) or w < 1:
-            w = math.ceil(gpus[i] / jt.worker_gpu) if jt.worker_gpu > 0 else 1
-        w = int(min(max(w, 1), jt.max_workers))
-        p = ps_in[i]
-        p = w if p is None or not np.isfinite(p) else int(min(p, jt.max_workers))
+        w, p = requested_tasks(jt, gpus[i], workers_in[i], ps_in[i])
         workers[i], ps[i] = w, p
         e = epochs_in[i]
         if e is None or not np.isfinite(e):
-            basis = (1, 1) if cfg.epoch_basis == "single_worker" else (w, max(p, 1))
-            e = duration[i] * jt.epochs_per_second(*basis)
+            e = epochs_of_run_time(jt, duration[i], cfg.epoch_basis, w, p)
         epochs[i] = e
     epochs = np.maximum(epochs, cfg.min_epochs)
     if cfg.max_epochs is not None:

@@ -89,7 +89,7 @@ def test_valid_snapshot_parses():
     ("mutate", "field"),
     [
         (lambda b: b["servers"][1].update(free_gpus=-1), "servers.1.free_gpus"),
-        (lambda b: b["servers"][1].update(free_gpus=9), "free_gpus exceeds gpus"),
+        (lambda b: b["servers"][1].update(free_gpus=9), "free_gpus: exceeds gpus"),
         (lambda b: b["servers"][0].update(cpus="nan"), "servers.0.cpus"),
         (lambda b: b.update(time="2026-11-28T12:00:00"), "time"),
         (lambda b: b.update(cluster="x" * 129), "cluster"),
@@ -193,3 +193,15 @@ def test_extender_messages_use_the_kube_scheduler_json_names():
     with pytest.raises(ValidationError) as info:
         ExtenderArgs.model_validate({"pod": args.pod.model_dump(by_alias=True)})
     assert any("nodes" in text for text in error_locs(info.value))
+
+
+def test_the_wire_format_needs_no_torch_and_no_web_framework():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tracelib.shadow.schemas, tracelib.shadow.spool, tracelib.shadow.kube; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'fastapi', 'starlette'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -121,3 +121,12 @@ def test_an_unwritable_spool_raises_spool_error(tmp_path):
     (tmp_path / "lab" / "2026-11-28.jsonl").mkdir(parents=True)
     with Spool(tmp_path, clock=fixed_clock) as spool, pytest.raises(SpoolError, match="cannot"):
         spool.append("observation", {}, cluster="lab")
+
+
+def test_append_many_writes_consecutive_records_at_once(tmp_path):
+    with Spool(tmp_path, clock=fixed_clock) as spool:
+        spool.append("snapshot", {"first": True}, cluster="lab")
+        got = spool.append_many("observation", [{"i": 0}, {"i": 1}], cluster="lab")
+    assert [r.seq for r in got] == [2, 3]
+    records, bad = read_spool(tmp_path, DAY)
+    assert bad == [] and [r.kind for r in records] == ["snapshot", "observation", "observation"]

@@ -46,6 +46,17 @@ ServerNames = Annotated[list[Name], Field(max_length=MAX_SERVERS_PER_JOB)]
 Version = Literal[1]
 
 
+def _not_a_number(value: object) -> object:
+    # Lax datetime parsing would read 12 as a Unix time; the wire format has RFC 3339 only.
+    if isinstance(value, int | float):
+        raise ValueError("a time is an RFC 3339 string with a zone, not a number")
+    return value
+
+
+Time = Annotated[AwareDatetime, BeforeValidator(_not_a_number)]
+"""An RFC 3339 time with a zone."""
+
+
 class _Wire(BaseModel):
     """Base of the wire models: unknown fields are errors, values immutable once parsed."""
 
@@ -72,7 +83,7 @@ class Server(_Wire):
             ("free_memory_gib", "memory_gib"),
         ):
             if getattr(self, free) > getattr(self, total) + 1e-9:
-                raise ValueError(f"{free} exceeds {total}")
+                raise ValueError(f"{free}: exceeds {total}")
         return self
 
 
@@ -84,8 +95,8 @@ class RunningJob(_Wire):
     gpus: Positive
     gpu_type: Name | None = None
     servers: ServerNames
-    submit_time: AwareDatetime
-    start_time: AwareDatetime
+    submit_time: Time
+    start_time: Time
     model: Name | None = None
     duration_estimate_s: Positive | None = None
 
@@ -99,7 +110,7 @@ class PendingJob(_Wire):
     gpu_type: Name | None = None
     cpus: Amount | None = None
     memory_gib: Amount | None = None
-    submit_time: AwareDatetime
+    submit_time: Time
     model: Name | None = None
     duration_estimate_s: Positive | None = None
 
@@ -109,7 +120,7 @@ class Snapshot(_Wire):
 
     schema_version: Version
     cluster: ClusterName
-    time: AwareDatetime
+    time: Time
     servers: Annotated[list[Server], Field(max_length=MAX_SERVERS)]
     running: Annotated[list[RunningJob], Field(max_length=MAX_JOBS)] = []
     pending: Annotated[list[PendingJob], Field(max_length=MAX_JOBS)] = []
@@ -147,7 +158,7 @@ class Decision(_Wire):
     decision_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
     policy: Name
     policy_id: Name
-    time: AwareDatetime
+    time: Time
     """The snapshot's time."""
     latency_ms: Amount
     start: Annotated[list[StartedJob], Field(max_length=MAX_JOBS)]
@@ -162,7 +173,7 @@ class Observation(_Wire):
 
     kind: ObservationKind
     job: Name
-    time: AwareDatetime
+    time: Time
     user: Name | None = None
     gpus: Positive | None = None
     gpu_type: Name | None = None
@@ -269,7 +280,7 @@ class ObjectMeta(_K8s):
     namespace: K8sName | None = None
     uid: Annotated[str, StringConstraints(max_length=128)] | None = None
     labels: Labels = {}
-    creation_timestamp: AwareDatetime | None = Field(None, alias="creationTimestamp")
+    creation_timestamp: Time | None = Field(None, alias="creationTimestamp")
 
 
 class ResourceRequirements(_K8s):

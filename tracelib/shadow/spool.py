@@ -60,7 +60,7 @@ class Quarantined:
 
     file: Path
     line: int
-    """1-based line number in `file`."""
+    """1-based line number in `file` (0: the file as a whole)."""
     reason: str
 
 
@@ -133,6 +133,13 @@ class Spool:
         """Append one record and return it once it is on disk. `payload` must be JSON data
         (e.g. a pydantic `model_dump(mode="json")`). Raises SpoolError if it cannot be made
         durable (the caller must then not acknowledge it)."""
+        return self.append_many(kind, [payload], cluster=cluster)[0]
+
+    def append_many(
+        self, kind: RecordKind, payloads: list[dict[str, Any]], *, cluster: str
+    ) -> list[SpoolRecord]:
+        """Append one record per payload, all received at one time, with one write and one
+        fsync; returns them once they are all on disk (SpoolError otherwise)."""
         if kind not in KINDS:
             raise ValueError(f"kind: must be one of {sorted(KINDS)}, got {kind!r}")
         with self._mutex:
@@ -141,15 +148,15 @@ class Spool:
             received = self._clock()
             path = self.path_for(cluster, received.astimezone(UTC).date())
             try:
-                return self._append_locked(path, kind, payload, cluster, received)
+                return self._append_locked(path, kind, payloads, cluster, received)
             except OSError as err:
                 # The file may now end in a partial line; the next append rescans it.
                 self._next_seq.pop(path, None)
                 raise SpoolError(f"cannot append to {path}: {err.strerror or err}") from err
 
     def _append_locked(
-        self, path: Path, kind: str, payload: dict, cluster: str, received: datetime
-    ) -> SpoolRecord:
+        self, path: Path, kind: str, payloads: list[dict], cluster: str, received: datetime
+    ) -> list[SpoolRecord]:
         created = not path.exists()
         if created:
             new_dir = not path.parent.exists()
@@ -160,36 +167,41 @@ class Spool:
         needs_newline = False
         if seq is None:
             seq, needs_newline = _resume(path)
-        fields = {
-            "v": SPOOL_VERSION,
-            "seq": seq,
-            "received": _timestamp(received),
-            "kind": kind,
-            "cluster": cluster,
-            "payload": payload,
-        }
-        crc = record_crc(fields)
-        line = canonical_json({**fields, "crc32": crc}) + "\n"
-        data = ("\n" + line if needs_newline else line).encode("ascii")
+        records, lines = [], []
+        for offset, payload in enumerate(payloads):
+            fields = {
+                "v": SPOOL_VERSION,
+                "seq": seq + offset,
+                "received": _timestamp(received),
+                "kind": kind,
+                "cluster": cluster,
+                "payload": payload,
+            }
+            crc = record_crc(fields)
+            lines.append(canonical_json({**fields, "crc32": crc}) + "\n")
+            records.append(
+                SpoolRecord(
+                    seq=seq + offset,
+                    received=received.astimezone(UTC),
+                    kind=kind,
+                    cluster=cluster,
+                    payload=payload,
+                    crc32=crc,
+                )
+            )
+        data = ("\n" if needs_newline else "") + "".join(lines)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
+            view = memoryview(data.encode("ascii"))
+            while view:
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
         if created:
             _fsync_dir(path.parent)
-        self._next_seq[path] = seq + 1
-        return SpoolRecord(
-            seq=seq,
-            received=received.astimezone(UTC),
-            kind=kind,
-            cluster=cluster,
-            payload=payload,
-            crc32=crc,
-        )
+        self._next_seq[path] = seq + len(payloads)
+        return records
 
 
 def _fsync_dir(path: Path) -> None:
@@ -302,6 +314,9 @@ def read_spool(root: str | Path, day: date) -> tuple[list[SpoolRecord], list[Qua
     records: list[SpoolRecord] = []
     quarantined: list[Quarantined] = []
     for path in sorted(Path(root).glob(f"*/{day.isoformat()}.jsonl")):
+        if not path.is_file():
+            quarantined.append(Quarantined(path, 0, "not a regular file"))
+            continue
         got, bad = read_spool_file(path)
         records.extend(got)
         quarantined.extend(bad)

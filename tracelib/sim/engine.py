@@ -158,14 +158,6 @@ class _Job:
     history: list[SpeedSample] = field(default_factory=list)
 
 
-def _worker_demand(jt: JobType, spec: JobSpec) -> tuple[float, float, float]:
-    """A worker's (GPU, CPU, memory): the catalogue's, or a share of one GPU from the trace."""
-    demand = jt.worker_demand
-    if spec.gpu_share is None or demand[0] <= 0:
-        return demand
-    return (spec.gpu_share, demand[1], demand[2])
-
-
 def _shares(jobs) -> dict[int, tuple[float, ...]]:
     """GPU shares (workers below one GPU) the jobs hold, per server."""
     out: dict[int, list[float]] = {}
@@ -421,7 +413,7 @@ class Simulator:
                 arrival_s=s.arrival_s + float(jitter[i]),
                 real_epochs=s.epochs * float(err[i]),
                 speed_mult=float(mult[i]),
-                worker_demand=_worker_demand(self._types[s.model], s),
+                worker_demand=s.worker_demand(self._types[s.model]),
                 gpu_types=s.gpu_types if typed else None,
             )
             for i, s in enumerate(self.specs)

@@ -51,6 +51,14 @@ class JobSpec:
             return None
         return frozenset(t.strip() for t in self.gpu_type.split("|") if t.strip()) or None
 
+    def worker_demand(self, jt: JobType) -> tuple[float, float, float]:
+        """A worker's (GPU, CPU, memory) as model `jt`: the catalogue's, with the trace's
+        share of one GPU in place of a whole one."""
+        demand = jt.worker_demand
+        if self.gpu_share is None or demand[0] <= 0:
+            return demand
+        return (self.gpu_share, demand[1], demand[2])
+
     def __post_init__(self) -> None:
         if not (self.epochs > 0 and math.isfinite(self.epochs)):
             raise ValueError(f"job {self.job_id}: epochs must be positive, got {self.epochs}")
