@@ -40,7 +40,7 @@ from tracelib.sim.config import SimConfig
 from tracelib.sim.engine import SimResult, Simulator
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.policy import AllocationPolicy, Scheduler
-from tracelib.sim.snapshot import Allocation, Snapshot
+from tracelib.sim.snapshot import Allocation, JobView, Snapshot
 
 _MAX_MOVES = 8192
 """First-layer changes `DL2Policy` keeps (1 KB each with 256 units) before starting afresh."""
@@ -56,6 +56,23 @@ def _split(actions: AllocationActions) -> tuple[tuple[int, int, int, int], ...]:
         (row, int(kind), *_KIND_TASKS[kind])
         for row, kind in map(actions.decode, range(actions.stop))
     )
+
+
+def _any_task_fits(pool, jobs: Sequence[JobView], full: set[tuple]) -> bool:
+    """Whether one worker or one PS of some job of `jobs` below its cap fits `pool` (what
+    any valid action but stop needs: `AllocationBuilder.mask`); shapes found not to fit are
+    added to `full`."""
+    for job in jobs:
+        if job.max_workers <= 0:
+            continue
+        for demand in (job.worker_demand, job.ps_demand):
+            shape = (tuple(map(float, demand)), job.gpu_types)
+            if shape in full:
+                continue
+            if pool.any_fit(*shape):
+                return True
+            full.add(shape)
+    return False
 
 
 class _Steps:
@@ -207,11 +224,20 @@ class DL2Policy:
         window = self.cfg.window
         counts: dict[int, tuple[int, int]] = {}
         pool = None
+        # Task shapes (demand, GPU types) that fit no server of `pool` any more: the pool
+        # only shrinks within a decision, so they never fit again.
+        full: set[tuple] = set()
         self.inferences = 0
         for start in range(0, len(snap.jobs), window):
-            builder = AllocationBuilder(snap, snap.jobs[start : start + window])
-            if pool is not None:
-                builder.pool = pool  # this batch takes what the earlier ones left
+            batch = snap.jobs[start : start + window]
+            if pool is not None and not _any_task_fits(pool, batch, full):
+                # Every action but stop is invalid: `fill` would stop at once, with no
+                # inference and no draw. Once the cluster is full (most batches of a long
+                # queue) this skips building, encoding and the network's first pass.
+                counts.update((job.job_id, (0, 0)) for job in batch)
+                continue
+            # this batch takes what the earlier ones left
+            builder = AllocationBuilder(snap, batch, pool=pool)
             self.inferences += self.fill(builder)
             pool = builder.pool
             counts.update(builder.allocation().counts)

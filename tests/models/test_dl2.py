@@ -788,3 +788,43 @@ def test_config_or_shape_mismatch_is_refused(tmp_path):
 def test_scheduler_composition_names():
     policy = DL2Policy(PolicyNet(NET), name="dl2-warm")
     assert Scheduler(policy, LoadBalancing()).name == "dl2-warm+load-balancing"
+
+
+def _allocate_every_batch(policy: DL2Policy, snap) -> tuple[Allocation, int]:
+    """`DL2Policy.allocate` with every batch of J jobs run through `fill`, however full the
+    cluster already is: (allocation, inferences)."""
+    window, counts, pool, steps = policy.cfg.window, {}, None, 0
+    for start in range(0, len(snap.jobs), window):
+        builder = AllocationBuilder(snap, snap.jobs[start : start + window], pool=pool)
+        steps += policy.fill(builder)
+        pool = builder.pool
+        counts.update(builder.allocation().counts)
+    return Allocation.of(counts), steps
+
+
+@pytest.mark.parametrize("greedy", [True, False])
+def test_batches_left_nothing_to_place_decide_as_fill_would(greedy):
+    """Batches of J jobs that nothing fits any more are not run through the network: at
+    every decision of a congested run (many more jobs than the window, a small cluster)
+    the allocation, the inferences and the sampling stream are those of running `fill` on
+    every batch."""
+    jobs = jobs_from_frame(dl2_like_frame(60, 4, max_arrivals_per_slot=12))
+    net = PolicyNet(NET)
+    policy, brute = DL2Policy(net, greedy=greedy, seed=2), DL2Policy(net, greedy=greedy, seed=2)
+    placement = LoadBalancing()
+    sim = replace(SIM, window=None)  # every job visible: batches of J beyond the first
+    session = Simulator(jobs, Scheduler(policy, placement), sim).session()
+    crowded = later_given = 0
+    while not session.done:
+        snap = session.snapshot
+        alloc = policy.allocate(snap)
+        assert (alloc, policy.inferences) == _allocate_every_batch(brute, snap)
+        if not greedy:
+            assert policy._rng.bit_generator.state == brute._rng.bit_generator.state
+        crowded += len(snap.jobs) > 2 * WINDOW
+        later_given += any(alloc.get(j.job_id) != (0, 0) for j in snap.jobs[WINDOW:])
+        session.submit(alloc, placement.place(snap, alloc, session.rng))
+    # Sampled, the first batch stops early at times and a later batch gets tasks (so a
+    # batch skipped while something fits is caught); greedy, this network fills the
+    # cluster from the first batch, and every later batch is skipped.
+    assert crowded > 5 and later_given > 0 if not greedy else crowded > 5

@@ -401,3 +401,34 @@ def test_a_run_reports_its_finished_jobs_as_it_goes():
     done = [d for d, _ in seen]
     assert done == sorted(done) and done[0] < 20
     assert result.jobs.equals(sim.run().jobs)
+
+
+@pytest.mark.parametrize(
+    "mode", [{}, {"trigger": "events"}, {"fixed_placement": True}, {"window": 5}]
+)
+def test_job_views_kept_across_decisions_equal_views_built_afresh(mode):
+    """A job's view is built again only when it changed: at every decision (every mode,
+    noise on, forks included) each view the snapshot shows equals the view built afresh
+    from the job's state, and views of unchanged jobs are reused."""
+    from tracelib.sim.engine import _view
+
+    jobs = small_workload(seed=8, n=30)
+    sim = Simulator(jobs, make_scheduler("drf"), cfg(n_servers=2, speed=NOISY, **mode))
+    session, fork, reused, seen = sim.session(), None, 0, {}
+    decisions = 0
+    while not session.done:
+        if decisions == 5:
+            fork = session.fork()
+        snap = session.snapshot
+        for view in snap.jobs + snap.fixed_jobs:
+            assert view == _view(session._state.jobs[view.job_id]), (decisions, view.job_id)
+            reused += seen.get(view.job_id) is view
+            seen[view.job_id] = view
+        session.submit(*sim.scheduler.decide(snap, session.rng))
+        decisions += 1
+    assert reused > 0 and decisions > 5
+    while not fork.done:
+        for view in fork.snapshot.jobs + fork.snapshot.fixed_jobs:
+            assert view == _view(fork._state.jobs[view.job_id])
+        fork.submit(*sim.scheduler.decide(fork.snapshot, fork.rng))
+    assert fork.result().events == session.result().events

@@ -32,14 +32,22 @@ class Action(IntEnum):
 class AllocationBuilder:
     """Accumulates workers/PSs per visible job; `add` is the per-action step."""
 
-    def __init__(self, snap: Snapshot, jobs: Sequence[JobView] | None = None) -> None:
+    def __init__(
+        self,
+        snap: Snapshot,
+        jobs: Sequence[JobView] | None = None,
+        pool: FreePool | None = None,
+    ) -> None:
+        """`pool`: the free resources to build from (default: what the snapshot's decision
+        may hand out, `ClusterView.pool()`); a batch of jobs taking what earlier batches of
+        the same decision left passes theirs."""
         self.snap = snap
         self.jobs: tuple[JobView, ...] = tuple(snap.jobs if jobs is None else jobs)
         self.index = {j.job_id: i for i, j in enumerate(self.jobs)}
         n = len(self.jobs)
         self.workers = [0] * n
         self.ps = [0] * n
-        self.pool: FreePool = snap.cluster.pool()
+        self.pool: FreePool = snap.cluster.pool() if pool is None else pool
         # GPU types each job's workers may use (None: any server).
         self._allowed = [j.gpu_types for j in self.jobs]
         # Shares of the cluster one worker / one PS holds, for DRF and for Optimus' "per unit

@@ -98,12 +98,14 @@ class EventRecord(NamedTuple):
     value: float
 
 
-@dataclass(frozen=True, order=True)
-class _Entry:
+class _Entry(NamedTuple):
+    """A heap entry. Ordered as a tuple, in C: (time, priority, sequence number) decide,
+    the sequence number is unique, so `event` is never compared."""
+
     time_s: float
     priority: int
     seq: int
-    event: object = field(compare=False)
+    event: object
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,34 @@ class _Job:
     finish_s: float | None = None
     started_s: float | None = None
     history: list[SpeedSample] = field(default_factory=list)
+    view: JobView | None = None
+    """The view last built of this job (`Simulator._views`), valid while `view_key` holds."""
+    view_key: tuple | None = None
+    """(done, workers, PSs, placement, samples in history, started) when `view` was built:
+    everything of a view that changes in a run."""
+
+
+def _view(j: _Job) -> JobView:
+    """A job's view as of now, built afresh."""
+    return JobView(
+        job_id=j.spec.job_id,
+        model=j.jt.model,
+        type_index=j.jt.type_index,
+        arrival_s=j.arrival_s,
+        epochs_est=j.spec.epochs,
+        epochs_done=j.done,
+        workers=j.workers,
+        ps=j.ps,
+        requested_workers=j.spec.num_workers,
+        requested_ps=j.spec.num_ps,
+        max_workers=j.jt.max_workers,
+        worker_demand=j.worker_demand,
+        ps_demand=j.jt.ps_demand,
+        placement=j.placement,
+        history=tuple(j.history),
+        started_s=j.started_s,
+        gpu_types=j.gpu_types,
+    )
 
 
 def _shares(jobs) -> dict[int, tuple[float, ...]]:
@@ -644,28 +674,15 @@ class Simulator:
         )
 
     def _views(self, jobs: list[_Job]) -> tuple[JobView, ...]:
-        return tuple(
-            JobView(
-                job_id=j.spec.job_id,
-                model=j.jt.model,
-                type_index=j.jt.type_index,
-                arrival_s=j.arrival_s,
-                epochs_est=j.spec.epochs,
-                epochs_done=j.done,
-                workers=j.workers,
-                ps=j.ps,
-                requested_workers=j.spec.num_workers,
-                requested_ps=j.spec.num_ps,
-                max_workers=j.jt.max_workers,
-                worker_demand=j.worker_demand,
-                ps_demand=j.jt.ps_demand,
-                placement=j.placement,
-                history=tuple(j.history),
-                started_s=j.started_s,
-                gpu_types=j.gpu_types,
-            )
-            for j in jobs
-        )
+        """The jobs' views. A job's view is built again only when something it shows has
+        changed (a queue of waiting jobs shows the same views decision after decision)."""
+        out = []
+        for j in jobs:
+            key = (j.done, j.workers, j.ps, j.placement, len(j.history), j.started_s)
+            if j.view is None or j.view_key != key:
+                j.view, j.view_key = _view(j), key
+            out.append(j.view)
+        return tuple(out)
 
     def _validate(self, snap: Snapshot, alloc: Allocation, placement: Placement) -> None:
         for job_id, (w, p) in alloc.counts.items():
