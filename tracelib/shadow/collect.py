@@ -17,7 +17,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tracelib.shadow.schemas import MAX_SERVERS_PER_JOB, Observation, Snapshot
+from pydantic import ValidationError
+
+from tracelib.shadow.schemas import (
+    MAX_SERVERS_PER_JOB,
+    SCHEMA_VERSION,
+    Observation,
+    PendingJob,
+    RunningJob,
+    Server,
+    Snapshot,
+)
 
 
 class CollectError(ValueError):
@@ -63,6 +73,47 @@ class Collected:
             },
             "skipped": [str(s) for s in self.skipped],
         }
+
+
+KIND_ORDER = {"submitted": 0, "started": 1, "finished": 2, "failed": 2, "preempted": 2}
+"""Order of a job's observations at the same instant: submitted, started, then its end."""
+
+
+def reason(exc: Exception) -> str:
+    """What is wrong with an item: a validation error's first field and message, else the
+    error's own message."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "value"
+        return f"{loc}: {first['msg']}"
+    return str(exc)
+
+
+def collected(
+    file: str,
+    cluster: str,
+    time: datetime,
+    servers: list[Server],
+    running: list[RunningJob],
+    pending: list[PendingJob],
+    observations: list[Observation],
+    skipped: list[Skipped],
+) -> Collected:
+    """A collection from what a collector read (`file` is named if the snapshot as a whole
+    is invalid: CollectError); observations by time, job, then kind."""
+    try:
+        snapshot = Snapshot(
+            schema_version=SCHEMA_VERSION,
+            cluster=cluster,
+            time=time,
+            servers=servers,
+            running=running,
+            pending=pending,
+        )
+    except ValidationError as exc:
+        raise CollectError(file, "snapshot", reason(exc)) from None
+    ordered = sorted(observations, key=lambda o: (o.time, o.job, KIND_ORDER[o.kind]))
+    return Collected(snapshot, ordered, skipped)
 
 
 class ItemError(ValueError):

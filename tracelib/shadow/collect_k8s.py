@@ -35,20 +35,19 @@ from pydantic import ValidationError
 
 from tracelib.shadow.collect import (
     Collected,
-    CollectError,
     ItemError,
     Skipped,
+    collected,
+    reason,
     require_list,
     require_object,
     rfc3339,
 )
 from tracelib.shadow.schemas import (
-    SCHEMA_VERSION,
     Observation,
     PendingJob,
     RunningJob,
     Server,
-    Snapshot,
     parse_quantity,
 )
 
@@ -112,7 +111,7 @@ def collect_k8s(
                 pending.append(_pending(pod))
             observations.extend(_observations(pod, now))
         except (ItemError, ValidationError) as exc:
-            skipped.append(Skipped(f_pods, where, _reason(exc)))
+            skipped.append(Skipped(f_pods, where, reason(exc)))
     servers = []
     for name, node in capacity.items():
         if not node["gpus"]:
@@ -130,20 +129,7 @@ def collect_k8s(
                 free_memory_gib=_free(node, node["memory"], take["memory"]) / GIB,
             )
         )
-    try:
-        snapshot = Snapshot(
-            schema_version=SCHEMA_VERSION,
-            cluster=cluster,
-            time=now,
-            servers=servers,
-            running=running,
-            pending=pending,
-        )
-    except ValidationError as exc:
-        raise CollectError(f_pods, "snapshot", _reason(exc)) from None
-    order = {"submitted": 0, "started": 1, "finished": 2, "failed": 2, "preempted": 2}
-    observations.sort(key=lambda o: (o.time, o.job, order[o.kind]))
-    return Collected(snapshot, observations, skipped)
+    return collected(f_pods, cluster, now, servers, running, pending, observations, skipped)
 
 
 def _of_kind(items: list, kind: str) -> list[tuple[int, Any]]:
@@ -159,13 +145,6 @@ def _of_kind(items: list, kind: str) -> list[tuple[int, Any]]:
 
 def _free(node: dict, total: float, taken: float) -> float:
     return 0.0 if not node["schedulable"] else max(0.0, total - taken)
-
-
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        return f"{'.'.join(str(p) for p in first['loc']) or 'value'}: {first['msg']}"
-    return str(exc)
 
 
 def _where(key: str, i: int, raw: Any) -> str:

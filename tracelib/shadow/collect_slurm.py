@@ -43,19 +43,19 @@ from tracelib.shadow.collect import (
     CollectError,
     ItemError,
     Skipped,
+    collected,
     epoch,
     expand_hostlist,
     number,
+    reason,
     require_list,
     require_object,
 )
 from tracelib.shadow.schemas import (
-    SCHEMA_VERSION,
     Observation,
     PendingJob,
     RunningJob,
     Server,
-    Snapshot,
 )
 
 RUNNING_STATES = {"RUNNING", "COMPLETING", "SUSPENDED"}
@@ -137,35 +137,14 @@ def collect_slurm(
             for obs in _observations(job, time):
                 observations[(obs.kind, obs.job)] = obs
         except (ItemError, ValidationError) as exc:
-            skipped.append(Skipped(f_queue, where, _reason(exc)))
+            skipped.append(Skipped(f_queue, where, reason(exc)))
     if sacct is not None:
         for obs in _sacct_observations(sacct, f_acct, time, skipped):
             # squeue is the newer view of a job it still lists; sacct adds the rest.
             observations.setdefault((obs.kind, obs.job), obs)
-    try:
-        snapshot = Snapshot(
-            schema_version=SCHEMA_VERSION,
-            cluster=name,
-            time=time,
-            servers=servers,
-            running=running,
-            pending=pending,
-        )
-    except ValidationError as exc:
-        raise CollectError(f_queue, "snapshot", _reason(exc)) from None
-    ordered = sorted(observations.values(), key=lambda o: (o.time, o.job, _KIND_ORDER[o.kind]))
-    return Collected(snapshot, ordered, skipped)
-
-
-_KIND_ORDER = {"submitted": 0, "started": 1, "finished": 2, "failed": 2, "preempted": 2}
-
-
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "value"
-        return f"{loc}: {first['msg']}"
-    return str(exc)
+    return collected(
+        f_queue, name, time, servers, running, pending, list(observations.values()), skipped
+    )
 
 
 def _where(i: int, raw: Any) -> str:
@@ -387,7 +366,7 @@ def _servers(sinfo: dict, file: str, skipped: list[Skipped]) -> list[Server]:
             for server in read(entry):
                 servers.setdefault(server.name, server)
         except (ItemError, ValidationError) as exc:
-            skipped.append(Skipped(file, f"{label}[{i}]", _reason(exc)))
+            skipped.append(Skipped(file, f"{label}[{i}]", reason(exc)))
     return list(servers.values())
 
 
@@ -524,5 +503,5 @@ def _sacct_observations(
             }
             out.extend(_observations(job, now))
         except (ItemError, ValidationError) as exc:
-            skipped.append(Skipped(file, where, _reason(exc)))
+            skipped.append(Skipped(file, where, reason(exc)))
     return out
