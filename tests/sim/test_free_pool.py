@@ -12,7 +12,14 @@ import pytest
 
 from models.heuristics import make_scheduler
 from tracelib.sim import ClusterConfig, SimConfig, Simulator, dl2_like_frame, jobs_from_frame
-from tracelib.sim.cluster import FreePool, summed_demands, task_arrays
+from tracelib.sim.cluster import (
+    FreePool,
+    _share_add,
+    _share_remove,
+    is_share,
+    summed_demands,
+    task_arrays,
+)
 from tracelib.sim.snapshot import JobPlacement
 from tracelib.sim.speed import SpeedModel, task_rows
 
@@ -110,6 +117,94 @@ def test_remembered_choices_match_a_scan_as_sets_of_buckets_recur(seed):
     assert pool.free_array().tolist() == [list(f) for f in ref_free]
     assert sum(map(len, pool._feasible.values())) > 10  # answers were kept, and used
     assert sum(map(len, pool._least.values())) > 10
+
+
+def reference_gpu_fits(free_gpu: float, shared, gpu: float) -> bool:
+    """Whether a task of `gpu` GPUs fits: whole GPUs for one or more, room on one GPU for
+    a share (summing each partly used GPU's shares afresh)."""
+    if gpu <= EPS:
+        return True
+    if not shared:
+        return free_gpu + EPS >= (1.0 if gpu < 1.0 - EPS else gpu)
+    whole = free_gpu - sum(1.0 - sum(g) for g in shared)
+    if gpu < 1.0 - EPS:
+        return whole + EPS >= 1.0 or any(sum(g) + gpu <= 1.0 + EPS for g in shared)
+    return whole + EPS >= gpu
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_typed_shared_pool_choices_match_a_server_by_server_scan(seed):
+    """On a cluster with GPU types and shared GPUs, the answers kept per set of active
+    buckets (keyed by demand and allowed types) are what a scan of every server picks,
+    while tasks are taken and given back so that sets recur."""
+    rng = np.random.default_rng(seed)
+    n = 14
+    cap = np.array([[2.0, 16.0, 48.0], [4.0, 16.0, 48.0]])[rng.integers(0, 2, n)]
+    types = [("v100", "t4", None)[int(k)] for k in rng.integers(0, 3, n)]
+    cap_rows = [tuple(c) for c in cap.tolist()]
+    free = [list(c) for c in cap_rows]
+    free[0][0] -= 0.5  # a task of half a GPU already runs on server 0
+    pool = FreePool(cap, np.array(free), gpu_types=types, shares={0: (0.5,)})
+    shared = [() for _ in range(n)]
+    shared[0] = ((0.5,),)
+    demands = ((0.5, 2.0, 4.0), (0.25, 1.0, 2.0), (1.0, 4.0, 10.0), (0.0, 4.0, 10.0))
+    kinds = (None, frozenset({"v100"}), frozenset({"t4", "v100"}))
+
+    def ok(s, demand, allowed):
+        f = free[s]
+        if not (f[1] + EPS >= demand[1] and f[2] + EPS >= demand[2]):
+            return False
+        if demand[0] > EPS and allowed is not None and types[s] not in allowed:
+            return False
+        return reference_gpu_fits(f[0], shared[s], demand[0])
+
+    def feasible(demand, allowed):
+        gpu = EPS < demand[0] and not is_share(demand[0])
+        keys = [
+            ((-free[s][0] if gpu else free[s][0]), -free[s][1], -free[s][2], s)
+            for s in range(n)
+            if ok(s, demand, allowed)
+        ]
+        return min(keys)[3] if keys else -1
+
+    def least(demand, allowed):
+        keys = [
+            (round(sum((c - f) / c for c, f in zip(cap_rows[s], free[s]) if c > 0), 9), s)
+            for s in range(n)
+            if ok(s, demand, allowed)
+        ]
+        return min(keys)[1] if keys else -1
+
+    def move(s, demand, sign):
+        free[s] = [f - sign * d for f, d in zip(free[s], demand, strict=True)]
+        if is_share(demand[0]):
+            add = _share_add if sign > 0 else _share_remove
+            shared[s] = add(shared[s], demand[0])
+
+    held: list[tuple[int, tuple]] = []
+    for _ in range(1200):
+        if held and (rng.random() < 0.45 or len(held) > 25):
+            server, demand = held.pop(int(rng.integers(len(held))))
+            pool.give(server, demand)
+            move(server, demand, -1)
+            continue
+        demand = demands[int(rng.integers(len(demands)))]
+        allowed = kinds[int(rng.integers(len(kinds)))]
+        if rng.random() < 0.5:
+            want = feasible(demand, allowed)
+            assert pool.feasible_fit(demand, allowed) == want
+            assert pool.take_feasible(demand, allowed) == want
+        else:
+            want = least(demand, allowed)
+            assert pool.least_loaded(demand, None, allowed) == want
+            if want >= 0:
+                pool.take(want, demand, allowed)
+        if want >= 0:
+            held.append((want, demand))
+            move(want, demand, 1)
+    assert pool.free_array().tolist() == free
+    kept = [k for answers in pool._feasible.values() for k in answers]
+    assert any(len(k) == 2 for k in kept)  # answers for typed demands were kept, and used
 
 
 def test_a_pool_groups_servers_as_a_dict_of_their_rows_would():

@@ -74,28 +74,14 @@ def _share_remove(shared: Shared, share: float) -> Shared:
     raise ValueError(f"no task of GPU share {share} to release")
 
 
-def _gpu_fits(free_gpu: float, shared: Shared, gpu: float) -> bool:
-    """Whether a task of `gpu` GPUs fits the GPUs of a server (whole GPUs for 1 or more,
-    room on one GPU for a share)."""
-    if gpu <= _EPS:
-        return True
-    if not shared:
-        return free_gpu + _EPS >= (1.0 if gpu < 1.0 - _EPS else gpu)
-    partly_free = sum(1.0 - sum(g) for g in shared)
-    whole = free_gpu - partly_free
-    if gpu < 1.0 - _EPS:
-        return whole + _EPS >= 1.0 or any(sum(g) + gpu <= 1.0 + _EPS for g in shared)
-    return whole + _EPS >= gpu
-
-
 class _Bucket:
     """Servers that are interchangeable for every placement rule: the same capacity, free
     resources, partly used GPUs and GPU type. `servers` is sorted (empty once the last one
     left); the fields after it are derived once, since every server of the bucket shares them."""
 
     __slots__ = (
-        "bit", "cap", "cpu_order", "free", "given", "gpu_order", "gtype", "key", "load",
-        "servers", "shared", "taken",
+        "bit", "cap", "cpu_order", "free", "given", "gpu_order", "gtype", "key", "least_used",
+        "load", "servers", "shared", "taken", "whole",
     )  # fmt: skip
 
     def __init__(self, key: tuple, bit: int) -> None:
@@ -104,6 +90,12 @@ class _Bucket:
         """This bucket's bit in its pool's `_sig` (1 << the order it was made in)."""
         self.cap, self.free, self.shared, self.gtype = key
         self.servers: list[int] = []
+        # What a GPU fit needs, once per bucket: the whole free GPUs, and the GPU share of
+        # the fullest partly used GPU (inf: none), which a share fits beside exactly when
+        # some partly used GPU has room (float addition is monotonic).
+        partly_free = sum(1.0 - sum(g) for g in self.shared) if self.shared else 0.0
+        self.whole = self.free[0] - partly_free if self.shared else self.free[0]
+        self.least_used = min(sum(g) for g in self.shared) if self.shared else float("inf")
         f0, f1, f2 = self.free
         # feasible_fit's orders: GPU tasks where most GPUs are free, other tasks where fewest
         # are (then most CPU, most memory); the lowest server index breaks ties.
@@ -209,11 +201,15 @@ class FreePool:
         free = bucket.free
         if not (free[1] + _EPS >= demand[1] and free[2] + _EPS >= demand[2]):
             return False
-        if demand[0] <= _EPS:
+        gpu = demand[0]
+        if gpu <= _EPS:
             return True
         if allowed is not None and bucket.gtype not in allowed:
             return False
-        return _gpu_fits(free[0], bucket.shared, demand[0])
+        # Whole GPUs for one or more, room on one partly used GPU (or a whole one) for a share.
+        if gpu < 1.0 - _EPS:
+            return bucket.whole + _EPS >= 1.0 or bucket.least_used + gpu <= 1.0 + _EPS
+        return bucket.whole + _EPS >= gpu
 
     def fits(self, server: int, demand: Vec, allowed: frozenset[str] | None = None) -> bool:
         """Whether `demand` fits on `server` now (`allowed`: GPU types a GPU task may use)."""
@@ -338,11 +334,11 @@ class FreePool:
         """A fitting server with the least load (used share summed over resources, as
         Harmony's load-balancing baseline); ties inside a bucket broken by `rng` (else the
         lowest index), ties between buckets by lowest index. -1 if none fits."""
-        known = None
-        best = _UNKNOWN
-        if allowed is None and self._plain:  # the bucket is kept as `take_feasible`'s is
-            known = self._answers(self._least)
-            best = known.get(demand, _UNKNOWN)
+        # Kept per set of active buckets whatever the pool: a bucket's fit and load depend
+        # only on its immutable state (free amounts, shared GPUs, GPU type).
+        known = self._answers(self._least)
+        key = demand if allowed is None else (demand, allowed)
+        best = known.get(key, _UNKNOWN)
         if best is _UNKNOWN:
             best, best_load = None, 0.0
             tie = False  # another fitting bucket as loaded: servers[0] decides
@@ -359,8 +355,8 @@ class FreePool:
                     tie = True
                     if bucket.servers[0] < best.servers[0]:
                         best = bucket
-            if known is not None and not tie:
-                known[demand] = best
+            if not tie:
+                known[key] = best
         if best is None:
             return -1
         servers = best.servers
@@ -396,16 +392,17 @@ class FreePool:
 
     def _feasible_bucket(self, demand: Vec, allowed: frozenset[str] | None) -> _Bucket | None:
         """`feasible_fit`'s bucket (its lowest server is the choice), None if none fits."""
+        known = self._answers(self._feasible)
+        key = demand if allowed is None else (demand, allowed)
+        best = known.get(key, _UNKNOWN)
+        if best is not _UNKNOWN:
+            return best
         g = demand[0]
+        gpu = g > _EPS and not is_share(g)
+        best, bo = None, ()
+        tie = False  # another fitting bucket in the same order: servers[0] decides
         if self._plain and allowed is None and (g <= _EPS or g >= 1.0 - _EPS):
-            known = self._answers(self._feasible)
-            best = known.get(demand, _UNKNOWN)
-            if best is not _UNKNOWN:
-                return best
-            best, bo = None, ()
-            tie = False  # another fitting bucket in the same order: servers[0] decides
             d0, d1, d2 = g - _EPS, demand[1] - _EPS, demand[2] - _EPS
-            gpu = g > _EPS
             for b in self._active.values():
                 f0, f1, f2 = b.free
                 if f0 >= d0 and f1 >= d1 and f2 >= d2:
@@ -416,13 +413,18 @@ class FreePool:
                         tie = True
                         if b.servers[0] < best.servers[0]:
                             best = b
-            if not tie:
-                known[demand] = best
-            return best
-        fitting = list(self._fitting(demand, allowed))
-        if g > _EPS and not is_share(g):
-            return min(fitting, key=_by_gpu_order, default=None)
-        return min(fitting, key=_by_cpu_order, default=None)
+        else:
+            for b in self._fitting(demand, allowed):
+                o = b.gpu_order if gpu else b.cpu_order
+                if best is None or o < bo:
+                    best, bo, tie = b, o, False
+                elif o == bo:
+                    tie = True
+                    if b.servers[0] < best.servers[0]:
+                        best = b
+        if not tie:
+            known[key] = best
+        return best
 
     def feasible_fit(self, demand: Vec, allowed: frozenset[str] | None = None) -> int:
         """A server chosen to keep later tasks placeable (allocation feasibility checks):
@@ -435,8 +437,11 @@ class FreePool:
     def take_feasible(self, demand: Vec, allowed: frozenset[str] | None = None) -> int:
         """`feasible_fit` and `take_unchecked` of its server in one step (the allocation
         builder's step); returns the server, -1 (nothing taken) if none fits."""
-        known = self._feasible.get(self._sig) if allowed is None else None
-        old = _UNKNOWN if known is None else known.get(demand, _UNKNOWN)
+        known = self._feasible.get(self._sig)
+        if known is None:
+            old = _UNKNOWN
+        else:
+            old = known.get(demand if allowed is None else (demand, allowed), _UNKNOWN)
         if old is _UNKNOWN:
             old = self._feasible_bucket(demand, allowed)
         if old is None:
@@ -473,14 +478,6 @@ class FreePool:
             score = sum(d * f / (c * c) for d, f, c in zip(demand, free, cap, strict=True) if c > 0)
             best = max(best, score)
         return best
-
-
-def _by_gpu_order(bucket: _Bucket) -> tuple:
-    return (bucket.gpu_order, bucket.servers[0])
-
-
-def _by_cpu_order(bucket: _Bucket) -> tuple:
-    return (bucket.cpu_order, bucket.servers[0])
 
 
 def _group_rows(cap: np.ndarray, free: np.ndarray) -> list[tuple[tuple, list[int]]]:

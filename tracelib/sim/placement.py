@@ -62,7 +62,7 @@ def _place_tasks(pool: FreePool, tasks: list[Task], rule: Rule, rng, out, allowe
         if server < 0:
             ok = False
             continue
-        pool.take(server, demand)
+        pool.take_unchecked(server, demand)  # the rule chose it for this demand
         out[job_id][0 if role == "w" else 1].append(server)
     return ok
 
