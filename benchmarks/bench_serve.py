@@ -1,29 +1,31 @@
 """The shadow decision service under load: decisions per second and latency of
-`schedlab serve-policy` for FIFO, DL2 and Harmony on snapshots of 100 pending jobs and 500
-servers, then kill -9 in the middle of a load loop.
+`schedlab serve-policy` for FIFO (as submitted, `requested`, and elastic, `fifo`), DL2 and
+Harmony on snapshots of 100 pending jobs and 500 servers, then kill -9 in the middle of a
+load loop.
 
-    python -m benchmarks serve [--policy fifo,dl2,harmony] [--rate 100] [--light-rate 5]
-                               [--duration 20] [--servers 500] [--pending 100]
-                               [--max-in-flight 64] [--kill-after 5]
+    python -m benchmarks serve [--policy requested,fifo,dl2,harmony] [--workers 2]
+                               [--rate 100] [--light-rate 5] [--duration 20]
+                               [--servers 500] [--pending 100] [--max-in-flight 64]
+                               [--kill-after 5]
 
-Each policy's server runs as `schedlab serve-policy` in a child process on loopback; the
-learned policies come from `schedlab run --budget smoke --systems dl2,harmony` in a
-temporary warehouse (a minute or two, figures meaningless as schedules). The load is open
-loop: request i is due at start + i / rate whatever the answers do, and its latency counts
-from when it was due (a server falling behind shows as latency, not as a slower sender);
-at most `--max-in-flight` requests wait at once, a request due beyond that is counted as
-shed. Snapshots: `--snapshots` different ones (a busy cluster: most servers full, the rest
-with some GPUs free; pending jobs of 0.5 to 8 GPUs, named and unnamed models), sent in
-turn, serialized once.
+Each policy's server runs as `schedlab serve-policy --workers N` in a child process on
+loopback; the learned policies come from `schedlab run --budget smoke --systems dl2,harmony`
+in a temporary warehouse (a minute or two, figures meaningless as schedules). The load is
+open loop: request i is due at start + i / rate whatever the answers do, and its latency
+counts from when it was due (a server falling behind shows as latency, not as a slower
+sender); at most `--max-in-flight` requests wait at once, a request due beyond that is
+counted as shed. Snapshots: `--snapshots` different ones (a busy cluster: most servers
+full, the rest with some GPUs free; pending jobs of 0.5 to 8 GPUs, named and unnamed
+models), sent in turn, serialized once.
 
 Each policy is loaded at `--rate`, then at `--light-rate`, a load it keeps up with, where
 the latency is the service's own and not the queue's. Printed per policy and rate:
-requests due, answered 200, shed, decisions per second, p50/p99
-latency from due time and the policy's own time (the decision's latency_ms), each beside
-its target (a heuristic at 100 requests/s: p99 at most 50 ms), and the server's CPU
-seconds. Then the crash: FIFO under the same load, SIGKILL after `--kill-after` seconds,
-the spool read back: acknowledged records present (target: all of them), quarantined
-lines, and a restarted server appending after them.
+requests due, answered 200, shed, decisions per second, p50/p99 latency from due time and
+the policy's own time (the decision's latency_ms), each heuristic's beside the target (p99
+at most 50 ms at 100 requests/s), and the CPU seconds of the server's processes. Then the
+crash: `requested` under the same load, SIGKILL of the service after `--kill-after`
+seconds, the spool read back: acknowledged records present (target: all of them),
+quarantined lines, and a restarted server appending after them.
 """
 
 from __future__ import annotations
@@ -60,8 +62,10 @@ def _names(text: str) -> tuple[str, ...]:
 class Options:
     """`python -m benchmarks serve`'s options (see the module docstring)."""
 
-    policy: tuple[str, ...] = parsed(("fifo", "dl2", "harmony"), _names)
+    policy: tuple[str, ...] = parsed(("requested", "fifo", "dl2", "harmony"), _names)
     """policies to serve, comma-separated (heuristic names or learned families)"""
+    workers: int = 2
+    """worker processes of each server (`serve-policy --workers`; one per core here)"""
     rate: float = TARGET_RATE
     """requests per second offered (open loop)"""
     light_rate: float = 5.0
@@ -88,6 +92,8 @@ class Options:
             raise ValueError("--servers, --pending, --snapshots and --max-in-flight: at least 1")
         if self.kill_after < 0:
             raise ValueError("--kill-after must be >= 0")
+        if self.workers < 1:
+            raise ValueError("--workers: at least 1")
 
 
 def make_snapshots(args: Options) -> list[bytes]:
@@ -212,9 +218,17 @@ async def _load(
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a running process (/proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of a running process and of its running children, the
+    worker processes (/proc)."""
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # a process that ended while we looked
+            continue
+        if stat.parent.name == str(pid) or fields[1] == str(pid):
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -229,6 +243,7 @@ def _serve_one(
     from pipelines.shadow.launch import ServerProcess
 
     serve_args = ["--policy", policy, "--warehouse", str(warehouse), "--spool", str(spool)]
+    serve_args += ["--workers", str(args.workers)]
     missed = False
     rates = [args.rate] + ([args.light_rate] if args.light_rate > 0 else [])
     with ServerProcess(serve_args) as server:
@@ -280,14 +295,15 @@ def _print_load(policy: str, rate: float, result: LoadResult, cpu: float) -> boo
 
 
 def _crash(spool: Path, warehouse: Path, bodies: list[bytes], args: Options) -> bool:
-    """FIFO under load, SIGKILL mid-loop, spool read back; True when a record is missing."""
+    """`requested` under load, SIGKILL mid-loop, spool read back; True when a record is
+    missing."""
     import httpx
 
     from pipelines.shadow.launch import ServerProcess
     from tracelib.shadow.spool import read_spool, spool_days
 
-    serve_args = ["--policy", "fifo", "--warehouse", str(warehouse), "--spool", str(spool)]
-    server = ServerProcess(serve_args)
+    serve_args = ["--policy", "requested", "--warehouse", str(warehouse), "--spool", str(spool)]
+    server = ServerProcess([*serve_args, "--workers", str(args.workers)])
 
     async def load_then_kill() -> LoadResult:
         loop = asyncio.get_running_loop()

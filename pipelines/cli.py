@@ -836,6 +836,7 @@ def cmd_serve_policy(args) -> int:
             warehouse=args.warehouse,
             cluster=args.cluster,
             seed=args.seed,
+            workers=args.workers,
         )
         return serve_policy(cfg)
     except (PolicyUnavailable, SpoolError, ValueError) as exc:
@@ -1290,6 +1291,13 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         help="cluster name the extender's decisions are logged under",
     )
     shadow.add_argument("--seed", type=int, default=0, help="placement tie-break seed (default 0)")
+    shadow.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes answering requests, sharing the port, the spool and the metrics "
+        "(default 1; one per core for throughput)",
+    )
     shadow.set_defaults(func=cmd_serve_policy)
     return parser
 

@@ -30,6 +30,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 import numpy as np
 
@@ -54,10 +55,9 @@ GB_PER_GIB = 2**30 / 1e9
 _EPS = 1e-9
 
 
-@dataclass(frozen=True)
-class Task:
+class Task(NamedTuple):
     """One worker or PS of a start: its server (index into the wire snapshot's servers) and
-    its (GPU, CPU, memory GB) demand."""
+    its (GPU, CPU, memory GB) demand. (A named tuple: a decision makes thousands.)"""
 
     server: int
     demand: tuple[float, float, float]

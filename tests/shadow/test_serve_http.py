@@ -379,13 +379,55 @@ def test_bodies_that_are_not_the_model_are_refused(fifo, endpoint, raw, field):
 # --- durability --------------------------------------------------------------------------
 
 
-def test_kill_9_loses_no_acknowledged_record(tmp_path):
-    """Requests from four threads; SIGKILL while they run; every acknowledged decision and
-    observation is in the spool, and a restarted server appends after them."""
+def _workers_of(pid: int) -> list[int]:
+    """Running processes whose parent is `pid` (/proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == str(pid) and fields[0] not in ("Z", "X"):
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")  # a zombie has died; only its parent's reaping is left
+
+
+def test_worker_processes_share_the_spool_and_the_metrics(tmp_path):
+    spool = tmp_path / "spool"
+    with ServerProcess(["--policy", "fifo", "--spool", str(spool), "--workers", "2"]) as server:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            ids = [
+                client.post("/v1/decide", json=snapshot_body()).json()["decision_id"]
+                for _ in range(6)
+            ]
+            text = client.get("/metrics").text
+    assert 'shadow_requests_total{endpoint="/v1/decide",status="200"} 6.0' in text
+    assert 'shadow_spool_records_total{kind="decision"} 6.0' in text
+    records = [r for day in spool_days(spool) for r in read_spool(spool, day)[0]]
+    assert [r.payload["decision"]["decision_id"] for r in records] == ids
+    assert [r.seq for r in records] == list(range(1, 7))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_kill_9_loses_no_acknowledged_record(tmp_path, workers):
+    """Requests from four threads; SIGKILL of the service while they run; every
+    acknowledged decision and observation is in the spool, the worker processes die with
+    the service, and a restarted server appends after them."""
     spool = tmp_path / "spool"
     acked: list[str] = []
     lock = threading.Lock()
-    server = ServerProcess(["--policy", "fifo", "--spool", str(spool)])
+    server = ServerProcess(["--policy", "fifo", "--spool", str(spool), "--workers", str(workers)])
+    if workers > 1:
+        children = _workers_of(server.proc.pid)
+        assert len(children) >= workers  # the workers (and multiprocessing's tracker)
     stop = threading.Event()
 
     def send(k: int) -> None:
@@ -419,6 +461,12 @@ def test_kill_9_loses_no_acknowledged_record(tmp_path):
     stop.set()
     for t in threads:
         t.join()
+    if workers > 1:  # the workers die with the service (none left answering)
+        for _ in range(100):
+            if not [c for c in children if _alive(c)]:
+                break
+            threading.Event().wait(0.05)
+        assert not [c for c in children if _alive(c)]
     records = []
     for day in spool_days(spool):
         got, _ = read_spool(spool, day)  # a torn last line, if any, is quarantined
@@ -439,6 +487,7 @@ def test_kill_9_loses_no_acknowledged_record(tmp_path):
         (["--policy", "fifo", "--host", "example.org"], "--host"),
         (["--policy", "fifo", "--token", "short"], "--token"),
         (["--policy", "fifo", "--max-body-bytes", "10"], "--max-body-bytes"),
+        (["--policy", "fifo", "--workers", "0"], "--workers"),
     ],
 )
 def test_bad_serve_arguments_exit_2_with_one_line(tmp_path, capsys, argv, says):

@@ -159,7 +159,7 @@ def test_typed_shared_pool_choices_match_a_server_by_server_scan(seed):
         return reference_gpu_fits(f[0], shared[s], demand[0])
 
     def feasible(demand, allowed):
-        gpu = EPS < demand[0] and not is_share(demand[0])
+        gpu = demand[0] > EPS and not is_share(demand[0])
         keys = [
             ((-free[s][0] if gpu else free[s][0]), -free[s][1], -free[s][2], s)
             for s in range(n)
@@ -169,7 +169,12 @@ def test_typed_shared_pool_choices_match_a_server_by_server_scan(seed):
 
     def least(demand, allowed):
         keys = [
-            (round(sum((c - f) / c for c, f in zip(cap_rows[s], free[s]) if c > 0), 9), s)
+            (
+                round(
+                    sum((c - f) / c for c, f in zip(cap_rows[s], free[s], strict=True) if c > 0), 9
+                ),
+                s,
+            )
             for s in range(n)
             if ok(s, demand, allowed)
         ]

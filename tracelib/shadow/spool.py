@@ -1,20 +1,25 @@
 """The shadow spool: a durable, append-only log of snapshots, decisions and observations.
 
 Layout: `<root>/<cluster-slug>/<YYYY-MM-DD>.jsonl`, one file per cluster and UTC day of
-receipt, one record per line:
+receipt, one UTF-8 JSON record per line, keys sorted and `crc32` last:
 
-    {"v": 1, "seq": n, "received": t, "kind": k, "cluster": c, "payload": {...}, "crc32": x}
+    {"cluster": c, "kind": k, "payload": {...}, "received": t, "seq": n, "v": 2, "crc32": x}
 
-`seq` counts from 1 in each file; `crc32` is `zlib.crc32` of the canonical JSON (sorted keys,
-no spaces) of the record without `crc32`. `Spool.append` returns only after the line (and,
-when it created the file, the directory entry) reached the disk, so an acknowledged record
-survives a crash of the process or the machine. A crash mid-write leaves at most one torn
-last line; the next append starts a fresh line after it, and `read_spool` quarantines it
-with its file, line and reason and reads on.
+`seq` counts from 1 in each file; `crc32` is `zlib.crc32` of the line's bytes before
+`,"crc32":` (the record as written, without its closing brace), so a record is checked
+against exactly what was written, and a payload may embed JSON text as received (a
+request's body, `orjson.Fragment`) without being parsed and written again. (Version 1
+records, still read, carry the crc of their canonical ASCII JSON instead.)
+`Spool.append` returns only after the line (and, when it created the file, the directory
+entry) reached the disk, so an acknowledged record survives a crash of the process or the
+machine. A crash mid-write leaves at most one torn last line; the next append starts a
+fresh line after it, and `read_spool` quarantines it with its file, line and reason and
+reads on.
 
-One process appends to a spool directory at a time: `Spool` holds an exclusive lock on
-`<root>/.lock` while open (a second writer fails at once instead of interleaving sequence
-numbers); the kernel drops the lock when the process dies.
+Several processes may append to one spool (the worker processes of one service): each
+append holds an exclusive lock on `<root>/.lock` while it reads the file's last sequence
+number, writes and syncs, so records of different writers never interleave within a line
+and sequence numbers stay consecutive. The kernel drops the lock when a process dies.
 """
 
 from __future__ import annotations
@@ -31,7 +36,10 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-SPOOL_VERSION = 1
+import orjson
+
+SPOOL_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 RecordKind = Literal["snapshot", "decision", "observation"]
 KINDS: frozenset[str] = frozenset({"snapshot", "decision", "observation"})
 _SLUG_MAX = 64
@@ -80,8 +88,21 @@ def canonical_json(obj: Any) -> str:
 
 
 def record_crc(fields: dict[str, Any]) -> int:
-    """crc32 of the canonical JSON of a record's fields (without `crc32`)."""
+    """crc32 of the canonical JSON of a record's fields (without `crc32`): version 1's."""
     return zlib.crc32(canonical_json(fields).encode("ascii"))
+
+
+def record_line(fields: dict[str, Any]) -> tuple[bytes, int]:
+    """A version 2 record's line (with its newline) and its crc32."""
+    try:
+        text = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)[:-1]  # without the closing }
+    except orjson.JSONEncodeError as err:
+        raise ValueError(f"payload: cannot be written as JSON ({err})") from None
+    crc = zlib.crc32(text)
+    return b'%s,"crc32":%d}\n' % (text, crc), crc
+
+
+_CRC_FIELD = re.compile(rb',"crc32":(\d+)\}\Z')
 
 
 def _timestamp(t: datetime) -> str:
@@ -100,20 +121,14 @@ class Spool:
         self.root = Path(root)
         self._clock = clock
         self._mutex = threading.Lock()
-        self._next_seq: dict[Path, int] = {}
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             self._lock_fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as err:
             raise SpoolError(f"cannot open the spool at {self.root}: {err.strerror}") from err
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            os.close(self._lock_fd)
-            raise SpoolError(f"{self.root} is in use by another process (spool lock held)") from err
 
     def close(self) -> None:
-        """Release the directory lock (records already appended stay)."""
+        """Close the spool (records already appended stay); later appends fail."""
         with self._mutex:
             if self._lock_fd >= 0:
                 os.close(self._lock_fd)
@@ -131,8 +146,9 @@ class Spool:
 
     def append(self, kind: RecordKind, payload: dict[str, Any], *, cluster: str) -> SpoolRecord:
         """Append one record and return it once it is on disk. `payload` must be JSON data
-        (e.g. a pydantic `model_dump(mode="json")`). Raises SpoolError if it cannot be made
-        durable (the caller must then not acknowledge it)."""
+        (e.g. a pydantic `model_dump(mode="json")`), which may hold `orjson.Fragment`s:
+        JSON text already checked to parse, without line breaks. Raises SpoolError if it
+        cannot be made durable (the caller must then not acknowledge it)."""
         return self.append_many(kind, [payload], cluster=cluster)[0]
 
     def append_many(
@@ -148,10 +164,13 @@ class Spool:
             received = self._clock()
             path = self.path_for(cluster, received.astimezone(UTC).date())
             try:
-                return self._append_locked(path, kind, payloads, cluster, received)
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+                try:
+                    return self._append_locked(path, kind, payloads, cluster, received)
+                finally:
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             except OSError as err:
-                # The file may now end in a partial line; the next append rescans it.
-                self._next_seq.pop(path, None)
+                # The file may now end in a partial line; the next append starts after it.
                 raise SpoolError(f"cannot append to {path}: {err.strerror or err}") from err
 
     def _append_locked(
@@ -163,10 +182,8 @@ class Spool:
             path.parent.mkdir(parents=True, exist_ok=True)
             if new_dir:
                 _fsync_dir(self.root)
-        seq = self._next_seq.get(path)
-        needs_newline = False
-        if seq is None:
-            seq, needs_newline = _resume(path)
+        # Another process may have appended since: the file's own last record counts.
+        seq, needs_newline = _resume(path)
         records, lines = [], []
         for offset, payload in enumerate(payloads):
             fields = {
@@ -177,8 +194,8 @@ class Spool:
                 "cluster": cluster,
                 "payload": payload,
             }
-            crc = record_crc(fields)
-            lines.append(canonical_json({**fields, "crc32": crc}) + "\n")
+            line, crc = record_line(fields)
+            lines.append(line)
             records.append(
                 SpoolRecord(
                     seq=seq + offset,
@@ -189,10 +206,10 @@ class Spool:
                     crc32=crc,
                 )
             )
-        data = ("\n" if needs_newline else "") + "".join(lines)
+        data = (b"\n" if needs_newline else b"") + b"".join(lines)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            view = memoryview(data.encode("ascii"))
+            view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
             os.fsync(fd)
@@ -200,7 +217,6 @@ class Spool:
             os.close(fd)
         if created:
             _fsync_dir(path.parent)
-        self._next_seq[path] = seq + len(payloads)
         return records
 
 
@@ -212,10 +228,26 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+_LAST_SEQ = re.compile(rb'"seq":(\d+),"v":\d+(?:,"crc32":\d+)?\}\n\Z')
+"""The end of a whole record's line (crc32 last, or in sorted order before `kind`)."""
+_TAIL_BYTES = 256
+
+
 def _resume(path: Path) -> tuple[int, bool]:
-    """Next sequence number of an existing file, and whether it ends in a torn line."""
-    if not path.exists() or path.stat().st_size == 0:
+    """Next sequence number of an existing file, and whether it ends in a torn line: read
+    from the end of its last line when that line is whole, else from a scan of the file."""
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size == 0:
+                return 1, False
+            f.seek(max(0, size - _TAIL_BYTES))
+            tail = f.read()
+    except FileNotFoundError:
         return 1, False
+    match = _LAST_SEQ.search(tail)
+    if match:
+        return int(match.group(1)) + 1, False
     records, _ = read_spool_file(path)
     last = max((r.seq for r in records), default=0)
     with path.open("rb") as f:
@@ -224,11 +256,12 @@ def _resume(path: Path) -> tuple[int, bool]:
     return last + 1, torn
 
 
-def parse_record(line: str) -> SpoolRecord:
+def parse_record(line: str | bytes) -> SpoolRecord:
     """One spool line (without its newline) as a record; ValueError naming what is wrong."""
+    data = line.encode("utf-8") if isinstance(line, str) else line
     try:
-        raw = json.loads(line)
-    except (json.JSONDecodeError, RecursionError) as err:
+        raw = orjson.loads(data)
+    except orjson.JSONDecodeError as err:
         raise ValueError(f"not JSON ({err.__class__.__name__})") from None
     if not isinstance(raw, dict):
         raise ValueError("not a JSON object")
@@ -239,10 +272,14 @@ def parse_record(line: str) -> SpoolRecord:
     crc = raw.pop("crc32")
     if not isinstance(crc, int) or isinstance(crc, bool):
         raise ValueError("crc32: not an integer")
-    if record_crc(raw) != crc:
-        raise ValueError("crc32: mismatch (record corrupted)")
-    if raw["v"] != SPOOL_VERSION:
+    if isinstance(raw["v"], bool) or raw["v"] not in _READABLE_VERSIONS:
         raise ValueError(f"v: unsupported spool version {raw['v']!r}")
+    if raw["v"] == 2:
+        tail = _CRC_FIELD.search(data)
+        if tail is None or int(tail.group(1)) != crc or zlib.crc32(data[: tail.start()]) != crc:
+            raise ValueError("crc32: mismatch (record corrupted)")
+    elif record_crc(raw) != crc:
+        raise ValueError("crc32: mismatch (record corrupted)")
     seq = raw["seq"]
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
         raise ValueError("seq: not a positive integer")
@@ -280,10 +317,7 @@ def read_spool_file(path: str | Path) -> tuple[list[SpoolRecord], list[Quarantin
                 quarantined.append(Quarantined(path, number, "torn: last line has no newline"))
                 break
             try:
-                record = parse_record(raw_line[:-1].decode("ascii"))
-            except UnicodeDecodeError:
-                quarantined.append(Quarantined(path, number, "not ASCII JSON"))
-                continue
+                record = parse_record(raw_line[:-1])
             except ValueError as err:
                 quarantined.append(Quarantined(path, number, str(err)))
                 continue

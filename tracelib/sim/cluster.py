@@ -10,8 +10,9 @@ A bucket's state never changes (a server whose free resources change moves to an
 bucket), so what a bucket derives from it is computed once: its load, its order for
 `feasible_fit`, and where its servers go after taking or giving back a given demand. An
 allocation step is then a scan of a few buckets and two list operations, with no tuple built
-or hashed; and since a step's choice depends only on which buckets are non-empty (bar ties),
-the scan's answer is kept per such set, which an allocation's steps keep returning to.
+or hashed; and since a step's choice depends only on which buckets are non-empty (and, in a
+tie, on which of the tied buckets holds the lowest server), the scan's answer is kept per
+such set, which an allocation's steps keep returning to.
 Building a pool groups the servers with numpy, not server by server.
 
 Two things real traces need, neither of which changes a homogeneous whole-GPU cluster (its
@@ -154,13 +155,13 @@ class FreePool:
         # tuples of floats) is hashed afresh every time (a fifth of a step's cost).
         self._active: dict[int, _Bucket] = {}
         # Which buckets are active, as a bitmask (one bit per bucket of `_all`), and per such
-        # set `_feasible_bucket`'s answers for plain demands: fit and order depend only on a
-        # bucket's immutable state, so the answer holds whenever the same set is active
-        # again (allocation steps cycle through a few sets); an answer that depended on
-        # which servers a bucket holds (a tie in order) is not kept.
+        # set `_feasible_bucket`'s and `least_loaded`'s answers: fit, order and load depend
+        # only on a bucket's immutable state, so an answer holds whenever the same set is
+        # active again (allocation steps cycle through a few sets); a tie is kept as the
+        # tied buckets, since which of them holds the lowest server changes.
         self._sig = 0
-        self._feasible: dict[int, dict[Vec, _Bucket | None]] = {}
-        self._least: dict[int, dict[Vec, _Bucket | None]] = {}  # least_loaded's, likewise
+        self._feasible: dict[int, dict[Vec, _Bucket | tuple[_Bucket, ...] | None]] = {}
+        self._least: dict[int, dict[Vec, _Bucket | tuple[_Bucket, ...] | None]] = {}
         if self._plain:
             groups = _group_rows(cap, fr)
         else:
@@ -340,23 +341,23 @@ class FreePool:
         key = demand if allowed is None else (demand, allowed)
         best = known.get(key, _UNKNOWN)
         if best is _UNKNOWN:
-            best, best_load = None, 0.0
-            tie = False  # another fitting bucket as loaded: servers[0] decides
+            tied: list[_Bucket] = []  # the fitting buckets of the least load
+            best_load = 0.0
             for bucket in self._fitting(demand, allowed):
                 load = bucket.load
                 if load is None:
                     cap, free = bucket.cap, bucket.free
                     used = sum((c - f) / c for c, f in zip(cap, free, strict=True) if c > 0)
                     load = bucket.load = round(used, 9)
-                # the smallest (load, first server)
-                if best is None or load < best_load:
-                    best, best_load, tie = bucket, load, False
+                if not tied or load < best_load:
+                    tied, best_load = [bucket], load
                 elif load == best_load:
-                    tie = True
-                    if bucket.servers[0] < best.servers[0]:
-                        best = bucket
-            if not tie:
-                known[key] = best
+                    tied.append(bucket)
+            # Which of tied buckets holds the lowest server changes as servers move while the
+            # same buckets stay active: a tie is kept as its buckets, decided at each call.
+            best = known[key] = (tied[0] if len(tied) == 1 else tuple(tied)) if tied else None
+        if type(best) is tuple:
+            best = min(best, key=_first_server)
         if best is None:
             return -1
         servers = best.servers
@@ -379,10 +380,11 @@ class FreePool:
             r -= len(g)
         raise AssertionError("unreachable")
 
-    def _answers(self, kept: dict[int, dict[Vec, _Bucket | None]]) -> dict[Vec, _Bucket | None]:
-        """The answers `kept` holds for the current set of active buckets (demand -> bucket),
-        a new empty table the first time that set is seen; `kept` is emptied once it holds
-        `_MAX_SETS` sets (a long-lived pool: bounded memory)."""
+    def _answers(self, kept: dict[int, dict]) -> dict:
+        """The answers `kept` holds for the current set of active buckets (demand, or demand
+        and allowed GPU types -> the bucket, a tuple of buckets tied but for their lowest
+        server, or None), a new empty table the first time that set is seen; `kept` is
+        emptied once it holds `_MAX_SETS` sets (a long-lived pool: bounded memory)."""
         known = kept.get(self._sig)
         if known is None:
             if len(kept) >= _MAX_SETS:
@@ -396,35 +398,30 @@ class FreePool:
         key = demand if allowed is None else (demand, allowed)
         best = known.get(key, _UNKNOWN)
         if best is not _UNKNOWN:
-            return best
+            return min(best, key=_first_server) if type(best) is tuple else best
         g = demand[0]
         gpu = g > _EPS and not is_share(g)
-        best, bo = None, ()
-        tie = False  # another fitting bucket in the same order: servers[0] decides
+        tied: list[_Bucket] = []  # the fitting buckets first in order
+        bo = ()
         if self._plain and allowed is None and (g <= _EPS or g >= 1.0 - _EPS):
             d0, d1, d2 = g - _EPS, demand[1] - _EPS, demand[2] - _EPS
-            for b in self._active.values():
-                f0, f1, f2 = b.free
-                if f0 >= d0 and f1 >= d1 and f2 >= d2:
-                    o = b.gpu_order if gpu else b.cpu_order
-                    if best is None or o < bo:
-                        best, bo, tie = b, o, False
-                    elif o == bo:
-                        tie = True
-                        if b.servers[0] < best.servers[0]:
-                            best = b
+            fitting = (
+                b
+                for b in self._active.values()
+                if b.free[0] >= d0 and b.free[1] >= d1 and b.free[2] >= d2
+            )
         else:
-            for b in self._fitting(demand, allowed):
-                o = b.gpu_order if gpu else b.cpu_order
-                if best is None or o < bo:
-                    best, bo, tie = b, o, False
-                elif o == bo:
-                    tie = True
-                    if b.servers[0] < best.servers[0]:
-                        best = b
-        if not tie:
-            known[key] = best
-        return best
+            fitting = self._fitting(demand, allowed)
+        for b in fitting:
+            o = b.gpu_order if gpu else b.cpu_order
+            if not tied or o < bo:
+                tied, bo = [b], o
+            elif o == bo:
+                tied.append(b)
+        # A tie is kept as its buckets and decided by their lowest server at each call (see
+        # `least_loaded`).
+        best = known[key] = (tied[0] if len(tied) == 1 else tuple(tied)) if tied else None
+        return min(best, key=_first_server) if type(best) is tuple else best
 
     def feasible_fit(self, demand: Vec, allowed: frozenset[str] | None = None) -> int:
         """A server chosen to keep later tasks placeable (allocation feasibility checks):
@@ -444,6 +441,8 @@ class FreePool:
             old = known.get(demand if allowed is None else (demand, allowed), _UNKNOWN)
         if old is _UNKNOWN:
             old = self._feasible_bucket(demand, allowed)
+        elif type(old) is tuple:
+            old = min(old, key=_first_server)
         if old is None:
             return -1
         new = old.taken.get(demand)
@@ -478,6 +477,10 @@ class FreePool:
             score = sum(d * f / (c * c) for d, f, c in zip(demand, free, cap, strict=True) if c > 0)
             best = max(best, score)
         return best
+
+
+def _first_server(bucket: _Bucket) -> int:
+    return bucket.servers[0]
 
 
 def _group_rows(cap: np.ndarray, free: np.ndarray) -> list[tuple[tuple, list[int]]]:
