@@ -13,6 +13,8 @@ from pipelines.cli import main
 from tests.conftest import DATA
 from tracelib.shadow.collect import CollectError
 from tracelib.shadow.collect_k8s import collect_k8s
+from tracelib.shadow.kube import node_as_server, pod_as_pending
+from tracelib.shadow.schemas import Node, Pod
 
 K8S = DATA / "shadow" / "k8s"
 NOW = datetime(2026, 11, 27, 10, tzinfo=UTC)
@@ -177,3 +179,27 @@ def test_one_list_of_pods_and_nodes_reads_the_same(tmp_path):
         pods=both, nodes=both
     ).snapshot.model_copy(update={"cluster": "kubernetes"}).model_dump(mode="json")
     assert collect(pods=both, nodes=both).skipped == []
+
+
+def test_the_collector_and_the_extender_map_gpus_and_types_alike():
+    """One node and one pending pod of another vendor's GPUs, typed by GKE's label, a
+    container giving only a GPU limit: the kubectl collector and the extender's models
+    (what kube-scheduler sends) read the same GPUs and GPU type."""
+    node = copy.deepcopy(load("nodes")["items"][1])
+    node["metadata"]["labels"] = {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    alloc = node["status"]["allocatable"]
+    alloc["amd.com/gpu"] = alloc.pop("nvidia.com/gpu")
+    pod = copy.deepcopy(next(p for p in load("pods")["items"] if not p["spec"].get("nodeName")))
+    pod["spec"]["nodeSelector"] = {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    resources = pod["spec"]["containers"][0]["resources"]
+    gpus = resources.get("limits", {}).pop("nvidia.com/gpu", None)
+    gpus = resources.get("requests", {}).pop("nvidia.com/gpu", gpus)
+    resources.setdefault("limits", {})["amd.com/gpu"] = gpus  # a limit only
+    snap = collect_k8s({"items": [pod]}, {"items": [node]}, cluster="k8s", now=NOW).snapshot
+    (server,), (pending,) = snap.servers, snap.pending
+    extender_server = node_as_server(Node.model_validate(node))
+    extender_pod = pod_as_pending(Pod.model_validate(pod), NOW)
+    assert (server.gpus, server.gpu_type) == (extender_server.gpus, "nvidia-l4")
+    assert extender_server.gpu_type == "nvidia-l4" and server.gpus == 8
+    assert (pending.gpus, pending.gpu_type) == (extender_pod.gpus, extender_pod.gpu_type)
+    assert pending.gpu_type == "nvidia-l4" and pending.gpus == float(gpus)

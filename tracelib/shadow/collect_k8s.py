@@ -4,16 +4,19 @@ Reads `kubectl get pods -A -o json` and `kubectl get nodes -o json` (v1 `List`s 
 `Node`; a `PodList` / `NodeList` reads the same), or the one List of both that `kubectl get
 pods,nodes -A -o json` prints:
 
-- a node's GPUs are `status.allocatable["nvidia.com/gpu"]` (else `capacity`), its GPU type
-  the NVIDIA GPU feature discovery label `nvidia.com/gpu.product`; CPU and memory from
+- GPUs and GPU types as the extender endpoints read them (`tracelib.shadow.kube`): a
+  node's GPUs are its `status.allocatable` (else `capacity`) resources named `<vendor>/gpu`
+  (`nvidia.com/gpu`, `amd.com/gpu`), its GPU type the first of the labels
+  `nvidia.com/gpu.product` (NVIDIA's GPU feature discovery),
+  `cloud.google.com/gke-accelerator` and `accelerator` it carries; CPU and memory from
   `allocatable` too. A node marked `spec.unschedulable` (cordoned) or whose `Ready`
   condition is not "True" offers nothing free. Nodes without GPUs are not servers of the
   snapshot, but pods on them are counted nowhere else either;
 - free on a node = allocatable minus the requests of the pods bound to it
   (`spec.nodeName`) that have not terminated (phase neither Succeeded nor Failed). A pod's
   request of a resource is the larger of its containers' sum and its largest init
-  container (how the scheduler counts it); a container that sets only a limit of an
-  extended resource such as `nvidia.com/gpu` requests that limit;
+  container (how the scheduler counts it); a container that sets only a limit of a GPU
+  resource requests that limit;
 - a pod that requests GPUs is a job `namespace/name` of user `namespace` (the tenant):
   pending while its phase is Pending and it is bound to no node; running once bound and not
   terminated; submitted at `metadata.creationTimestamp`, started at its `PodScheduled`
@@ -21,7 +24,7 @@ pods,nodes -A -o json` prints:
   `finishedAt`. It ended `finished` (Succeeded), `preempted` (Failed with a
   `DisruptionTarget` condition of reason `PreemptionByScheduler`, or
   `PreemptionByKubeScheduler` before Kubernetes 1.27) or `failed` (any other Failed);
-- its GPU type is the node selector's `nvidia.com/gpu.product`, if it sets one.
+- its GPU type is the one its node selector names by those labels, if any.
 
 The lists carry no time of their own: the snapshot is taken at `now`.
 """
@@ -43,6 +46,7 @@ from tracelib.shadow.collect import (
     require_object,
     rfc3339,
 )
+from tracelib.shadow.kube import container_gpus, gpu_amount, is_gpu_resource, node_gpu_type
 from tracelib.shadow.schemas import (
     Observation,
     PendingJob,
@@ -51,8 +55,6 @@ from tracelib.shadow.schemas import (
     parse_quantity,
 )
 
-GPU = "nvidia.com/gpu"
-GPU_PRODUCT = "nvidia.com/gpu.product"
 PREEMPTION_REASONS = {"PreemptionByScheduler", "PreemptionByKubeScheduler"}
 TERMINATED = {"Succeeded", "Failed"}
 GIB = 2.0**30
@@ -171,6 +173,11 @@ def _quantity(resources: dict, key: str, name: str) -> float:
         raise ItemError(f"{name}.{key}: {exc}") from None
 
 
+def _gpus(resources: dict, name: str) -> dict[str, float]:
+    """The GPU resources among `resources`, parsed (errors name `name.<resource>`)."""
+    return {k: _quantity(resources, k, name) for k in resources if is_gpu_resource(str(k))}
+
+
 def _node(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ItemError("not a JSON object")
@@ -184,19 +191,18 @@ def _node(raw: Any) -> dict[str, Any]:
     resources = status.get("allocatable") or status.get("capacity") or {}
     if not isinstance(resources, dict):
         raise ItemError("status.allocatable: expected an object")
-    gpus = _quantity(resources, GPU, "status.allocatable")
+    gpus = gpu_amount(_gpus(resources, "status.allocatable"))
     if gpus != int(gpus):
-        raise ItemError(f"status.allocatable.{GPU}: not a whole number of GPUs ({gpus:g})")
+        raise ItemError(f"status.allocatable: not a whole number of GPUs ({gpus:g})")
     conditions = status.get("conditions") or []
     ready = next(
         (c.get("status") for c in conditions if isinstance(c, dict) and c.get("type") == "Ready"),
         "True",  # a list without conditions says nothing against the node
     )
-    product = labels.get(GPU_PRODUCT)
     return {
         "name": name,
         "gpus": int(gpus),
-        "gpu_type": product if isinstance(product, str) and product else None,
+        "gpu_type": node_gpu_type(labels),
         "cpu": _quantity(resources, "cpu", "status.allocatable"),
         "memory": _quantity(resources, "memory", "status.allocatable"),
         "schedulable": not spec.get("unschedulable", False) and ready == "True",
@@ -216,8 +222,9 @@ def _requests(containers: Any, name: str) -> dict[str, float]:
         resources = _object(container, "resources")
         requests, limits = _object(resources, "requests"), _object(resources, "limits")
         where = f"{name}[{k}].resources"
-        gpu_source, part = (requests, ".requests") if GPU in requests else (limits, ".limits")
-        total["gpu"] += _quantity(gpu_source, GPU, where + part)
+        total["gpu"] += container_gpus(
+            _gpus(requests, where + ".requests"), _gpus(limits, where + ".limits")
+        )
         total["cpu"] += _quantity(requests, "cpu", where + ".requests")
         total["memory"] += _quantity(requests, "memory", where + ".requests")
     return total
@@ -270,7 +277,6 @@ def _pod(raw: Any) -> dict[str, Any]:
     if node is not None and (not isinstance(node, str) or not node):
         raise ItemError("spec.nodeName: not a node name")
     selector = spec.get("nodeSelector") or {}
-    product = selector.get(GPU_PRODUCT) if isinstance(selector, dict) else None
     return {
         "id": f"{namespace}/{name}",
         "user": namespace,
@@ -280,7 +286,7 @@ def _pod(raw: Any) -> dict[str, Any]:
         "started": started,
         "finished": finished,
         "preempted": preempted,
-        "gpu_type": product if isinstance(product, str) and product else None,
+        "gpu_type": node_gpu_type(selector) if isinstance(selector, dict) else None,
         **wants,
     }
 

@@ -1,14 +1,20 @@
 """Kubernetes objects as shadow-mode wire models: a Pod as a pending job, a Node as a server.
 
-GPUs are the extended resources whose name ends in "/gpu" (nvidia.com/gpu, amd.com/gpu);
-a container's limit counts (Kubernetes requires an extended resource's request to equal
-its limit), else its request. A node's GPU type is the first of `GPU_TYPE_LABELS` it
-carries; a pod's the value its nodeSelector gives one of those labels. Quantities in
-memory are bytes, converted to GiB.
+The one mapping of Kubernetes resources to GPUs, shared by the extender endpoints (pods and
+nodes kube-scheduler sends) and the `kubectl` collector (`collect_k8s`):
+
+- GPUs are the extended resources whose name ends in "/gpu" (nvidia.com/gpu, amd.com/gpu);
+  a container requests its request of each, else its limit (Kubernetes defaults an
+  extended resource's missing request to its limit and requires the two to be equal);
+- a node's GPU type is the first of `GPU_TYPE_LABELS` it carries; a pod's the value its
+  nodeSelector gives one of those labels.
+
+Quantities in memory are bytes, converted to GiB.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from tracelib.shadow.schemas import Node, PendingJob, Pod, Server
@@ -24,17 +30,27 @@ discovery, GKE, the common convention)."""
 GIB = 2.0**30
 
 
-def _gpu_amount(resources: dict[str, float]) -> float:
-    return sum(v for k, v in resources.items() if k.endswith("/gpu"))
+def is_gpu_resource(name: str) -> bool:
+    """Whether a resource name is a GPU (an extended resource `<vendor>/gpu`)."""
+    return name.endswith("/gpu")
+
+
+def gpu_amount(resources: Mapping[str, float]) -> float:
+    """The GPUs among a node's resources (allocatable or capacity)."""
+    return sum(v for k, v in resources.items() if is_gpu_resource(k))
+
+
+def container_gpus(requests: Mapping[str, float], limits: Mapping[str, float]) -> float:
+    """The GPUs a container requests: per GPU resource its request, else its limit."""
+    names = {k for k in (*requests, *limits) if is_gpu_resource(k)}
+    return sum(requests.get(k, limits.get(k, 0.0)) for k in names)
 
 
 def pod_gpus(pod: Pod) -> float:
     """GPUs a pod asks for, summed over its containers."""
-    total = 0.0
-    for c in pod.spec.containers:
-        limit = _gpu_amount(c.resources.limits)
-        total += limit if limit > 0 else _gpu_amount(c.resources.requests)
-    return total
+    return sum(
+        container_gpus(c.resources.requests, c.resources.limits) for c in pod.spec.containers
+    )
 
 
 def pod_id(pod: Pod) -> str:
@@ -42,9 +58,14 @@ def pod_id(pod: Pod) -> str:
     return f"{pod.metadata.namespace or 'default'}/{pod.metadata.name}"
 
 
-def node_gpu_type(labels: dict[str, str]) -> str | None:
-    """The GPU type a node's (or a nodeSelector's) labels name, if any."""
-    return next((labels[k] for k in GPU_TYPE_LABELS if labels.get(k)), None)
+def node_gpu_type(labels: Mapping[str, object]) -> str | None:
+    """The GPU type a node's (or a nodeSelector's) labels name, if any (the first of
+    `GPU_TYPE_LABELS` whose value is a non-empty string)."""
+    for key in GPU_TYPE_LABELS:
+        value = labels.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def pod_as_pending(pod: Pod, now: datetime) -> PendingJob:
@@ -70,7 +91,7 @@ def node_as_server(node: Node) -> Server:
     calls an extender with the nodes its own filters kept, which already have room for the
     pod; what other pods use is not in the Node object."""
     alloc = node.status.allocatable or node.status.capacity
-    gpus = int(_gpu_amount(alloc))
+    gpus = int(gpu_amount(alloc))
     cpus = alloc.get("cpu", 0.0)
     memory = alloc.get("memory", 0.0) / GIB
     return Server(
