@@ -4,16 +4,22 @@ answering over HTTP."""
 
 from __future__ import annotations
 
+from datetime import date
+from pathlib import Path
+
 import httpx
 import pytest
 
 from pipelines.shadow.launch import ServerProcess
 from pipelines.shadow.policies import PolicyUnavailable, load_served_policy
+from pipelines.shadow_ingest import shadow_ingest_stage
+from pipelines.shadow_replay import compare, shadow_replay_stage
 from pipelines.systems.dl2.stages import record_stage, warmup_stage
+from tests.shadow.spool_case import write_spool
 from tests.shadow.test_adapter import job, server
 from tests.test_dl2_pipeline import CFG, _warehouse
 from tracelib.shadow.spool import read_spool, spool_days
-from warehouse import connect
+from warehouse import connect, read_frame
 
 T = "2026-11-28T12:00:00Z"
 
@@ -73,3 +79,28 @@ def test_a_tampered_checkpoint_is_refused_at_start(dl2_policy, tmp_path):
     target.write_bytes(target.read_bytes()[:-8] + b"tampered")
     with pytest.raises(PolicyUnavailable, match=policy_id):
         load_served_policy(policy_id, copied)
+
+
+def test_a_day_shadowed_by_a_learned_policy_is_replayed_under_it(dl2_policy):
+    """The counterfactual of a shadow day under the learned policy that was shadowed: the
+    day's jobs replayed by DL2's newest policy (the learned whole-trace replay) on the
+    day's servers, beside what the real scheduler did."""
+    warehouse, policy_id = dl2_policy
+    write_spool(Path(warehouse).parent / "shadow-spool")
+    [day] = shadow_ingest_stage(warehouse, today=date(2026, 11, 28))
+    replay = shadow_replay_stage(warehouse, day.source_id, "dl2", day.servers)
+    assert replay.eval_id is not None, replay.note
+    with connect(warehouse, read_only=True) as con:
+        rows = {r["scheduler"]: r for r in compare(con, day.source_id).iter_rows(named=True)}
+        policies = read_frame(
+            con,
+            "SELECT DISTINCT policy FROM eval_summary WHERE eval_id = ? AND scheduler = 'dl2'",
+            [replay.eval_id],
+        )["policy"].to_list()
+    row = rows["dl2"]  # beside the arena's default heuristics, replayed with it
+    assert row["workload_set"] == f"replay-arena:{day.source_id}" and "fifo" in rows
+    assert policies == [f"{policy_id}+load-balancing"]  # composed as in the arena
+    assert row["jobs"] == 2 and row["observed_jct_h"] == pytest.approx(40 / 60)
+    # The day's two jobs (A and B, 2 and 4 GPUs) fit the day's 2 x 4 GPUs at once.
+    assert row["replayed_queueing_h"] == pytest.approx(0.0)
+    assert 0 < row["replayed_jct_h"] < row["observed_jct_h"]
