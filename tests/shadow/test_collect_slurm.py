@@ -61,7 +61,7 @@ def test_observations_follow_each_job_to_its_end():
     assert {k for j, k in kinds if j == "4099"} == {"submitted", "started", "finished"}
     assert kinds[("4097", "preempted")].time == datetime(2026, 11, 27, 7, 30, tzinfo=UTC)
     assert ("4098", "failed") in kinds  # NODE_FAIL
-    assert ("4096", "failed") in kinds and ("4096", "started") not in kinds  # cancelled pending
+    assert ("4096", "cancelled") in kinds and ("4096", "started") not in kinds  # cancelled pending
     # A pending job's start_time is Slurm's forecast, not a start.
     assert ("4103", "started") not in kinds
     assert kinds[("4101", "started")].servers == ["gpu01", "gpu02"]

@@ -6,7 +6,7 @@ a failed ingest leaving the warehouse as it was, the counterfactual replay and t
 from __future__ import annotations
 
 import json
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 
 import polars as pl
 import pytest
@@ -16,6 +16,8 @@ from pipelines.report import write_report
 from pipelines.shadow_ingest import shadow_ingest_stage
 from pipelines.shadow_replay import compare, shadow_replay_stage
 from tests.shadow.spool_case import D1, D2, SLUG, SOURCE_ID, write_spool
+from tracelib.shadow.spool import Spool
+from tracelib.shadow.trace import load_shadow_day
 from warehouse import connect, read_frame
 
 TODAY = date(2026, 11, 28)
@@ -187,3 +189,19 @@ def test_a_learned_policy_without_a_trained_one_is_said_not_replayed(spool, ware
     [day] = shadow_ingest_stage(warehouse_path, today=TODAY)
     replay = shadow_replay_stage(warehouse_path, day.source_id, "dl2", day.servers)
     assert replay.eval_id is None and "no registered policy of dl2" in replay.note
+
+
+def test_a_job_cancelled_while_pending_is_killed_without_a_start(tmp_path):
+    at = iter([datetime(2026, 11, 27, 10, tzinfo=UTC), datetime(2026, 11, 27, 10, 5, tzinfo=UTC)])
+    with Spool(tmp_path, clock=lambda: next(at)) as spool:
+        submitted = {"kind": "submitted", "job": "X", "time": "2026-11-27T10:00:00Z", "gpus": 2}
+        spool.append("observation", submitted, cluster="lab")
+        spool.append(
+            "observation",
+            {"kind": "cancelled", "job": "X", "time": "2026-11-27T10:05:00Z"},
+            cluster="lab",
+        )
+    day = load_shadow_day(tmp_path / "lab" / "2026-11-27.jsonl", date(2026, 11, 27))
+    [job] = day.jobs.iter_rows(named=True)
+    assert (job["job_id"], job["status"], job["start_time"]) == ("X", "killed", None)
+    assert job["end_time"] == datetime(2026, 11, 27, 10, 5)

@@ -75,7 +75,14 @@ class Collected:
         }
 
 
-KIND_ORDER = {"submitted": 0, "started": 1, "finished": 2, "failed": 2, "preempted": 2}
+KIND_ORDER = {
+    "submitted": 0,
+    "started": 1,
+    "finished": 2,
+    "failed": 2,
+    "preempted": 2,
+    "cancelled": 2,
+}
 """Order of a job's observations at the same instant: submitted, started, then its end."""
 
 

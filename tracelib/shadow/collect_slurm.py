@@ -23,8 +23,8 @@ What becomes what: a PENDING job is pending; RUNNING, SUSPENDED or COMPLETING (s
 its nodes) is running. Every job with a GPU request gives a `submitted` observation; one
 with a start time that has passed (a pending job's `start_time` is Slurm's forecast, not a
 start) gives `started`; a job in a final state gives `finished` (COMPLETED), `preempted`
-(PREEMPTED) or `failed` (every other final state: FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY,
-BOOT_FAIL, DEADLINE and CANCELLED, which the wire format has no word of its own for). Jobs
+(PREEMPTED), `cancelled` (CANCELLED) or `failed` (every other final state: FAILED, TIMEOUT,
+NODE_FAIL, OUT_OF_MEMORY, BOOT_FAIL, DEADLINE). Jobs
 without a GPU request are not the policy's to schedule: they are skipped and listed. A node
 that is DOWN, DRAIN(ED/ING), FAIL or NOT_RESPONDING offers nothing free.
 `duration_estimate_s` is the job's time limit, what Slurm's own backfill plans with.
@@ -68,7 +68,7 @@ FINAL_KINDS = {
     "OUT_OF_MEMORY": "failed",
     "BOOT_FAIL": "failed",
     "DEADLINE": "failed",
-    "CANCELLED": "failed",
+    "CANCELLED": "cancelled",
 }
 """A final Slurm job state -> the observation that ends the job."""
 BASE_STATES = {"PENDING", "RUNNING", "SUSPENDED", *FINAL_KINDS}

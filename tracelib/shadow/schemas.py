@@ -165,7 +165,7 @@ class Decision(_Wire):
     wait: Annotated[list[Name], Field(max_length=MAX_JOBS)]
 
 
-ObservationKind = Literal["submitted", "started", "finished", "failed", "preempted"]
+ObservationKind = Literal["submitted", "started", "finished", "failed", "preempted", "cancelled"]
 
 
 class Observation(_Wire):

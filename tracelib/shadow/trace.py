@@ -11,7 +11,8 @@ A job is folded from its observations (the collectors report a job's `submitted`
 run while the scheduler lists it, so repeats are expected): submitted at its earliest
 `submitted`, with that observation's GPUs, user, GPU type and model; started at its
 earliest `started`, on that observation's servers; ended by its first `finished`
-(status completed), `failed` (failed) or `preempted` (killed) at or after the start. A job
+(status completed), `failed` (failed), `preempted` or `cancelled` (killed) at or after the
+start (a job cancelled while pending ends without a start). A job
 with no end is running (started) or pending. A job whose day holds no `submitted` (it was
 submitted before the spool began, or its submission was lost) cannot be sized: it is
 quarantined, as is a spool line that is torn, corrupt or not a valid snapshot, decision or
@@ -47,7 +48,14 @@ from tracelib.shadow.spool import SpoolRecord, read_spool_file
 FORMAT = "shadow"
 DEFAULT_WINDOW_S = 300.0
 """How long after a lone decision's snapshot a real start counts as "at that snapshot"."""
-END_STATUS = {"finished": "completed", "failed": "failed", "preempted": "killed"}
+END_STATUS = {
+    "finished": "completed",
+    "failed": "failed",
+    "preempted": "killed",
+    "cancelled": "killed",
+}
+"""A job's status from the observation that ended it (cancelled is killed, as a trace's
+`CANCELLED` is at ingest)."""
 RAW_LIMIT = 2000
 """Characters of a quarantined line kept in `raw_record`."""
 
