@@ -1,4 +1,7 @@
+import json
 import multiprocessing
+import tempfile
+from pathlib import Path
 
 import duckdb
 import polars as pl
@@ -17,7 +20,7 @@ from warehouse import (
     transaction,
     write_frame,
 )
-from warehouse.migrations import available_migrations
+from warehouse.migrations import SUPERSEDED, available_migrations
 
 
 def _quarantine_row(record_no=1, reason="bad"):
@@ -313,3 +316,61 @@ def test_views_are_defined_once_and_reapplied_when_their_definition_changes(tmp_
         assert con.sql("SELECT count(*) FROM policy_lineage").fetchall() == [(0,)]
     assert "marker" in columns
     assert {n for n in names if again[n] != applied[n]} == {"chic_evaluation", "policy_lineage"}
+
+
+SCHEMA = Path(__file__).parent / "data" / "warehouse_schema.json"
+"""A fresh warehouse's tables, columns, constraints and views. Regenerate it when a new
+migration or view changes them on purpose:
+`python -c "from tests.test_warehouse import write_schema; write_schema()"`."""
+
+
+def schema_of(con) -> dict:
+    """Tables, columns, constraints and views (with their SQL) of a warehouse."""
+
+    def rows(sql: str) -> list[list[str | None]]:
+        return [[None if v is None else str(v) for v in row] for row in con.sql(sql).fetchall()]
+
+    return {
+        "tables": [t for (t,) in rows("SELECT table_name FROM duckdb_tables() ORDER BY ALL")],
+        "columns": rows(
+            "SELECT table_name, column_name, data_type, is_nullable, column_default "
+            "FROM information_schema.columns ORDER BY ALL"
+        ),
+        "constraints": rows(
+            "SELECT table_name, constraint_type, constraint_text FROM duckdb_constraints() "
+            "ORDER BY ALL"
+        ),
+        "views": rows("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY ALL"),
+    }
+
+
+def write_schema(path: Path = SCHEMA) -> None:
+    """Write a fresh warehouse's schema to `path` (see SCHEMA)."""
+    with tempfile.TemporaryDirectory() as tmp, connect(Path(tmp) / "w.duckdb") as con:
+        path.write_text(json.dumps(schema_of(con), indent=1, sort_keys=True) + "\n")
+
+
+def test_a_fresh_warehouse_has_the_recorded_schema(warehouse_path):
+    """Views come from warehouse/views/ only (the migrations that restated them no longer
+    do): a fresh warehouse's tables, constraints and views are still exactly these."""
+    with connect(warehouse_path) as con:
+        assert schema_of(con) == json.loads(SCHEMA.read_text())
+
+
+def test_a_warehouse_that_applied_superseded_migrations_opens(warehouse_path):
+    """A warehouse whose migrations were applied from their earlier texts (with the view
+    statements) records those texts' checksums: accepted, nothing re-applied; a checksum
+    neither current nor superseded is refused."""
+    with connect(warehouse_path) as con:
+        for version, (checksum, *_) in SUPERSEDED.items():
+            con.execute(
+                "UPDATE schema_migrations SET checksum = ? WHERE version = ?", [checksum, version]
+            )
+        before = schema_of(con)
+    with connect(warehouse_path) as con:
+        assert schema_of(con) == before
+        assert set(applied_migrations(con)) == {m.version for m in available_migrations()}
+        con.execute("UPDATE schema_migrations SET checksum = 'earlier' WHERE version = 20")
+    with pytest.raises(MigrationError, match="0020_one_evaluation was changed"):
+        with connect(warehouse_path):
+            pass

@@ -4,7 +4,13 @@ views, each defined once in `warehouse/views/` and re-applied when its definitio
 A migration changes tables. A view is not restated by the migration that changes what it
 reads: its one file under `views/` is edited, and `apply_views` re-creates every view whose
 file changed or that is missing (a migration that rebuilds a table a view reads may drop
-the view; it comes back here)."""
+the view; it comes back here).
+
+A migration is never edited, with one exception: a statement that only restated a view
+may be taken out of an applied migration, since views come from `views/` whatever the
+migrations did. The edited migration's earlier checksums are listed in `SUPERSEDED`, so a
+warehouse that applied the earlier text is still accepted; any other difference is
+refused."""
 
 from __future__ import annotations
 
@@ -20,6 +26,20 @@ from warehouse.db import transaction
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 _VIEW = re.compile(r"^(\d{2})_([a-z0-9_]+)\.sql$")
+
+
+SUPERSEDED: dict[int, tuple[str, ...]] = {
+    9: ("849d3269d29cdb9c265820f520898accae0a5a0afb6fc25dcbeeea6466c42dff",),
+    13: ("5f8622404545dffb91b4ca6d9779379894c7ad5146a7b270e527814eca3f6baa",),
+    14: ("baffe1ab7ac6eb508b1cac6dd6489641c7ddf1ba5a69c0ac22af38a366c89603",),
+    16: ("480b4a301ab71783364365854051d7483346e0abf93f28177ee9c711fd74b9d9",),
+    18: ("a7d7da559cd9c5f2817f276c9e7393cbd778f1fa85e1dda58554510383a23692",),
+    19: ("d531533b527d9befd56d5dbedbfa88804cc33a1818bcbbf562255181519b24a9",),
+    20: ("56a9cdd2b9dedab442d1bc5bf56880ab7093f2fecd8d23542901671406115c70",),
+    25: ("be7da5a29ca5d6478197ed800c0fbcf0d8440e470514d8999ef0020c8f4ac7bb",),
+}
+"""Per migration, checksums of its earlier texts that a warehouse may have recorded: the
+same migration with view statements since taken out (see the module docstring)."""
 
 
 class MigrationError(RuntimeError):
@@ -119,7 +139,10 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[int]:
     applied = []
     for migration in available_migrations():
         if migration.version in done:
-            if done[migration.version] != migration.checksum:
+            recorded = done[migration.version]
+            if recorded != migration.checksum and recorded not in SUPERSEDED.get(
+                migration.version, ()
+            ):
                 raise MigrationError(
                     f"migration {migration.version:04d}_{migration.name} was changed after it "
                     "was applied to this warehouse; add a new migration instead of editing one"

@@ -7,7 +7,7 @@
 -- DuckDB has no ALTER TABLE ... DROP CONSTRAINT. Creating a table under the stale name with
 -- the same foreign key and dropping it removes the stale entry; the DL2 curve table is then
 -- rebuilt under its own name so `policies` lists it correctly.
-DROP VIEW learning_curves;
+DROP VIEW IF EXISTS learning_curves;
 CREATE TABLE learning_curves (policy_id VARCHAR REFERENCES policies (policy_id));
 DROP TABLE learning_curves;
 
