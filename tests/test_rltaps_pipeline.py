@@ -14,8 +14,9 @@ from pipelines.systems.rltaps.stages import (
     evaluate_rltaps_stage,
     train_rltaps_stage,
 )
+from tests.learned_eval import row_counts
 from tests.tables import readme_queries
-from warehouse import connect, read_frame, table_counts
+from warehouse import connect, read_frame
 
 CFG = resized(
     RLTapsStageConfig(test_sequences=3),
@@ -38,11 +39,6 @@ def _run(path, cfg: RLTapsStageConfig = CFG):
         train_rltaps_stage(path, replace(cfg, mode=m)) for m in ("nonstreaming", "streaming")
     ]
     return trained, evaluate_rltaps_stage(path, cfg)
-
-
-def _counts(path) -> dict[str, int]:
-    with connect(path) as con:
-        return dict(table_counts(con).select("table", "rows").rows())
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +126,7 @@ def test_own_evaluation_lands_in_the_eval_tables_with_paired_slowdown_ratios(don
 
 def test_rerun_on_unchanged_inputs_trains_and_simulates_nothing(done, monkeypatch):
     path, ((plain, streaming), ev) = done
-    before = _counts(path)
+    before = row_counts(path)
     with connect(path) as con:
         stored = read_frame(con, "SELECT * FROM eval_summary WHERE eval_id = ?", [ev.run_id])
 
@@ -147,7 +143,7 @@ def test_rerun_on_unchanged_inputs_trains_and_simulates_nothing(done, monkeypatc
     assert again_ev.run_id == ev.run_id and again_ev.mean_slowdown == ev.mean_slowdown
     assert not ev.cached and again_ev.cached
     assert again_ev.slowdowns == ev.slowdowns and again_ev.mean_reward == ev.mean_reward
-    assert _counts(path) == before
+    assert row_counts(path) == before
     with connect(path) as con:  # not even rewritten
         assert read_frame(con, "SELECT * FROM eval_summary WHERE eval_id = ?", [ev.run_id]).equals(
             stored
@@ -194,12 +190,12 @@ def test_same_seed_same_tables_in_another_warehouse(done, tmp_path):
 
 def test_a_failed_stage_leaves_the_warehouse_as_it_was(done):
     path, _ = done
-    before = _counts(path)
+    before = row_counts(path)
     with pytest.raises(KeyError, match="not registered"):
         train_rltaps_stage(path, replace(CFG, init="rl-taps-missing", seed=7))
     with pytest.raises(ValueError, match="hidden"):
         train_rltaps_stage(path, replace(resized(CFG, {"reinforce.hidden": 16}), seed=7))
-    assert _counts(path) == before
+    assert row_counts(path) == before
 
 
 def test_the_readmes_queries_on_rltaps_evaluation_still_answer(done):
@@ -273,7 +269,7 @@ def test_an_unusable_shipped_policy_falls_back_with_a_note(tmp_path, monkeypatch
     note = plain.metrics["resume_note"]
     assert "shipped nonstreaming policy not used" in note and "trained in simulator" in note
     assert "trained from scratch (sjf warm start)" in note
-    before = _counts(path)
+    before = row_counts(path)
     with pytest.raises(ValueError, match="not used"):
         train_rltaps_stage(path, replace(SHIPPED, init="shipped", seed=3))
-    assert _counts(path) == before
+    assert row_counts(path) == before

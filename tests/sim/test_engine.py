@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from models.heuristics import HEURISTICS, make_scheduler
+from tests.sim.workloads import NOISY, dl2_jobs
 from tracelib.catalogue import by_name
 from tracelib.contracts import WorkloadJobs
 from tracelib.sim import (
@@ -35,13 +36,9 @@ from tracelib.sim import (
     simulate,
 )
 
-NOISY = SpeedConfig(speed_variation=0.2, slot_noise=0.1, epoch_error=0.2)
-
 
 def small_workload(seed: int = 3, n: int = 16) -> tuple[JobSpec, ...]:
-    return jobs_from_frame(
-        dl2_like_frame(n, seed, mean_duration_min=60.0, median_duration_min=30.0)
-    )
+    return dl2_jobs(n, seed)
 
 
 # The engine's mechanics (exact finish times, pauses, streams) checked against the

@@ -1,0 +1,48 @@
+"""What the pipeline and arena tests of each learned system share: a warehouse with a tiny
+workload set, its row counts, and an evaluation of registered learned policies beside
+heuristics on that set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.evaluation import EvalConfig
+from pipelines.stages import derive_stage, synthetic_stage
+from tracelib.sim import ClusterConfig
+from tracelib.synthetic import DiurnalConfig
+from tracelib.workloads import DeriveConfig
+from warehouse import connect, read_frame, table_counts
+
+
+def tiny_set_evaluation(
+    path: Path, learned, schedulers: tuple[str, ...], n_seeds: int, cluster: ClusterConfig
+) -> tuple[pl.DataFrame, pl.DataFrame, EvalConfig]:
+    """The stored workload jobs and workloads of the warehouse at `path`, and a config that
+    evaluates the `learned` policy references beside `schedulers` on its tiny set."""
+    with connect(path) as con:
+        workloads = read_frame(con, "SELECT * FROM workloads")
+        jobs = read_frame(con, "SELECT * FROM workload_jobs")
+    cfg = EvalConfig(
+        workload_sets=("tiny",),
+        schedulers=schedulers,
+        n_seeds=n_seeds,
+        cluster=cluster,
+        learned=learned,
+    )
+    return jobs, workloads, cfg
+
+
+def tiny_warehouse(path, synthetic_seed: int = 0) -> str:
+    """A warehouse at `path` with one synthetic trace derived as set "tiny" (4 train, 1 val,
+    1 test sequences of 10 jobs); its path as a string."""
+    source = synthetic_stage(path, "dl2-diurnal", DiurnalConfig(n_jobs=60, seed=synthetic_seed))
+    derive_stage(path, [source.source_id], DeriveConfig(name="tiny", jobs_per_sequence=10))
+    return str(path)
+
+
+def row_counts(path) -> dict[str, int]:
+    """Rows in each table of the warehouse at `path`, by table name."""
+    with connect(path) as con:
+        return dict(table_counts(con).select("table", "rows").rows())
