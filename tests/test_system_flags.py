@@ -9,7 +9,8 @@ import pytest
 from pipelines.cli import build_parser
 from pipelines.config import run_config
 from pipelines.registry import SYSTEMS
-from tests.flags import every_flag_set, nested_path
+from tests.flags import every_flag_set, flags_by_name, nested_path
+from tests.frozen_configs import learned_run_config
 from tests.imports import packages_loaded_by
 
 
@@ -102,15 +103,12 @@ def test_every_flag_reaches_the_algorithm_config_that_uses_it(name, budget):
 
 
 def test_a_chic_flag_wins_over_as_published_and_is_documented():
-    chic = run_config(
-        SYSTEMS,
-        systems=["chic"],
-        options={"chic_as_published": True, "chic_train_cem_smoothing": 0.5},
-    ).learned["chic"]
+    options = {"as_published": True, "train_cem_smoothing": 0.5}
+    chic = learned_run_config("chic", "chic", options)
     cem = chic.train.cem_config()
     assert (cem.smoothing, cem.mask_absent, cem.teacher) == (0.5, False, None)
     assert chic.arena.cem_config("chic").smoothing == 0.7  # the paper's, as published
-    flags = {f.flag: f for f in next(s for s in SYSTEMS if s.name == "chic").flags()}
+    flags = flags_by_name("chic")
     assert flags["--chic-train-cem-lr"].help.startswith("Adam learning rate")
     assert flags["--chic-arena-cem-imitation-order"].choices == ("optimus", "rows")
     assert "--chic-train-cem-seed" not in flags and "--chic-arena-cem-scenario-sim" not in flags
@@ -119,18 +117,15 @@ def test_a_chic_flag_wins_over_as_published_and_is_documented():
 
 
 def test_an_rltaps_flag_wins_over_as_published_and_a_skipped_arena_takes_none():
-    rltaps = run_config(
-        SYSTEMS,
-        systems=["rl-taps"],
-        options={
-            "rltaps_as_published": True,
-            "rltaps_stage_reinforce_teacher": "tetris",
-            "rltaps_arena_epochs": 0,
-            "rltaps_arena_reinforce_lr": 0.5,
-        },
-    ).learned["rl-taps"]
+    options = {
+        "as_published": True,
+        "stage_reinforce_teacher": "tetris",
+        "arena_epochs": 0,
+        "arena_reinforce_lr": 0.5,
+    }
+    rltaps = learned_run_config("rl-taps", "rltaps", options)
     assert rltaps.stage.reinforce_config().teacher == "tetris" and rltaps.arena is None
-    flags = {f.flag: f for f in next(s for s in SYSTEMS if s.name == "rl-taps").flags()}
+    flags = flags_by_name("rl-taps")
     assert flags["--rltaps-stage-reinforce-lr"].help.startswith("Adam learning rate")
     assert "--rltaps-arena-reinforce-env-window" not in flags
     assert "--rltaps-stage-reinforce-env-topology-bw-tor-ds" in flags
@@ -141,13 +136,11 @@ def test_harmonys_variants_keep_their_switches_and_its_rule_names_are_the_rules(
     from models.harmony.placement import ORDERS, RULES
 
     assert tuple(RULES) == RULE_NAMES and tuple(ORDERS) == ORDER_NAMES
-    harmony = run_config(
-        SYSTEMS, systems=["harmony"], options={"harmony_stage_train_lr": 0.5}
-    ).learned["harmony"]
+    harmony = learned_run_config("harmony", "harmony", {"stage_train_lr": 0.5})
     systems = {v: harmony.stage.train_config(v).system for v in harmony.stage.variants}
     assert systems == {v: v for v in harmony.stage.variants}
     assert {harmony.stage.train_config(v).lr for v in harmony.stage.variants} == {0.5}
-    flags = {f.flag: f for f in next(s for s in SYSTEMS if s.name == "harmony").flags()}
+    flags = flags_by_name("harmony")
     assert flags["--harmony-stage-train-credit"].choices == (
         "interval",
         "marginal",
