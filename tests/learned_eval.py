@@ -46,3 +46,19 @@ def row_counts(path) -> dict[str, int]:
     """Rows in each table of the warehouse at `path`, by table name."""
     with connect(path) as con:
         return dict(table_counts(con).select("table", "rows").rows())
+
+
+def stored_evaluation(path, eval_id: str) -> tuple[pl.DataFrame, int, pl.DataFrame, pl.DataFrame]:
+    """What the warehouse at `path` holds of evaluation `eval_id`: its `eval_runs` rows, its
+    number of `eval_jobs` rows, its `eval_summary` rows and its `leaderboard` rows by
+    scheduler."""
+    with connect(path) as con:
+        runs = read_frame(con, "SELECT * FROM eval_runs WHERE eval_id = ?", [eval_id])
+        n_jobs = con.sql(
+            "SELECT count(*) FROM eval_jobs WHERE eval_id = ?", params=[eval_id]
+        ).fetchall()[0][0]
+        summary = read_frame(con, "SELECT * FROM eval_summary WHERE eval_id = ?", [eval_id])
+        board = read_frame(
+            con, "SELECT * FROM leaderboard WHERE eval_id = ? ORDER BY scheduler", [eval_id]
+        )
+    return runs, n_jobs, summary, board

@@ -26,7 +26,7 @@ from pipelines.systems.harmony.stages import (
     train_placement_stage,
 )
 from tests.learned_eval import row_counts
-from tests.tables import readme_queries
+from tests.tables import assert_readme_queries_answer
 from tracelib.interference import InterferenceConfig
 from tracelib.scenarios.harmony import ArrivalConfig
 from warehouse import connect, read_frame
@@ -224,11 +224,7 @@ def test_same_seed_same_policies_in_another_warehouse(run, tmp_path):
 def test_the_readmes_queries_on_harmony_evaluation_still_answer(run):
     # harmony_evaluation is a view over the evaluation tables since migration 0020.
     path, _, _, _ = run
-    queries = readme_queries("harmony_evaluation")
-    assert queries
-    with connect(path) as con:
-        for query in queries:
-            assert read_frame(con, query).height > 0, query
+    assert_readme_queries_answer(path, "harmony_evaluation")
 
 
 def test_the_reports_evaluation_table_leaves_the_config_json_to_sql(run):

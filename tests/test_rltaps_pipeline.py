@@ -14,8 +14,8 @@ from pipelines.systems.rltaps.stages import (
     evaluate_rltaps_stage,
     train_rltaps_stage,
 )
-from tests.learned_eval import row_counts
-from tests.tables import readme_queries
+from tests.learned_eval import row_counts, stored_evaluation
+from tests.tables import assert_readme_queries_answer
 from warehouse import connect, read_frame
 
 CFG = resized(
@@ -87,15 +87,7 @@ def test_stages_register_both_modes_with_curves_and_evaluate(done):
 
 def test_own_evaluation_lands_in_the_eval_tables_with_paired_slowdown_ratios(done):
     path, (_, ev) = done
-    with connect(path) as con:
-        runs = read_frame(con, "SELECT * FROM eval_runs WHERE eval_id = ?", [ev.run_id])
-        n_jobs = con.sql(
-            "SELECT count(*) FROM eval_jobs WHERE eval_id = ?", params=[ev.run_id]
-        ).fetchall()[0][0]
-        summary = read_frame(con, "SELECT * FROM eval_summary WHERE eval_id = ?", [ev.run_id])
-        board = read_frame(
-            con, "SELECT * FROM leaderboard WHERE eval_id = ? ORDER BY scheduler", [ev.run_id]
-        )
+    runs, n_jobs, summary, board = stored_evaluation(path, ev.run_id)
     # One run per scheduler x sequence, one eval_jobs row per job of each run.
     assert runs.height == 8 * 3 and n_jobs == 8 * 3 * CFG.reinforce.n_jobs
     assert runs["reward"].is_not_null().all()
@@ -201,11 +193,7 @@ def test_a_failed_stage_leaves_the_warehouse_as_it_was(done):
 def test_the_readmes_queries_on_rltaps_evaluation_still_answer(done):
     # rltaps_evaluation is a view over the evaluation tables since migration 0020.
     path, _ = done
-    queries = readme_queries("rltaps_evaluation")
-    assert queries
-    with connect(path) as con:
-        for query in queries:
-            assert read_frame(con, query).height > 0, query
+    assert_readme_queries_answer(path, "rltaps_evaluation")
 
 
 SHIPPED = resized(
