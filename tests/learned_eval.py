@@ -62,3 +62,12 @@ def stored_evaluation(path, eval_id: str) -> tuple[pl.DataFrame, int, pl.DataFra
             con, "SELECT * FROM leaderboard WHERE eval_id = ? ORDER BY scheduler", [eval_id]
         )
     return runs, n_jobs, summary, board
+
+
+def assert_cached(train, path, cfg, first) -> None:
+    """Asserts `train(path, cfg)` on unchanged inputs answers with `first` from its cache and
+    writes no row."""
+    before = row_counts(path)
+    again = train(path, cfg)
+    assert again.policy_id == first.policy_id and again.metrics["cached"]
+    assert row_counts(path) == before

@@ -18,7 +18,7 @@ from pipelines.stages import learned_policies
 from pipelines.system import RunContext, resized
 from pipelines.systems.chic import plugin, steps
 from pipelines.systems.chic.stages import ChicArenaConfig, train_chic_arena_stage
-from tests.learned_eval import row_counts, tiny_set_evaluation, tiny_warehouse
+from tests.learned_eval import assert_cached, tiny_set_evaluation, tiny_warehouse
 from tracelib.sim import ClusterConfig
 from warehouse import connect, read_frame
 
@@ -56,10 +56,7 @@ def test_registers_an_arena_policy_with_its_curve(trained):
 
 def test_unchanged_inputs_are_cached_and_new_ones_resume(trained, tmp_path):
     path, first = trained
-    before = row_counts(path)
-    again = train_chic_arena_stage(path, TINY)
-    assert again.policy_id == first.policy_id and again.metrics["cached"]
-    assert row_counts(path) == before
+    assert_cached(train_chic_arena_stage, path, TINY, first)
     # Another seed is a new input: it continues from the newest arena policy.
     second = train_chic_arena_stage(path, replace(TINY, seed=1))
     assert second.parent_policy_id == first.policy_id and not second.metrics.get("cached")

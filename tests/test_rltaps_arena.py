@@ -23,7 +23,7 @@ from pipelines.system import resized
 from pipelines.systems.rltaps import plugin
 from pipelines.systems.rltaps.stages import RLTapsArenaConfig, train_arena_stage
 from pipelines.systems.rltaps.steps import RLTapsRunConfig
-from tests.learned_eval import row_counts, tiny_set_evaluation, tiny_warehouse
+from tests.learned_eval import assert_cached, tiny_set_evaluation, tiny_warehouse
 from tracelib.envs.gpu_arena import ArenaEnvConfig, GpuLayout
 from tracelib.sim import ClusterConfig, JobSpec, Simulator
 from tracelib.synthetic import DiurnalConfig
@@ -163,10 +163,7 @@ def test_the_stage_registers_an_arena_policy_with_its_curve(trained):
 
 def test_unchanged_inputs_train_nothing_and_new_ones_resume(trained, tmp_path):
     path, first = trained
-    before = row_counts(path)
-    again = train_arena_stage(path, CFG)
-    assert again.policy_id == first.policy_id and again.metrics["cached"]
-    assert row_counts(path) == before
+    assert_cached(train_arena_stage, path, CFG, first)
     # New traces arrive: the set is re-derived with other jobs; training continues.
     other = tiny_warehouse(tmp_path / "other.duckdb")
     train_arena_stage(other, CFG)
