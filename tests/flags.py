@@ -101,3 +101,8 @@ def every_flag_set(budget: str) -> tuple[dict, dict]:
     options = {f.dest: getattr(args, f.dest) for s in args.registry for f in s.flags()}
     assert {d: options[d] for d in wanted} == wanted  # every flag parsed to its value
     return options, wanted
+
+
+def flags_by_name(system: str) -> dict[str, Flag]:
+    """The `schedlab run` flags of the registered learned `system`, by flag (`--...`)."""
+    return {f.flag: f for f in next(s for s in SYSTEMS if s.name == system).flags()}

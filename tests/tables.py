@@ -102,3 +102,13 @@ def readme_queries(table: str) -> list[str]:
             if re.search(rf"\b{table}\b", statement):
                 out.append(statement.strip())
     return out
+
+
+def assert_readme_queries_answer(warehouse, table: str) -> None:
+    """Asserts the README has SQL reading `table` and each statement returns rows from the
+    warehouse at `warehouse`."""
+    queries = readme_queries(table)
+    assert queries
+    with connect(warehouse) as con:
+        for query in queries:
+            assert read_frame(con, query).height > 0, query

@@ -24,6 +24,14 @@ OPENB = PUBLIC / "openb_pod_list_sample.csv"
 """32 pods of every phase, shares, multi-GPU pods and gpu_spec constraints."""
 
 
+def ingest_openb(warehouse_path) -> str:
+    """Ingests the pod list through the CLI with the Alibaba GPU 2023 mapping; its source id."""
+    args = ["ingest", str(OPENB), "--format", "generic", "--mapping", "alibaba-gpu-2023"]
+    assert main([*args, "--quiet"]) == 0
+    with connect(warehouse_path) as con:
+        return read_frame(con, "SELECT source_id FROM trace_sources")["source_id"][0]
+
+
 def test_the_node_list_is_the_cluster_server_by_server():
     nodes = read_node_list(NODES)
     c = nodes.cluster
@@ -54,22 +62,7 @@ def test_a_bad_node_row_names_file_row_and_field(
     bad.write_text("\n".join(lines) + "\n")
     with pytest.raises(IngestError, match=f"row {row}, field {field}"):
         read_node_list(bad)
-    assert (
-        main(
-            [
-                "ingest",
-                str(OPENB),
-                "--format",
-                "generic",
-                "--mapping",
-                "alibaba-gpu-2023",
-                "--quiet",
-            ]
-        )
-        == 0
-    )
-    with connect(warehouse_path) as con:
-        source = read_frame(con, "SELECT source_id FROM trace_sources")["source_id"][0]
+    source = ingest_openb(warehouse_path)
     capsys.readouterr()
     assert main(["replay", source, "--nodes", str(bad), "--scheduler", "fifo", "--quiet"]) == 2
     err = capsys.readouterr().err
@@ -84,22 +77,8 @@ def test_only_a_regular_file_is_read(tmp_path):
 
 
 def test_every_pod_replays_on_the_node_list(warehouse_path, capsys):
-    assert (
-        main(
-            [
-                "ingest",
-                str(OPENB),
-                "--format",
-                "generic",
-                "--mapping",
-                "alibaba-gpu-2023",
-                "--quiet",
-            ]
-        )
-        == 0
-    )
+    source = ingest_openb(warehouse_path)
     with connect(warehouse_path) as con:
-        source = read_frame(con, "SELECT source_id FROM trace_sources")["source_id"][0]
         jobs = read_frame(con, "SELECT * FROM jobs WHERE source_id = ?", [source])
     capsys.readouterr()
     assert (
@@ -134,22 +113,7 @@ def test_every_pod_replays_on_the_node_list(warehouse_path, capsys):
 
 
 def test_a_running_pod_holds_its_resources_until_the_trace_ends(warehouse_path, capsys):
-    assert (
-        main(
-            [
-                "ingest",
-                str(OPENB),
-                "--format",
-                "generic",
-                "--mapping",
-                "alibaba-gpu-2023",
-                "--quiet",
-            ]
-        )
-        == 0
-    )
-    with connect(warehouse_path) as con:
-        source = read_frame(con, "SELECT source_id FROM trace_sources")["source_id"][0]
+    source = ingest_openb(warehouse_path)
     capsys.readouterr()
     assert main(["replay", source, "--servers", "64", "--scheduler", "fifo", "--quiet"]) == 0
     with connect(warehouse_path) as con:

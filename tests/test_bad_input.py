@@ -297,22 +297,7 @@ def test_bad_records_are_quarantined_and_nothing_is_lost(name, tmp_path, warehou
     case = CASES[name]
     path = _setup(tmp_path, case)
     assert main(_argv(case, path)) == 0
-    out, err = capsys.readouterr()
-    assert err == ""
-    accepted, quarantined = (int(w) for w in _counts(out))
-    assert accepted + quarantined == case.records, out
-    assert quarantined == len(case.quarantined), out
-    with connect(warehouse_path, read_only=True) as con:
-        jobs = read_frame(con, "SELECT count(*) AS n FROM jobs").item()
-        rows = read_frame(
-            con, "SELECT record_no, field, reason, raw_record FROM quarantine ORDER BY record_no"
-        )
-    assert jobs == accepted
-    found = {r["record_no"]: r for r in rows.iter_rows(named=True)}
-    assert sorted(found) == sorted(case.quarantined)
-    for record_no, (fld, phrase) in case.quarantined.items():
-        assert found[record_no]["field"] == fld, (record_no, found[record_no])
-        assert phrase in found[record_no]["reason"], (record_no, found[record_no])
+    _, found = assert_accounted(capsys, warehouse_path, case.records, case.quarantined)
     for record_no, raw in case.raw.items():
         assert found[record_no]["raw_record"] == raw
     # Idempotent: the same file again changes nothing.
@@ -321,6 +306,32 @@ def test_bad_records_are_quarantined_and_nothing_is_lost(name, tmp_path, warehou
     assert "unchanged" in capsys.readouterr().out
     after = _tables(warehouse_path)
     assert all(after[t].equals(before[t]) for t in before)
+
+
+def assert_accounted(
+    capsys, warehouse: Path, records: int, quarantined: dict[int, tuple[str, str]]
+) -> tuple[pl.DataFrame, dict[int, dict]]:
+    """Asserts the ingest just run reported nothing on stderr, accepted + quarantined =
+    `records` with the jobs table holding the accepted ones, and each expected record
+    quarantined under its number with its field and a phrase of its reason. Returns the
+    stored users (one row a job) and the quarantine rows by record number."""
+    out, err = capsys.readouterr()
+    assert err == ""
+    accepted, n_quarantined = (int(w) for w in _counts(out))
+    assert accepted + n_quarantined == records, out
+    assert n_quarantined == len(quarantined), out
+    with connect(warehouse, read_only=True) as con:
+        jobs = read_frame(con, "SELECT user_name FROM jobs")
+        rows = read_frame(
+            con, "SELECT record_no, field, reason, raw_record FROM quarantine ORDER BY record_no"
+        )
+    assert jobs.height == accepted
+    found = {r["record_no"]: r for r in rows.iter_rows(named=True)}
+    assert sorted(found) == sorted(quarantined)
+    for record_no, (fld, phrase) in quarantined.items():
+        assert found[record_no]["field"] == fld, (record_no, found[record_no])
+        assert phrase in found[record_no]["reason"], (record_no, found[record_no])
+    return jobs, found
 
 
 def _counts(out: str) -> tuple[str, str]:

@@ -14,14 +14,13 @@ from pipelines.config import run_config
 from pipelines.evaluation import EvalConfig, evaluate
 from pipelines.progress import QUIET
 from pipelines.registry import SYSTEMS
-from pipelines.stages import derive_stage, learned_policies, synthetic_stage
+from pipelines.stages import learned_policies
 from pipelines.system import RunContext, resized
 from pipelines.systems.chic import plugin, steps
 from pipelines.systems.chic.stages import ChicArenaConfig, train_chic_arena_stage
+from tests.learned_eval import assert_cached, tiny_set_evaluation, tiny_warehouse
 from tracelib.sim import ClusterConfig
-from tracelib.synthetic import DiurnalConfig
-from tracelib.workloads import DeriveConfig
-from warehouse import connect, read_frame, table_counts
+from warehouse import connect, read_frame
 
 SIM = replace(EvalConfig().sim_config(0), cluster=ClusterConfig(n_servers=8))
 TINY = resized(
@@ -32,21 +31,9 @@ TINY = resized(
 )
 
 
-def _warehouse(path) -> str:
-    """A warehouse with one synthetic trace derived as set "tiny" (4 train, 1 val, 1 test)."""
-    source = synthetic_stage(path, "dl2-diurnal", DiurnalConfig(n_jobs=60, seed=0))
-    derive_stage(path, [source.source_id], DeriveConfig(name="tiny", jobs_per_sequence=10))
-    return str(path)
-
-
-def _counts(path) -> dict[str, int]:
-    with connect(path) as con:
-        return dict(table_counts(con).select("table", "rows").rows())
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    path = _warehouse(tmp_path_factory.mktemp("chic-arena") / "wh.duckdb")
+    path = tiny_warehouse(tmp_path_factory.mktemp("chic-arena") / "wh.duckdb")
     return path, train_chic_arena_stage(path, TINY)
 
 
@@ -69,10 +56,7 @@ def test_registers_an_arena_policy_with_its_curve(trained):
 
 def test_unchanged_inputs_are_cached_and_new_ones_resume(trained, tmp_path):
     path, first = trained
-    before = _counts(path)
-    again = train_chic_arena_stage(path, TINY)
-    assert again.policy_id == first.policy_id and again.metrics["cached"]
-    assert _counts(path) == before
+    assert_cached(train_chic_arena_stage, path, TINY, first)
     # Another seed is a new input: it continues from the newest arena policy.
     second = train_chic_arena_stage(path, replace(TINY, seed=1))
     assert second.parent_policy_id == first.policy_id and not second.metrics.get("cached")
@@ -86,23 +70,14 @@ def test_unchanged_inputs_are_cached_and_new_ones_resume(trained, tmp_path):
 
 def test_same_seed_same_policy_in_another_warehouse(trained, tmp_path):
     _, first = trained
-    other = _warehouse(tmp_path / "other.duckdb")
+    other = tiny_warehouse(tmp_path / "other.duckdb")
     assert train_chic_arena_stage(other, TINY).policy_id == first.policy_id
 
 
 def test_loader_runs_the_policy_beside_the_heuristics(trained):
     path, first = trained
     refs = learned_policies(path, {"chic": first.policy_id}, SYSTEMS.loaders())
-    with connect(path) as con:
-        workloads = read_frame(con, "SELECT * FROM workloads")
-        jobs = read_frame(con, "SELECT * FROM workload_jobs")
-    cfg = EvalConfig(
-        workload_sets=("tiny",),
-        schedulers=("drf", "optimus"),
-        n_seeds=2,
-        cluster=SIM.cluster,
-        learned=refs,
-    )
+    jobs, workloads, cfg = tiny_set_evaluation(path, refs, ("drf", "optimus"), 2, SIM.cluster)
     tables = evaluate(jobs, workloads, cfg)
     policies = dict(tables.runs.select("scheduler", "policy").unique().rows())
     assert policies["chic"] == f"{first.policy_id}+load-balancing"

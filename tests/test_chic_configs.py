@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from pipelines.config import run_config
-from pipelines.registry import SYSTEMS
 from pipelines.trained import input_key
-from tests.conftest import DATA
+from tests.frozen_configs import frozen_cases, learned_run_config
 
 OPTIONS = {
     "": {},
@@ -22,12 +20,7 @@ OPTIONS = {
 def handed(budget: str, options: dict) -> dict:
     """What the stages of `schedlab run` hand the CEM trainer, and the part of each input key
     the configs decide (the arena's also hashes the workload set's frames), as JSON."""
-    cfg = run_config(
-        SYSTEMS,
-        budget=budget,
-        systems=["chic"],
-        options={f"chic_{k}": v for k, v in options.items()},
-    ).learned["chic"]
+    cfg = learned_run_config("chic", "chic", options, budget)
     train = {}
     for t in cfg.train_configs():
         cem = t.cem_config()
@@ -52,9 +45,5 @@ def test_the_trainer_gets_the_configs_the_copying_stage_configs_gave_it():
     # Written by the stage configs that copied their fields into `CEMConfig` (the
     # `cem_config()` of `ChicTrainConfig` and `ChicArenaConfig` before the nesting), for
     # every budget, with and without options.
-    frozen = json.loads((DATA / "chic_algorithm_configs.json").read_text())
-    cases = {f"{b}{suffix}" for b in ("smoke", "default", "large") for suffix in OPTIONS}
-    assert set(frozen) == cases
-    for name, expected in frozen.items():
-        budget, _, suffix = name.partition("/")
-        assert handed(budget, OPTIONS["/" + suffix if suffix else ""]) == expected, name
+    for name, budget, options, expected in frozen_cases("chic_algorithm_configs.json", OPTIONS):
+        assert handed(budget, options) == expected, name

@@ -19,7 +19,8 @@ from pipelines.systems.chic.stages import (
     latest_chic_policy,
     train_chic_stage,
 )
-from tests.tables import readme_queries
+from tests.learned_eval import stored_evaluation
+from tests.tables import assert_readme_queries_answer
 from tracelib.scenarios.chic import ChicScenario
 from warehouse import connect, read_frame
 
@@ -111,13 +112,7 @@ CHIC_EVALUATION_COLUMNS = [
 def test_own_evaluation_lands_in_the_eval_tables_with_paired_ratios(trained):
     path, _, _ = trained
     result = evaluate_chic_stage(path, EVAL)
-    with connect(path) as con:
-        runs = read_frame(con, "SELECT * FROM eval_runs WHERE eval_id = ?", [result.eval_id])
-        n_jobs = con.sql(
-            "SELECT count(*) FROM eval_jobs WHERE eval_id = ?", params=[result.eval_id]
-        ).fetchall()[0][0]
-        summary = read_frame(con, "SELECT * FROM eval_summary WHERE eval_id = ?", [result.eval_id])
-        board = read_frame(con, "SELECT * FROM leaderboard WHERE eval_id = ?", [result.eval_id])
+    runs, n_jobs, summary, board = stored_evaluation(path, result.eval_id)
     # One run per scheduler x sequence (x one seed), one eval_jobs row per job.
     per_rate = summary.group_by("workload_set").len()
     assert runs.height == int(per_rate["len"].sum()) * 3
@@ -159,11 +154,7 @@ def test_the_readmes_queries_on_chic_evaluation_still_answer(trained):
     # chic_evaluation is a view over the evaluation tables since migration 0020.
     path, _, _ = trained
     evaluate_chic_stage(path, EVAL)
-    queries = readme_queries("chic_evaluation")
-    assert queries
-    with connect(path) as con:
-        for query in queries:
-            assert read_frame(con, query).height > 0, query
+    assert_readme_queries_answer(path, "chic_evaluation")
 
 
 def test_the_reports_evaluation_table_leaves_the_seed_lists_to_sql(trained):

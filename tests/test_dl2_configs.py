@@ -5,8 +5,6 @@ flag of `schedlab run` reaches the algorithm config that uses it."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -17,8 +15,9 @@ from pipelines.registry import SYSTEMS
 from pipelines.system import resized
 from pipelines.systems.dl2.plugin import BUDGETS, DL2, DL2Options, apply
 from pipelines.systems.dl2.stages import DL2StageConfig
-from tests.conftest import DATA
 from tests.flags import every_flag_set, nested_path
+from tests.frozen_configs import frozen_cases, learned_run_config
+from tests.imports import packages_loaded_by
 
 OPTIONS = {
     "": {},
@@ -52,23 +51,13 @@ def test_the_algorithms_get_the_configs_the_copying_stage_config_gave_them():
     # (`recorder()`, `warmup_config()`, `finetune_config()`, `grouped_config()` of the
     # commit before the nesting), for every budget, with and without options: the
     # defaults, and so the input keys of the policies already trained, stay the same.
-    frozen = json.loads((DATA / "dl2_algorithm_configs.json").read_text())
-    cases = {f"{b}{suffix}" for b in ("smoke", "default", "large") for suffix in OPTIONS}
-    assert set(frozen) == cases
-    for name, expected in frozen.items():
-        budget, _, suffix = name.partition("/")
+    for name, budget, options, expected in frozen_cases("dl2_algorithm_configs.json", OPTIONS):
         base = resized(DL2StageConfig(), BUDGETS.get(budget, {}))
-        cfg = apply(base, DL2Options(**OPTIONS["/" + suffix if suffix else ""]))
+        cfg = apply(base, DL2Options(**options))
         assert json.loads(json.dumps(_handed(cfg))) == expected, name
         # the run config of that budget is the same stage config
-        via_run = run_config(
-            SYSTEMS, budget=budget, systems=["dl2"], options=_as_dests(OPTIONS, suffix)
-        ).learned["dl2"]
+        via_run = learned_run_config("dl2", "dl2", options, budget)
         assert _handed(via_run)["grouped"] == {**expected["grouped"], "seed": via_run.seed}
-
-
-def _as_dests(options: dict, suffix: str) -> dict:
-    return {f"dl2_{k}": v for k, v in options["/" + suffix if suffix else ""].items()}
 
 
 def test_grouped_ppo_keeps_its_own_learning_rate_and_no_kl():
@@ -126,11 +115,8 @@ def test_every_flag_reaches_the_algorithm_config_that_uses_it(budget):
 
 
 def test_a_nested_flag_wins_over_as_published_and_is_documented():
-    cfg = run_config(
-        SYSTEMS,
-        systems=["dl2"],
-        options={"dl2_as_published": True, "dl2_finetune_clip": 0.1, "dl2_grouped_lr": 1e-4},
-    ).learned["dl2"]
+    options = {"as_published": True, "finetune_clip": 0.1, "grouped_lr": 1e-4}
+    cfg = learned_run_config("dl2", "dl2", options)
     ft = cfg.finetune_config()
     assert (ft.clip, ft.kl_init, ft.exploration) == (0.1, 0.0, True)  # the rest: the paper's
     assert cfg.grouped_config().lr == 1e-4
@@ -143,9 +129,5 @@ def test_a_nested_flag_wins_over_as_published_and_is_documented():
 
 
 def test_the_command_line_reads_dl2s_algorithm_configs_without_torch():
-    code = (
-        "import sys; from pipelines.systems.dl2.plugin import DL2; DL2.flags(); "
-        "print('torch' in sys.modules)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    code = "from pipelines.systems.dl2.plugin import DL2; DL2.flags()"
+    assert packages_loaded_by(code, "torch") == []

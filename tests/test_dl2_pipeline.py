@@ -25,10 +25,11 @@ from pipelines.systems.dl2.stages import (
     warmup_stage,
 )
 from pipelines.trained import set_workloads
+from tests.learned_eval import row_counts, tiny_set_evaluation, tiny_warehouse
 from tracelib.sim import ClusterConfig
 from tracelib.synthetic import DiurnalConfig
 from tracelib.workloads import DeriveConfig
-from warehouse import connect, read_frame, table_counts
+from warehouse import connect, read_frame
 
 SIM = replace(EvalConfig().sim_config(0), cluster=ClusterConfig(n_servers=8))
 CFG = resized(
@@ -44,13 +45,6 @@ CFG = resized(
 )
 
 
-def _warehouse(path, synthetic_seed: int = 0) -> str:
-    """A warehouse with one synthetic trace derived as set "tiny" (4 train, 1 val, 1 test)."""
-    source = synthetic_stage(path, "dl2-diurnal", DiurnalConfig(n_jobs=60, seed=synthetic_seed))
-    derive_stage(path, [source.source_id], DeriveConfig(name="tiny", jobs_per_sequence=10))
-    return str(path)
-
-
 def _train(path, cfg: DL2StageConfig = CFG):
     recorded = record_stage(path, cfg)
     warm = warmup_stage(path, cfg, recorded.run_id)
@@ -58,14 +52,9 @@ def _train(path, cfg: DL2StageConfig = CFG):
     return recorded, warm, tuned
 
 
-def _counts(path) -> dict[str, int]:
-    with connect(path) as con:
-        return dict(table_counts(con).select("table", "rows").rows())
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    path = _warehouse(tmp_path_factory.mktemp("dl2") / "wh.duckdb")
+    path = tiny_warehouse(tmp_path_factory.mktemp("dl2") / "wh.duckdb")
     return path, _train(path)
 
 
@@ -142,16 +131,16 @@ def test_the_searched_teacher_is_stored_and_is_what_the_warm_up_is_compared_with
 
 def test_rerun_on_unchanged_inputs_trains_nothing(trained):
     path, (recorded, warm, tuned) = trained
-    before = _counts(path)
+    before = row_counts(path)
     again = _train(path)
     assert [r.policy_id for r in again[1:]] == [warm.policy_id, tuned.policy_id]
     assert again[0].run_id == recorded.run_id
     assert again[1].metrics["cached"] and again[2].metrics["cached"]
-    assert _counts(path) == before
+    assert row_counts(path) == before
 
 
 def test_new_workloads_fine_tune_from_the_latest_policy(tmp_path):
-    path = _warehouse(tmp_path / "wh.duckdb")
+    path = tiny_warehouse(tmp_path / "wh.duckdb")
     _, warm, first = _train(path)
     # New traces arrive: the set is re-derived with different jobs.
     source = synthetic_stage(path, "dl2-diurnal", DiurnalConfig(n_jobs=60, seed=5))
@@ -181,7 +170,7 @@ def test_new_workloads_fine_tune_from_the_latest_policy(tmp_path):
 
 def test_same_seed_same_policies_in_another_warehouse(trained, tmp_path):
     path, (_recorded, warm, tuned) = trained
-    other = _warehouse(tmp_path / "other.duckdb")
+    other = tiny_warehouse(tmp_path / "other.duckdb")
     _recorded2, warm2, tuned2 = _train(other)
     assert (warm2.policy_id, tuned2.policy_id) == (warm.policy_id, tuned.policy_id)
     with connect(path) as a, connect(other) as b:
@@ -192,21 +181,21 @@ def test_same_seed_same_policies_in_another_warehouse(trained, tmp_path):
 
 def test_a_failed_stage_leaves_the_warehouse_as_it_was(trained):
     path, _ = trained
-    before = _counts(path)
+    before = row_counts(path)
     with pytest.raises(KeyError, match="not registered"):
         finetune_stage(
             path, resized(CFG, {"init": "dl2-missing", "finetune.max_updates": 25}), "unused"
         )
     with pytest.raises(ValueError, match="no 'train' workloads"):
         record_stage(path, replace(CFG, workload_set="nope"))
-    assert _counts(path) == before
+    assert row_counts(path) == before
 
 
 def test_a_recording_that_fails_writing_its_teacher_writes_nothing(trained, monkeypatch):
     # The decision logs are written first, the searched teacher's rows in the same
     # transaction: a failure there must take the logs back with it.
     path, _ = trained
-    before = _counts(path)
+    before = row_counts(path)
     real = stages.write_frame
 
     def failing(con, frame, contract):
@@ -217,23 +206,14 @@ def test_a_recording_that_fails_writing_its_teacher_writes_nothing(trained, monk
     monkeypatch.setattr(stages, "write_frame", failing)
     with pytest.raises(OSError, match="disk full"):
         record_stage(path, replace(CFG, seed=11))
-    assert _counts(path) == before
+    assert row_counts(path) == before
 
 
 def test_registered_policy_is_evaluated_beside_the_heuristics(trained):
     path, (_, warm, tuned) = trained
     refs = learned_policies(path, {"dl2": "dl2", "dl2-warmup": warm.policy_id}, SYSTEMS.loaders())
     assert [r.policy_id for r in refs] == [tuned.policy_id, warm.policy_id]
-    with connect(path) as con:
-        workloads = read_frame(con, "SELECT * FROM workloads")
-        jobs = read_frame(con, "SELECT * FROM workload_jobs")
-    cfg = EvalConfig(
-        workload_sets=("tiny",),
-        schedulers=("drf",),
-        n_seeds=1,
-        cluster=SIM.cluster,
-        learned=refs,
-    )
+    jobs, workloads, cfg = tiny_set_evaluation(path, refs, ("drf",), 1, SIM.cluster)
     tables = evaluate(jobs, workloads, cfg)
     runs = tables.runs.select("scheduler", "policy").rows()
     assert runs == [
@@ -291,17 +271,10 @@ def test_the_searched_table_runs_beside_dl2_as_a_baseline_and_as_its_teacher(tra
     assert refs["dl2"].teacher == refs["dl2-warmup"].teacher == "dl2-table"
     assert refs["dl2-table"].baseline and refs["dl2-table"].family == "heuristic"
     assert refs["dl2"].family == "dl2" and not refs["dl2"].baseline
+    learned = tuple(refs.values())
+    jobs, workloads, cfg = tiny_set_evaluation(path, learned, ("drf",), 2, SIM.cluster)
     with connect(path) as con:
-        workloads = read_frame(con, "SELECT * FROM workloads")
-        jobs = read_frame(con, "SELECT * FROM workload_jobs")
         teacher = teacher_policy(con, CFG, recorded.run_id)
-    cfg = EvalConfig(
-        workload_sets=("tiny",),
-        schedulers=("drf",),
-        n_seeds=2,
-        cluster=SIM.cluster,
-        learned=tuple(refs.values()),
-    )
     tables = evaluate(jobs, workloads, cfg)
     by = {r["scheduler"]: r for r in tables.summary.iter_rows(named=True)}
     assert by["dl2-table"]["family"] == "heuristic"

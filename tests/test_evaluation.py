@@ -589,16 +589,11 @@ def _two_replicate_runs(jct: dict[str, list[float]]) -> pl.DataFrame:
     )
 
 
-def test_the_best_heuristic_is_never_an_oracle_and_ratios_are_paired():
+def _summary_by_scheduler(jct: dict[str, list[float]], **labels) -> dict[str, dict]:
+    """The summary rows, by scheduler, of `_two_replicate_runs(jct)` against drf at 95 %
+    confidence; `labels` are the families and teachers `summarize_runs` takes."""
     from pipelines.evaluation import summarize_runs
 
-    # Four sequences x two replicates; the oracle is fastest, drf the best fair heuristic.
-    jct = {
-        "optimus-oracle": [5.0, 6, 5, 6, 5, 6, 5, 6],
-        "drf": [10.0, 12, 10, 12, 10, 12, 10, 12],
-        "fifo": [20.0, 24, 30, 36, 22, 26, 24, 28],
-        "dl2": [9.0, 12, 11, 12, 10, 12, 10, 12],
-    }
     summary = summarize_runs(
         _two_replicate_runs(jct),
         reference="drf",
@@ -607,9 +602,20 @@ def test_the_best_heuristic_is_never_an_oracle_and_ratios_are_paired():
         slot_s=1.0,
         config="{}",
         version="v",
-        families={"dl2": "dl2"},
+        **labels,
     )
-    by = {r["scheduler"]: r for r in summary.iter_rows(named=True)}
+    return {r["scheduler"]: r for r in summary.iter_rows(named=True)}
+
+
+def test_the_best_heuristic_is_never_an_oracle_and_ratios_are_paired():
+    # Four sequences x two replicates; the oracle is fastest, drf the best fair heuristic.
+    jct = {
+        "optimus-oracle": [5.0, 6, 5, 6, 5, 6, 5, 6],
+        "drf": [10.0, 12, 10, 12, 10, 12, 10, 12],
+        "fifo": [20.0, 24, 30, 36, 22, 26, 24, 28],
+        "dl2": [9.0, 12, 11, 12, 10, 12, 10, 12],
+    }
+    by = _summary_by_scheduler(jct, families={"dl2": "dl2"})
     assert {r["best_heuristic"] for r in by.values()} == {"drf"}
     assert by["dl2"]["family"] == "dl2" and by["fifo"]["family"] == "heuristic"
     assert by["drf"]["ratio_to_best_heuristic"] == 1.0
@@ -622,8 +628,6 @@ def test_the_best_heuristic_is_never_an_oracle_and_ratios_are_paired():
 
 
 def test_a_learned_policy_is_compared_with_its_teacher_and_a_built_baseline_can_be_best():
-    from pipelines.evaluation import summarize_runs
-
     # Three sequences x two replicates. "table" is a baseline a learned system built (its
     # family: heuristic), better than drf: it is the best heuristic, and dl2's teacher.
     jct = {
@@ -632,18 +636,11 @@ def test_a_learned_policy_is_compared_with_its_teacher_and_a_built_baseline_can_
         "dl2": [8.0, 8, 9, 9, 11, 11],
         "dl2-warmup": [16.0, 16, 18, 18, 20, 20],
     }
-    summary = summarize_runs(
-        _two_replicate_runs(jct),
-        reference="drf",
-        order=list(jct),
-        confidence=0.95,
-        slot_s=1.0,
-        config="{}",
-        version="v",
+    by = _summary_by_scheduler(
+        jct,
         families={"dl2": "dl2", "dl2-warmup": "dl2", "table": "heuristic"},
         teachers={"dl2": "table", "dl2-warmup": "table", "drf": "absent"},
     )
-    by = {r["scheduler"]: r for r in summary.iter_rows(named=True)}
     assert {r["best_heuristic"] for r in by.values()} == {"table"}
     assert by["dl2"]["teacher"] == "table"
     # Per sequence 1, 1, 11/10: the learning adds nothing over the table.

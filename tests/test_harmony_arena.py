@@ -29,6 +29,7 @@ from pipelines.systems.harmony.stages import (
     train_placement_stage,
 )
 from pipelines.trained import set_workloads
+from tests.learned_eval import tiny_set_evaluation
 from tracelib.interference import InterferenceConfig
 from tracelib.scenarios.harmony import ArrivalConfig
 from tracelib.sim import ClusterConfig, Scheduler, Simulator
@@ -114,17 +115,9 @@ def test_arena_policy_places_beside_the_heuristics(trained):
     path, first = trained
     refs = learned_policies(path, {"harmony": first.policy_id}, SYSTEMS.loaders())
     assert refs[0].system == ARENA_SYSTEM
-    with connect(path) as con:
-        workloads = read_frame(con, "SELECT * FROM workloads")
-        jobs = read_frame(con, "SELECT * FROM workload_jobs")
     # Trained with a window of 6: the loader sizes it to the evaluation's 20.
-    cfg = EvalConfig(
-        workload_sets=("tiny",),
-        schedulers=("lif-line", "requested+load-balancing"),
-        n_seeds=1,
-        cluster=CLUSTER,
-        learned=refs,
-    )
+    schedulers = ("lif-line", "requested+load-balancing")
+    jobs, workloads, cfg = tiny_set_evaluation(path, refs, schedulers, 1, CLUSTER)
     tables = evaluate(jobs, workloads, cfg)
     assert tables.runs.select("scheduler", "policy").rows() == [
         ("lif-line", "requested+lif-line"),

@@ -25,10 +25,11 @@ from pipelines.systems.harmony.stages import (
     online_update_stage,
     train_placement_stage,
 )
-from tests.tables import readme_queries
+from tests.learned_eval import row_counts
+from tests.tables import assert_readme_queries_answer
 from tracelib.interference import InterferenceConfig
 from tracelib.scenarios.harmony import ArrivalConfig
-from warehouse import connect, read_frame, table_counts
+from warehouse import connect, read_frame
 
 GAVEL = Path(__file__).parent / "data" / "gavel" / "throughputs_sample.json"
 CFG = HarmonyStageConfig(
@@ -48,11 +49,6 @@ CFG = HarmonyStageConfig(
         baselines=("load-balancing", "tetris", "lif-quad/shortest"),
     ),
 )
-
-
-def _counts(path) -> dict[str, int]:
-    with connect(path) as con:
-        return dict(table_counts(con).select("table", "rows").rows())
 
 
 @pytest.fixture(scope="module")
@@ -168,11 +164,11 @@ def test_own_evaluation_lands_in_the_eval_tables_with_paired_ratios(run):
 
 def test_rerun_on_unchanged_inputs_trains_nothing(run):
     path, reward, placed, _ = run
-    before = _counts(path)
+    before = row_counts(path)
     again = fit_reward_model_stage(path, replace(CFG, gavel_path=None))
     assert again.reward_model.policy_id == reward.reward_model.policy_id
     assert again.reward_model.metrics["cached"]
-    assert _counts(path) == before
+    assert row_counts(path) == before
     again_placed = train_placement_stage(path, CFG, reward.reward_model.policy_id)
     assert {k: v.policy_id for k, v in again_placed.items()} == {
         k: v.policy_id for k, v in placed.items()
@@ -187,13 +183,13 @@ def test_an_unchanged_evaluation_is_read_back_not_simulated(run, monkeypatch):
         raise AssertionError("an unchanged Harmony evaluation was simulated again")
 
     monkeypatch.setattr(stages, "harmony_tables", no_simulation)
-    before = _counts(path)
+    before = row_counts(path)
     again = stages.evaluate_harmony_stage(path, CFG)
     assert again.eval_id == evaluated.eval_id
     assert again.online_samples == evaluated.online_samples
     key = ["pattern", "scheduler"]
     assert again.summary.sort(key).equals(evaluated.summary.sort(key))
-    assert _counts(path) == before
+    assert row_counts(path) == before
 
 
 def test_online_update_retrains_from_the_last_checkpoints(run):
@@ -207,12 +203,12 @@ def test_online_update_retrains_from_the_last_checkpoints(run):
 
 def test_a_failed_stage_leaves_the_warehouse_as_it_was(run):
     path, _, _, _ = run
-    before = _counts(path)
+    before = row_counts(path)
     with pytest.raises(ValueError, match="no interference samples"):
         fit_reward_model_stage(path, replace(CFG, sample_sources=("nothing",)))
     with pytest.raises(ValueError, match="unknown Harmony variant"):
         train_placement_stage(path, replace(CFG, variants=("harmony-without-everything",)))
-    assert _counts(path) == before
+    assert row_counts(path) == before
 
 
 def test_same_seed_same_policies_in_another_warehouse(run, tmp_path):
@@ -228,11 +224,7 @@ def test_same_seed_same_policies_in_another_warehouse(run, tmp_path):
 def test_the_readmes_queries_on_harmony_evaluation_still_answer(run):
     # harmony_evaluation is a view over the evaluation tables since migration 0020.
     path, _, _, _ = run
-    queries = readme_queries("harmony_evaluation")
-    assert queries
-    with connect(path) as con:
-        for query in queries:
-            assert read_frame(con, query).height > 0, query
+    assert_readme_queries_answer(path, "harmony_evaluation")
 
 
 def test_the_reports_evaluation_table_leaves_the_config_json_to_sql(run):

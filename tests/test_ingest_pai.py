@@ -38,6 +38,13 @@ def write_tables(tmp_path: Path, jobs: str, tasks: str | None) -> Path:
     return tmp_path
 
 
+def by_job_number(loaded, *columns: str) -> dict[str, tuple]:
+    """The accepted jobs' `columns`, by the last two digits of the job id."""
+    return {
+        job_id[-2:]: tuple(row[c] for c in columns) for job_id, row in by_id(loaded.jobs).items()
+    }
+
+
 def test_sample_accepts_exactly_the_clean_jobs(loaded):
     assert sorted(loaded.jobs["job_id"]) == [
         JOB + n for n in ("01", "02", "03", "04", "08", "09", "10")
@@ -48,16 +55,7 @@ def test_sample_accepts_exactly_the_clean_jobs(loaded):
 
 
 def test_demand_is_summed_over_tasks_and_instances(loaded):
-    got = {
-        job_id[-2:]: (
-            row["num_gpus"],
-            row["num_cpus"],
-            row["mem_gb"],
-            row["num_workers"],
-            row["num_ps"],
-        )
-        for job_id, row in by_id(loaded.jobs).items()
-    }
+    got = by_job_number(loaded, "num_gpus", "num_cpus", "mem_gb", "num_workers", "num_ps")
     assert got == {
         # 2 ps (400% CPU, 8 GB, no GPU) + 4 workers (600% CPU, 16 GB, 100% GPU).
         "01": (4.0, 32.0, 80.0, 4, 2),
@@ -76,16 +74,7 @@ def test_demand_is_summed_over_tasks_and_instances(loaded):
 
 
 def test_times_status_and_duration(loaded):
-    got = {
-        job_id[-2:]: (
-            row["submit_time"],
-            row["start_time"],
-            row["end_time"],
-            row["duration_s"],
-            row["status"],
-        )
-        for job_id, row in by_id(loaded.jobs).items()
-    }
+    got = by_job_number(loaded, "submit_time", "start_time", "end_time", "duration_s", "status")
     assert got == {
         # submit = job start_time; start = earliest task start; end = job end_time.
         "01": (at(1000), at(1010), at(5000), 3990.0, "completed"),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_bad_input import philly_job
 from tracelib.contracts import Jobs, Quarantine
 from tracelib.ingest import IngestError, load_trace
 from tracelib.ingest.philly import parse_philly
@@ -33,22 +34,8 @@ def write_log(tmp_path: Path, jobs: list) -> Path:
 
 
 def job(jobid="application_1_1", **overrides):
-    record = {
-        "status": "Pass",
-        "vc": "vc1",
-        "jobid": jobid,
-        "attempts": [
-            {
-                "start_time": "2017-10-03 01:00:00",
-                "end_time": "2017-10-03 02:00:00",
-                "detail": [{"ip": "m1", "gpus": ["gpu0"]}],
-            }
-        ],
-        "submitted_time": "2017-10-03 00:59:00",
-        "user": "u1",
-    }
-    record.update(overrides)
-    return record
+    """One clean Philly job record; `overrides` replace its fields."""
+    return philly_job(jobid, **overrides)
 
 
 def test_sample_accepts_exactly_the_clean_jobs(loaded):

@@ -31,11 +31,17 @@ def _lineage(path, policy_id) -> dict:
     return rows.row(0, named=True)
 
 
+def _two_generations(train, path, cfg):
+    """Trains with `cfg`, then again with another seed: the second continues from the first."""
+    first = train(path, cfg)
+    second = train(path, replace(cfg, seed=1))
+    assert second.parent_policy_id == first.policy_id
+    return first, second
+
+
 def test_training_falls_back_to_the_newest_usable_ancestor_then_to_scratch(tmp_path):
     path = tmp_path / "wh.duckdb"
-    first = train_rltaps_stage(path, RLTAPS)
-    second = train_rltaps_stage(path, replace(RLTAPS, seed=1))
-    assert second.parent_policy_id == first.policy_id
+    first, second = _two_generations(train_rltaps_stage, path, RLTAPS)
 
     # The newest checkpoint is deleted: the next training continues from its parent.
     Path(second.checkpoint).unlink()
@@ -88,9 +94,7 @@ def test_unchanged_inputs_with_a_lost_checkpoint_train_again(tmp_path):
 
 def test_evaluation_skips_to_a_usable_policy(tmp_path):
     path = tmp_path / "wh.duckdb"
-    first = train_chic_stage(path, CHIC)
-    second = train_chic_stage(path, replace(CHIC, seed=1))
-    assert second.parent_policy_id == first.policy_id
+    first, second = _two_generations(train_chic_stage, path, CHIC)
     Path(second.checkpoint).unlink()
     evaluate_chic_stage(path, ChicEvalConfig(rates=(1.8,), test_sequences=2, jobs_per_sequence=6))
     with connect(path) as con:

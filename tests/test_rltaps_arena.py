@@ -23,11 +23,12 @@ from pipelines.system import resized
 from pipelines.systems.rltaps import plugin
 from pipelines.systems.rltaps.stages import RLTapsArenaConfig, train_arena_stage
 from pipelines.systems.rltaps.steps import RLTapsRunConfig
+from tests.learned_eval import assert_cached, tiny_set_evaluation, tiny_warehouse
 from tracelib.envs.gpu_arena import ArenaEnvConfig, GpuLayout
 from tracelib.sim import ClusterConfig, JobSpec, Simulator
 from tracelib.synthetic import DiurnalConfig
 from tracelib.workloads import DeriveConfig
-from warehouse import connect, read_frame, table_counts
+from warehouse import connect, read_frame
 
 SIM = replace(EvalConfig().sim_config(0), cluster=ClusterConfig(n_servers=8))
 ENV = ArenaEnvConfig(cluster=SIM.cluster, window=SIM.window)
@@ -61,18 +62,6 @@ def _jobs() -> tuple[JobSpec, ...]:
         )
         for i, m in enumerate(models)
     )
-
-
-def _warehouse(path, synthetic_seed: int = 0) -> str:
-    """A warehouse with one synthetic trace derived as set "tiny" (4 train, 1 val, 1 test)."""
-    source = synthetic_stage(path, "dl2-diurnal", DiurnalConfig(n_jobs=60, seed=synthetic_seed))
-    derive_stage(path, [source.source_id], DeriveConfig(name="tiny", jobs_per_sequence=10))
-    return str(path)
-
-
-def _counts(path) -> dict[str, int]:
-    with connect(path) as con:
-        return dict(table_counts(con).select("table", "rows").rows())
 
 
 # -- the decision ------------------------------------------------------------------------
@@ -146,7 +135,7 @@ def test_the_policy_refuses_another_network_shape():
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    path = _warehouse(tmp_path_factory.mktemp("arena") / "wh.duckdb")
+    path = tiny_warehouse(tmp_path_factory.mktemp("arena") / "wh.duckdb")
     return path, train_arena_stage(path, CFG)
 
 
@@ -174,12 +163,9 @@ def test_the_stage_registers_an_arena_policy_with_its_curve(trained):
 
 def test_unchanged_inputs_train_nothing_and_new_ones_resume(trained, tmp_path):
     path, first = trained
-    before = _counts(path)
-    again = train_arena_stage(path, CFG)
-    assert again.policy_id == first.policy_id and again.metrics["cached"]
-    assert _counts(path) == before
+    assert_cached(train_arena_stage, path, CFG, first)
     # New traces arrive: the set is re-derived with other jobs; training continues.
-    other = _warehouse(tmp_path / "other.duckdb")
+    other = tiny_warehouse(tmp_path / "other.duckdb")
     train_arena_stage(other, CFG)
     source = synthetic_stage(other, "dl2-diurnal", DiurnalConfig(n_jobs=60, seed=5))
     derive_stage(other, [source.source_id], DeriveConfig(name="tiny", jobs_per_sequence=10))
@@ -195,7 +181,7 @@ def test_unchanged_inputs_train_nothing_and_new_ones_resume(trained, tmp_path):
 
 def test_same_seed_same_policy_in_another_warehouse(trained, tmp_path):
     _, first = trained
-    other = _warehouse(tmp_path / "wh.duckdb")
+    other = tiny_warehouse(tmp_path / "wh.duckdb")
     assert train_arena_stage(other, CFG).policy_id == first.policy_id
 
 
@@ -203,16 +189,8 @@ def test_the_loader_runs_the_policy_beside_the_heuristics(trained):
     path, result = trained
     refs = learned_policies(path, {"rl-taps": "rl-taps-arena"}, SYSTEMS.loaders())
     assert [r.policy_id for r in refs] == [result.policy_id]
-    with connect(path) as con:
-        workloads = read_frame(con, "SELECT * FROM workloads")
-        jobs = read_frame(con, "SELECT * FROM workload_jobs")
-    cfg = EvalConfig(
-        workload_sets=("tiny",),
-        schedulers=("drf", "sjf+first-fit"),
-        n_seeds=1,
-        cluster=SIM.cluster,
-        learned=refs,
-    )
+    schedulers = ("drf", "sjf+first-fit")
+    jobs, workloads, cfg = tiny_set_evaluation(path, refs, schedulers, 1, SIM.cluster)
     tables = evaluate(jobs, workloads, cfg)
     assert tables.runs.select("scheduler", "policy").rows() == [
         ("drf", "drf+load-balancing"),

@@ -7,10 +7,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from pipelines.config import run_config
-from pipelines.registry import SYSTEMS
 from pipelines.trained import input_key
-from tests.conftest import DATA
+from tests.frozen_configs import frozen_cases, learned_run_config
 
 OPTIONS = {
     "": {},
@@ -24,12 +22,7 @@ def handed(budget: str, options: dict) -> dict:
     """What the stages of `schedlab run` hand REINFORCE and the arena training, and the part
     of each input key the configs decide (the arena's also hashes the workload set's
     frames), as JSON."""
-    cfg = run_config(
-        SYSTEMS,
-        budget=budget,
-        systems=["rl-taps"],
-        options={f"rltaps_{k}": v for k, v in options.items()},
-    ).learned["rl-taps"]
+    cfg = learned_run_config("rl-taps", "rltaps", options, budget)
     train = {}
     for stage in cfg.train_configs():
         rl = stage.reinforce_config()
@@ -53,9 +46,6 @@ def test_the_trainers_get_the_configs_the_copying_stage_configs_gave_them():
     # Written by the stage configs that copied their fields into `ReinforceConfig` and
     # `ArenaTrainConfig` (`reinforce_config()` of `RLTapsStageConfig`, `train_config()` of
     # `RLTapsArenaConfig` before the nesting), for every budget, with and without options.
-    frozen = json.loads((DATA / "rltaps_algorithm_configs.json").read_text())
-    cases = {f"{b}{suffix}" for b in ("smoke", "default", "large") for suffix in OPTIONS}
-    assert set(frozen) == cases
-    for name, expected in frozen.items():
-        budget, _, suffix = name.partition("/")
-        assert handed(budget, OPTIONS["/" + suffix if suffix else ""]) == expected, name
+    cases = frozen_cases("rltaps_algorithm_configs.json", OPTIONS)
+    for name, budget, options, expected in cases:
+        assert handed(budget, options) == expected, name

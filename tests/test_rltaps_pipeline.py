@@ -14,8 +14,9 @@ from pipelines.systems.rltaps.stages import (
     evaluate_rltaps_stage,
     train_rltaps_stage,
 )
-from tests.tables import readme_queries
-from warehouse import connect, read_frame, table_counts
+from tests.learned_eval import row_counts, stored_evaluation
+from tests.tables import assert_readme_queries_answer
+from warehouse import connect, read_frame
 
 CFG = resized(
     RLTapsStageConfig(test_sequences=3),
@@ -38,11 +39,6 @@ def _run(path, cfg: RLTapsStageConfig = CFG):
         train_rltaps_stage(path, replace(cfg, mode=m)) for m in ("nonstreaming", "streaming")
     ]
     return trained, evaluate_rltaps_stage(path, cfg)
-
-
-def _counts(path) -> dict[str, int]:
-    with connect(path) as con:
-        return dict(table_counts(con).select("table", "rows").rows())
 
 
 @pytest.fixture(scope="module")
@@ -91,15 +87,7 @@ def test_stages_register_both_modes_with_curves_and_evaluate(done):
 
 def test_own_evaluation_lands_in_the_eval_tables_with_paired_slowdown_ratios(done):
     path, (_, ev) = done
-    with connect(path) as con:
-        runs = read_frame(con, "SELECT * FROM eval_runs WHERE eval_id = ?", [ev.run_id])
-        n_jobs = con.sql(
-            "SELECT count(*) FROM eval_jobs WHERE eval_id = ?", params=[ev.run_id]
-        ).fetchall()[0][0]
-        summary = read_frame(con, "SELECT * FROM eval_summary WHERE eval_id = ?", [ev.run_id])
-        board = read_frame(
-            con, "SELECT * FROM leaderboard WHERE eval_id = ? ORDER BY scheduler", [ev.run_id]
-        )
+    runs, n_jobs, summary, board = stored_evaluation(path, ev.run_id)
     # One run per scheduler x sequence, one eval_jobs row per job of each run.
     assert runs.height == 8 * 3 and n_jobs == 8 * 3 * CFG.reinforce.n_jobs
     assert runs["reward"].is_not_null().all()
@@ -130,7 +118,7 @@ def test_own_evaluation_lands_in_the_eval_tables_with_paired_slowdown_ratios(don
 
 def test_rerun_on_unchanged_inputs_trains_and_simulates_nothing(done, monkeypatch):
     path, ((plain, streaming), ev) = done
-    before = _counts(path)
+    before = row_counts(path)
     with connect(path) as con:
         stored = read_frame(con, "SELECT * FROM eval_summary WHERE eval_id = ?", [ev.run_id])
 
@@ -147,7 +135,7 @@ def test_rerun_on_unchanged_inputs_trains_and_simulates_nothing(done, monkeypatc
     assert again_ev.run_id == ev.run_id and again_ev.mean_slowdown == ev.mean_slowdown
     assert not ev.cached and again_ev.cached
     assert again_ev.slowdowns == ev.slowdowns and again_ev.mean_reward == ev.mean_reward
-    assert _counts(path) == before
+    assert row_counts(path) == before
     with connect(path) as con:  # not even rewritten
         assert read_frame(con, "SELECT * FROM eval_summary WHERE eval_id = ?", [ev.run_id]).equals(
             stored
@@ -194,22 +182,18 @@ def test_same_seed_same_tables_in_another_warehouse(done, tmp_path):
 
 def test_a_failed_stage_leaves_the_warehouse_as_it_was(done):
     path, _ = done
-    before = _counts(path)
+    before = row_counts(path)
     with pytest.raises(KeyError, match="not registered"):
         train_rltaps_stage(path, replace(CFG, init="rl-taps-missing", seed=7))
     with pytest.raises(ValueError, match="hidden"):
         train_rltaps_stage(path, replace(resized(CFG, {"reinforce.hidden": 16}), seed=7))
-    assert _counts(path) == before
+    assert row_counts(path) == before
 
 
 def test_the_readmes_queries_on_rltaps_evaluation_still_answer(done):
     # rltaps_evaluation is a view over the evaluation tables since migration 0020.
     path, _ = done
-    queries = readme_queries("rltaps_evaluation")
-    assert queries
-    with connect(path) as con:
-        for query in queries:
-            assert read_frame(con, query).height > 0, query
+    assert_readme_queries_answer(path, "rltaps_evaluation")
 
 
 SHIPPED = resized(
@@ -273,7 +257,7 @@ def test_an_unusable_shipped_policy_falls_back_with_a_note(tmp_path, monkeypatch
     note = plain.metrics["resume_note"]
     assert "shipped nonstreaming policy not used" in note and "trained in simulator" in note
     assert "trained from scratch (sjf warm start)" in note
-    before = _counts(path)
+    before = row_counts(path)
     with pytest.raises(ValueError, match="not used"):
         train_rltaps_stage(path, replace(SHIPPED, init="shipped", seed=3))
-    assert _counts(path) == before
+    assert row_counts(path) == before

@@ -1,12 +1,11 @@
 import json
-import multiprocessing
 import tempfile
 from pathlib import Path
 
-import duckdb
 import polars as pl
 import pytest
 
+from tests.lock_holder import held_open
 from tracelib.contracts import Quarantine
 from warehouse import (
     ContractViolation,
@@ -102,58 +101,28 @@ def test_replace_rows_is_idempotent(warehouse_path):
         assert read_frame(con, "SELECT count(*) AS n FROM quarantine").item() == 1
 
 
-def _hold_lock(path, ready, release, read_only=False, hold_s=30.0):
-    con = duckdb.connect(str(path), read_only=read_only)
-    ready.set()
-    release.wait(hold_s)
-    con.close()
-
-
 def test_busy_warehouse_is_reported_clearly(warehouse_path):
     with connect(warehouse_path):
         pass
-    ctx = multiprocessing.get_context("spawn")
-    ready, release = ctx.Event(), ctx.Event()
-    holder = ctx.Process(target=_hold_lock, args=(warehouse_path, ready, release))
-    holder.start()
-    try:
-        assert ready.wait(30)
+    with held_open(warehouse_path, read_only=False):
         with pytest.raises(WarehouseBusy, match=r"busy.*Retry"):
             with connect(warehouse_path, read_only=True):
                 pass
-    finally:
-        release.set()
-        holder.join(30)
 
 
 def test_a_writer_waits_for_a_short_reader_but_not_forever(warehouse_path, monkeypatch):
     with connect(warehouse_path):
         pass
-    ctx = multiprocessing.get_context("spawn")
     # A reader (a `schedlab sql` of a user) holds the file for about a second.
-    ready, release = ctx.Event(), ctx.Event()
-    reader = ctx.Process(target=_hold_lock, args=(warehouse_path, ready, release, True, 1.0))
-    reader.start()
-    try:
-        assert ready.wait(30)
+    with held_open(warehouse_path, hold_s=1.0):
         with connect(warehouse_path) as con:  # waits, then writes
             con.execute("CREATE TABLE after_reader (x INTEGER)")
-    finally:
-        release.set()
-        reader.join(30)
     # A reader that does not let go: the writer gives up after the configured wait.
     monkeypatch.setenv("SCHEDLAB_LOCK_WAIT_S", "0.3")
-    ready, release = ctx.Event(), ctx.Event()
-    reader = ctx.Process(target=_hold_lock, args=(warehouse_path, ready, release, True))
-    reader.start()
-    try:
-        assert ready.wait(30)
+    with held_open(warehouse_path):
         with pytest.raises(WarehouseBusy, match=r"busy.*Retry"):
             with connect(warehouse_path):
                 pass
-    finally:
-        release.set()
-        reader.join(30)
 
 
 def test_read_only_on_missing_file_says_what_to_do(tmp_path):

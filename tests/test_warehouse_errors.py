@@ -5,7 +5,6 @@ only ever a real lock conflict, and names who holds the file."""
 from __future__ import annotations
 
 import ctypes
-import multiprocessing
 import os
 import resource
 import signal
@@ -17,6 +16,7 @@ import pytest
 
 from pipelines.cli import main
 from tests.conftest import TRACES
+from tests.lock_holder import held_open
 from warehouse import WarehouseBusy, WarehouseUnusable, classify_error, connect, read_frame
 
 SAMPLE = TRACES / "generic_sample.csv"
@@ -83,31 +83,14 @@ def test_busy_is_only_a_lock_conflict():
     assert classify_error(target, duckdb.CatalogException("Table lock_table missing")) is None
 
 
-def _hold(path, ready, release):
-    import duckdb
-
-    con = duckdb.connect(str(path), read_only=True)
-    ready.set()
-    release.wait(30)
-    con.close()
-
-
 def test_busy_message_names_the_holder_and_does_not_blame_a_stage(warehouse_path, monkeypatch):
     with connect(warehouse_path):
         pass
     monkeypatch.setenv("SCHEDLAB_LOCK_WAIT_S", "0")
-    ctx = multiprocessing.get_context("spawn")
-    ready, release = ctx.Event(), ctx.Event()
-    reader = ctx.Process(target=_hold, args=(warehouse_path, ready, release))
-    reader.start()
-    try:
-        assert ready.wait(30)
+    with held_open(warehouse_path) as reader:
         with pytest.raises(WarehouseBusy) as err:
             with connect(warehouse_path):
                 pass
-    finally:
-        release.set()
-        reader.join(30)
     message = str(err.value)
     assert f"process {reader.pid}" in message
     assert "Retry when that process is done" in message

@@ -16,6 +16,7 @@ import pytest
 
 from pipelines.cli import main
 from tests.conftest import TRACES
+from tests.lock_holder import held_open
 from warehouse import connect, guard, read_frame, transaction
 from warehouse.maintenance import backups, prune_backups
 
@@ -307,35 +308,16 @@ def test_update_policies_works_on_a_migrated_warehouse(tmp_path):
         con.close()
 
 
-def _hold(path, ready, release):
-    import duckdb as child_duckdb
-
-    con = child_duckdb.connect(str(path), read_only=True)
-    ready.set()
-    release.wait(30)
-    con.close()
-
-
 def test_restore_waits_for_no_one_and_changes_nothing_while_the_warehouse_is_open(
     ingested, tmp_path, capsys
 ):
-    import multiprocessing
-
     copy = tmp_path / "copy.duckdb"
     assert main(["backup", "--to", str(copy), "--warehouse", str(ingested)]) == 0
     capsys.readouterr()
     before = _digest(ingested)
-    ctx = multiprocessing.get_context("spawn")
-    ready, release = ctx.Event(), ctx.Event()
-    reader = ctx.Process(target=_hold, args=(ingested, ready, release))
-    reader.start()
-    try:
-        assert ready.wait(30)
+    with held_open(ingested):
         assert main(["restore", str(copy), "--warehouse", str(ingested)]) == 3
         assert "busy" in capsys.readouterr().err
-    finally:
-        release.set()
-        reader.join(30)
     assert _digest(ingested) == before
     assert sorted(p.name for p in ingested.parent.iterdir()) == ["copy.duckdb", "wh.duckdb"]
 

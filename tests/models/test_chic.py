@@ -13,6 +13,7 @@ import torch
 from models.chic.cem import elite_bound, train_cem
 from models.chic.config import CEMConfig
 from models.chic.policy import ChicPolicy, evaluate_policy, load_policy
+from tests.imports import packages_loaded_by
 from tracelib.envs.chic import ChicActions, ChicEnv, ChicEnvConfig, ChicSchedule, chic_features
 from tracelib.scenarios.chic import CHIC_CATALOGUE, ChicScenario, iteration_time_s, split_seeds
 from tracelib.sim.jobs import JobSpec
@@ -262,26 +263,13 @@ def test_work_conserving_option_masks_void_while_an_idle_job_fits():
 
 
 def test_scenario_and_env_are_torch_free():
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, tracelib.scenarios.chic, tracelib.envs.chic; "
-        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert packages_loaded_by("import tracelib.scenarios.chic, tracelib.envs.chic", "torch") == []
 
 
 def test_chics_configs_are_torch_free():
     """`schedlab run` reads the configs' fields for its flags before it trains anything."""
-    import subprocess
-    import sys
-
     code = (
-        "import sys, models.chic; from models.chic.config import ChicNetConfig; "
-        "assert ChicNetConfig(setting='dl2').input_dim > 0; "
-        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
+        "import models.chic; from models.chic.config import ChicNetConfig; "
+        "assert ChicNetConfig(setting='dl2').input_dim > 0"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert packages_loaded_by(code, "torch") == []

@@ -4,8 +4,6 @@ decisions as the environment it was trained in."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from dataclasses import replace
 
 import numpy as np
@@ -14,6 +12,7 @@ import pytest
 from models.chic.config import ChicNetConfig
 from models.chic.networks import ChicPolicyNet
 from models.chic.policy import ChicArenaPolicy, ChicPolicy, make_env, run_episode
+from tests.imports import packages_loaded_by
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.envs.chic import ChicEnvConfig
 from tracelib.envs.chic_arena import (
@@ -141,6 +140,4 @@ def test_sampled_decisions_depend_on_the_decision_not_on_the_past():
 
 
 def test_arena_env_is_torch_free():
-    code = "import sys, tracelib.envs.chic_arena; print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert packages_loaded_by("import tracelib.envs.chic_arena", "torch") == []

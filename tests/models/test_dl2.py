@@ -83,6 +83,34 @@ def tiny_workloads(count: int = 3, n_jobs: int = 8, first_seed: int = 0):
     }
 
 
+def train_and_val():
+    """Two six-job training workloads and one validation workload with other seeds."""
+    return tiny_workloads(count=2, n_jobs=6), tiny_workloads(count=1, n_jobs=6, first_seed=50)
+
+
+def small_finetune(**settings) -> FinetuneConfig:
+    """Fine-tuning at the tiny size: small batches and replay, no progress bar."""
+    base = {"net": NET, "sim": SIM, "batch_size": 16, "replay_size": 64, "progress": False}
+    return FinetuneConfig(**(base | settings))
+
+
+DETERMINISTIC_FINETUNE = small_finetune(
+    max_updates=8, val_every=4, critic_warmup=2, exploration=False, clip=0.2, kl_init=0.5
+)
+"""Eight updates with clip and KL on and no exploration: the runs that must repeat bit for bit."""
+
+
+def finetune_twice_alike(wl, val, cfg, init):
+    """Fine-tunes twice from `init` with the same seed, asserts the weights agree bit for bit
+    and the metrics but for wall time; returns the first policy."""
+    first, _, m1 = finetune(wl, val, cfg, init=init)
+    second, _, m2 = finetune(wl, val, cfg, init=init)
+    for a, b in zip(first.net.state_dict().values(), second.net.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert m1 == {**m2, "train_wall_s": m1["train_wall_s"]}
+    return first
+
+
 def hand_snapshot():
     """Three jobs submitted at 0 on three servers (6 GPUs): ResNet-50, DSSM (CPU-only
     workers), VGG-16; the first decision's snapshot."""
@@ -314,19 +342,8 @@ def test_warmup_loss_decreases_and_the_policy_imitates(recorded):
     ids=["actor-critic", "no-value-net", "no-exploration", "no-replay", "offline-rl", "ppo-kl"],
 )
 def test_finetune_end_to_end(switches, warm):
-    wl = tiny_workloads(count=2, n_jobs=6)
-    val = tiny_workloads(count=1, n_jobs=6, first_seed=50)
-    cfg = FinetuneConfig(
-        net=NET,
-        sim=SIM,
-        max_updates=12,
-        val_every=6,
-        batch_size=16,
-        replay_size=64,
-        critic_warmup=4,
-        progress=False,
-        **switches,
-    )
+    wl, val = train_and_val()
+    cfg = small_finetune(max_updates=12, val_every=6, critic_warmup=4, **switches)
     init = None if cfg.offline else warm  # OfflineRL starts from scratch
     policy, curve, metrics = finetune(wl, val, cfg, init=init)
     assert metrics["updates"] == 12 and curve["step"].to_list() == [0, 6, 12]
@@ -349,18 +366,8 @@ def test_finetune_goes_on_after_a_stalled_episode(warm, monkeypatch):
     # Deciding at events only, an allocation that leaves nothing running and no arrival to
     # come has no next decision (SimulationStalled): the episode is dropped, training goes on.
     calls = stall_steps(monkeypatch, lambda n: n == 30)
-    wl = tiny_workloads(count=2, n_jobs=6)
-    val = tiny_workloads(count=1, n_jobs=6, first_seed=50)
-    cfg = FinetuneConfig(
-        net=NET,
-        sim=SIM,
-        max_updates=6,
-        val_every=3,
-        batch_size=16,
-        replay_size=64,
-        critic_warmup=2,
-        progress=False,
-    )
+    wl, val = train_and_val()
+    cfg = small_finetune(max_updates=6, val_every=3, critic_warmup=2)
     _, _, metrics = finetune(wl, val, cfg, init=warm)
     assert calls["n"] > 30 and metrics["stalled_episodes"] == 1 and metrics["updates"] == 6
 
@@ -368,29 +375,11 @@ def test_finetune_goes_on_after_a_stalled_episode(warm, monkeypatch):
 def test_finetune_decides_at_the_policy_interval_and_is_deterministic(warm):
     """A policy trained every 600 s is trained, validated and run every 600 s; the same
     seed gives the same weights bit for bit (clip and KL on)."""
-    wl = tiny_workloads(count=2, n_jobs=6)
-    val = tiny_workloads(count=1, n_jobs=6, first_seed=50)
+    wl, val = train_and_val()
     init = DL2Policy(PolicyNet(replace(warm.cfg, interval_s=600.0)))
     init.net.load_state_dict(warm.net.state_dict())
-    cfg = FinetuneConfig(
-        net=NET,
-        sim=SIM,
-        max_updates=8,
-        val_every=4,
-        batch_size=16,
-        replay_size=64,
-        critic_warmup=2,
-        progress=False,
-        exploration=False,
-        clip=0.2,
-        kl_init=0.5,
-    )
-    first, _, m1 = finetune(wl, val, cfg, init=init)
-    second, _, m2 = finetune(wl, val, cfg, init=init)
+    first = finetune_twice_alike(wl, val, DETERMINISTIC_FINETUNE, init)
     assert first.interval_s == 600.0 and first.cfg.interval_s == 600.0
-    for a, b in zip(first.net.state_dict().values(), second.net.state_dict().values(), strict=True):
-        assert torch.equal(a, b)
-    assert m1 == {**m2, "train_wall_s": m1["train_wall_s"]}
     (jobs,) = val.values()
     result = run_workloads(first, [jobs], SIM)[0]
     times = result.events_frame().filter(pl.col("kind") == "alloc")["time_s"].unique()
@@ -413,25 +402,8 @@ def test_rows_head_at_every_event_records_warms_up_and_fine_tunes_deterministica
     warm, _, _ = warmup(frame, WarmupConfig(hidden=(16, 16), head="rows", max_epochs=3))
     assert warm.cfg == replace(net, hidden=(16, 16)) and warm.trigger == "events"
     val = tiny_workloads(count=1, n_jobs=6, first_seed=50)
-    cfg = FinetuneConfig(
-        net=NET,
-        sim=SIM,
-        max_updates=8,
-        val_every=4,
-        batch_size=16,
-        replay_size=64,
-        critic_warmup=2,
-        progress=False,
-        exploration=False,
-        clip=0.2,
-        kl_init=0.5,
-    )
-    first, _, m1 = finetune(wl, val, cfg, init=warm)
-    second, _, m2 = finetune(wl, val, cfg, init=warm)
+    first = finetune_twice_alike(wl, val, DETERMINISTIC_FINETUNE, warm)
     assert first.cfg == warm.cfg and isinstance(first.value_net.body, PooledValue)
-    for a, b in zip(first.net.state_dict().values(), second.net.state_dict().values(), strict=True):
-        assert torch.equal(a, b)
-    assert m1 == {**m2, "train_wall_s": m1["train_wall_s"]}
     (jobs,) = val.values()
     events = run_workloads(first, [jobs], SIM)[0].events_frame()
     moments = set(events.filter(pl.col("kind").is_in(["arrive", "finish"]))["time_s"])
@@ -658,53 +630,29 @@ def test_checkpoint_round_trip_through_the_registry(tmp_path):
         curve = pl.DataFrame(
             {"phase": ["warmup"], "step": [1], "wall_s": [0.5], "train_loss": [1.0]}
         )
-        pid = register_policy(
-            con,
-            system="dl2",
-            config=policy.checkpoint_config(),
-            checkpoint_path=path,
-            sha256=sha,
-            training_workloads=["w0"],
-            metrics={"imitation_accuracy": 0.9, "val_avg_jct_s": float("inf")},
-            curve=curve,
-        )
-        assert (
-            register_policy(  # idempotent
-                con,
-                system="dl2",
-                config=policy.checkpoint_config(),
-                checkpoint_path=path,
-                sha256=sha,
-                training_workloads=["w0"],
-                metrics={},
-            )
-            == pid
-        )
+        warm_entry = {
+            "system": "dl2",
+            "config": policy.checkpoint_config(),
+            "checkpoint_path": path,
+            "sha256": sha,
+            "training_workloads": ["w0"],
+        }
+        warm_metrics = {"imitation_accuracy": 0.9, "val_avg_jct_s": float("inf")}
+        pid = register_policy(con, **warm_entry, metrics=warm_metrics, curve=curve)
+        assert register_policy(con, **warm_entry, metrics={}) == pid  # idempotent
         child_path = tmp_path / "ckpt" / "rl.pt"
         child = DL2Policy(PolicyNet(NET), train_config={"stage": "finetune"})
-        child_sha = child.save(child_path)
-        child_id = register_policy(
-            con,
-            system="dl2",
-            config=child.checkpoint_config(),
-            checkpoint_path=child_path,
-            sha256=child_sha,
-            training_workloads=["w0"],
-            metrics={},
-            parent_policy_id=pid,
-        )
+        child_entry = {
+            **warm_entry,
+            "config": child.checkpoint_config(),
+            "checkpoint_path": child_path,
+            "sha256": child.save(child_path),
+            "metrics": {},
+        }
+        child_id = register_policy(con, **child_entry, parent_policy_id=pid)
+        orphan = {**child_entry, "config": {}, "training_workloads": []}
         with pytest.raises(ValueError, match="not registered"):
-            register_policy(
-                con,
-                system="dl2",
-                config={},
-                checkpoint_path=child_path,
-                sha256=child_sha,
-                training_workloads=[],
-                metrics={},
-                parent_policy_id="dl2-nope",
-                policy_id="x",
-            )
+            register_policy(con, **orphan, parent_policy_id="dl2-nope", policy_id="x")
         rows = con.sql(
             "SELECT policy_id, parent_policy_id FROM policies ORDER BY created_at"
         ).fetchall()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from tests.imports import packages_loaded_by
 from tracelib.shadow.schemas import (
     Decision,
     ExtenderArgs,
@@ -196,12 +197,5 @@ def test_extender_messages_use_the_kube_scheduler_json_names():
 
 
 def test_the_wire_format_needs_no_torch_and_no_web_framework():
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, tracelib.shadow.schemas, tracelib.shadow.spool, tracelib.shadow.kube; "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'fastapi', 'starlette'}))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    code = "import tracelib.shadow.schemas, tracelib.shadow.spool, tracelib.shadow.kube"
+    assert packages_loaded_by(code, "torch", "fastapi", "starlette") == []

@@ -15,9 +15,10 @@ from pipelines.shadow.policies import PolicyUnavailable, load_served_policy
 from pipelines.shadow_ingest import shadow_ingest_stage
 from pipelines.shadow_replay import compare, shadow_replay_stage
 from pipelines.systems.dl2.stages import record_stage, warmup_stage
+from tests.learned_eval import tiny_warehouse
 from tests.shadow.spool_case import write_spool
 from tests.shadow.test_adapter import job, server
-from tests.test_dl2_pipeline import CFG, _warehouse
+from tests.test_dl2_pipeline import CFG
 from tracelib.shadow.spool import read_spool, spool_days
 from warehouse import connect, read_frame
 
@@ -27,7 +28,7 @@ T = "2026-11-28T12:00:00Z"
 @pytest.fixture(scope="module")
 def dl2_policy(tmp_path_factory):
     """(warehouse, policy id) of a registered DL2 policy."""
-    path = _warehouse(tmp_path_factory.mktemp("dl2-serve") / "wh.duckdb")
+    path = tiny_warehouse(tmp_path_factory.mktemp("dl2-serve") / "wh.duckdb")
     recorded = record_stage(path, CFG)
     return path, warmup_stage(path, CFG, recorded.run_id).policy_id
 

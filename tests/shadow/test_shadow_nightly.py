@@ -4,6 +4,7 @@ under the shadowed policy, and the report's shadow section."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ def test_nightly_run_ingests_the_spool(tmp_path):
     warehouse = tmp_path / "wh.duckdb"
     spool = tmp_path / "spool"
     write_spool(spool)
-    summary = nightly_flow(
+    nightly = partial(
+        nightly_flow,
         warehouse=str(warehouse),
         n_jobs=60,
         jobs_per_sequence=10,
@@ -28,6 +30,7 @@ def test_nightly_run_ingests_the_spool(tmp_path):
         eval_seeds=0,
         shadow_spool=str(spool),
     )
+    summary = nightly()
     days = {d["source_id"]: d for d in summary["shadow"]}
     assert days[SOURCE_ID]["outcome"] == "new" and days[SOURCE_ID]["decisions"] == 3
     # A trace like any other: its own workload set (one finished job: a test sequence).
@@ -41,14 +44,6 @@ def test_nightly_run_ingests_the_spool(tmp_path):
     html = Path(summary["report"]).read_text()
     section = html[html.index("Shadow mode</h2>") :]
     assert SOURCE_ID in section and "counterfactual replay beside what happened" in section
-    again = nightly_flow(
-        warehouse=str(warehouse),
-        n_jobs=60,
-        jobs_per_sequence=10,
-        budget="smoke",
-        systems=[],
-        eval_seeds=0,
-        shadow_spool=str(spool),
-    )
+    again = nightly()  # the same spool again
     assert {d["outcome"] for d in again["shadow"]} == {"unchanged"}
     assert again["shadow_replays"] == []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass
 
@@ -12,6 +10,8 @@ import polars as pl
 import pytest
 
 from models.heuristics import HEURISTICS, make_scheduler
+from tests.imports import packages_loaded_by
+from tests.sim.workloads import NOISY, dl2_jobs
 from tracelib.catalogue import by_name
 from tracelib.contracts import WorkloadJobs
 from tracelib.sim import (
@@ -35,13 +35,9 @@ from tracelib.sim import (
     simulate,
 )
 
-NOISY = SpeedConfig(speed_variation=0.2, slot_noise=0.1, epoch_error=0.2)
-
 
 def small_workload(seed: int = 3, n: int = 16) -> tuple[JobSpec, ...]:
-    return jobs_from_frame(
-        dl2_like_frame(n, seed, mean_duration_min=60.0, median_duration_min=30.0)
-    )
+    return dl2_jobs(n, seed)
 
 
 # The engine's mechanics (exact finish times, pauses, streams) checked against the
@@ -306,12 +302,8 @@ def test_jobs_from_frame_validates_and_orders():
 
 
 def test_simulator_does_not_import_torch():
-    code = (
-        "import sys, tracelib.sim, tracelib.sim.calibration, models.heuristics; "
-        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    code = "import tracelib.sim, tracelib.sim.calibration, models.heuristics"
+    assert packages_loaded_by(code, "torch") == []
 
 
 def test_fragmentation_triggers_a_full_replacement():

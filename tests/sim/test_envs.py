@@ -11,6 +11,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from models.heuristics import make_scheduler
+from tests.sim.workloads import NOISY, dl2_jobs
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.envs import (
     AllocationEnv,
@@ -30,20 +31,12 @@ from tracelib.sim import (
     AllocationBuilder,
     ClusterConfig,
     SimConfig,
-    SpeedConfig,
-    dl2_like_frame,
-    jobs_from_frame,
     simulate,
 )
 
-NOISY = SpeedConfig(speed_variation=0.2, slot_noise=0.1, epoch_error=0.2)
-
 
 def workloads(n_jobs: int = 10, count: int = 3):
-    return [
-        jobs_from_frame(dl2_like_frame(n_jobs, s, mean_duration_min=60.0, median_duration_min=30.0))
-        for s in range(count)
-    ]
+    return [dl2_jobs(n_jobs, s) for s in range(count)]
 
 
 def alloc_env(window: int = 6, n_servers: int = 4) -> AllocationEnv:

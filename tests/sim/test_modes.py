@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from models.heuristics import make_scheduler
+from tests.sim.workloads import NOISY, dl2_jobs
 from tracelib.catalogue import by_name
 from tracelib.sim import (
     Allocation,
@@ -23,19 +24,13 @@ from tracelib.sim import (
     Simulator,
     Snapshot,
     SpeedConfig,
-    dl2_like_frame,
-    jobs_from_frame,
     simulate,
 )
 from tracelib.sim.policy import WatchedAllocation
 
-NOISY = SpeedConfig(speed_variation=0.2, slot_noise=0.1, epoch_error=0.2)
-
 
 def workload(n: int = 12, seed: int = 5) -> tuple[JobSpec, ...]:
-    return jobs_from_frame(
-        dl2_like_frame(n, seed, mean_duration_min=60.0, median_duration_min=30.0)
-    )
+    return dl2_jobs(n, seed)
 
 
 def config(**kw) -> SimConfig:

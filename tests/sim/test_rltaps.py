@@ -82,14 +82,13 @@ def test_topology_is_built_once_per_config():
 def test_baselines_run_to_completion_with_exact_work(picker):
     jobs = rl_taps_jobs(BimodalConfig.rl_taps(n_jobs=30, seed=2))
     scenario = rl_taps_scenario(seed=1)
-    sim = Simulator(
-        jobs,
-        make_scheduler(picker, "first-fit"),
-        scenario.cfg,
-        scenario.catalogue,
-        speed_model=scenario.speed_model,
-    )
-    result = sim.run()
+
+    def run():
+        sched = make_scheduler(picker, "first-fit")
+        cat, speed = scenario.catalogue, scenario.speed_model
+        return Simulator(jobs, sched, scenario.cfg, cat, speed_model=speed).run()
+
+    result = run()
     assert result.jobs["finish_s"].null_count() == 0
     ev = result.events_frame()
     trained = ev.filter(pl.col("kind") == "progress").group_by("job_id").agg(pl.col("value").sum())
@@ -106,11 +105,4 @@ def test_baselines_run_to_completion_with_exact_work(picker):
     for job_id, n in decisions.iter_rows():
         servers = {s for (j, s), c in layouts.items() if j == job_id}
         assert all(layouts[(job_id, s)] == n for s in servers)
-    again = Simulator(
-        jobs,
-        make_scheduler(picker, "first-fit"),
-        scenario.cfg,
-        scenario.catalogue,
-        speed_model=scenario.speed_model,
-    ).run()
-    assert again.events == result.events
+    assert run().events == result.events
