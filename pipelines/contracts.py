@@ -104,6 +104,17 @@ class EvalJobs(TableContract):
         return data.lazyframe.select(gap.abs() <= _JCT_TOLERANCE_S)
 
 
+SUMMARY_METRICS = (
+    ("avg_jct_s", "avg_jct"),
+    ("median_jct_s", "median_jct"),
+    ("p95_jct_s", "p95_jct"),
+    ("makespan_s", "makespan"),
+    ("mean_slowdown", "mean_slowdown"),
+    ("utilization", "utilization"),
+)
+"""(eval_runs column, eval_summary stem): summary has `<column>`, `<stem>_ci_low/_high`."""
+
+
 def _within_ci(metric: str, low: str, high: str) -> pl.Expr:
     return pl.col(low).is_null() | (
         (pl.col(low) <= pl.col(metric)) & (pl.col(metric) <= pl.col(high))
@@ -181,16 +192,7 @@ class EvalSummary(TableContract):
 
     @pa.dataframe_check
     def mean_inside_its_interval(cls, data: pa.PolarsData) -> pl.LazyFrame:
-        metrics = [
-            ("avg_jct_s", "avg_jct"),
-            ("median_jct_s", "median_jct"),
-            ("p95_jct_s", "p95_jct"),
-            ("makespan_s", "makespan"),
-            ("mean_slowdown", "mean_slowdown"),
-            ("utilization", "utilization"),
-            ("jct_ratio", "jct_ratio"),
-            ("ratio_to_teacher", "teacher"),
-        ]
+        metrics = (*SUMMARY_METRICS, ("jct_ratio", "jct_ratio"), ("ratio_to_teacher", "teacher"))
         ok = pl.lit(True)
         for metric, stem in metrics:
             ok = ok & _within_ci(metric, f"{stem}_ci_low", f"{stem}_ci_high")
