@@ -29,6 +29,22 @@ class WarmStart:
     """The imitation's figures (teacher, steps, held-out accuracy, ...)."""
 
 
+@dataclass(frozen=True)
+class TeacherSamples:
+    """A teacher's decisions, one row per action, as a warm start's imitation fits them: the
+    state, the action mask and the teacher's action (the shapes are the trainer's)."""
+
+    obs: np.ndarray
+    """(S, observation size) float32 states."""
+    masks: np.ndarray
+    """(S, actions) bool action masks."""
+    actions: np.ndarray
+    """(S,) int64 the teacher's action."""
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
 def clone_network(
     build: Callable[[], torch.nn.Module],
     fit: Callable[[torch.nn.Module], dict[str, Any]],
