@@ -926,17 +926,7 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     # Each system's own flags, from its options dataclass (pipelines/system.py).
     for system in registry:
         for flag in system.flags():
-            if flag.kind == "value":
-                run.add_argument(
-                    flag.flag,
-                    dest=flag.dest,
-                    type=flag.type,
-                    choices=flag.choices,
-                    default=flag.default,
-                    help=flag.help,
-                )
-            else:
-                run.add_argument(flag.flag, dest=flag.dest, action=flag.kind, help=flag.help)
+            flag.add_to(run)
     run.add_argument(
         "--task-runner",
         choices=["sequential", "processes", "ray"],
