@@ -114,17 +114,8 @@ def parser_for(options: type, prog: str, doc: str | None) -> argparse.ArgumentPa
             parser.add_argument(
                 flag.flag, dest=flag.dest, type=flag.type, action="append", help=text
             )
-        elif flag.kind == "value":
-            parser.add_argument(
-                flag.flag,
-                dest=flag.dest,
-                type=flag.type,
-                default=flag.default,
-                choices=flag.choices,
-                help=text,
-            )
         else:
-            parser.add_argument(flag.flag, dest=flag.dest, action=flag.kind, help=text)
+            flag.add_to(parser, help=text)
     return parser
 
 

@@ -98,6 +98,22 @@ def save_checkpoint(
     return sha256_hex(data)
 
 
+class SavesPolicyNet:
+    """`save` for a policy object holding its network as `net`, its `policies.system` as
+    `system` and a `checkpoint_config()`: one weights-only checkpoint, the network's state
+    under "policy", so each learned system's loader finds it where the others do."""
+
+    def save(self, path: str | os.PathLike[str], meta: Mapping[str, Any] | None = None) -> str:
+        """Write a weights-only checkpoint (config inside); returns its sha256."""
+        return save_checkpoint(
+            path,
+            system=self.system,
+            config=self.checkpoint_config(),
+            state={"policy": self.net.state_dict()},
+            meta=meta,
+        )
+
+
 def load_checkpoint(
     path: str | os.PathLike[str],
     *,

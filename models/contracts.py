@@ -14,13 +14,15 @@ from __future__ import annotations
 import pandera.polars as pa
 import polars as pl
 
+from warehouse.contract import TableContract
+
 KINDS = ["worker", "ps", "both", "stop"]
 """DL2 action kinds, in `tracelib.sim.builder.Action` order, then stop."""
 PHASES = ["warmup", "finetune"]
 CHECKPOINT_PROBLEMS = ["missing", "refused"]
 
 
-class DecisionTraces(pa.DataFrameModel):
+class DecisionTraces(TableContract):
     run_id: pl.Utf8
     workload_id: pl.Utf8
     teacher: pl.Utf8 = pa.Field(str_length={"min_value": 1})
@@ -42,8 +44,6 @@ class DecisionTraces(pa.DataFrameModel):
 
     class Config:
         name = "decision_traces"
-        strict = True
-        coerce = True
         unique = ["run_id", "workload_id", "teacher", "seed", "decision", "step"]
 
     @pa.dataframe_check
@@ -87,7 +87,7 @@ class DecisionTraces(pa.DataFrameModel):
         )
 
 
-class DL2TeacherConfigs(pa.DataFrameModel):
+class DL2TeacherConfigs(TableContract):
     """Each model's (workers, PSs) of DL2's searched teacher, per recording (run_id)."""
 
     run_id: pl.Utf8
@@ -104,8 +104,6 @@ class DL2TeacherConfigs(pa.DataFrameModel):
 
     class Config:
         name = "dl2_teacher_configs"
-        strict = True
-        coerce = True
         unique = ["run_id", "model"]
 
     @pa.dataframe_check
@@ -114,7 +112,7 @@ class DL2TeacherConfigs(pa.DataFrameModel):
         return data.lazyframe.select(pl.col("found_avg_jct_s") <= pl.col("start_avg_jct_s"))
 
 
-class Policies(pa.DataFrameModel):
+class Policies(TableContract):
     policy_id: pl.Utf8 = pa.Field(str_length={"min_value": 1})
     system: pl.Utf8 = pa.Field(str_matches=r"^[a-z0-9][a-z0-9-]*$")
     config: pl.Utf8 = pa.Field(str_startswith="{")
@@ -128,8 +126,6 @@ class Policies(pa.DataFrameModel):
 
     class Config:
         name = "policies"
-        strict = True
-        coerce = True
         unique = ["policy_id"]
 
     @pa.dataframe_check
@@ -140,7 +136,7 @@ class Policies(pa.DataFrameModel):
         )
 
 
-class CheckpointProblems(pa.DataFrameModel):
+class CheckpointProblems(TableContract):
     """A registered policy whose checkpoint file was missing or refused when needed
     (DDL: warehouse/migrations/0016_checkpoint_problems.sql)."""
 
@@ -152,12 +148,10 @@ class CheckpointProblems(pa.DataFrameModel):
 
     class Config:
         name = "checkpoint_problems"
-        strict = True
-        coerce = True
         unique = ["policy_id", "problem"]
 
 
-class LearningCurves(pa.DataFrameModel):
+class LearningCurves(TableContract):
     policy_id: pl.Utf8
     phase: pl.Utf8 = pa.Field(isin=PHASES)
     step: pl.Int32 = pa.Field(ge=0)
@@ -174,8 +168,6 @@ class LearningCurves(pa.DataFrameModel):
 
     class Config:
         name = "dl2_learning_curves"
-        strict = True
-        coerce = True
         unique = ["policy_id", "phase", "step"]
 
 

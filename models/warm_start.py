@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from models.torch_scope import scoped_torch
 
 if TYPE_CHECKING:
@@ -27,6 +29,22 @@ class WarmStart:
     """The imitation's figures (teacher, steps, held-out accuracy, ...)."""
 
 
+@dataclass(frozen=True)
+class TeacherSamples:
+    """A teacher's decisions, one row per action, as a warm start's imitation fits them: the
+    state, the action mask and the teacher's action (the shapes are the trainer's)."""
+
+    obs: np.ndarray
+    """(S, observation size) float32 states."""
+    masks: np.ndarray
+    """(S, actions) bool action masks."""
+    actions: np.ndarray
+    """(S,) int64 the teacher's action."""
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
 def clone_network(
     build: Callable[[], torch.nn.Module],
     fit: Callable[[torch.nn.Module], dict[str, Any]],
@@ -40,3 +58,28 @@ def clone_network(
         net = build()
         metrics = fit(net)
     return {k: t.detach().clone() for k, t in net.state_dict().items()}, metrics
+
+
+def clone_by_imitation(
+    build: Callable[[], torch.nn.Module],
+    imitate: Callable[..., dict[str, Any]],
+    samples: Any,
+    cfg: Any,
+    fit_seed: int,
+    net_seed: int,
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """`clone_network` fitting the fresh network by the trainer's `imitate(net, samples,
+    epochs=, lr=, batch=, rng=)` with the config's `imitation_epochs`, `imitation_lr` and
+    `imitation_batch`, split and minibatch order drawn from a generator seeded `fit_seed`."""
+    return clone_network(
+        build,
+        lambda net: imitate(
+            net,
+            samples,
+            epochs=cfg.imitation_epochs,
+            lr=cfg.imitation_lr,
+            batch=cfg.imitation_batch,
+            rng=np.random.default_rng(fit_seed),
+        ),
+        net_seed,
+    )

@@ -14,9 +14,10 @@ import errno
 import json
 import os
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pipelines.system import Registry
@@ -869,6 +870,14 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
+    def command(
+        name: str, func: Callable[[argparse.Namespace], int], **kwargs: Any
+    ) -> argparse.ArgumentParser:
+        """Subcommand `name` with the common options, run by `func`."""
+        each = sub.add_parser(name, parents=[common], **kwargs)
+        each.set_defaults(func=func)
+        return each
+
     run = sub.add_parser("run", parents=[common], help="run the nightly flow once")
     run.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
     run.add_argument("--jobs", type=int, default=600, help="synthetic jobs (default 600)")
@@ -917,17 +926,7 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     # Each system's own flags, from its options dataclass (pipelines/system.py).
     for system in registry:
         for flag in system.flags():
-            if flag.kind == "value":
-                run.add_argument(
-                    flag.flag,
-                    dest=flag.dest,
-                    type=flag.type,
-                    choices=flag.choices,
-                    default=flag.default,
-                    help=flag.help,
-                )
-            else:
-                run.add_argument(flag.flag, dest=flag.dest, action=flag.kind, help=flag.help)
+            flag.add_to(run)
     run.add_argument(
         "--task-runner",
         choices=["sequential", "processes", "ray"],
@@ -947,7 +946,7 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     )
     run.set_defaults(func=cmd_run, registry=registry)
 
-    ingest = sub.add_parser("ingest", parents=[common], help="ingest one trace file")
+    ingest = command("ingest", cmd_ingest, help="ingest one trace file")
     ingest.add_argument("path", help="trace file (PAI: folder or pai_job_table.csv)")
     ingest.add_argument("--format", required=True, choices=["philly", "pai", "helios", "generic"])
     ingest.add_argument(
@@ -957,9 +956,8 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         "helios, alibaba-gpu-2023",
     )
     ingest.add_argument("--source-id", default=None, help="source id (default format:file-stem)")
-    ingest.set_defaults(func=cmd_ingest)
 
-    derive = sub.add_parser("derive", parents=[common], help="derive workloads from sources")
+    derive = command("derive", cmd_derive, help="derive workloads from sources")
     derive.add_argument("sources", nargs="+", help="trace source ids")
     derive.add_argument(
         "--name",
@@ -973,11 +971,8 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     )
     derive.add_argument("--time-scale", type=float, default=1.0, help="multiply run times")
     derive.add_argument("--arrival-scale", type=float, default=1.0, help="multiply inter-arrivals")
-    derive.set_defaults(func=cmd_derive)
 
-    evaluate = sub.add_parser(
-        "evaluate", parents=[common], help="evaluate schedulers on the test workloads"
-    )
+    evaluate = command("evaluate", cmd_evaluate, help="evaluate schedulers on the test workloads")
     evaluate.add_argument(
         "--set",
         action="append",
@@ -1010,9 +1005,8 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         default=None,
         help="plot folder (default: evaluations/<warehouse name>/ beside the warehouse)",
     )
-    evaluate.set_defaults(func=cmd_evaluate)
 
-    sql = sub.add_parser("sql", parents=[common], help="run a SQL query on the warehouse")
+    sql = command("sql", cmd_sql, help="run a SQL query on the warehouse")
     sql.add_argument("query")
     sql.add_argument("--format", choices=["table", "csv"], default="table")
     sql.add_argument(
@@ -1034,24 +1028,21 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         default=1_000_000,
         help="fetch and print at most this many rows (default 1,000,000; 0: all)",
     )
-    sql.set_defaults(func=cmd_sql)
 
-    tables = sub.add_parser("tables", parents=[common], help="tables and row counts")
+    tables = command("tables", cmd_tables, help="tables and row counts")
     tables.add_argument("--format", choices=["table", "csv"], default="table")
-    tables.set_defaults(func=cmd_tables)
 
-    describe = sub.add_parser(
+    describe = command(
         "describe",
-        parents=[common],
+        cmd_describe,
         help="what an ingested trace is: jobs, span, arrivals, durations, GPU demand, status, "
         "users, peak concurrent GPUs, quarantine",
     )
     describe.add_argument("source_id", help="an ingested source (see `schedlab tables`)")
-    describe.set_defaults(func=cmd_describe)
 
-    delete = sub.add_parser(
+    delete = command(
         "delete-source",
-        parents=[common],
+        cmd_delete_source,
         help="delete an ingested trace and everything derived from it (its jobs and "
         "quarantine, the workload sets drawn from it, their evaluations); without --yes, "
         "print what would go",
@@ -1064,36 +1055,32 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         help="skip rewriting the warehouse file afterwards (faster on a large warehouse, but "
         "the deleted rows' bytes stay readable in the file until it is rewritten)",
     )
-    delete.set_defaults(func=cmd_delete_source)
 
-    backup = sub.add_parser(
+    backup = command(
         "backup",
-        parents=[common],
+        cmd_backup,
         help="copy the warehouse, verified, to backups/ beside it (or --to PATH)",
     )
     backup.add_argument("--to", default=None, help="file to write (must not exist)")
-    backup.set_defaults(func=cmd_backup)
 
-    restore = sub.add_parser(
+    restore = command(
         "restore",
-        parents=[common],
+        cmd_restore,
         help="put a backup in place of the warehouse (verified first; the replaced file is "
         "kept as <warehouse>.before-restore)",
     )
     restore.add_argument("backup", help="a file written by `schedlab backup` or the nightly run")
-    restore.set_defaults(func=cmd_restore)
 
-    check = sub.add_parser(
+    command(
         "check",
-        parents=[common],
+        cmd_check,
         help="read the whole warehouse so every block's checksum is verified (and put back an "
         "interrupted write's blocks first)",
     )
-    check.set_defaults(func=cmd_check)
 
-    replay = sub.add_parser(
+    replay = command(
         "replay",
-        parents=[common],
+        cmd_replay,
         help="replay a whole ingested trace (jobs keep their GPUs, submit and run times) "
         "under replay rules; rows go to eval_runs/eval_jobs/eval_summary",
     )
@@ -1181,7 +1168,6 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         help="seconds a preempted job loses when it resumes (srtf, tiresias-las, "
         "tiresias-gittins; default 30)",
     )
-    replay.set_defaults(func=cmd_replay)
 
     collect = sub.add_parser(
         "collect",
@@ -1240,13 +1226,12 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         )
         each.set_defaults(func=cmd_collect)
 
-    report = sub.add_parser("report", parents=[common], help="write the HTML report")
+    report = command("report", cmd_report, help="write the HTML report")
     report.add_argument(
         "--out", default=None, help="file to write (default: reports/ beside the warehouse)"
     )
-    report.set_defaults(func=cmd_report)
 
-    serve = sub.add_parser("serve", parents=[common], help="serve the nightly run on a cron")
+    serve = command("serve", cmd_serve, help="serve the nightly run on a cron")
     serve.add_argument("--cron", default="0 2 * * *", help="cron schedule (default 02:00 daily)")
     serve.add_argument("--name", default="schedlab-nightly", help="deployment name")
     serve.add_argument("--seed", type=int, default=0)
@@ -1254,11 +1239,10 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     serve.add_argument(
         "--shadow-spool", default=None, help="shadow spool (default: beside the warehouse)"
     )
-    serve.set_defaults(func=cmd_serve)
 
-    shadow = sub.add_parser(
+    shadow = command(
         "serve-policy",
-        parents=[common],
+        cmd_serve_policy,
         help="answer a live cluster's snapshots with a policy's decisions (shadow mode)",
         description="Shadow mode (docs/shadow.md): HTTP decisions, Kubernetes extender "
         "calls and observations, each logged to the spool before it is answered. It never "
@@ -1298,7 +1282,6 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         help="processes answering requests, sharing the port, the spool and the metrics "
         "(default 1; one per core for throughput)",
     )
-    shadow.set_defaults(func=cmd_serve_policy)
     return parser
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pandera.polars as pa
 import polars as pl
 
+from warehouse.contract import TableContract
 
-class PipelineRuns(pa.DataFrameModel):
+
+class PipelineRuns(TableContract):
     run_id: pl.Utf8 = pa.Field(unique=True)
     flow: pl.Utf8
     started_at: pl.Datetime("us")
@@ -26,8 +28,6 @@ class PipelineRuns(pa.DataFrameModel):
 
     class Config:
         name = "pipeline_runs"
-        strict = True
-        coerce = True
 
 
 # --- evaluation (DDL: warehouse/migrations/0003_evaluation.sql, 0018, 0020;
@@ -37,7 +37,7 @@ EVAL_SPLITS = ["train", "validation", "test"]
 _JCT_TOLERANCE_S = 1e-6
 
 
-class EvalRuns(pa.DataFrameModel):
+class EvalRuns(TableContract):
     """One simulator run of a scheduler on a workload with a seed, and its metrics."""
 
     run_id: pl.Utf8 = pa.Field(unique=True, str_length={"min_value": 1})
@@ -66,12 +66,10 @@ class EvalRuns(pa.DataFrameModel):
 
     class Config:
         name = "eval_runs"
-        strict = True
-        coerce = True
         unique = ["eval_id", "scheduler", "workload_id", "replicate"]
 
 
-class EvalJobs(pa.DataFrameModel):
+class EvalJobs(TableContract):
     """Every job of every evaluation run: times, JCT, slowdown and GPU-seconds held."""
 
     run_id: pl.Utf8
@@ -92,8 +90,6 @@ class EvalJobs(pa.DataFrameModel):
 
     class Config:
         name = "eval_jobs"
-        strict = True
-        coerce = True
         unique = ["run_id", "job_index"]
 
     @pa.dataframe_check
@@ -108,13 +104,24 @@ class EvalJobs(pa.DataFrameModel):
         return data.lazyframe.select(gap.abs() <= _JCT_TOLERANCE_S)
 
 
+SUMMARY_METRICS = (
+    ("avg_jct_s", "avg_jct"),
+    ("median_jct_s", "median_jct"),
+    ("p95_jct_s", "p95_jct"),
+    ("makespan_s", "makespan"),
+    ("mean_slowdown", "mean_slowdown"),
+    ("utilization", "utilization"),
+)
+"""(eval_runs column, eval_summary stem): summary has `<column>`, `<stem>_ci_low/_high`."""
+
+
 def _within_ci(metric: str, low: str, high: str) -> pl.Expr:
     return pl.col(low).is_null() | (
         (pl.col(low) <= pl.col(metric)) & (pl.col(metric) <= pl.col(high))
     )
 
 
-class EvalSummary(pa.DataFrameModel):
+class EvalSummary(TableContract):
     """Per (evaluation, workload set, scheduler): means over runs with confidence intervals."""
 
     eval_id: pl.Utf8
@@ -181,22 +188,11 @@ class EvalSummary(pa.DataFrameModel):
 
     class Config:
         name = "eval_summary"
-        strict = True
-        coerce = True
         unique = ["eval_id", "workload_set", "scheduler"]
 
     @pa.dataframe_check
     def mean_inside_its_interval(cls, data: pa.PolarsData) -> pl.LazyFrame:
-        metrics = [
-            ("avg_jct_s", "avg_jct"),
-            ("median_jct_s", "median_jct"),
-            ("p95_jct_s", "p95_jct"),
-            ("makespan_s", "makespan"),
-            ("mean_slowdown", "mean_slowdown"),
-            ("utilization", "utilization"),
-            ("jct_ratio", "jct_ratio"),
-            ("ratio_to_teacher", "teacher"),
-        ]
+        metrics = (*SUMMARY_METRICS, ("jct_ratio", "jct_ratio"), ("ratio_to_teacher", "teacher"))
         ok = pl.lit(True)
         for metric, stem in metrics:
             ok = ok & _within_ci(metric, f"{stem}_ci_low", f"{stem}_ci_high")
@@ -206,7 +202,7 @@ class EvalSummary(pa.DataFrameModel):
 # --- fidelity (DDL: warehouse/migrations/0015_fidelity.sql; writer: pipelines/stages.py)
 
 
-class FidelityChecks(pa.DataFrameModel):
+class FidelityChecks(TableContract):
     check_key: pl.Utf8
     check_name: pl.Utf8
     source: pl.Utf8
@@ -220,15 +216,13 @@ class FidelityChecks(pa.DataFrameModel):
 
     class Config:
         name = "fidelity_checks"
-        strict = True
-        coerce = True
         unique = ["check_key", "check_name"]
 
 
 # --- shadow mode (DDL: warehouse/migrations/0027_shadow.sql; writer: pipelines/shadow_ingest.py)
 
 
-class ShadowDecisions(pa.DataFrameModel):
+class ShadowDecisions(TableContract):
     """One row per (decision the shadowed policy made, job pending in its snapshot): what
     the policy would have done beside what the real scheduler did (tracelib/shadow/trace.py
     says how "started at that snapshot" is judged)."""
@@ -260,8 +254,6 @@ class ShadowDecisions(pa.DataFrameModel):
 
     class Config:
         name = "shadow_decisions"
-        strict = True
-        coerce = True
         unique = ["decision_id", "job_id"]
 
     @pa.dataframe_check

@@ -104,7 +104,7 @@ import numpy as np
 import polars as pl
 
 from models.heuristics import registry
-from pipelines.contracts import EvalJobs, EvalRuns, EvalSummary
+from pipelines.contracts import SUMMARY_METRICS, EvalJobs, EvalRuns, EvalSummary
 from tracelib.catalogue import DL2_CATALOGUE, JobType, by_name
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
@@ -776,16 +776,6 @@ def cast_to_contract(frame: pl.DataFrame, contract) -> pl.DataFrame:
 
 
 # -- summary -----------------------------------------------------------------------------
-
-SUMMARY_METRICS = (
-    ("avg_jct_s", "avg_jct"),
-    ("median_jct_s", "median_jct"),
-    ("p95_jct_s", "p95_jct"),
-    ("makespan_s", "makespan"),
-    ("mean_slowdown", "mean_slowdown"),
-    ("utilization", "utilization"),
-)
-"""(eval_runs column, eval_summary stem): summary has `<column>`, `<stem>_ci_low/_high`."""
 
 
 def summarize(runs: pl.DataFrame, cfg: EvalConfig, version: str) -> pl.DataFrame:

@@ -309,6 +309,21 @@ class Flag:
     choices: tuple[Any, ...] | None
     help: str
 
+    def add_to(self, parser: Any, help: str | None = None) -> None:
+        """Add this flag to the argparse `parser`, with `help` for its help text if given."""
+        text = self.help if help is None else help
+        if self.kind == "value":
+            parser.add_argument(
+                self.flag,
+                dest=self.dest,
+                type=self.type,
+                choices=self.choices,
+                default=self.default,
+                help=text,
+            )
+        else:
+            parser.add_argument(self.flag, dest=self.dest, action=self.kind, help=text)
+
 
 def field_docs(cls: type) -> dict[str, str]:
     """The docstrings under a dataclass's fields (the string literal right after each

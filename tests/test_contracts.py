@@ -13,6 +13,7 @@ import models.rltaps.contracts
 import pipelines.contracts
 import tracelib.contracts
 from warehouse import connect
+from warehouse.contract import TableContract
 
 CONTRACT_MODULES = [
     tracelib.contracts,
@@ -44,7 +45,7 @@ def contracts() -> dict[str, type[pa.DataFrameModel]]:
             if (
                 isinstance(value, type)
                 and issubclass(value, pa.DataFrameModel)
-                and value is not pa.DataFrameModel
+                and value not in (pa.DataFrameModel, TableContract)
             ):
                 found[value.Config.name] = value
     return found

@@ -9,13 +9,15 @@ from __future__ import annotations
 import pandera.polars as pa
 import polars as pl
 
+from warehouse.contract import TableContract
+
 STATUSES = ["completed", "failed", "killed", "running", "pending", "unknown"]
 FORMATS = ["philly", "pai", "helios", "generic", "synthetic", "shadow"]
 """Trace formats; "shadow" is a closed day of the shadow spool (tracelib/shadow/trace.py)."""
 SPLITS = ["train", "validation", "test"]
 
 
-class TraceSources(pa.DataFrameModel):
+class TraceSources(TableContract):
     source_id: pl.Utf8 = pa.Field(str_length={"min_value": 1})
     format: pl.Utf8 = pa.Field(isin=FORMATS)
     path: pl.Utf8
@@ -28,12 +30,10 @@ class TraceSources(pa.DataFrameModel):
 
     class Config:
         name = "trace_sources"
-        strict = True
-        coerce = True
         unique = ["source_id"]
 
 
-class Jobs(pa.DataFrameModel):
+class Jobs(TableContract):
     source_id: pl.Utf8
     job_id: pl.Utf8 = pa.Field(str_length={"min_value": 1})
     submit_time: pl.Datetime("us")
@@ -68,8 +68,6 @@ class Jobs(pa.DataFrameModel):
 
     class Config:
         name = "jobs"
-        strict = True
-        coerce = True
 
     @pa.dataframe_check
     def one_row_per_job(cls, data: pa.PolarsData) -> pl.LazyFrame | bool:
@@ -99,7 +97,7 @@ class Jobs(pa.DataFrameModel):
         )
 
 
-class Quarantine(pa.DataFrameModel):
+class Quarantine(TableContract):
     source_id: pl.Utf8
     record_no: pl.Int64 = pa.Field(ge=1)
     field: pl.Utf8
@@ -108,12 +106,10 @@ class Quarantine(pa.DataFrameModel):
 
     class Config:
         name = "quarantine"
-        strict = True
-        coerce = True
         unique = ["source_id", "record_no"]
 
 
-class JobTypes(pa.DataFrameModel):
+class JobTypes(TableContract):
     catalogue: pl.Utf8 = pa.Field(isin=["dl2", "rl-taps"])
     model: pl.Utf8
     type_index: pl.Int32 = pa.Field(ge=0)
@@ -136,12 +132,10 @@ class JobTypes(pa.DataFrameModel):
 
     class Config:
         name = "job_types"
-        strict = True
-        coerce = True
         unique = ["catalogue", "model"]
 
 
-class Workloads(pa.DataFrameModel):
+class Workloads(TableContract):
     workload_id: pl.Utf8 = pa.Field(unique=True)
     derivation: pl.Utf8
     split: pl.Utf8 = pa.Field(isin=SPLITS)
@@ -157,12 +151,10 @@ class Workloads(pa.DataFrameModel):
 
     class Config:
         name = "workloads"
-        strict = True
-        coerce = True
         unique = ["derivation", "split", "sequence_no"]
 
 
-class WorkloadJobs(pa.DataFrameModel):
+class WorkloadJobs(TableContract):
     workload_id: pl.Utf8
     job_index: pl.Int32 = pa.Field(ge=0)
     source_id: pl.Utf8
@@ -180,12 +172,10 @@ class WorkloadJobs(pa.DataFrameModel):
 
     class Config:
         name = "workload_jobs"
-        strict = True
-        coerce = True
         unique = ["workload_id", "job_index"]
 
 
-class InterferenceSamples(pa.DataFrameModel):
+class InterferenceSamples(TableContract):
     """Co-location speed samples (tracelib.interference; DDL 0002_interference.sql)."""
 
     source: pl.Utf8 = pa.Field(str_length={"min_value": 1})
@@ -210,8 +200,6 @@ class InterferenceSamples(pa.DataFrameModel):
 
     class Config:
         name = "interference_samples"
-        strict = True
-        coerce = True
         unique = ["source", "seed", "sample_set", "job_in_set"]
 
     @pa.dataframe_check

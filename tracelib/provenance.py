@@ -11,6 +11,13 @@ from pathlib import Path
 from typing import Any
 
 
+def _git(root: Path, *args: str) -> str:
+    """The stripped output of `git -C root args...` (raises on failure or after 5 s)."""
+    return subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True, timeout=5
+    ).stdout.strip()
+
+
 @cache
 def code_version() -> str:
     """Package version plus the git commit of the checkout (and '-dirty' if modified)."""
@@ -20,20 +27,8 @@ def code_version() -> str:
         version = "0+unknown"
     root = Path(__file__).resolve().parent.parent
     try:
-        sha = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=5,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=5,
-        ).stdout.strip()
+        sha = _git(root, "rev-parse", "--short=12", "HEAD")
+        dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return version
     return f"{version}+g{sha}{'-dirty' if dirty else ''}"

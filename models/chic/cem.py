@@ -40,7 +40,7 @@ from models.chic.config import CEMConfig
 from models.chic.imitation import imitate, teacher_samples
 from models.chic.networks import ChicPolicyNet, NumpyPolicy
 from models.chic.policy import ChicPolicy, evaluate_policy, make_env, run_episode
-from models.warm_start import WarmStart, clone_network
+from models.warm_start import WarmStart, clone_by_imitation
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.seeds import named_seeds
 from tracelib.sim.jobs import JobSpec
@@ -131,17 +131,8 @@ def warm_start(train: Sequence[Sequence[JobSpec]], cfg: CEMConfig) -> WarmStart:
     net_seed, fit_seed, env_seed = (int(x) for x in stream.generate_state(3))
     sequences = list(train)[: cfg.imitation_sequences]
     samples = teacher_samples(sequences, cfg, cfg.teacher, env_seed, cfg.imitation_order)
-    state, metrics = clone_network(
-        lambda: ChicPolicyNet(cfg.net_config),
-        lambda net: imitate(
-            net,
-            samples,
-            epochs=cfg.imitation_epochs,
-            lr=cfg.imitation_lr,
-            batch=cfg.imitation_batch,
-            rng=np.random.default_rng(fit_seed),
-        ),
-        net_seed,
+    state, metrics = clone_by_imitation(
+        lambda: ChicPolicyNet(cfg.net_config), imitate, samples, cfg, fit_seed, net_seed
     )
     metrics = {
         "teacher": cfg.teacher,

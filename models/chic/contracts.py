@@ -11,8 +11,10 @@ from __future__ import annotations
 import pandera.polars as pa
 import polars as pl
 
+from warehouse.contract import TableContract
 
-class ChicLearningCurves(pa.DataFrameModel):
+
+class ChicLearningCurves(TableContract):
     policy_id: pl.Utf8
     iteration: pl.Int32 = pa.Field(ge=1)
     elite_bound: pl.Float64
@@ -27,8 +29,6 @@ class ChicLearningCurves(pa.DataFrameModel):
 
     class Config:
         name = "chic_learning_curves"
-        strict = True
-        coerce = True
         unique = ["policy_id", "iteration"]
 
     @pa.dataframe_check

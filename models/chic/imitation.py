@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from models import warm_start
 from models.chic.config import ORDERS, CEMConfig
 from models.chic.networks import ChicPolicyNet
 from models.chic.policy import make_env
@@ -72,15 +73,10 @@ HELD_OUT = 0.1
 
 
 @dataclass(frozen=True)
-class TeacherSamples:
-    """A teacher's schedules on training sequences, one row per action."""
+class TeacherSamples(warm_start.TeacherSamples):
+    """A teacher's schedules on training sequences, one row per action: states (S,
+    input_dim), masks (S, n_actions) and actions (void last), with what the recording met."""
 
-    obs: np.ndarray
-    """(S, input_dim) float32 states."""
-    masks: np.ndarray
-    """(S, n_actions) bool action masks."""
-    actions: np.ndarray
-    """(S,) int64 the teacher's action (void last)."""
     schedules: int = 0
     """Schedules the teacher built."""
     skipped: int = 0
@@ -91,9 +87,6 @@ class TeacherSamples:
     """Schedules the env ended (S', max_phase_steps) before Optimus' additions ran out."""
     teacher_act_s: float = float("nan")
     """The teacher's mean average JCT over the episodes it was recorded on."""
-
-    def __len__(self) -> int:
-        return len(self.actions)
 
 
 def by_rows(steps: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, int]]:

@@ -18,13 +18,13 @@ probable valid action instead.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from models.checkpoints import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from models.checkpoints import Checkpoint, CheckpointError, SavesPolicyNet, load_checkpoint
 from models.chic.networks import ChicNetConfig, ChicPolicyNet, NumpyPolicy
 from models.heuristics.registry import PLACEMENTS
 from tracelib.catalogue import DL2_CATALOGUE
@@ -41,7 +41,7 @@ trained in Chic's own scenario (other network shapes, their own lineage)."""
 
 
 @dataclass
-class ChicPolicy:
+class ChicPolicy(SavesPolicyNet):
     """A Chic network and how it was trained."""
 
     net: ChicPolicyNet
@@ -86,16 +86,6 @@ class ChicPolicy:
     def checkpoint_config(self) -> dict[str, Any]:
         """What the checkpoint and the registry record."""
         return {"net": asdict(self.net.cfg), "train": self.train_config}
-
-    def save(self, path: str | os.PathLike[str], meta: Mapping[str, Any] | None = None) -> str:
-        """Write a weights-only checkpoint; returns its sha256."""
-        return save_checkpoint(
-            path,
-            system=self.system,
-            config=self.checkpoint_config(),
-            state={"policy": self.net.state_dict()},
-            meta=meta,
-        )
 
     def numpy(self) -> NumpyPolicy:
         return NumpyPolicy(self.net)

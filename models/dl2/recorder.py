@@ -38,6 +38,7 @@ from tracelib.sim.engine import SimResult, Simulator
 from tracelib.sim.jobs import JobSpec, jobs_from_frame
 from tracelib.sim.policy import AllocationPolicy, Scheduler
 from tracelib.sim.snapshot import Allocation, Snapshot
+from warehouse.io import column_types
 
 Workloads = Mapping[str, Sequence[JobSpec]] | pl.DataFrame | Iterable[tuple[str, Sequence[JobSpec]]]
 """workload id -> jobs; or a frame of `workload_jobs` rows (grouped by workload_id)."""
@@ -148,29 +149,7 @@ def record_runs(
             session.submit(alloc, placement.place(snap, alloc, session.rng))
         results[workload_id] = session.result()
         progress(len(results), len(items))
-    frame = pl.DataFrame(
-        columns,
-        schema={
-            "run_id": pl.Utf8,
-            "workload_id": pl.Utf8,
-            "teacher": pl.Utf8,
-            "seed": pl.Int64,
-            "decision": pl.Int32,
-            "step": pl.Int32,
-            "time_s": pl.Float64,
-            "n_jobs": pl.Int32,
-            "obs_window": pl.Int32,
-            "n_features": pl.Int32,
-            "observation": pl.List(pl.Float32),
-            "mask": pl.List(pl.Boolean),
-            "action": pl.Int32,
-            "kind": pl.Utf8,
-            "job_index": pl.Int32,
-            "obs_config": pl.Utf8,
-            "trace_version": pl.Utf8,
-            "code_version": pl.Utf8,
-        },
-    )
+    frame = pl.DataFrame(columns, schema=column_types(DecisionTraces))
     return frame, results
 
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 import pandera.polars as pa
 import polars as pl
 
+from warehouse.contract import TableContract
+
 ESTIMATORS = ["harmony-nn", "lif-line", "lif-quad", "gradient-boosting"]
 PATTERNS = ["uniform", "poisson", "google"]
 
 
-class RewardModelMetrics(pa.DataFrameModel):
+class RewardModelMetrics(TableContract):
     reward_model_id: pl.Utf8
     source: pl.Utf8 = pa.Field(str_length={"min_value": 1})
     estimator: pl.Utf8 = pa.Field(isin=ESTIMATORS)
@@ -29,12 +31,10 @@ class RewardModelMetrics(pa.DataFrameModel):
 
     class Config:
         name = "reward_model_metrics"
-        strict = True
-        coerce = True
         unique = ["reward_model_id", "source", "estimator", "split", "job_type"]
 
 
-class HarmonyLearningCurves(pa.DataFrameModel):
+class HarmonyLearningCurves(TableContract):
     policy_id: pl.Utf8
     phase: pl.Utf8 = pa.Field(isin=["reward_model", "placement"])
     step: pl.Int32 = pa.Field(ge=0)
@@ -52,6 +52,4 @@ class HarmonyLearningCurves(pa.DataFrameModel):
 
     class Config:
         name = "harmony_learning_curves"
-        strict = True
-        coerce = True
         unique = ["policy_id", "phase", "step"]

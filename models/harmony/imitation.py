@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from models import warm_start
 from models.harmony.placement import RULES, PolicyNet, next_task
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
 from tracelib.sim.jobs import JobSpec
@@ -43,18 +44,10 @@ HELD_OUT = 0.1
 
 
 @dataclass(frozen=True)
-class TeacherSamples:
-    """A teacher's placements on every training sequence, one row per task placed."""
-
-    obs: np.ndarray
-    """(S, obs_dim) float32 states (`encode_placement`)."""
-    masks: np.ndarray
-    """(S, 2N'M) bool action masks."""
-    actions: np.ndarray
-    """(S,) int64 the teacher's action: (2 * job row + role) * M + server."""
-
-    def __len__(self) -> int:
-        return len(self.actions)
+class TeacherSamples(warm_start.TeacherSamples):
+    """A teacher's placements on every training sequence, one row per task placed: states
+    as `encode_placement` writes them (S, obs_dim), masks (S, 2N'M), and actions
+    (2 * job row + role) * M + server."""
 
 
 def teacher_samples(

@@ -94,7 +94,7 @@ from models.harmony.placement import (
 )
 from models.harmony.search import SearchResult, search_key, search_teacher
 from models.torch_scope import scoped_torch
-from models.warm_start import WarmStart, clone_network
+from models.warm_start import WarmStart, clone_by_imitation
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.seeds import named_seeds, named_streams
@@ -261,17 +261,8 @@ def warm_start(
         found = result.metrics()
     else:
         samples = teacher_samples(workloads, cfg.teacher, *_rollout_setting(cfg, predictor))
-    state, metrics = clone_network(
-        lambda: PolicyNet(cfg.net),
-        lambda net: imitate(
-            net,
-            samples,
-            epochs=cfg.imitation_epochs,
-            lr=cfg.imitation_lr,
-            batch=cfg.imitation_batch,
-            rng=np.random.default_rng(fit_seed),
-        ),
-        int(net_seed),
+    state, metrics = clone_by_imitation(
+        lambda: PolicyNet(cfg.net), imitate, samples, cfg, fit_seed, int(net_seed)
     )
     return WarmStart(warm_key(cfg), state, {"teacher": cfg.teacher, **found, **metrics})
 

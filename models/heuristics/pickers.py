@@ -135,14 +135,23 @@ def _pick(snap: Snapshot, order: Order, preemptive: bool) -> Allocation:
 
 
 @dataclass(frozen=True)
-class SJF:
-    """Shortest job first: the shortest estimated remaining time at the request."""
+class _Picker:
+    """What every picker here is: a non-oracle `AllocationPolicy` that decides at every
+    event (`interval_s` None), granting waiting jobs' requests in its own order (`_pick`).
+    A subclass gives `name` its default (the field keeps its place: first)."""
 
-    name: str = "sjf"
+    name: str
     interval_s: float | None = None
     uses_oracle: bool = False
     preemptive: bool = False
     """Re-pick running jobs every decision (False: they keep their GPUs to the end)."""
+
+
+@dataclass(frozen=True)
+class SJF(_Picker):
+    """Shortest job first: the shortest estimated remaining time at the request."""
+
+    name: str = "sjf"
 
     def allocate(self, snap: Snapshot) -> Allocation:
         """Requests granted shortest first while they fit."""
@@ -158,14 +167,10 @@ class SJF:
 
 
 @dataclass(frozen=True)
-class Random:
+class Random(_Picker):
     """Jobs in uniformly random order (seeded by `seed` and the decision index)."""
 
     name: str = "random"
-    interval_s: float | None = None
-    uses_oracle: bool = False
-    preemptive: bool = False
-    """Re-pick running jobs every decision (False: they keep their GPUs to the end)."""
     seed: int = 0
 
     def allocate(self, snap: Snapshot) -> Allocation:
@@ -179,14 +184,10 @@ class Random:
 
 
 @dataclass(frozen=True)
-class TetrisPicker:
+class TetrisPicker(_Picker):
     """DeepRM's Tetris: the fitting request best aligned with the free resources first."""
 
     name: str = "tetris-picker"
-    interval_s: float | None = None
-    uses_oracle: bool = False
-    preemptive: bool = False
-    """Re-pick running jobs every decision (False: they keep their GPUs to the end)."""
 
     def allocate(self, snap: Snapshot) -> Allocation:
         """Repeatedly grant the fitting request with the largest alignment score."""

@@ -39,7 +39,6 @@ parameter servers are handled: `tracelib.envs.gpu_arena`):
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +46,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from models.checkpoints import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from models.checkpoints import Checkpoint, CheckpointError, SavesPolicyNet, load_checkpoint
 from models.dl2.config import from_dict, to_dict
 from models.rltaps.config import ARENA_SYSTEM, ArenaNetConfig
 from models.rltaps.policy import load_weights
@@ -210,7 +209,7 @@ class FastArenaNet:
 
 
 @dataclass
-class RLTapsArenaPolicy:
+class RLTapsArenaPolicy(SavesPolicyNet):
     """RL-TAPS' per-GPU assignment as a simulator `DecisionPolicy` on `env`'s cluster:
     greedy by default; with `sample_rng` set, every GPU's slot is drawn from its softmax
     and, with `record` set, each decision is appended to `records` (training)."""
@@ -383,16 +382,6 @@ class RLTapsArenaPolicy:
     def checkpoint_config(self) -> dict[str, Any]:
         """What the checkpoint and the registry record: network shape, environment, trainer."""
         return {"net": to_dict(self.cfg), "env": to_dict(self.env), "train": self.train_config}
-
-    def save(self, path: str | os.PathLike[str], meta: Mapping[str, Any] | None = None) -> str:
-        """Write a weights-only checkpoint (config inside); returns its sha256."""
-        return save_checkpoint(
-            path,
-            system=self.system,
-            config=self.checkpoint_config(),
-            state={"policy": self.net.state_dict()},
-            meta=meta,
-        )
 
 
 def arena_policy_from_checkpoint(ckpt: Checkpoint) -> RLTapsArenaPolicy:

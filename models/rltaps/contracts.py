@@ -15,9 +15,10 @@ import pandera.polars as pa
 import polars as pl
 
 from models.rltaps.config import MODES
+from warehouse.contract import TableContract
 
 
-class RLTapsLearningCurves(pa.DataFrameModel):
+class RLTapsLearningCurves(TableContract):
     policy_id: pl.Utf8 = pa.Field(str_length={"min_value": 1})
     iteration: pl.Int32 = pa.Field(ge=0)
     mode: pl.Utf8 = pa.Field(isin=list(MODES))
@@ -34,6 +35,4 @@ class RLTapsLearningCurves(pa.DataFrameModel):
 
     class Config:
         name = "rltaps_learning_curves"
-        strict = True
-        coerce = True
         unique = ["policy_id", "iteration"]

@@ -24,7 +24,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 from torch import nn
 
-from models.checkpoints import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
+from models.checkpoints import Checkpoint, CheckpointError, SavesPolicyNet, load_checkpoint
 from models.dl2.config import from_dict, to_dict
 from models.heuristics.pickers import SJF, FirstFit, Random, TetrisPicker
 from models.heuristics.registry import ALLOCATIONS, PREEMPTIVE_BASELINES
@@ -49,7 +49,7 @@ preemptive learned scheduler judged against preemptive heuristics. They pay the 
 resume cost, as RL-TAPS does."""
 
 
-class RLTapsPolicy:
+class RLTapsPolicy(SavesPolicyNet):
     """Greedy (default) or sampled per-GPU choices of an RL-TAPS policy network."""
 
     def __init__(
@@ -85,16 +85,6 @@ class RLTapsPolicy:
     def checkpoint_config(self) -> dict[str, Any]:
         """What the checkpoint and the registry record: network shape and training config."""
         return {"net": to_dict(self.cfg), "train": self.train_config}
-
-    def save(self, path: str | os.PathLike[str], meta: Mapping[str, Any] | None = None) -> str:
-        """Write a weights-only checkpoint (config inside); returns its sha256."""
-        return save_checkpoint(
-            path,
-            system=self.system,
-            config=self.checkpoint_config(),
-            state={"policy": self.net.state_dict()},
-            meta=meta,
-        )
 
 
 def load_weights(net: nn.Module, ckpt: Checkpoint) -> None:

@@ -57,7 +57,7 @@ import gymnasium as gym
 import numpy as np
 
 from tracelib.catalogue import JobType
-from tracelib.envs.environments import ExternalPolicy
+from tracelib.envs.environments import ExternalPolicy, episode_start
 from tracelib.scenarios.chic import CHIC_CATALOGUE, ChicScenario, iteration_time_s
 from tracelib.sim.config import SimConfig
 from tracelib.sim.engine import SimResult, SimSession, Simulator
@@ -445,10 +445,7 @@ class ChicEnvBase(gym.Env):
         the seed its baselines ran the sequence on); otherwise both are drawn from `seed`."""
         super().reset(seed=seed)
         options = options or {}
-        k = options.get("workload")
-        if k is None:
-            k = int(self.np_random.integers(len(self.workloads)))
-        sim_seed = int(self.np_random.integers(2**31 - 1))
+        k, sim_seed = episode_start(self.np_random, len(self.workloads), options)
         if options.get("sim_seed") is not None:
             sim_seed = int(options["sim_seed"])
         sim = Simulator(

@@ -51,6 +51,18 @@ from tracelib.sim.policy import PlacementPolicy
 from tracelib.sim.snapshot import Allocation, JobPlacement, Placement, Snapshot
 
 
+def episode_start(
+    rng: np.random.Generator, n_workloads: int, options: dict | None
+) -> tuple[int, int]:
+    """The sequence an episode runs (`options["workload"]`, else drawn from `rng`) and a
+    simulator seed drawn after it: how every environment's reset picks them, so an
+    environment's episodes follow from its reset seed alone."""
+    k = (options or {}).get("workload")
+    if k is None:
+        k = int(rng.integers(n_workloads))
+    return k, int(rng.integers(2**31 - 1))
+
+
 @dataclass(frozen=True)
 class ExternalPolicy:
     """Marks a simulator driven through a `SimSession`: decisions come from outside."""
@@ -101,11 +113,7 @@ class _SessionEnv(gym.Env):
 
     def _start(self, seed: int | None, options: dict | None) -> Snapshot | None:
         super().reset(seed=seed)
-        options = options or {}
-        k = options.get("workload")
-        if k is None:
-            k = int(self.np_random.integers(len(self.workloads)))
-        sim_seed = int(self.np_random.integers(2**31 - 1))
+        k, sim_seed = episode_start(self.np_random, len(self.workloads), options)
         # An agent may idle (it pays in reward), so the simulator must not call that a
         # stall; max_steps <= max_decisions makes truncation come first.
         cfg = replace(self.sim_cfg, seed=sim_seed, stall_decisions=0)

@@ -133,21 +133,8 @@ _NO_GPU_TYPE = ("nan", "none", "null", "na", "n/a", "-")
 _MICROSECOND = timedelta(microseconds=1)
 
 
-_DEFAULTABLE = (
-    "num_gpus",
-    "gpu_share",
-    "gpu_type",
-    "num_cpus",
-    "mem_gb",
-    "num_workers",
-    "num_ps",
-    "epochs",
-    "duration",
-    "status",
-    "user_name",
-    "vc",
-    "model",
-)
+_DEFAULTABLE = tuple(f for f in FIELDS if f not in ("job_id", *_TIME_FIELDS))
+"""Every field but the job's id and times: those a mapping's [defaults] may give."""
 _SECTIONS = {
     "columns": 'field = "column name" pairs',
     "time": 'format = "%Y-%m-%d %H:%M:%S" or epoch_unit = "s" (and base = a date-time)',

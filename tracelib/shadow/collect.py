@@ -146,13 +146,20 @@ def require_list(data: dict, key: str, file: str) -> list:
     return value
 
 
-def epoch(value: Any, name: str) -> datetime | None:
-    """A Slurm time: a UNIX timestamp, plain (sacct) or as `{"set", "infinite", "number"}`
-    (squeue, data_parser v0.0.39+). None when not set, infinite or 0 (Slurm's "unknown")."""
+def _slurm_value(value: Any) -> Any:
+    """The value inside Slurm's `{"set", "infinite", "number"}` wrapper (data_parser
+    v0.0.39+): its number, or None when not set or infinite; any other value as it is."""
     if isinstance(value, dict):
         if not value.get("set", True) or value.get("infinite", False):
             return None
-        value = value.get("number")
+        return value.get("number")
+    return value
+
+
+def epoch(value: Any, name: str) -> datetime | None:
+    """A Slurm time: a UNIX timestamp, plain (sacct) or as `{"set", "infinite", "number"}`
+    (squeue, data_parser v0.0.39+). None when not set, infinite or 0 (Slurm's "unknown")."""
+    value = _slurm_value(value)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -166,10 +173,7 @@ def epoch(value: Any, name: str) -> datetime | None:
 
 def number(value: Any, name: str) -> float | None:
     """A Slurm count, plain or `{"set", "infinite", "number"}`; None when not set or infinite."""
-    if isinstance(value, dict):
-        if not value.get("set", True) or value.get("infinite", False):
-            return None
-        value = value.get("number")
+    value = _slurm_value(value)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -131,6 +132,28 @@ def jobs_from_frame(
     return tuple(sorted(jobs, key=lambda j: (j.arrival_s, j.job_id)))
 
 
+def _slotted_frame(
+    workload_id: str, slots: np.ndarray, slot_s: float, duration_s: np.ndarray, **per_job: Any
+) -> pl.DataFrame:
+    """`workload_jobs` rows of a generated workload whose jobs arrive at their slot's start:
+    the ids, arrival and run time around the `per_job` columns (model to num_gpus, in
+    order); no GPU type."""
+    n_jobs = len(slots)
+    return pl.DataFrame(
+        {
+            "workload_id": [workload_id] * n_jobs,
+            "job_index": np.arange(n_jobs, dtype=np.int32),
+            "source_id": ["synthetic:sim"] * n_jobs,
+            "job_id": [f"j{i:04d}" for i in range(n_jobs)],
+            **per_job,
+            "arrival_s": slots.astype(np.float64) * slot_s,
+            "arrival_slot": slots.astype(np.int32),
+            "duration_s": duration_s,
+            "gpu_type": pl.Series([None] * n_jobs, dtype=pl.Utf8),
+        }
+    )
+
+
 def dl2_like_frame(
     n_jobs: int,
     seed: int,
@@ -165,22 +188,16 @@ def dl2_like_frame(
         d * 60.0 * catalogue[t].epochs_per_second(1, 1) for d, t in zip(minutes, types, strict=True)
     ]
     gpus = [float(w * catalogue[t].worker_gpu) for w, t in zip(workers, types, strict=True)]
-    return pl.DataFrame(
-        {
-            "workload_id": [f"sim-dl2/{seed}"] * n_jobs,
-            "job_index": np.arange(n_jobs, dtype=np.int32),
-            "source_id": ["synthetic:sim"] * n_jobs,
-            "job_id": [f"j{i:04d}" for i in range(n_jobs)],
-            "model": models,
-            "epochs": np.round(epochs, 3),
-            "num_workers": workers.astype(np.int32),
-            "num_ps": ps.astype(np.int32),
-            "num_gpus": gpus,
-            "arrival_s": slots.astype(np.float64) * slot_s,
-            "arrival_slot": slots.astype(np.int32),
-            "duration_s": minutes * 60.0,
-            "gpu_type": pl.Series([None] * n_jobs, dtype=pl.Utf8),
-        }
+    return _slotted_frame(
+        f"sim-dl2/{seed}",
+        slots,
+        slot_s,
+        minutes * 60.0,
+        model=models,
+        epochs=np.round(epochs, 3),
+        num_workers=workers.astype(np.int32),
+        num_ps=ps.astype(np.int32),
+        num_gpus=gpus,
     )
 
 
@@ -233,20 +250,14 @@ def dl2_authors_frame(
         np.array([DL2_AUTHORS_EPOCH_SHARE[m] * DL2_AUTHORS_MAX_EPOCHS for m in models]) * factor
     )
     seconds = [e / catalogue[t].epochs_per_second(1, 1) for e, t in zip(epochs, types, strict=True)]
-    return pl.DataFrame(
-        {
-            "workload_id": [f"sim-dl2-authors/{seed}"] * n_jobs,
-            "job_index": np.arange(n_jobs, dtype=np.int32),
-            "source_id": ["synthetic:sim"] * n_jobs,
-            "job_id": [f"j{i:04d}" for i in range(n_jobs)],
-            "model": models,
-            "epochs": np.round(epochs, 3),
-            "num_workers": np.ones(n_jobs, dtype=np.int32),
-            "num_ps": np.ones(n_jobs, dtype=np.int32),
-            "num_gpus": [float(catalogue[t].worker_gpu) for t in types],
-            "arrival_s": slots.astype(np.float64) * slot_s,
-            "arrival_slot": slots.astype(np.int32),
-            "duration_s": np.array(seconds),
-            "gpu_type": pl.Series([None] * n_jobs, dtype=pl.Utf8),
-        }
+    return _slotted_frame(
+        f"sim-dl2-authors/{seed}",
+        slots,
+        slot_s,
+        np.array(seconds),
+        model=models,
+        epochs=np.round(epochs, 3),
+        num_workers=np.ones(n_jobs, dtype=np.int32),
+        num_ps=np.ones(n_jobs, dtype=np.int32),
+        num_gpus=[float(catalogue[t].worker_gpu) for t in types],
     )
