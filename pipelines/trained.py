@@ -41,9 +41,11 @@ from models.checkpoints import (
     Resumed,
     checkpoint_file,
     register_policy,
+    resume_from,
     verify_registered,
 )
 from models.torch_scope import scoped_torch
+from pipelines.evaluation import EvalTables, store_evaluation
 from pipelines.progress import QUIET, Reporter
 from tracelib.progress import ProgressFn
 from tracelib.provenance import canonical_json
@@ -286,3 +288,46 @@ def replace_policy_rows(con, contract: Any, rows: pl.DataFrame, **key: Any) -> N
     nulls = [pl.lit(None, dtype=pl.Float64).alias(c) for c in columns if c not in rows.columns]
     if rows.height:
         write_frame(con, rows.with_columns(nulls).select(columns), contract)
+
+
+def newest_usable(
+    con, candidates: Iterable[tuple[Any, Callable[[], str | None], Callable[[Any], Any]]]
+) -> dict[Any, Resumed]:
+    """The policies an own-scenario evaluation runs: for each (name, newest id, loader) the
+    newest policy loaded (`resume_from`: a lost or refused checkpoint falls back to its
+    ancestor, the note logged), by name; a name with no usable policy is left out. Each
+    newest id is asked for in turn, after the previous policy is loaded."""
+    out = {}
+    for name, newest, load in candidates:
+        resumed = resume_from(con, newest(), load)
+        resume_note(resumed)
+        if resumed.policy_id is not None:
+            out[name] = resumed
+    return out
+
+
+def evaluate_once(
+    warehouse: str | Path | None,
+    *,
+    stored: Callable[[Any], Any | None],
+    tables: Callable[[ProgressFn], EvalTables],
+    result: Callable[[Any, EvalTables], Any],
+    bar: str,
+    steps: int | None = None,
+    progress: Reporter = QUIET,
+) -> Any:
+    """An own-scenario evaluation stage's routine, whose id hashes its config and the
+    policies it runs: `stored(con)` when it gives the result of rows already stored under
+    that id (what simulating again would give, so an unchanged run simulates nothing); else
+    `tables(advance)` under one intra-op thread (a policy's sampled actions must not depend
+    on the calling process's threads) with a progress bar, stored in one transaction that
+    ends with `result(con, tables)` (which may write the system's own rows first)."""
+    with connect(warehouse) as con:
+        done = stored(con)
+    if done is not None:
+        return done
+    with scoped_torch(threads=1), progress.bar(bar, steps) as advance:
+        made = tables(advance)
+    with connect(warehouse) as con, transaction(con):
+        store_evaluation(con, made)
+        return result(con, made)

@@ -38,7 +38,6 @@ from models.chic.config import CEMConfig
 from models.chic.contracts import ChicLearningCurves
 from models.chic.policy import ARENA, ChicPolicy, episode_results, policy_from_checkpoint
 from models.heuristics.optimus import Optimus
-from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
     EvalConfig,
     EvalTables,
@@ -49,18 +48,18 @@ from pipelines.evaluation import (
     job_rows,
     run_schedulers,
     simulated,
-    store_evaluation,
     summarize_runs,
 )
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     Trained,
     TrainResult,
+    evaluate_once,
     input_key,
     newest_policy,
+    newest_usable,
     parent_of,
     replace_policy_rows,
-    resume_note,
     set_workloads,
     train_and_register,
 )
@@ -71,7 +70,7 @@ from tracelib.scenarios import chic_set
 from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario, chic_speed, split_seeds
 from tracelib.sim import LoadBalancing, Scheduler, SimConfig, Simulator, jobs_from_frame
 from tracelib.sim.jobs import JobSpec
-from warehouse import connect, read_frame, transaction
+from warehouse import connect, read_frame
 
 REFERENCE_RATE = 1.8
 """Chic Fig. 4(c): policies trained once at 1.8 jobs per hour, evaluated at every rate."""
@@ -386,19 +385,21 @@ def evaluate_chic_stage(
 ) -> ChicEvalResult:
     """Evaluate the newest Chic / Chic-Pair policies and Optimus at every rate (eval_runs,
     eval_jobs, eval_summary; one `chic_evaluation` row per system and rate)."""
-    policies: dict[tuple[str, float], str] = {}
-    loaded: dict[str, ChicPolicy] = {}
     with connect(warehouse) as con:
-        for variant in ("chic", "chic-pair"):
-            for rate in sorted({*cfg.rates, cfg.reference_rate}):
-                # The newest usable one: a lost checkpoint falls back to its ancestor.
-                resumed = resume_from(
-                    con, latest_chic_policy(con, variant, rate), policy_from_checkpoint
+        usable = newest_usable(
+            con,
+            (
+                (
+                    (variant, rate),
+                    lambda v=variant, r=rate: latest_chic_policy(con, v, r),
+                    policy_from_checkpoint,
                 )
-                resume_note(resumed)
-                if resumed.policy_id is not None:
-                    policies[(variant, rate)] = resumed.policy_id
-                    loaded[resumed.policy_id] = resumed.policy
+                for variant in ("chic", "chic-pair")
+                for rate in sorted({*cfg.rates, cfg.reference_rate})
+            ),
+        )
+        policies = {key: resumed.policy_id for key, resumed in usable.items()}
+        loaded = {resumed.policy_id: resumed.policy for resumed in usable.values()}
         teachers = {pid: t for pid in loaded if (t := warm_start_teacher(con, pid)) is not None}
     eval_id = (
         "chic-eval-"
@@ -406,28 +407,30 @@ def evaluate_chic_stage(
             canonical_json(asdict(cfg)), canonical_json(sorted(map(list, policies.items())))
         )[:16]
     )
-    with connect(warehouse) as con:
-        existing = read_frame(con, "SELECT * FROM chic_evaluation WHERE eval_id = ?", [eval_id])
-    if existing.height:
-        return _summary(eval_id, existing)
-    # One intra-op thread, as in training: the sampled actions must not depend on how many
-    # threads the calling process happens to have (a worker process or the flow's own).
-    with (
-        scoped_torch(threads=1),
-        progress.bar("Chic evaluation: arrival rates", len(cfg.rates)) as advance,
-    ):
-        tables = chic_tables(cfg, policies, loaded, eval_id, progress=advance, teachers=teachers)
-    with connect(warehouse) as con, transaction(con):
-        store_evaluation(con, tables)
+
+    def stored(con) -> ChicEvalResult | None:
         frame = read_frame(con, "SELECT * FROM chic_evaluation WHERE eval_id = ?", [eval_id])
-    acts: dict[str, dict[float, list[float]]] = {}
-    for rate in cfg.rates:
-        of_rate = tables.runs.filter(pl.col("workload_set") == chic_set(rate))
-        for (system,), part in of_rate.group_by("scheduler", maintain_order=True):
-            acts.setdefault(system, {})[float(rate)] = part.sort("sequence_no")[
-                "avg_jct_s"
-            ].to_list()
-    return replace(_summary(eval_id, frame), sequence_acts=acts)
+        return _summary(eval_id, frame) if frame.height else None
+
+    def result(con, tables: EvalTables) -> ChicEvalResult:
+        frame = read_frame(con, "SELECT * FROM chic_evaluation WHERE eval_id = ?", [eval_id])
+        acts: dict[str, dict[float, list[float]]] = {}
+        for rate in cfg.rates:
+            of_rate = tables.runs.filter(pl.col("workload_set") == chic_set(rate))
+            for (system,), part in of_rate.group_by("scheduler", maintain_order=True):
+                by_sequence = part.sort("sequence_no")["avg_jct_s"].to_list()
+                acts.setdefault(system, {})[float(rate)] = by_sequence
+        return replace(_summary(eval_id, frame), sequence_acts=acts)
+
+    return evaluate_once(
+        warehouse,
+        stored=stored,
+        tables=lambda advance: chic_tables(cfg, policies, loaded, eval_id, advance, teachers),
+        result=result,
+        bar="Chic evaluation: arrival rates",
+        steps=len(cfg.rates),
+        progress=progress,
+    )
 
 
 def _summary(eval_id: str, frame: pl.DataFrame) -> ChicEvalResult:

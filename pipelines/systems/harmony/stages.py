@@ -78,7 +78,6 @@ from pipelines.evaluation import (
     eval_setting,
     run_schedulers,
     simulated,
-    store_evaluation,
     summarize_runs,
 )
 from pipelines.progress import QUIET, Reporter
@@ -88,11 +87,12 @@ from pipelines.trained import (
     Trained,
     TrainResult,
     already_trained,
+    evaluate_once,
     input_key,
     newest_policy,
+    newest_usable,
     parent_of,
     replace_policy_rows,
-    resume_note,
     set_workloads,
     train_and_register,
 )
@@ -104,7 +104,7 @@ from tracelib.provenance import code_version
 from tracelib.scenarios import harmony_set
 from tracelib.scenarios.harmony import ArrivalConfig, sequences, split_seed
 from tracelib.sim import SimResult, jobs_from_frame
-from warehouse import connect, read_frame, transaction
+from warehouse import connect, read_frame
 from warehouse.io import validate, write_frame
 
 ONLINE_SOURCE = "harmony-online"
@@ -565,52 +565,62 @@ def evaluate_harmony_stage(
     true simulator (eval_runs, eval_jobs, eval_summary; the `harmony_evaluation` view), and
     append the speeds Harmony observed to `interference_samples` (source harmony-online)
     for the online update."""
-    learned: dict[str, tuple[Any, str | None]] = {}
     with connect(warehouse) as con:
-        for variant in cfg.variants:
-            # The newest usable one: a lost checkpoint falls back to its ancestor.
-            resumed = resume_from(
-                con,
-                newest_policy(con, variant),
-                lambda ckpt, variant=variant: policy_from_checkpoint(ckpt, name=variant),
-            )
-            resume_note(resumed)
-            if resumed.policy_id is not None:
-                learned[variant] = (resumed.policy, resumed.policy_id)
+        usable = newest_usable(
+            con,
+            (
+                (
+                    variant,
+                    lambda v=variant: newest_policy(con, v),
+                    lambda ckpt, v=variant: policy_from_checkpoint(ckpt, name=v),
+                )
+                for variant in cfg.variants
+            ),
+        )
+    learned = {name: (r.policy, r.policy_id) for name, r in usable.items()}
     digest = hashlib.sha256(cfg.eval.to_json().encode())
     for name in sorted(learned):
         digest.update(f"{name}={learned[name][1]}".encode())
     eval_id = f"harmony-{digest.hexdigest()[:16]}"
-    online_seed = int(digest.hexdigest()[:12], 16)
-    # The id hashes the evaluation config and the evaluated policies: rows stored under it
-    # are exactly what simulating again would give, so an unchanged run simulates nothing.
-    with connect(warehouse) as con:
-        stored = _stored_summary(con, eval_id)
+    seed = int(digest.hexdigest()[:12], 16)
+    observed: dict[str, list[SimResult]] = {}
+
+    def stored(con) -> HarmonyEvalResult | None:
+        summary = _stored_summary(con, eval_id)
         [(online_rows,)] = con.sql(
             "SELECT count(*) FROM interference_samples WHERE source = ? AND seed = ?",
-            params=[ONLINE_SOURCE, online_seed],
+            params=[ONLINE_SOURCE, seed],
         ).fetchall()
-    if stored.height:
-        return HarmonyEvalResult(eval_id, stored, online_rows)
-    with scoped_torch(threads=1), progress.bar("Harmony evaluation runs") as advance:
-        tables, results = harmony_tables(learned, cfg.eval, eval_id, progress=advance)
-    online = pl.DataFrame()
-    if "harmony" in results:
-        seed = online_seed
-        online = validate(
-            observed_samples(results["harmony"], ONLINE_SOURCE, seed, cfg.online_max_sets),
-            InterferenceSamples,
-        )
-    with connect(warehouse) as con, transaction(con):
-        store_evaluation(con, tables)
+        return HarmonyEvalResult(eval_id, summary, online_rows) if summary.height else None
+
+    def tables(advance: ProgressFn) -> EvalTables:
+        made, results = harmony_tables(learned, cfg.eval, eval_id, progress=advance)
+        observed.update(results)
+        return made
+
+    def result(con, _tables: EvalTables) -> HarmonyEvalResult:
+        online = pl.DataFrame()
+        if "harmony" in observed:
+            online = validate(
+                observed_samples(observed["harmony"], ONLINE_SOURCE, seed, cfg.online_max_sets),
+                InterferenceSamples,
+            )
         if online.height:
             con.execute(
                 "DELETE FROM interference_samples WHERE source = ? AND seed = ?",
                 [ONLINE_SOURCE, seed],
             )
             write_frame(con, online, InterferenceSamples)
-        summary = _stored_summary(con, eval_id)
-    return HarmonyEvalResult(eval_id, summary, online.height)
+        return HarmonyEvalResult(eval_id, _stored_summary(con, eval_id), online.height)
+
+    return evaluate_once(
+        warehouse,
+        stored=stored,
+        tables=tables,
+        result=result,
+        bar="Harmony evaluation runs",
+        progress=progress,
+    )
 
 
 def online_update_stage(

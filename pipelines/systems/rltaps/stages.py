@@ -66,26 +66,25 @@ from models.rltaps.policy import (
 )
 from models.rltaps.pretrained import Shipped, load_shipped
 from models.rltaps.reinforce import train
-from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
     EvalTables,
     RunOutcome,
     Workload,
     eval_setting,
     run_schedulers,
-    store_evaluation,
     summarize_runs,
 )
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     Trained,
     TrainResult,
+    evaluate_once,
     input_key,
     newest_policy,
+    newest_usable,
     parent_of,
     policies_dir,
     replace_policy_rows,
-    resume_note,
     set_workloads,
     train_and_register,
 )
@@ -98,7 +97,7 @@ from tracelib.scenarios.rltaps import job_length_s
 from tracelib.sim import SimConfig, jobs_from_frame
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.topology import RLTAPS_STEP_S
-from warehouse import connect, read_frame, transaction
+from warehouse import connect, read_frame
 
 _TEST_STREAM = 0x7E57
 """Spawn key of the test sequences' seeds (independent of the trainer's streams)."""
@@ -436,36 +435,47 @@ def evaluate_rltaps_stage(
     sequences: eval_runs / eval_jobs / eval_summary rows (one `rltaps_evaluation` row per
     scheduler). Stored rows of the same config, policies and code version are read back
     instead of simulated again (`cached` in the result)."""
-    learned: dict[str, RLTapsPolicy] = {}
-    policy_ids: dict[str, str] = {}
     with connect(warehouse) as con:
-        for mode in MODES:
-            # The newest usable one: a lost checkpoint falls back to its ancestor.
-            resumed = resume_from(con, newest_policy(con, system_of(mode)), policy_from_checkpoint)
-            resume_note(resumed)
-            if resumed.policy_id is not None:
-                learned[f"rl-taps-{mode}"] = resumed.policy
-                policy_ids[f"rl-taps-{mode}"] = resumed.policy_id
+        usable = newest_usable(
+            con,
+            (
+                (
+                    f"rl-taps-{mode}",
+                    lambda m=mode: newest_policy(con, system_of(m)),
+                    policy_from_checkpoint,
+                )
+                for mode in MODES
+            ),
+        )
+    learned: dict[str, RLTapsPolicy] = {name: r.policy for name, r in usable.items()}
+    policy_ids = {name: r.policy_id for name, r in usable.items()}
     eval_config = cfg.eval_config()
     run_id = "rltaps-eval:" + input_key(eval_config, policy_ids)[:16]
     schedulers: dict[str, RLTapsPolicy | None] = {
         **learned,
         **dict.fromkeys((*BASELINES, *PREEMPTIVE)),
     }
-    # The id hashes the evaluation's config and policies, so rows stored under it by this
-    # code version are what simulating again would give: an unchanged run simulates nothing.
-    with connect(warehouse) as con:
-        [(stored,)] = con.sql(
+
+    def stored(con) -> RLTapsEvalResult | None:
+        # Rows stored under the id by this code version (the summary: one per scheduler).
+        [(rows,)] = con.sql(
             "SELECT count(*) FROM eval_summary WHERE eval_id = ? AND code_version = ?",
             params=[run_id, code_version()],
         ).fetchall()
-        if stored == len(schedulers):
-            return _evaluation_result(con, run_id, policy_ids, list(schedulers), cfg, True)
-    with scoped_torch(threads=1), progress.bar("RL-TAPS evaluation episodes") as advance:
-        tables = rltaps_tables(schedulers, policy_ids, cfg, run_id, progress=advance)
-    with connect(warehouse) as con, transaction(con):
-        store_evaluation(con, tables)
-        return _evaluation_result(con, run_id, policy_ids, list(schedulers), cfg, False)
+        if rows != len(schedulers):
+            return None
+        return _evaluation_result(con, run_id, policy_ids, list(schedulers), cfg, True)
+
+    return evaluate_once(
+        warehouse,
+        stored=stored,
+        tables=lambda advance: rltaps_tables(schedulers, policy_ids, cfg, run_id, advance),
+        result=lambda con, _: _evaluation_result(
+            con, run_id, policy_ids, list(schedulers), cfg, False
+        ),
+        bar="RL-TAPS evaluation episodes",
+        progress=progress,
+    )
 
 
 def _evaluation_result(
