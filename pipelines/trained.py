@@ -49,6 +49,7 @@ from pipelines.evaluation import EvalTables, store_evaluation
 from pipelines.progress import QUIET, Reporter
 from tracelib.progress import ProgressFn
 from tracelib.provenance import canonical_json
+from tracelib.sim import jobs_from_frame
 from warehouse import connect, read_frame, resolve_path, transaction
 from warehouse.io import write_frame
 
@@ -182,6 +183,22 @@ def set_workloads(con, workload_set: str, split: str, limit: int | None = None) 
             'FROM workloads GROUP BY ALL"`'
         )
     return jobs
+
+
+def arena_splits(warehouse: str | Path | None, cfg: Any) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The train and validation `workload_jobs` rows an arena training reads: those of
+    `cfg.workload_set`, at most `cfg.train_sequences` and `cfg.val_sequences` sequences."""
+    with connect(warehouse) as con:
+        train = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
+        return train, set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
+
+
+def job_sequences_of(jobs: pl.DataFrame) -> list[tuple]:
+    """One job sequence per workload of `workload_jobs` rows, in workload and job order."""
+    return [
+        jobs_from_frame(frame.sort("job_index"))
+        for _, frame in jobs.group_by("workload_id", maintain_order=True)
+    ]
 
 
 def parent_of(init: str, latest: Callable[[], str | None]) -> str | None:

@@ -54,13 +54,13 @@ from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     Trained,
     TrainResult,
+    arena_splits,
     evaluate_once,
     input_key,
     newest_policy,
     newest_usable,
     parent_of,
     replace_policy_rows,
-    set_workloads,
     train_and_register,
 )
 from tracelib.envs.chic import ChicEnvConfig
@@ -578,9 +578,7 @@ def train_chic_arena_stage(
     policy as system "<variant>-arena" (child of the policy it started from)."""
     system = variant + ARENA
     cem = cfg.cem_config(variant)
-    with connect(warehouse) as con:
-        train_jobs = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
-        val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
+    train_jobs, val_jobs = arena_splits(warehouse, cfg)
     train = arena_sequences(train_jobs, cfg.jobs_per_episode)
     validation = arena_sequences(val_jobs, None)
     name = ("Chic" if variant == "chic" else "Chic-Pair") + " (arena)"

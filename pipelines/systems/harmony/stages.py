@@ -87,13 +87,14 @@ from pipelines.trained import (
     Trained,
     TrainResult,
     already_trained,
+    arena_splits,
     evaluate_once,
     input_key,
+    job_sequences_of,
     newest_policy,
     newest_usable,
     parent_of,
     replace_policy_rows,
-    set_workloads,
     train_and_register,
 )
 from tracelib.contracts import InterferenceSamples
@@ -103,7 +104,7 @@ from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import code_version
 from tracelib.scenarios import harmony_set
 from tracelib.scenarios.harmony import ArrivalConfig, sequences, split_seed
-from tracelib.sim import SimResult, jobs_from_frame
+from tracelib.sim import SimResult
 from warehouse import connect, read_frame
 from warehouse.io import validate, write_frame
 
@@ -705,11 +706,6 @@ class HarmonyArenaConfig:
         return replace(self.train, seed=self.seed)
 
 
-def _jobs_of(frame: pl.DataFrame) -> list:
-    """One job sequence (JobSpecs) per workload of a `workload_jobs` frame, in its order."""
-    return [jobs_from_frame(f) for f in frame.partition_by("workload_id", maintain_order=True)]
-
-
 def _arena_start(
     con, cfg: HarmonyArenaConfig, net: HarmonyNetConfig, own_policy_id: str | None
 ) -> tuple[Resumed, str]:
@@ -750,9 +746,8 @@ def train_arena_stage(
     `harmony-arena`, its parent the policy it started from. Unchanged inputs (config,
     workloads, reward model) return the policy already trained on them."""
     tcfg = cfg.train_config()
+    train_jobs, val_jobs = arena_splits(warehouse, cfg)
     with connect(warehouse) as con:
-        train_jobs = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
-        val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
         rid = _reward_model_id(con, reward_model_id)
         predictor = predictor_from_checkpoint(load_registered(con, rid))
     key = input_key(cfg.init, tcfg, rid, train_jobs, val_jobs)
@@ -769,7 +764,12 @@ def train_arena_stage(
         # cluster in one input: the predictor sees every co-located job at once.
         credit = predictor.for_cluster(m, max(2 * m, predictor.cfg.max_jobs))
         policy, curve, metrics = train_placement(
-            _jobs_of(train_jobs), _jobs_of(val_jobs), credit, tcfg, resumed.policy, progress=advance
+            job_sequences_of(train_jobs),
+            job_sequences_of(val_jobs),
+            credit,
+            tcfg,
+            resumed.policy,
+            progress=advance,
         )
         policy.name = ARENA_SYSTEM
         # The input key in the checkpoint's config: weights kept from the start

@@ -78,14 +78,15 @@ from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     Trained,
     TrainResult,
+    arena_splits,
     evaluate_once,
     input_key,
+    job_sequences_of,
     newest_policy,
     newest_usable,
     parent_of,
     policies_dir,
     replace_policy_rows,
-    set_workloads,
     train_and_register,
 )
 from tracelib.envs.gpu import GpuEnvConfig
@@ -94,7 +95,7 @@ from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
 from tracelib.scenarios import RL_TAPS_SET
 from tracelib.scenarios.rltaps import job_length_s
-from tracelib.sim import SimConfig, jobs_from_frame
+from tracelib.sim import SimConfig
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.topology import RLTAPS_STEP_S
 from warehouse import connect, read_frame
@@ -579,14 +580,6 @@ class RLTapsArenaConfig:
         return asdict(self)
 
 
-def _sequences(jobs: pl.DataFrame) -> list[tuple]:
-    """One job sequence per workload, in workload order."""
-    return [
-        jobs_from_frame(frame.sort("job_index"))
-        for _, frame in jobs.group_by("workload_id", maintain_order=True)
-    ]
-
-
 def _fits(policy: RLTapsArenaPolicy, cfg: ArenaTrainConfig) -> str:
     """Why a registered arena policy cannot continue this training ("" when it can)."""
     if policy.env != cfg.env:
@@ -602,9 +595,7 @@ def train_arena_stage(
     shapes fit (cfg.init = "latest"), else from scratch; register it (system
     `rl-taps-arena`, parent: the policy it started from) with its learning curve."""
     tr_cfg = cfg.train_config()
-    with connect(warehouse) as con:
-        train_jobs = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
-        val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
+    train_jobs, val_jobs = arena_splits(warehouse, cfg)
 
     def start(con) -> Resumed:
         parent = parent_of(cfg.init, lambda: newest_policy(con, ARENA_SYSTEM, cfg.workload_set))
@@ -627,8 +618,8 @@ def train_arena_stage(
         train=lambda resumed, advance: Trained(
             *train_arena(
                 tr_cfg,
-                _sequences(train_jobs),
-                _sequences(val_jobs),
+                job_sequences_of(train_jobs),
+                job_sequences_of(val_jobs),
                 init=resumed.policy,
                 progress=advance,
             )
