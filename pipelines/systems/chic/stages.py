@@ -46,9 +46,9 @@ from pipelines.evaluation import (
     best_rates,
     eval_setting,
     job_rows,
-    run_schedulers,
+    scenario_tables,
+    scenario_workloads,
     simulated,
-    summarize_runs,
 )
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
@@ -65,7 +65,7 @@ from pipelines.trained import (
 )
 from tracelib.envs.chic import ChicEnvConfig
 from tracelib.progress import ProgressFn, no_progress
-from tracelib.provenance import canonical_json, code_version
+from tracelib.provenance import canonical_json
 from tracelib.scenarios import chic_set
 from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario, chic_speed, split_seeds
 from tracelib.sim import LoadBalancing, Scheduler, SimConfig, Simulator, jobs_from_frame
@@ -280,92 +280,99 @@ def chic_tables(
     (`teachers`: policy id -> the teacher's scheduler name). Pure: same inputs, same
     tables."""
     seeds = split_seeds("test", cfg.test_sequences, cfg.seed)
-    version = code_version()
     config = canonical_json({**asdict(cfg), "sequence_seeds": list(seeds)})
-    run_frames, job_frames, order, families, taught = [], [], [], {}, {}
-    for done, rate in enumerate(cfg.rates, 1):
-        scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
-        rates = best_rates(scenario.cluster(), chic_speed(), scenario.catalogue)
-        delay = chic_speed().start_delay_s
-        sequences = scenario.sequences(seeds)
-        workloads = [
-            Workload(
-                workload_set=chic_set(rate),
-                workload_id=f"{chic_set(rate)}:{seed}",
-                sequence_no=k,
-                jobs=jobs,
-                seeds=(seed,),
-                trace_version=f"scenario:{chic_set(rate)}",
-            )
-            for k, (seed, jobs) in enumerate(zip(seeds, sequences, strict=True))
-        ]
-        schedulers = {
-            f"optimus-{interval:g}": simulated(
-                lambda interval=interval: Scheduler(Optimus(interval_s=interval), LoadBalancing()),
-                lambda seed, scenario=scenario: scenario.sim_config("interval", seed),
-                catalogue=scenario.catalogue,
-                rates=rates,
-                start_delay_s=delay,
-                policy_name=f"optimus-{interval:g}",
-            )
-            for interval in cfg.optimus_intervals
-        }
-        if cfg.optimus_events:
-            schedulers[OPTIMUS_EVENTS] = simulated(
-                lambda: Scheduler(Optimus(), LoadBalancing()),
-                lambda seed, scenario=scenario: replace(
-                    scenario.sim_config("events", seed), window=None
-                ),
-                catalogue=scenario.catalogue,
-                rates=rates,
-                start_delay_s=delay,
-                policy_name=OPTIMUS_EVENTS,
-            )
-        for variant in ("chic", "chic-pair"):
-            for system, pid in (
-                (variant, policies.get((variant, rate))),
-                (
-                    f"{variant}-trained-at-{cfg.reference_rate:g}",
-                    policies.get((variant, cfg.reference_rate)),
-                ),
-            ):
-                if pid is None:
-                    continue
-                # One environment runs every sequence of the rate (as Chic's own evaluation
-                # always did): the episodes are simulated once, then read per sequence.
-                results = episode_results(
-                    loaded[pid], sequences, scenario, seed=cfg.seed, sim_seeds=seeds
-                )
-                schedulers[system] = _replayed(results, pid, rates, delay, scenario)
+    families: dict[str, str] = {}
+    taught: dict[str, str] = {}
+
+    def parts():
+        for done, rate in enumerate(cfg.rates, 1):
+            scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
+            sequences = scenario.sequences(seeds)
+            schedulers = _chic_schedulers(cfg, policies, loaded, scenario, seeds, sequences, rate)
+            for system, pid in _learned(cfg, policies, rate):
                 families[system] = SCENARIO
                 if (teacher := (teachers or {}).get(pid)) in schedulers:
                     taught[system] = teacher
-        runs, jobs = run_schedulers(
-            schedulers,
-            workloads,
-            eval_id=eval_id,
-            total_gpus=scenario.gpus,
-            run_config=lambda seed: config,
-            version=version,
-        )
-        run_frames.append(runs)
-        job_frames.append(jobs)
-        order += [name for name in schedulers if name not in order]
-        progress(done, len(cfg.rates))
-    runs = pl.concat(run_frames)
-    summary = summarize_runs(
-        runs,
-        reference="optimus-600",
-        order=order,
-        confidence=0.95,
-        slot_s=600.0,
+            ids = [f"{chic_set(rate)}:{seed}" for seed in seeds]
+            yield (
+                schedulers,
+                scenario_workloads(chic_set(rate), ids, seeds, sequences),
+                scenario.gpus,
+            )
+            progress(done, len(cfg.rates))
+
+    return scenario_tables(
+        eval_id,
+        parts(),
         config=config,
-        version=version,
-        families=families,
         scenario=SCENARIO,
+        reference="optimus-600",
+        slot_s=600.0,
+        families=families,
         teachers=taught,
     )
-    return EvalTables(eval_id, runs, pl.concat(job_frames), summary)
+
+
+def _learned(
+    cfg: ChicEvalConfig, policies: dict[tuple[str, float], str], rate: float
+) -> list[tuple[str, str]]:
+    """The policies Chic's evaluation runs at `rate`, by scheduler name: each variant's
+    trained at that rate and the one trained at the reference rate (where there is one)."""
+    out = []
+    for variant in ("chic", "chic-pair"):
+        for system, pid in (
+            (variant, policies.get((variant, rate))),
+            (
+                f"{variant}-trained-at-{cfg.reference_rate:g}",
+                policies.get((variant, cfg.reference_rate)),
+            ),
+        ):
+            if pid is not None:
+                out.append((system, pid))
+    return out
+
+
+def _chic_schedulers(
+    cfg: ChicEvalConfig,
+    policies: dict[tuple[str, float], str],
+    loaded: dict[str, ChicPolicy],
+    scenario: ChicScenario,
+    seeds: tuple[int, ...],
+    sequences: list,
+    rate: float,
+) -> dict:
+    """The schedulers of Chic's evaluation at one rate: Optimus at each interval (its
+    simulator seed the sequence's), at every event, and each learned policy (`_learned`)."""
+    rates = best_rates(scenario.cluster(), chic_speed(), scenario.catalogue)
+    delay = chic_speed().start_delay_s
+    schedulers = {
+        f"optimus-{interval:g}": simulated(
+            lambda interval=interval: Scheduler(Optimus(interval_s=interval), LoadBalancing()),
+            lambda seed, scenario=scenario: scenario.sim_config("interval", seed),
+            catalogue=scenario.catalogue,
+            rates=rates,
+            start_delay_s=delay,
+            policy_name=f"optimus-{interval:g}",
+        )
+        for interval in cfg.optimus_intervals
+    }
+    if cfg.optimus_events:
+        schedulers[OPTIMUS_EVENTS] = simulated(
+            lambda: Scheduler(Optimus(), LoadBalancing()),
+            lambda seed, scenario=scenario: replace(
+                scenario.sim_config("events", seed), window=None
+            ),
+            catalogue=scenario.catalogue,
+            rates=rates,
+            start_delay_s=delay,
+            policy_name=OPTIMUS_EVENTS,
+        )
+    for system, pid in _learned(cfg, policies, rate):
+        # One environment runs every sequence of the rate (as Chic's own evaluation always
+        # did): the episodes are simulated once, then read per sequence.
+        results = episode_results(loaded[pid], sequences, scenario, seed=cfg.seed, sim_seeds=seeds)
+        schedulers[system] = _replayed(results, pid, rates, delay, scenario)
+    return schedulers
 
 
 def warm_start_teacher(con, policy_id: str) -> str | None:

@@ -73,12 +73,11 @@ from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
     ARENA_SUFFIX,
     EvalTables,
-    Workload,
     best_rates,
     eval_setting,
-    run_schedulers,
+    scenario_tables,
+    scenario_workloads,
     simulated,
-    summarize_runs,
 )
 from pipelines.progress import QUIET, Reporter
 from pipelines.systems.harmony.lines import gavel_line, skipped_line
@@ -505,51 +504,29 @@ def harmony_tables(
     }
     workloads = []
     for p_idx, pattern in enumerate(cfg.patterns):
-        seqs = sequences(
-            replace(cfg.arrivals, pattern=pattern), cfg.n_sequences, cfg.seed + 7919 * p_idx
-        )
         root = cfg.seed + 7919 * p_idx
-        for k, jobs in enumerate(seqs):
-            workloads.append(
-                Workload(
-                    workload_set=harmony_set(pattern),
-                    workload_id=f"{harmony_set(pattern)}:{root}:{k}",
-                    sequence_no=k,
-                    jobs=jobs,
-                    seeds=(cfg.seed + k,),
-                    trace_version=f"scenario:{harmony_set(pattern)}",
-                )
-            )
+        seqs = sequences(replace(cfg.arrivals, pattern=pattern), cfg.n_sequences, root)
+        ids = [f"{harmony_set(pattern)}:{root}:{k}" for k in range(len(seqs))]
+        seeds = [cfg.seed + k for k in range(len(seqs))]
+        workloads += scenario_workloads(harmony_set(pattern), ids, seeds, seqs)
     results: dict[str, list[SimResult]] = {name: [] for name in learned}
 
     def keep(name, _workload, outcome) -> None:
         if name in results:
             results[name].append(outcome.result)
 
-    version = code_version()
-    config = cfg.to_json()
-    runs, jobs = run_schedulers(
-        schedulers,
-        workloads,
-        eval_id=eval_id,
-        total_gpus=cfg.sim.cluster.gpus * cfg.sim.cluster.n_servers,
-        run_config=lambda seed: config,
-        version=version,
+    tables = scenario_tables(
+        eval_id,
+        [(schedulers, workloads, cfg.sim.cluster.gpus * cfg.sim.cluster.n_servers)],
+        config=cfg.to_json(),
+        scenario=SCENARIO,
+        reference=cfg.baselines[0] if cfg.baselines else next(iter(schedulers)),
+        slot_s=cfg.sim.slot_s,
+        families={name: SCENARIO for name in learned},
         progress=progress,
         on_result=keep,
     )
-    summary = summarize_runs(
-        runs,
-        reference=cfg.baselines[0] if cfg.baselines else next(iter(schedulers)),
-        order=list(schedulers),
-        confidence=0.95,
-        slot_s=cfg.sim.slot_s,
-        config=config,
-        version=version,
-        families={name: SCENARIO for name in learned},
-        scenario=SCENARIO,
-    )
-    return EvalTables(eval_id, runs, jobs, summary), results
+    return tables, results
 
 
 def _stored_summary(con, eval_id: str) -> pl.DataFrame:

@@ -71,8 +71,8 @@ from pipelines.evaluation import (
     RunOutcome,
     Workload,
     eval_setting,
-    run_schedulers,
-    summarize_runs,
+    scenario_tables,
+    scenario_workloads,
 )
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
@@ -389,42 +389,20 @@ def rltaps_tables(
 
     n_jobs = cfg.reinforce.n_jobs
     sequence_set = f"rl-taps-bimodal-test:{n_jobs}x{cfg.test_sequences}:seed{cfg.seed}"
-    workloads = [
-        Workload(
-            workload_set=RL_TAPS_SET,
-            workload_id=f"{sequence_set}:{seed}",
-            sequence_no=k,
-            jobs=jobs,
-            seeds=(int(seed),),
-            trace_version=f"scenario:{RL_TAPS_SET}",
-        )
-        for k, (seed, jobs) in enumerate(zip(seeds, sequences, strict=True))
-    ]
-    eval_config = cfg.eval_config()
-    config = canonical_json({**eval_config, "sequence_set": sequence_set, "seeds": seeds})
-    version = code_version()
-    runs, jobs = run_schedulers(
-        {name: replayed(name) for name in schedulers},
-        workloads,
-        eval_id=eval_id,
-        total_gpus=env_cfg.topology.n_gpus,
-        run_config=lambda seed: config,
-        version=version,
-    )
+    ids = [f"{sequence_set}:{seed}" for seed in seeds]
+    workloads = scenario_workloads(RL_TAPS_SET, ids, seeds, sequences)
+    config = canonical_json({**cfg.eval_config(), "sequence_set": sequence_set, "seeds": seeds})
     baselines = [name for name in schedulers if schedulers[name] is None]
-    summary = summarize_runs(
-        runs,
-        reference="sjf" if "sjf" in baselines else (baselines or list(schedulers))[0],
-        order=list(schedulers),
-        confidence=0.95,
-        slot_s=RLTAPS_STEP_S,
+    return scenario_tables(
+        eval_id,
+        [({name: replayed(name) for name in schedulers}, workloads, env_cfg.topology.n_gpus)],
         config=config,
-        version=version,
+        scenario=SCENARIO,
+        reference="sjf" if "sjf" in baselines else (baselines or list(schedulers))[0],
+        slot_s=RLTAPS_STEP_S,
         families={name: SCENARIO for name in schedulers if schedulers[name] is not None},
         metric="mean_slowdown",
-        scenario=SCENARIO,
     )
-    return EvalTables(eval_id, runs, jobs, summary)
 
 
 def evaluate_rltaps_stage(
