@@ -1,6 +1,7 @@
-"""What every learned system's training stage shares: the routine around its trainer
-(`train_and_register`), where checkpoints go, how a stage's inputs are hashed, and how a
-stage finds the policy it already trained on those inputs.
+"""What every learned system's stages share: the routine around its trainer
+(`train_and_register`), where checkpoints go, how a stage's inputs are hashed, how a
+stage finds the policy it already trained on those inputs, and the routine around an
+evaluation in its own paper's scenario (`newest_usable`, `evaluate_once`).
 
 A system's stage reads its inputs, hashes them (`input_key`) and hands `train_and_register`
 its pure parts: where training starts (`start`, its resume rule), the train function, and
