@@ -92,7 +92,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
@@ -955,6 +955,76 @@ def _add_teachers(
 
 
 # -- storage and plots ---------------------------------------------------------------------
+
+
+def scenario_workloads(
+    workload_set: str, ids: Sequence[str], seeds: Sequence[int], sequences: Sequence[tuple]
+) -> list[Workload]:
+    """A paper scenario's test sequences as workloads of `workload_set` (its trace version
+    "scenario:<set>"): sequence k is `sequences[k]`, its id `ids[k]` and its one replicate
+    simulated with seed `seeds[k]`."""
+    return [
+        Workload(
+            workload_set=workload_set,
+            workload_id=workload_id,
+            sequence_no=k,
+            jobs=jobs,
+            seeds=(int(seed),),
+            trace_version=f"scenario:{workload_set}",
+        )
+        for k, (workload_id, seed, jobs) in enumerate(zip(ids, seeds, sequences, strict=True))
+    ]
+
+
+def scenario_tables(
+    eval_id: str,
+    parts: Iterable[tuple[Mapping[str, RunFn], Sequence[Workload], float]],
+    *,
+    config: str,
+    scenario: str,
+    reference: str,
+    slot_s: float,
+    families: Mapping[str, str],
+    progress: ProgressFn = no_progress,
+    on_result: Callable[[str, Workload, RunOutcome], None] | None = None,
+    **summary: Any,
+) -> EvalTables:
+    """The three tables of a learned system's own-scenario evaluation (`scenario` in
+    eval_summary, every run's config `config`): each part's schedulers (name -> run
+    function) on its workloads on a cluster of that many GPUs (`run_schedulers`), then one
+    summary of all runs against `reference` (95% intervals, the schedulers in the order
+    they first appear; `summary` passes the metric or the teachers on to `summarize_runs`).
+    `families` and `summary` are read after the last part, so a part may add to them."""
+    version = code_version()
+    run_frames, job_frames, order = [], [], []
+    for schedulers, workloads, total_gpus in parts:
+        runs, jobs = run_schedulers(
+            schedulers,
+            workloads,
+            eval_id=eval_id,
+            total_gpus=total_gpus,
+            run_config=lambda seed: config,
+            version=version,
+            progress=progress,
+            on_result=on_result,
+        )
+        run_frames.append(runs)
+        job_frames.append(jobs)
+        order += [name for name in schedulers if name not in order]
+    runs = pl.concat(run_frames)
+    table = summarize_runs(
+        runs,
+        reference=reference,
+        order=order,
+        confidence=0.95,
+        slot_s=slot_s,
+        config=config,
+        version=version,
+        families=families,
+        scenario=scenario,
+        **summary,
+    )
+    return EvalTables(eval_id, runs, pl.concat(job_frames), table)
 
 
 def store_evaluation(con: duckdb.DuckDBPyConnection, tables: EvalTables) -> dict[str, int]:

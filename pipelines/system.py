@@ -3,8 +3,10 @@ in `pipelines/registry.py`. The run config, the nightly flow, the command line a
 report loop over that list and name no system themselves.
 
 A system is a folder under `pipelines/systems/` with two modules. `plugin.py` holds its
-`LearnedSystem` entry and imports nothing heavy, because the command line reads every
-system's flags before it knows which command runs:
+`LearnedSystem` entry (`plugin(__name__, name=..., key=..., options=...)` builds it from the
+module's `BUDGETS`, `NESTED`, `apply`, `seeded` and `summary_lines`) and imports nothing
+heavy, because the command line reads every system's flags before it knows which command
+runs:
 
     options    a dataclass of its `schedlab run` options; each field becomes the flag
                `--<key>-<field>` (a bool that defaults to True: `--no-<key>-<field>`),
@@ -35,8 +37,10 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib
 import inspect
 import itertools
+import sys
 import textwrap
 import threading
 import types
@@ -232,6 +236,34 @@ class LearnedSystem:
             if values.get(prefix + f.name) is not None
         }
         return self.options(**given)
+
+
+@dataclass(frozen=True)
+class StepsModule:
+    """A system's `steps` entry: imports its steps module (torch, Prefect) when called."""
+
+    module: str
+
+    def __call__(self) -> Steps:
+        return importlib.import_module(self.module)
+
+
+def plugin(module: str, *, name: str, key: str, options: type) -> LearnedSystem:
+    """The entry of the system whose `plugin.py` is `module` (call it there with
+    `__name__`): its `BUDGETS`, `NESTED` (if any), `apply`, `seeded` and `summary_lines`,
+    and the `steps.py` beside it."""
+    found = sys.modules[module]
+    return LearnedSystem(
+        name=name,
+        key=key,
+        options=options,
+        budgets=found.BUDGETS,
+        apply=found.apply,
+        seeded=found.seeded,
+        summary_lines=found.summary_lines,
+        steps=StepsModule(module.rpartition(".")[0] + ".steps"),
+        nested=getattr(found, "NESTED", {}),
+    )
 
 
 def _present(cfg: Any, path: str) -> bool:

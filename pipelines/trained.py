@@ -1,6 +1,7 @@
-"""What every learned system's training stage shares: the routine around its trainer
-(`train_and_register`), where checkpoints go, how a stage's inputs are hashed, and how a
-stage finds the policy it already trained on those inputs.
+"""What every learned system's stages share: the routine around its trainer
+(`train_and_register`), where checkpoints go, how a stage's inputs are hashed, how a
+stage finds the policy it already trained on those inputs, and the routine around an
+evaluation in its own paper's scenario (`newest_usable`, `evaluate_once`).
 
 A system's stage reads its inputs, hashes them (`input_key`) and hands `train_and_register`
 its pure parts: where training starts (`start`, its resume rule), the train function, and
@@ -41,12 +42,15 @@ from models.checkpoints import (
     Resumed,
     checkpoint_file,
     register_policy,
+    resume_from,
     verify_registered,
 )
 from models.torch_scope import scoped_torch
+from pipelines.evaluation import EvalTables, store_evaluation
 from pipelines.progress import QUIET, Reporter
 from tracelib.progress import ProgressFn
 from tracelib.provenance import canonical_json
+from tracelib.sim import jobs_from_frame
 from warehouse import connect, read_frame, resolve_path, transaction
 from warehouse.io import write_frame
 
@@ -182,6 +186,22 @@ def set_workloads(con, workload_set: str, split: str, limit: int | None = None) 
     return jobs
 
 
+def arena_splits(warehouse: str | Path | None, cfg: Any) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The train and validation `workload_jobs` rows an arena training reads: those of
+    `cfg.workload_set`, at most `cfg.train_sequences` and `cfg.val_sequences` sequences."""
+    with connect(warehouse) as con:
+        train = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
+        return train, set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
+
+
+def job_sequences_of(jobs: pl.DataFrame) -> list[tuple]:
+    """One job sequence per workload of `workload_jobs` rows, in workload and job order."""
+    return [
+        jobs_from_frame(frame.sort("job_index"))
+        for _, frame in jobs.group_by("workload_id", maintain_order=True)
+    ]
+
+
 def parent_of(init: str, latest: Callable[[], str | None]) -> str | None:
     """The policy a stage's `init` says training continues: "latest" the newest of its
     kind (`latest()`, None when there is none), "scratch" none, any other value that policy
@@ -286,3 +306,46 @@ def replace_policy_rows(con, contract: Any, rows: pl.DataFrame, **key: Any) -> N
     nulls = [pl.lit(None, dtype=pl.Float64).alias(c) for c in columns if c not in rows.columns]
     if rows.height:
         write_frame(con, rows.with_columns(nulls).select(columns), contract)
+
+
+def newest_usable(
+    con, candidates: Iterable[tuple[Any, Callable[[], str | None], Callable[[Any], Any]]]
+) -> dict[Any, Resumed]:
+    """The policies an own-scenario evaluation runs: for each (name, newest id, loader) the
+    newest policy loaded (`resume_from`: a lost or refused checkpoint falls back to its
+    ancestor, the note logged), by name; a name with no usable policy is left out. Each
+    newest id is asked for in turn, after the previous policy is loaded."""
+    out = {}
+    for name, newest, load in candidates:
+        resumed = resume_from(con, newest(), load)
+        resume_note(resumed)
+        if resumed.policy_id is not None:
+            out[name] = resumed
+    return out
+
+
+def evaluate_once(
+    warehouse: str | Path | None,
+    *,
+    stored: Callable[[Any], Any | None],
+    tables: Callable[[ProgressFn], EvalTables],
+    result: Callable[[Any, EvalTables], Any],
+    bar: str,
+    steps: int | None = None,
+    progress: Reporter = QUIET,
+) -> Any:
+    """An own-scenario evaluation stage's routine, whose id hashes its config and the
+    policies it runs: `stored(con)` when it gives the result of rows already stored under
+    that id (what simulating again would give, so an unchanged run simulates nothing); else
+    `tables(advance)` under one intra-op thread (a policy's sampled actions must not depend
+    on the calling process's threads) with a progress bar, stored in one transaction that
+    ends with `result(con, tables)` (which may write the system's own rows first)."""
+    with connect(warehouse) as con:
+        done = stored(con)
+    if done is not None:
+        return done
+    with scoped_torch(threads=1), progress.bar(bar, steps) as advance:
+        made = tables(advance)
+    with connect(warehouse) as con, transaction(con):
+        store_evaluation(con, made)
+        return result(con, made)

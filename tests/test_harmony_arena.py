@@ -23,12 +23,11 @@ from pipelines.systems.harmony.stages import (
     ARENA_SYSTEM,
     HarmonyArenaConfig,
     HarmonyStageConfig,
-    _jobs_of,
     fit_reward_model_stage,
     train_arena_stage,
     train_placement_stage,
 )
-from pipelines.trained import set_workloads
+from pipelines.trained import job_sequences_of, set_workloads
 from tests.learned_eval import tiny_set_evaluation
 from tracelib.interference import InterferenceConfig
 from tracelib.scenarios.harmony import ArrivalConfig
@@ -132,7 +131,7 @@ def test_arena_policy_places_beside_the_heuristics(trained):
 def test_jobs_keep_their_servers_while_they_run(trained):
     path, first = trained
     with connect(path) as con:
-        test = _jobs_of(set_workloads(con, "tiny", "test"))[0]
+        test = job_sequences_of(set_workloads(con, "tiny", "test"))[0]
     [ref] = learned_policies(path, {"harmony": first.policy_id}, SYSTEMS.loaders())
     cfg = EvalConfig(schedulers=("requested+load-balancing",), cluster=CLUSTER)
     policy = ref.loader(ref, cfg)
@@ -212,7 +211,7 @@ def test_arena_training_is_deterministic(warehouse):
     from models.harmony.reward import predictor_from_checkpoint
 
     with connect(path) as con:
-        jobs = _jobs_of(set_workloads(con, "tiny", "train", 1))
+        jobs = job_sequences_of(set_workloads(con, "tiny", "train", 1))
         predictor = predictor_from_checkpoint(load_registered(con, reward_id))
     credit = predictor.for_cluster(CLUSTER.n_servers, 16)
     cfg = replace(ARENA.train_config(), updates=2, val_every=0)

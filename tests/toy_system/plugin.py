@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from pipelines.system import LearnedSystem
+from pipelines.system import plugin
 
 
 @dataclass(frozen=True)
@@ -41,20 +41,4 @@ def summary_lines(summary: dict) -> list[str]:
     return [f"  toy {summary['flavour']} score {summary['score']} ({summary['evaluation']})"]
 
 
-def steps():
-    """The toy's steps (imported when a run starts)."""
-    from tests.toy_system import steps
-
-    return steps
-
-
-TOY = LearnedSystem(
-    name="toy",
-    key="toy",
-    options=ToyOptions,
-    budgets=BUDGETS,
-    apply=apply,
-    seeded=seeded,
-    summary_lines=summary_lines,
-    steps=steps,
-)
+TOY = plugin(__name__, name="toy", key="toy", options=ToyOptions)

@@ -10,6 +10,7 @@ from prefect import task
 from pipelines.retries import IO_RETRIES
 from pipelines.sections import Section, Table
 from pipelines.system import Pending, RunContext
+from pipelines.system_steps import nothing
 from warehouse import connect
 
 
@@ -41,8 +42,7 @@ def evaluate_task(warehouse: str | None, cfg: ToyConfig) -> str:
     return f"{n} workloads in {cfg.workload_set}"
 
 
-def prepare(run: RunContext, cfg: ToyConfig) -> Pending:
-    return {}
+prepare = arena = nothing
 
 
 def train(run: RunContext, cfg: ToyConfig, pending: Pending) -> Pending:
@@ -51,10 +51,6 @@ def train(run: RunContext, cfg: ToyConfig, pending: Pending) -> Pending:
 
 def evaluate(run: RunContext, cfg: ToyConfig, pending: Pending) -> Pending:
     return {"evaluation": evaluate_task.submit(run.warehouse, cfg, wait_for=[pending["train"]])}
-
-
-def arena(run: RunContext, pending: Pending) -> dict[str, dict[str, str]]:
-    return {}
 
 
 def collect(run: RunContext, cfg: ToyConfig, pending: Pending) -> dict:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from models.chic.config import CEMConfig
-from pipelines.system import LearnedSystem, Nested, resized
+from pipelines.system import Nested, plugin, resized
 from tracelib.envs.chic import ChicEnvConfig
 from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario
 from tracelib.seeds import named_seeds
@@ -138,21 +138,4 @@ def _started(m: dict) -> str:
     return f" (from {started}, held-out accuracy {m['imitation_held_out_accuracy']:.2f}{kept})"
 
 
-def steps():
-    """Chic's steps (imports torch and Prefect)."""
-    from pipelines.systems.chic import steps
-
-    return steps
-
-
-CHIC = LearnedSystem(
-    name="chic",
-    key="chic",
-    options=ChicOptions,
-    budgets=BUDGETS,
-    apply=apply,
-    seeded=seeded,
-    summary_lines=summary_lines,
-    steps=steps,
-    nested=NESTED,
-)
+CHIC = plugin(__name__, name="chic", key="chic", options=ChicOptions)

@@ -38,7 +38,6 @@ from models.chic.config import CEMConfig
 from models.chic.contracts import ChicLearningCurves
 from models.chic.policy import ARENA, ChicPolicy, episode_results, policy_from_checkpoint
 from models.heuristics.optimus import Optimus
-from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
     EvalConfig,
     EvalTables,
@@ -47,31 +46,31 @@ from pipelines.evaluation import (
     best_rates,
     eval_setting,
     job_rows,
-    run_schedulers,
+    scenario_tables,
+    scenario_workloads,
     simulated,
-    store_evaluation,
-    summarize_runs,
 )
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     Trained,
     TrainResult,
+    arena_splits,
+    evaluate_once,
     input_key,
     newest_policy,
+    newest_usable,
     parent_of,
     replace_policy_rows,
-    resume_note,
-    set_workloads,
     train_and_register,
 )
 from tracelib.envs.chic import ChicEnvConfig
 from tracelib.progress import ProgressFn, no_progress
-from tracelib.provenance import canonical_json, code_version
+from tracelib.provenance import canonical_json
 from tracelib.scenarios import chic_set
 from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario, chic_speed, split_seeds
 from tracelib.sim import LoadBalancing, Scheduler, SimConfig, Simulator, jobs_from_frame
 from tracelib.sim.jobs import JobSpec
-from warehouse import connect, read_frame, transaction
+from warehouse import connect, read_frame
 
 REFERENCE_RATE = 1.8
 """Chic Fig. 4(c): policies trained once at 1.8 jobs per hour, evaluated at every rate."""
@@ -281,92 +280,99 @@ def chic_tables(
     (`teachers`: policy id -> the teacher's scheduler name). Pure: same inputs, same
     tables."""
     seeds = split_seeds("test", cfg.test_sequences, cfg.seed)
-    version = code_version()
     config = canonical_json({**asdict(cfg), "sequence_seeds": list(seeds)})
-    run_frames, job_frames, order, families, taught = [], [], [], {}, {}
-    for done, rate in enumerate(cfg.rates, 1):
-        scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
-        rates = best_rates(scenario.cluster(), chic_speed(), scenario.catalogue)
-        delay = chic_speed().start_delay_s
-        sequences = scenario.sequences(seeds)
-        workloads = [
-            Workload(
-                workload_set=chic_set(rate),
-                workload_id=f"{chic_set(rate)}:{seed}",
-                sequence_no=k,
-                jobs=jobs,
-                seeds=(seed,),
-                trace_version=f"scenario:{chic_set(rate)}",
-            )
-            for k, (seed, jobs) in enumerate(zip(seeds, sequences, strict=True))
-        ]
-        schedulers = {
-            f"optimus-{interval:g}": simulated(
-                lambda interval=interval: Scheduler(Optimus(interval_s=interval), LoadBalancing()),
-                lambda seed, scenario=scenario: scenario.sim_config("interval", seed),
-                catalogue=scenario.catalogue,
-                rates=rates,
-                start_delay_s=delay,
-                policy_name=f"optimus-{interval:g}",
-            )
-            for interval in cfg.optimus_intervals
-        }
-        if cfg.optimus_events:
-            schedulers[OPTIMUS_EVENTS] = simulated(
-                lambda: Scheduler(Optimus(), LoadBalancing()),
-                lambda seed, scenario=scenario: replace(
-                    scenario.sim_config("events", seed), window=None
-                ),
-                catalogue=scenario.catalogue,
-                rates=rates,
-                start_delay_s=delay,
-                policy_name=OPTIMUS_EVENTS,
-            )
-        for variant in ("chic", "chic-pair"):
-            for system, pid in (
-                (variant, policies.get((variant, rate))),
-                (
-                    f"{variant}-trained-at-{cfg.reference_rate:g}",
-                    policies.get((variant, cfg.reference_rate)),
-                ),
-            ):
-                if pid is None:
-                    continue
-                # One environment runs every sequence of the rate (as Chic's own evaluation
-                # always did): the episodes are simulated once, then read per sequence.
-                results = episode_results(
-                    loaded[pid], sequences, scenario, seed=cfg.seed, sim_seeds=seeds
-                )
-                schedulers[system] = _replayed(results, pid, rates, delay, scenario)
+    families: dict[str, str] = {}
+    taught: dict[str, str] = {}
+
+    def parts():
+        for done, rate in enumerate(cfg.rates, 1):
+            scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
+            sequences = scenario.sequences(seeds)
+            schedulers = _chic_schedulers(cfg, policies, loaded, scenario, seeds, sequences, rate)
+            for system, pid in _learned(cfg, policies, rate):
                 families[system] = SCENARIO
                 if (teacher := (teachers or {}).get(pid)) in schedulers:
                     taught[system] = teacher
-        runs, jobs = run_schedulers(
-            schedulers,
-            workloads,
-            eval_id=eval_id,
-            total_gpus=scenario.gpus,
-            run_config=lambda seed: config,
-            version=version,
-        )
-        run_frames.append(runs)
-        job_frames.append(jobs)
-        order += [name for name in schedulers if name not in order]
-        progress(done, len(cfg.rates))
-    runs = pl.concat(run_frames)
-    summary = summarize_runs(
-        runs,
-        reference="optimus-600",
-        order=order,
-        confidence=0.95,
-        slot_s=600.0,
+            ids = [f"{chic_set(rate)}:{seed}" for seed in seeds]
+            yield (
+                schedulers,
+                scenario_workloads(chic_set(rate), ids, seeds, sequences),
+                scenario.gpus,
+            )
+            progress(done, len(cfg.rates))
+
+    return scenario_tables(
+        eval_id,
+        parts(),
         config=config,
-        version=version,
-        families=families,
         scenario=SCENARIO,
+        reference="optimus-600",
+        slot_s=600.0,
+        families=families,
         teachers=taught,
     )
-    return EvalTables(eval_id, runs, pl.concat(job_frames), summary)
+
+
+def _learned(
+    cfg: ChicEvalConfig, policies: dict[tuple[str, float], str], rate: float
+) -> list[tuple[str, str]]:
+    """The policies Chic's evaluation runs at `rate`, by scheduler name: each variant's
+    trained at that rate and the one trained at the reference rate (where there is one)."""
+    out = []
+    for variant in ("chic", "chic-pair"):
+        for system, pid in (
+            (variant, policies.get((variant, rate))),
+            (
+                f"{variant}-trained-at-{cfg.reference_rate:g}",
+                policies.get((variant, cfg.reference_rate)),
+            ),
+        ):
+            if pid is not None:
+                out.append((system, pid))
+    return out
+
+
+def _chic_schedulers(
+    cfg: ChicEvalConfig,
+    policies: dict[tuple[str, float], str],
+    loaded: dict[str, ChicPolicy],
+    scenario: ChicScenario,
+    seeds: tuple[int, ...],
+    sequences: list,
+    rate: float,
+) -> dict:
+    """The schedulers of Chic's evaluation at one rate: Optimus at each interval (its
+    simulator seed the sequence's), at every event, and each learned policy (`_learned`)."""
+    rates = best_rates(scenario.cluster(), chic_speed(), scenario.catalogue)
+    delay = chic_speed().start_delay_s
+    schedulers = {
+        f"optimus-{interval:g}": simulated(
+            lambda interval=interval: Scheduler(Optimus(interval_s=interval), LoadBalancing()),
+            lambda seed, scenario=scenario: scenario.sim_config("interval", seed),
+            catalogue=scenario.catalogue,
+            rates=rates,
+            start_delay_s=delay,
+            policy_name=f"optimus-{interval:g}",
+        )
+        for interval in cfg.optimus_intervals
+    }
+    if cfg.optimus_events:
+        schedulers[OPTIMUS_EVENTS] = simulated(
+            lambda: Scheduler(Optimus(), LoadBalancing()),
+            lambda seed, scenario=scenario: replace(
+                scenario.sim_config("events", seed), window=None
+            ),
+            catalogue=scenario.catalogue,
+            rates=rates,
+            start_delay_s=delay,
+            policy_name=OPTIMUS_EVENTS,
+        )
+    for system, pid in _learned(cfg, policies, rate):
+        # One environment runs every sequence of the rate (as Chic's own evaluation always
+        # did): the episodes are simulated once, then read per sequence.
+        results = episode_results(loaded[pid], sequences, scenario, seed=cfg.seed, sim_seeds=seeds)
+        schedulers[system] = _replayed(results, pid, rates, delay, scenario)
+    return schedulers
 
 
 def warm_start_teacher(con, policy_id: str) -> str | None:
@@ -386,19 +392,21 @@ def evaluate_chic_stage(
 ) -> ChicEvalResult:
     """Evaluate the newest Chic / Chic-Pair policies and Optimus at every rate (eval_runs,
     eval_jobs, eval_summary; one `chic_evaluation` row per system and rate)."""
-    policies: dict[tuple[str, float], str] = {}
-    loaded: dict[str, ChicPolicy] = {}
     with connect(warehouse) as con:
-        for variant in ("chic", "chic-pair"):
-            for rate in sorted({*cfg.rates, cfg.reference_rate}):
-                # The newest usable one: a lost checkpoint falls back to its ancestor.
-                resumed = resume_from(
-                    con, latest_chic_policy(con, variant, rate), policy_from_checkpoint
+        usable = newest_usable(
+            con,
+            (
+                (
+                    (variant, rate),
+                    lambda v=variant, r=rate: latest_chic_policy(con, v, r),
+                    policy_from_checkpoint,
                 )
-                resume_note(resumed)
-                if resumed.policy_id is not None:
-                    policies[(variant, rate)] = resumed.policy_id
-                    loaded[resumed.policy_id] = resumed.policy
+                for variant in ("chic", "chic-pair")
+                for rate in sorted({*cfg.rates, cfg.reference_rate})
+            ),
+        )
+        policies = {key: resumed.policy_id for key, resumed in usable.items()}
+        loaded = {resumed.policy_id: resumed.policy for resumed in usable.values()}
         teachers = {pid: t for pid in loaded if (t := warm_start_teacher(con, pid)) is not None}
     eval_id = (
         "chic-eval-"
@@ -406,28 +414,30 @@ def evaluate_chic_stage(
             canonical_json(asdict(cfg)), canonical_json(sorted(map(list, policies.items())))
         )[:16]
     )
-    with connect(warehouse) as con:
-        existing = read_frame(con, "SELECT * FROM chic_evaluation WHERE eval_id = ?", [eval_id])
-    if existing.height:
-        return _summary(eval_id, existing)
-    # One intra-op thread, as in training: the sampled actions must not depend on how many
-    # threads the calling process happens to have (a worker process or the flow's own).
-    with (
-        scoped_torch(threads=1),
-        progress.bar("Chic evaluation: arrival rates", len(cfg.rates)) as advance,
-    ):
-        tables = chic_tables(cfg, policies, loaded, eval_id, progress=advance, teachers=teachers)
-    with connect(warehouse) as con, transaction(con):
-        store_evaluation(con, tables)
+
+    def stored(con) -> ChicEvalResult | None:
         frame = read_frame(con, "SELECT * FROM chic_evaluation WHERE eval_id = ?", [eval_id])
-    acts: dict[str, dict[float, list[float]]] = {}
-    for rate in cfg.rates:
-        of_rate = tables.runs.filter(pl.col("workload_set") == chic_set(rate))
-        for (system,), part in of_rate.group_by("scheduler", maintain_order=True):
-            acts.setdefault(system, {})[float(rate)] = part.sort("sequence_no")[
-                "avg_jct_s"
-            ].to_list()
-    return replace(_summary(eval_id, frame), sequence_acts=acts)
+        return _summary(eval_id, frame) if frame.height else None
+
+    def result(con, tables: EvalTables) -> ChicEvalResult:
+        frame = read_frame(con, "SELECT * FROM chic_evaluation WHERE eval_id = ?", [eval_id])
+        acts: dict[str, dict[float, list[float]]] = {}
+        for rate in cfg.rates:
+            of_rate = tables.runs.filter(pl.col("workload_set") == chic_set(rate))
+            for (system,), part in of_rate.group_by("scheduler", maintain_order=True):
+                by_sequence = part.sort("sequence_no")["avg_jct_s"].to_list()
+                acts.setdefault(system, {})[float(rate)] = by_sequence
+        return replace(_summary(eval_id, frame), sequence_acts=acts)
+
+    return evaluate_once(
+        warehouse,
+        stored=stored,
+        tables=lambda advance: chic_tables(cfg, policies, loaded, eval_id, advance, teachers),
+        result=result,
+        bar="Chic evaluation: arrival rates",
+        steps=len(cfg.rates),
+        progress=progress,
+    )
 
 
 def _summary(eval_id: str, frame: pl.DataFrame) -> ChicEvalResult:
@@ -575,9 +585,7 @@ def train_chic_arena_stage(
     policy as system "<variant>-arena" (child of the policy it started from)."""
     system = variant + ARENA
     cem = cfg.cem_config(variant)
-    with connect(warehouse) as con:
-        train_jobs = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
-        val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
+    train_jobs, val_jobs = arena_splits(warehouse, cfg)
     train = arena_sequences(train_jobs, cfg.jobs_per_episode)
     validation = arena_sequences(val_jobs, None)
     name = ("Chic" if variant == "chic" else "Chic-Pair") + " (arena)"

@@ -6,15 +6,12 @@ cross-entropy method in the arena's DL2 setting on each arena set, whose policie
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
-
-from prefect import task
+from dataclasses import dataclass, field, replace
 
 from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
-from pipelines.progress import QUIET, Reporter
-from pipelines.retries import IO_RETRIES
-from pipelines.sections import Section, exists, frame_table
+from pipelines.sections import Section
 from pipelines.system import ArenaPolicies, Pending, RunContext, arena_configs
+from pipelines.system_steps import nothing, policy_ids, results, submit_stage, view_section
 from pipelines.systems.chic.stages import (
     ChicArenaConfig,
     ChicEvalConfig,
@@ -24,7 +21,6 @@ from pipelines.systems.chic.stages import (
     train_chic_stage,
 )
 from tracelib.sim import DecisionPolicy, Scheduler
-from warehouse import read_frame
 
 
 @dataclass(frozen=True)
@@ -51,38 +47,31 @@ class ChicRunConfig:
         ]
 
 
-@task(name="chic-train", **IO_RETRIES)
-def train_task(warehouse: str | None, cfg: ChicTrainConfig, progress: Reporter = QUIET) -> dict:
-    with progress.stage(f"{cfg.variant} CEM training at {cfg.rate_per_hour:g}/h"):
-        return asdict(train_chic_stage(warehouse, cfg, progress))
-
-
-@task(name="chic-arena-train", **IO_RETRIES)
-def arena_task(
-    warehouse: str | None, cfg: ChicArenaConfig, variant: str, progress: Reporter = QUIET
-) -> dict:
-    with progress.stage(f"{variant} CEM training in the arena ({cfg.workload_set})"):
-        return asdict(train_chic_arena_stage(warehouse, cfg, variant, progress))
-
-
-@task(name="chic-evaluate", **IO_RETRIES)
-def evaluate_task(warehouse: str | None, cfg: ChicEvalConfig, progress: Reporter = QUIET) -> dict:
-    with progress.stage("Chic evaluation"):
-        return asdict(evaluate_chic_stage(warehouse, cfg, progress))
-
-
 def train(run: RunContext, cfg: ChicRunConfig, pending: Pending) -> Pending:
     """One CEM training per variant and rate, and one per variant and arena set."""
     variants = cfg.arena.variants if cfg.arena.iterations > 0 else ()
     by_set = arena_configs(run, cfg.arena)
     return {
         "train": {
-            f"{t.variant}@{t.rate_per_hour:g}": train_task.submit(run.warehouse, t, run.progress)
+            f"{t.variant}@{t.rate_per_hour:g}": submit_stage(
+                "chic-train",
+                f"{t.variant} CEM training at {t.rate_per_hour:g}/h",
+                train_chic_stage,
+                run,
+                t,
+            )
             for t in cfg.train_configs()
         },
         "arena": {
             v: {
-                name: arena_task.submit(run.warehouse, one, v, run.progress)
+                name: submit_stage(
+                    "chic-arena-train",
+                    f"{v} CEM training in the arena ({name})",
+                    train_chic_arena_stage,
+                    run,
+                    one,
+                    v,
+                )
                 for name, one in by_set.items()
             }
             for v in variants
@@ -92,40 +81,30 @@ def train(run: RunContext, cfg: ChicRunConfig, pending: Pending) -> Pending:
 
 def evaluate(run: RunContext, cfg: ChicRunConfig, pending: Pending) -> Pending:
     """The evaluation at every rate, after every training."""
-    wait = list(pending["train"].values())
-    return {
-        "evaluation": evaluate_task.submit(run.warehouse, cfg.eval, run.progress, wait_for=wait)
-    }
+    wait = pending["train"].values()
+    evaluation = submit_stage(
+        "chic-evaluate", "Chic evaluation", evaluate_chic_stage, run, cfg.eval, wait_for=wait
+    )
+    return {"evaluation": evaluation}
 
 
 def collect(run: RunContext, cfg: ChicRunConfig, pending: Pending) -> dict:
     """Every trained policy and the evaluation."""
-    return {
-        "train": {k: f.result() for k, f in pending["train"].items()},
-        "evaluation": pending["evaluation"].result(),
-        "arena": {
-            v: {name: f.result() for name, f in by_set.items()}
-            for v, by_set in pending.get("arena", {}).items()
-        },
-    }
+    return results(pending)
 
 
 def report(con) -> list[Section]:
-    """The evaluation against Optimus at every arrival rate."""
+    """The evaluation against Optimus at every arrival rate (the sequences' seeds are a
+    list of 30 numbers per row: in SQL, not in the report)."""
     section = Section(
         "Chic and Chic-Pair: configuration by the cross-entropy method",
         "Chic and Chic-Pair against Optimus (600 s and 300 s) in Chic's scenario, at every "
         "arrival rate.",
         empty="No Chic evaluation has been stored yet.",
     )
-    if exists(con, "chic_evaluation"):
-        frame = read_frame(con, "SELECT * FROM chic_evaluation ORDER BY ALL")
-        if frame.height:
-            # The sequences' seeds are a list of 30 numbers per row: in SQL, not in the report.
-            hidden = ("config", "sequence_seeds", "code_version")
-            keep = [c for c in frame.columns if c not in hidden]
-            section.tables.append(frame_table("chic_evaluation", frame.select(keep)))
-    return [section]
+    return view_section(
+        con, section, "chic_evaluation", ("config", "sequence_seeds", "code_version")
+    )
 
 
 def config() -> ChicRunConfig:
@@ -133,17 +112,13 @@ def config() -> ChicRunConfig:
     return ChicRunConfig()
 
 
-def prepare(run: RunContext, cfg: ChicRunConfig) -> Pending:
-    """Nothing: each training is independent."""
-    return {}
+prepare = nothing
+"""Nothing to prepare: each training is independent."""
 
 
 def arena(run: RunContext, pending: Pending) -> ArenaPolicies:
     """Each variant trained in the arena, by scheduler name ("chic", "chic-pair"), per set."""
-    return {
-        v: {name: f.result()["policy_id"] for name, f in by_set.items()}
-        for v, by_set in pending.get("arena", {}).items()
-    }
+    return {v: policy_ids(by_set) for v, by_set in pending.get("arena", {}).items()}
 
 
 def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:

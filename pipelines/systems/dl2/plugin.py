@@ -13,7 +13,7 @@ from models.dl2.config import (
     RecorderConfig,
     WarmupConfig,
 )
-from pipelines.system import LearnedSystem, Nested, resized
+from pipelines.system import Nested, plugin, resized
 
 if TYPE_CHECKING:
     from pipelines.systems.dl2.stages import DL2StageConfig
@@ -136,21 +136,4 @@ def _policy_line(what: str, result: dict) -> str:
     return f"  {what} {result['policy_id']}{cached}: {detail}, {m['train_wall_s']:.0f} s"
 
 
-def steps():
-    """DL2's steps (imports torch and Prefect)."""
-    from pipelines.systems.dl2 import steps
-
-    return steps
-
-
-DL2 = LearnedSystem(
-    name="dl2",
-    key="dl2",
-    options=DL2Options,
-    budgets=BUDGETS,
-    apply=apply,
-    seeded=seeded,
-    summary_lines=summary_lines,
-    steps=steps,
-    nested=NESTED,
-)
+DL2 = plugin(__name__, name="dl2", key="dl2", options=DL2Options)

@@ -17,6 +17,7 @@ from pipelines.progress import QUIET, Reporter
 from pipelines.retries import IO_RETRIES
 from pipelines.sections import Section, exists, frame_table
 from pipelines.system import ArenaPolicies, Pending, RunContext
+from pipelines.system_steps import nothing
 from pipelines.systems.dl2.stages import (
     VARIANTS,
     DL2StageConfig,
@@ -211,6 +212,5 @@ def report(con) -> list[Section]:
     return [section]
 
 
-def evaluate(run: RunContext, cfg: DL2StageConfig, pending: Pending) -> Pending:
-    """Nothing of its own: DL2's policies run in the evaluation on every workload set."""
-    return {}
+evaluate = nothing
+"""Nothing of its own: DL2's policies run in the evaluation on every workload set."""

@@ -12,7 +12,7 @@ from models.harmony.config import (
     PlacementTrainConfig,
     RewardTrainConfig,
 )
-from pipelines.system import LearnedSystem, Nested
+from pipelines.system import Nested, plugin
 from pipelines.systems.harmony.lines import gavel_line, skipped_line
 
 if TYPE_CHECKING:
@@ -180,21 +180,4 @@ def summary_lines(summary: dict) -> list[str]:
     return lines
 
 
-def steps():
-    """Harmony's steps (imports torch and Prefect)."""
-    from pipelines.systems.harmony import steps
-
-    return steps
-
-
-HARMONY = LearnedSystem(
-    name="harmony",
-    key="harmony",
-    options=HarmonyOptions,
-    budgets=BUDGETS,
-    apply=apply,
-    seeded=seeded,
-    summary_lines=summary_lines,
-    steps=steps,
-    nested=NESTED,
-)
+HARMONY = plugin(__name__, name="harmony", key="harmony", options=HarmonyOptions)

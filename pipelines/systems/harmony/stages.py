@@ -73,13 +73,11 @@ from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
     ARENA_SUFFIX,
     EvalTables,
-    Workload,
     best_rates,
     eval_setting,
-    run_schedulers,
+    scenario_tables,
+    scenario_workloads,
     simulated,
-    store_evaluation,
-    summarize_runs,
 )
 from pipelines.progress import QUIET, Reporter
 from pipelines.systems.harmony.lines import gavel_line, skipped_line
@@ -88,12 +86,14 @@ from pipelines.trained import (
     Trained,
     TrainResult,
     already_trained,
+    arena_splits,
+    evaluate_once,
     input_key,
+    job_sequences_of,
     newest_policy,
+    newest_usable,
     parent_of,
     replace_policy_rows,
-    resume_note,
-    set_workloads,
     train_and_register,
 )
 from tracelib.contracts import InterferenceSamples
@@ -103,8 +103,8 @@ from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import code_version
 from tracelib.scenarios import harmony_set
 from tracelib.scenarios.harmony import ArrivalConfig, sequences, split_seed
-from tracelib.sim import SimResult, jobs_from_frame
-from warehouse import connect, read_frame, transaction
+from tracelib.sim import SimResult
+from warehouse import connect, read_frame
 from warehouse.io import validate, write_frame
 
 ONLINE_SOURCE = "harmony-online"
@@ -504,51 +504,29 @@ def harmony_tables(
     }
     workloads = []
     for p_idx, pattern in enumerate(cfg.patterns):
-        seqs = sequences(
-            replace(cfg.arrivals, pattern=pattern), cfg.n_sequences, cfg.seed + 7919 * p_idx
-        )
         root = cfg.seed + 7919 * p_idx
-        for k, jobs in enumerate(seqs):
-            workloads.append(
-                Workload(
-                    workload_set=harmony_set(pattern),
-                    workload_id=f"{harmony_set(pattern)}:{root}:{k}",
-                    sequence_no=k,
-                    jobs=jobs,
-                    seeds=(cfg.seed + k,),
-                    trace_version=f"scenario:{harmony_set(pattern)}",
-                )
-            )
+        seqs = sequences(replace(cfg.arrivals, pattern=pattern), cfg.n_sequences, root)
+        ids = [f"{harmony_set(pattern)}:{root}:{k}" for k in range(len(seqs))]
+        seeds = [cfg.seed + k for k in range(len(seqs))]
+        workloads += scenario_workloads(harmony_set(pattern), ids, seeds, seqs)
     results: dict[str, list[SimResult]] = {name: [] for name in learned}
 
     def keep(name, _workload, outcome) -> None:
         if name in results:
             results[name].append(outcome.result)
 
-    version = code_version()
-    config = cfg.to_json()
-    runs, jobs = run_schedulers(
-        schedulers,
-        workloads,
-        eval_id=eval_id,
-        total_gpus=cfg.sim.cluster.gpus * cfg.sim.cluster.n_servers,
-        run_config=lambda seed: config,
-        version=version,
+    tables = scenario_tables(
+        eval_id,
+        [(schedulers, workloads, cfg.sim.cluster.gpus * cfg.sim.cluster.n_servers)],
+        config=cfg.to_json(),
+        scenario=SCENARIO,
+        reference=cfg.baselines[0] if cfg.baselines else next(iter(schedulers)),
+        slot_s=cfg.sim.slot_s,
+        families={name: SCENARIO for name in learned},
         progress=progress,
         on_result=keep,
     )
-    summary = summarize_runs(
-        runs,
-        reference=cfg.baselines[0] if cfg.baselines else next(iter(schedulers)),
-        order=list(schedulers),
-        confidence=0.95,
-        slot_s=cfg.sim.slot_s,
-        config=config,
-        version=version,
-        families={name: SCENARIO for name in learned},
-        scenario=SCENARIO,
-    )
-    return EvalTables(eval_id, runs, jobs, summary), results
+    return tables, results
 
 
 def _stored_summary(con, eval_id: str) -> pl.DataFrame:
@@ -565,52 +543,62 @@ def evaluate_harmony_stage(
     true simulator (eval_runs, eval_jobs, eval_summary; the `harmony_evaluation` view), and
     append the speeds Harmony observed to `interference_samples` (source harmony-online)
     for the online update."""
-    learned: dict[str, tuple[Any, str | None]] = {}
     with connect(warehouse) as con:
-        for variant in cfg.variants:
-            # The newest usable one: a lost checkpoint falls back to its ancestor.
-            resumed = resume_from(
-                con,
-                newest_policy(con, variant),
-                lambda ckpt, variant=variant: policy_from_checkpoint(ckpt, name=variant),
-            )
-            resume_note(resumed)
-            if resumed.policy_id is not None:
-                learned[variant] = (resumed.policy, resumed.policy_id)
+        usable = newest_usable(
+            con,
+            (
+                (
+                    variant,
+                    lambda v=variant: newest_policy(con, v),
+                    lambda ckpt, v=variant: policy_from_checkpoint(ckpt, name=v),
+                )
+                for variant in cfg.variants
+            ),
+        )
+    learned = {name: (r.policy, r.policy_id) for name, r in usable.items()}
     digest = hashlib.sha256(cfg.eval.to_json().encode())
     for name in sorted(learned):
         digest.update(f"{name}={learned[name][1]}".encode())
     eval_id = f"harmony-{digest.hexdigest()[:16]}"
-    online_seed = int(digest.hexdigest()[:12], 16)
-    # The id hashes the evaluation config and the evaluated policies: rows stored under it
-    # are exactly what simulating again would give, so an unchanged run simulates nothing.
-    with connect(warehouse) as con:
-        stored = _stored_summary(con, eval_id)
+    seed = int(digest.hexdigest()[:12], 16)
+    observed: dict[str, list[SimResult]] = {}
+
+    def stored(con) -> HarmonyEvalResult | None:
+        summary = _stored_summary(con, eval_id)
         [(online_rows,)] = con.sql(
             "SELECT count(*) FROM interference_samples WHERE source = ? AND seed = ?",
-            params=[ONLINE_SOURCE, online_seed],
+            params=[ONLINE_SOURCE, seed],
         ).fetchall()
-    if stored.height:
-        return HarmonyEvalResult(eval_id, stored, online_rows)
-    with scoped_torch(threads=1), progress.bar("Harmony evaluation runs") as advance:
-        tables, results = harmony_tables(learned, cfg.eval, eval_id, progress=advance)
-    online = pl.DataFrame()
-    if "harmony" in results:
-        seed = online_seed
-        online = validate(
-            observed_samples(results["harmony"], ONLINE_SOURCE, seed, cfg.online_max_sets),
-            InterferenceSamples,
-        )
-    with connect(warehouse) as con, transaction(con):
-        store_evaluation(con, tables)
+        return HarmonyEvalResult(eval_id, summary, online_rows) if summary.height else None
+
+    def tables(advance: ProgressFn) -> EvalTables:
+        made, results = harmony_tables(learned, cfg.eval, eval_id, progress=advance)
+        observed.update(results)
+        return made
+
+    def result(con, _tables: EvalTables) -> HarmonyEvalResult:
+        online = pl.DataFrame()
+        if "harmony" in observed:
+            online = validate(
+                observed_samples(observed["harmony"], ONLINE_SOURCE, seed, cfg.online_max_sets),
+                InterferenceSamples,
+            )
         if online.height:
             con.execute(
                 "DELETE FROM interference_samples WHERE source = ? AND seed = ?",
                 [ONLINE_SOURCE, seed],
             )
             write_frame(con, online, InterferenceSamples)
-        summary = _stored_summary(con, eval_id)
-    return HarmonyEvalResult(eval_id, summary, online.height)
+        return HarmonyEvalResult(eval_id, _stored_summary(con, eval_id), online.height)
+
+    return evaluate_once(
+        warehouse,
+        stored=stored,
+        tables=tables,
+        result=result,
+        bar="Harmony evaluation runs",
+        progress=progress,
+    )
 
 
 def online_update_stage(
@@ -695,11 +683,6 @@ class HarmonyArenaConfig:
         return replace(self.train, seed=self.seed)
 
 
-def _jobs_of(frame: pl.DataFrame) -> list:
-    """One job sequence (JobSpecs) per workload of a `workload_jobs` frame, in its order."""
-    return [jobs_from_frame(f) for f in frame.partition_by("workload_id", maintain_order=True)]
-
-
 def _arena_start(
     con, cfg: HarmonyArenaConfig, net: HarmonyNetConfig, own_policy_id: str | None
 ) -> tuple[Resumed, str]:
@@ -740,9 +723,8 @@ def train_arena_stage(
     `harmony-arena`, its parent the policy it started from. Unchanged inputs (config,
     workloads, reward model) return the policy already trained on them."""
     tcfg = cfg.train_config()
+    train_jobs, val_jobs = arena_splits(warehouse, cfg)
     with connect(warehouse) as con:
-        train_jobs = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
-        val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
         rid = _reward_model_id(con, reward_model_id)
         predictor = predictor_from_checkpoint(load_registered(con, rid))
     key = input_key(cfg.init, tcfg, rid, train_jobs, val_jobs)
@@ -759,7 +741,12 @@ def train_arena_stage(
         # cluster in one input: the predictor sees every co-located job at once.
         credit = predictor.for_cluster(m, max(2 * m, predictor.cfg.max_jobs))
         policy, curve, metrics = train_placement(
-            _jobs_of(train_jobs), _jobs_of(val_jobs), credit, tcfg, resumed.policy, progress=advance
+            job_sequences_of(train_jobs),
+            job_sequences_of(val_jobs),
+            credit,
+            tcfg,
+            resumed.policy,
+            progress=advance,
         )
         policy.name = ARENA_SYSTEM
         # The input key in the checkpoint's config: weights kept from the start

@@ -16,6 +16,7 @@ from pipelines.progress import QUIET, Reporter
 from pipelines.retries import IO_RETRIES
 from pipelines.sections import Section, exists, frame_table
 from pipelines.system import ArenaPolicies, Pending, RunContext, arena_configs
+from pipelines.system_steps import arena_entry, results, submit_stage, view_section
 from pipelines.systems.harmony.stages import (
     ARENA_SYSTEM,
     HarmonyArenaConfig,
@@ -40,12 +41,6 @@ class HarmonyRunConfig:
     """Its placement policy trained for the evaluation on every workload set."""
     online_update: bool = False
     """After the evaluation, re-fit the predictor and the policies on the observed speeds."""
-
-
-@task(name="harmony-fit-reward-model", **IO_RETRIES)
-def reward_task(warehouse: str | None, cfg: HarmonyStageConfig, progress: Reporter = QUIET) -> dict:
-    with progress.stage("Harmony reward predictor"):
-        return asdict(fit_reward_model_stage(warehouse, cfg, progress))
 
 
 @task(name="harmony-warm-start", **IO_RETRIES)
@@ -115,7 +110,14 @@ def online_task(warehouse: str | None, cfg: HarmonyStageConfig, progress: Report
 
 def prepare(run: RunContext, cfg: HarmonyRunConfig) -> Pending:
     """The reward predictor, once the interference samples are in."""
-    reward = reward_task.submit(run.warehouse, cfg.stage, run.progress, wait_for=[run.interference])
+    reward = submit_stage(
+        "harmony-fit-reward-model",
+        "Harmony reward predictor",
+        fit_reward_model_stage,
+        run,
+        cfg.stage,
+        wait_for=[run.interference],
+    )
     return {"reward": reward}
 
 
@@ -150,12 +152,7 @@ def evaluate(run: RunContext, cfg: HarmonyRunConfig, pending: Pending) -> Pendin
 def collect(run: RunContext, cfg: HarmonyRunConfig, pending: Pending) -> dict:
     """The predictor, every placement policy, the evaluation; then the online update (which
     consumes what the evaluation observed) when asked for."""
-    out = {
-        "reward": pending["reward"].result(),
-        "placement": {v: f.result() for v, f in pending["placement"].items()},
-        "arena": {name: f.result() for name, f in pending.get("arena", {}).items()},
-        "evaluation": pending["evaluation"].result(),
-    }
+    out = {"arena": {}, **results(pending)}
     if cfg.online_update:
         out["online_update"] = online_task(run.warehouse, cfg.stage, run.progress)
     return out
@@ -174,14 +171,9 @@ def report(con) -> list[Section]:
         quality = read_frame(con, "SELECT * FROM reward_model_quality ORDER BY ALL")
         if quality.height:
             section.tables.append(frame_table("Held-out error", quality))
-    if exists(con, "harmony_evaluation"):
-        frame = read_frame(con, "SELECT * FROM harmony_evaluation ORDER BY ALL")
-        if frame.height:
-            # The evaluation's config is a JSON object per row: in SQL, not in the report.
-            hidden = ("config", "eval_config", "code_version")
-            keep = [c for c in frame.columns if c not in hidden]
-            section.tables.append(frame_table("harmony_evaluation", frame.select(keep)))
-    return [section]
+    return view_section(
+        con, section, "harmony_evaluation", ("config", "eval_config", "code_version")
+    )
 
 
 def config() -> HarmonyRunConfig:
@@ -192,9 +184,7 @@ def config() -> HarmonyRunConfig:
 def arena(run: RunContext, pending: Pending) -> ArenaPolicies:
     """Its arena policy per set, under the scheduler name "harmony" (none when not
     trained)."""
-    if "arena" not in pending:
-        return {}
-    return {"harmony": {name: f.result()["policy_id"] for name, f in pending["arena"].items()}}
+    return arena_entry("harmony", pending)
 
 
 def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:

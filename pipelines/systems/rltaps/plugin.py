@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from models.rltaps.config import ArenaTrainConfig, ReinforceConfig
-from pipelines.system import LearnedSystem, Nested, resized
+from pipelines.system import Nested, plugin, resized
 from tracelib.envs.gpu import GpuEnvConfig, GpuObsConfig
 from tracelib.envs.gpu_arena import ArenaEnvConfig
 from tracelib.sim.topology import TopologyConfig
@@ -140,21 +140,4 @@ def summary_lines(summary: dict) -> list[str]:
     return lines
 
 
-def steps():
-    """RL-TAPS' steps (imports torch and Prefect)."""
-    from pipelines.systems.rltaps import steps
-
-    return steps
-
-
-RLTAPS = LearnedSystem(
-    name="rl-taps",
-    key="rltaps",
-    options=RLTapsOptions,
-    budgets=BUDGETS,
-    apply=apply,
-    seeded=seeded,
-    summary_lines=summary_lines,
-    steps=steps,
-    nested=NESTED,
-)
+RLTAPS = plugin(__name__, name="rl-taps", key="rltaps", options=RLTapsOptions)

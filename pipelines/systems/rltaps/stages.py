@@ -66,27 +66,27 @@ from models.rltaps.policy import (
 )
 from models.rltaps.pretrained import Shipped, load_shipped
 from models.rltaps.reinforce import train
-from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
     EvalTables,
     RunOutcome,
     Workload,
     eval_setting,
-    run_schedulers,
-    store_evaluation,
-    summarize_runs,
+    scenario_tables,
+    scenario_workloads,
 )
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
     Trained,
     TrainResult,
+    arena_splits,
+    evaluate_once,
     input_key,
+    job_sequences_of,
     newest_policy,
+    newest_usable,
     parent_of,
     policies_dir,
     replace_policy_rows,
-    resume_note,
-    set_workloads,
     train_and_register,
 )
 from tracelib.envs.gpu import GpuEnvConfig
@@ -95,10 +95,10 @@ from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
 from tracelib.scenarios import RL_TAPS_SET
 from tracelib.scenarios.rltaps import job_length_s
-from tracelib.sim import SimConfig, jobs_from_frame
+from tracelib.sim import SimConfig
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.topology import RLTAPS_STEP_S
-from warehouse import connect, read_frame, transaction
+from warehouse import connect, read_frame
 
 _TEST_STREAM = 0x7E57
 """Spawn key of the test sequences' seeds (independent of the trainer's streams)."""
@@ -389,42 +389,20 @@ def rltaps_tables(
 
     n_jobs = cfg.reinforce.n_jobs
     sequence_set = f"rl-taps-bimodal-test:{n_jobs}x{cfg.test_sequences}:seed{cfg.seed}"
-    workloads = [
-        Workload(
-            workload_set=RL_TAPS_SET,
-            workload_id=f"{sequence_set}:{seed}",
-            sequence_no=k,
-            jobs=jobs,
-            seeds=(int(seed),),
-            trace_version=f"scenario:{RL_TAPS_SET}",
-        )
-        for k, (seed, jobs) in enumerate(zip(seeds, sequences, strict=True))
-    ]
-    eval_config = cfg.eval_config()
-    config = canonical_json({**eval_config, "sequence_set": sequence_set, "seeds": seeds})
-    version = code_version()
-    runs, jobs = run_schedulers(
-        {name: replayed(name) for name in schedulers},
-        workloads,
-        eval_id=eval_id,
-        total_gpus=env_cfg.topology.n_gpus,
-        run_config=lambda seed: config,
-        version=version,
-    )
+    ids = [f"{sequence_set}:{seed}" for seed in seeds]
+    workloads = scenario_workloads(RL_TAPS_SET, ids, seeds, sequences)
+    config = canonical_json({**cfg.eval_config(), "sequence_set": sequence_set, "seeds": seeds})
     baselines = [name for name in schedulers if schedulers[name] is None]
-    summary = summarize_runs(
-        runs,
-        reference="sjf" if "sjf" in baselines else (baselines or list(schedulers))[0],
-        order=list(schedulers),
-        confidence=0.95,
-        slot_s=RLTAPS_STEP_S,
+    return scenario_tables(
+        eval_id,
+        [({name: replayed(name) for name in schedulers}, workloads, env_cfg.topology.n_gpus)],
         config=config,
-        version=version,
+        scenario=SCENARIO,
+        reference="sjf" if "sjf" in baselines else (baselines or list(schedulers))[0],
+        slot_s=RLTAPS_STEP_S,
         families={name: SCENARIO for name in schedulers if schedulers[name] is not None},
         metric="mean_slowdown",
-        scenario=SCENARIO,
     )
-    return EvalTables(eval_id, runs, jobs, summary)
 
 
 def evaluate_rltaps_stage(
@@ -436,36 +414,47 @@ def evaluate_rltaps_stage(
     sequences: eval_runs / eval_jobs / eval_summary rows (one `rltaps_evaluation` row per
     scheduler). Stored rows of the same config, policies and code version are read back
     instead of simulated again (`cached` in the result)."""
-    learned: dict[str, RLTapsPolicy] = {}
-    policy_ids: dict[str, str] = {}
     with connect(warehouse) as con:
-        for mode in MODES:
-            # The newest usable one: a lost checkpoint falls back to its ancestor.
-            resumed = resume_from(con, newest_policy(con, system_of(mode)), policy_from_checkpoint)
-            resume_note(resumed)
-            if resumed.policy_id is not None:
-                learned[f"rl-taps-{mode}"] = resumed.policy
-                policy_ids[f"rl-taps-{mode}"] = resumed.policy_id
+        usable = newest_usable(
+            con,
+            (
+                (
+                    f"rl-taps-{mode}",
+                    lambda m=mode: newest_policy(con, system_of(m)),
+                    policy_from_checkpoint,
+                )
+                for mode in MODES
+            ),
+        )
+    learned: dict[str, RLTapsPolicy] = {name: r.policy for name, r in usable.items()}
+    policy_ids = {name: r.policy_id for name, r in usable.items()}
     eval_config = cfg.eval_config()
     run_id = "rltaps-eval:" + input_key(eval_config, policy_ids)[:16]
     schedulers: dict[str, RLTapsPolicy | None] = {
         **learned,
         **dict.fromkeys((*BASELINES, *PREEMPTIVE)),
     }
-    # The id hashes the evaluation's config and policies, so rows stored under it by this
-    # code version are what simulating again would give: an unchanged run simulates nothing.
-    with connect(warehouse) as con:
-        [(stored,)] = con.sql(
+
+    def stored(con) -> RLTapsEvalResult | None:
+        # Rows stored under the id by this code version (the summary: one per scheduler).
+        [(rows,)] = con.sql(
             "SELECT count(*) FROM eval_summary WHERE eval_id = ? AND code_version = ?",
             params=[run_id, code_version()],
         ).fetchall()
-        if stored == len(schedulers):
-            return _evaluation_result(con, run_id, policy_ids, list(schedulers), cfg, True)
-    with scoped_torch(threads=1), progress.bar("RL-TAPS evaluation episodes") as advance:
-        tables = rltaps_tables(schedulers, policy_ids, cfg, run_id, progress=advance)
-    with connect(warehouse) as con, transaction(con):
-        store_evaluation(con, tables)
-        return _evaluation_result(con, run_id, policy_ids, list(schedulers), cfg, False)
+        if rows != len(schedulers):
+            return None
+        return _evaluation_result(con, run_id, policy_ids, list(schedulers), cfg, True)
+
+    return evaluate_once(
+        warehouse,
+        stored=stored,
+        tables=lambda advance: rltaps_tables(schedulers, policy_ids, cfg, run_id, advance),
+        result=lambda con, _: _evaluation_result(
+            con, run_id, policy_ids, list(schedulers), cfg, False
+        ),
+        bar="RL-TAPS evaluation episodes",
+        progress=progress,
+    )
 
 
 def _evaluation_result(
@@ -569,14 +558,6 @@ class RLTapsArenaConfig:
         return asdict(self)
 
 
-def _sequences(jobs: pl.DataFrame) -> list[tuple]:
-    """One job sequence per workload, in workload order."""
-    return [
-        jobs_from_frame(frame.sort("job_index"))
-        for _, frame in jobs.group_by("workload_id", maintain_order=True)
-    ]
-
-
 def _fits(policy: RLTapsArenaPolicy, cfg: ArenaTrainConfig) -> str:
     """Why a registered arena policy cannot continue this training ("" when it can)."""
     if policy.env != cfg.env:
@@ -592,9 +573,7 @@ def train_arena_stage(
     shapes fit (cfg.init = "latest"), else from scratch; register it (system
     `rl-taps-arena`, parent: the policy it started from) with its learning curve."""
     tr_cfg = cfg.train_config()
-    with connect(warehouse) as con:
-        train_jobs = set_workloads(con, cfg.workload_set, "train", cfg.train_sequences)
-        val_jobs = set_workloads(con, cfg.workload_set, "validation", cfg.val_sequences)
+    train_jobs, val_jobs = arena_splits(warehouse, cfg)
 
     def start(con) -> Resumed:
         parent = parent_of(cfg.init, lambda: newest_policy(con, ARENA_SYSTEM, cfg.workload_set))
@@ -617,8 +596,8 @@ def train_arena_stage(
         train=lambda resumed, advance: Trained(
             *train_arena(
                 tr_cfg,
-                _sequences(train_jobs),
-                _sequences(val_jobs),
+                job_sequences_of(train_jobs),
+                job_sequences_of(val_jobs),
                 init=resumed.policy,
                 progress=advance,
             )

@@ -5,16 +5,13 @@ workload set under the scheduler name "rl-taps"."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
-
-from prefect import task
+from dataclasses import dataclass, field, replace
 
 from models.rltaps.config import MODES
 from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
-from pipelines.progress import QUIET, Reporter
-from pipelines.retries import IO_RETRIES
-from pipelines.sections import Section, exists, frame_table
+from pipelines.sections import Section
 from pipelines.system import ArenaPolicies, Pending, RunContext, arena_configs
+from pipelines.system_steps import arena_entry, nothing, results, submit_stage, view_section
 from pipelines.systems.rltaps.stages import (
     RLTapsArenaConfig,
     RLTapsStageConfig,
@@ -23,7 +20,6 @@ from pipelines.systems.rltaps.stages import (
     train_rltaps_stage,
 )
 from tracelib.sim import DecisionPolicy
-from warehouse import read_frame
 
 
 @dataclass(frozen=True)
@@ -40,36 +36,25 @@ class RLTapsRunConfig:
         return [replace(self.stage, mode=m) for m in self.modes]
 
 
-@task(name="rltaps-train", **IO_RETRIES)
-def train_task(warehouse: str | None, cfg: RLTapsStageConfig, progress: Reporter = QUIET) -> dict:
-    with progress.stage(f"RL-TAPS training {cfg.mode}"):
-        return asdict(train_rltaps_stage(warehouse, cfg, progress))
-
-
-@task(name="rltaps-arena-train", **IO_RETRIES)
-def arena_task(warehouse: str | None, cfg: RLTapsArenaConfig, progress: Reporter = QUIET) -> dict:
-    with progress.stage(f"RL-TAPS arena training ({cfg.workload_set})"):
-        return asdict(train_arena_stage(warehouse, cfg, progress))
-
-
-@task(name="rltaps-evaluate", **IO_RETRIES)
-def evaluate_task(
-    warehouse: str | None, cfg: RLTapsStageConfig, progress: Reporter = QUIET
-) -> dict:
-    with progress.stage("RL-TAPS evaluation"):
-        return asdict(evaluate_rltaps_stage(warehouse, cfg, progress))
-
-
 def train(run: RunContext, cfg: RLTapsRunConfig, pending: Pending) -> Pending:
     """One REINFORCE training per mode, and the arena training on each arena set."""
     out: Pending = {
         "train": {
-            t.mode: train_task.submit(run.warehouse, t, run.progress) for t in cfg.train_configs()
+            t.mode: submit_stage(
+                "rltaps-train", f"RL-TAPS training {t.mode}", train_rltaps_stage, run, t
+            )
+            for t in cfg.train_configs()
         }
     }
     if cfg.arena is not None:
         out["arena"] = {
-            name: arena_task.submit(run.warehouse, one, run.progress)
+            name: submit_stage(
+                "rltaps-arena-train",
+                f"RL-TAPS arena training ({name})",
+                train_arena_stage,
+                run,
+                one,
+            )
             for name, one in arena_configs(run, cfg.arena).items()
         }
     return out
@@ -77,19 +62,21 @@ def train(run: RunContext, cfg: RLTapsRunConfig, pending: Pending) -> Pending:
 
 def evaluate(run: RunContext, cfg: RLTapsRunConfig, pending: Pending) -> Pending:
     """The evaluation against the job pickers, after every training."""
-    wait = list(pending["train"].values())
-    return {
-        "evaluation": evaluate_task.submit(run.warehouse, cfg.stage, run.progress, wait_for=wait)
-    }
+    wait = pending["train"].values()
+    evaluation = submit_stage(
+        "rltaps-evaluate",
+        "RL-TAPS evaluation",
+        evaluate_rltaps_stage,
+        run,
+        cfg.stage,
+        wait_for=wait,
+    )
+    return {"evaluation": evaluation}
 
 
 def collect(run: RunContext, cfg: RLTapsRunConfig, pending: Pending) -> dict:
     """Every trained policy and the evaluation."""
-    return {
-        "train": {k: f.result() for k, f in pending["train"].items()},
-        "evaluation": pending["evaluation"].result(),
-        "arena": {name: f.result() for name, f in pending.get("arena", {}).items()},
-    }
+    return {"arena": {}, **results(pending)}
 
 
 def report(con) -> list[Section]:
@@ -100,12 +87,7 @@ def report(con) -> list[Section]:
         "first-fit GPUs, on held-out job sequences.",
         empty="No RL-TAPS evaluation has been stored yet.",
     )
-    if exists(con, "rltaps_evaluation"):
-        frame = read_frame(con, "SELECT * FROM rltaps_evaluation ORDER BY ALL")
-        if frame.height:
-            keep = [c for c in frame.columns if c not in ("config", "code_version")]
-            section.tables.append(frame_table("rltaps_evaluation", frame.select(keep)))
-    return [section]
+    return view_section(con, section, "rltaps_evaluation", ("config", "code_version"))
 
 
 def config() -> RLTapsRunConfig:
@@ -113,16 +95,13 @@ def config() -> RLTapsRunConfig:
     return RLTapsRunConfig()
 
 
-def prepare(run: RunContext, cfg: RLTapsRunConfig) -> Pending:
-    """Nothing: each mode trains independently."""
-    return {}
+prepare = nothing
+"""Nothing to prepare: each mode trains independently."""
 
 
 def arena(run: RunContext, pending: Pending) -> ArenaPolicies:
     """Its arena policy per set, as scheduler "rl-taps" (when trained)."""
-    if "arena" not in pending:
-        return {}
-    return {"rl-taps": {name: f.result()["policy_id"] for name, f in pending["arena"].items()}}
+    return arena_entry("rl-taps", pending)
 
 
 def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
