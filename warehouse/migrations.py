@@ -22,8 +22,6 @@ from importlib import resources
 
 import duckdb
 
-from warehouse.db import transaction
-
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 _VIEW = re.compile(r"^(\d{2})_([a-z0-9_]+)\.sql$")
 
@@ -117,13 +115,19 @@ def apply_views(con: duckdb.DuckDBPyConnection) -> list[str]:
     if not stale:
         return []
     now = datetime.now(UTC).replace(tzinfo=None)
-    with transaction(con):
+    # BEGIN/COMMIT written out, as in `migrate`: warehouse.db imports this module.
+    con.execute("BEGIN TRANSACTION")
+    try:
         for view in stale:
             con.execute(view.sql)
             con.execute(
                 "INSERT OR REPLACE INTO schema_views VALUES (?, ?, ?)",
                 [view.name, view.checksum, now],
             )
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
     return [view.name for view in stale]
 
 
