@@ -285,12 +285,11 @@ def create_app(
             start=outcome.start,
             wait=outcome.wait,
         )
+        received = _as_received(body) if body is not None else None
         payload = {
-            "snapshot": _as_received(body) if body is not None else None,
+            "snapshot": received if received is not None else snap.model_dump(mode="json"),
             "decision": decision.model_dump(mode="json"),
         }
-        if payload["snapshot"] is None:
-            payload["snapshot"] = snap.model_dump(mode="json")
         await _append("decision", [payload], snap.cluster)
         return decision
 
