@@ -40,9 +40,10 @@ def evaluate_with_heuristics(
     wanted: Mapping[str, str],
     sequences: int | None,
     sim_seeds: int,
-) -> tuple[pl.DataFrame, tuple[str, ...]]:
+) -> tuple[pl.DataFrame, tuple[str, ...], pl.DataFrame | None]:
     """`wanted` (scheduler name -> policy id) and every heuristic of the arena on the set's
-    test sequences; returns the evaluation's runs and the heuristics' names."""
+    test sequences, the heuristics also on its validation sequences; returns the
+    evaluation's runs, the heuristics' names and the validation runs (None without any)."""
     heuristics = default_schedulers()
     eval_cfg = EvalConfig(
         workload_sets=(workload_set,),
@@ -55,19 +56,24 @@ def evaluate_with_heuristics(
         workloads = read_frame(con, "SELECT * FROM workloads")
         jobs = read_frame(con, "SELECT * FROM workload_jobs")
     t0 = time.perf_counter()
-    runs = evaluate(jobs, workloads, eval_cfg).runs
-    print(f"evaluated {runs.height} runs in {time.perf_counter() - t0:.0f} s")
-    return runs, heuristics
+    tables = evaluate(jobs, workloads, eval_cfg)
+    print(f"evaluated {tables.runs.height} runs in {time.perf_counter() - t0:.0f} s")
+    return tables.runs, heuristics, tables.selection
 
 
 def print_ratios(
-    runs: pl.DataFrame, heuristics: tuple[str, ...], groups: Mapping[str, str]
+    runs: pl.DataFrame,
+    heuristics: tuple[str, ...],
+    groups: Mapping[str, str],
+    chosen_on: pl.DataFrame | None = None,
 ) -> None:
     """The paired ratio of average JCT to the best non-oracle heuristic (chosen by mean
-    average JCT over the same runs) of the next three heuristics, for scale, and of each
-    group (label -> scheduler-name prefix: its training seeds pooled), against TARGET."""
+    average JCT on the validation runs `chosen_on`, else on the same runs) of the next
+    three heuristics, for scale, and of each group (label -> scheduler-name prefix: its
+    training seeds pooled), against TARGET."""
     means = (
-        runs.filter(
+        (runs if chosen_on is None else chosen_on)
+        .filter(
             pl.col("scheduler").is_in(heuristics) & ~pl.col("scheduler").str.ends_with("-oracle")
         )
         .group_by("scheduler")
@@ -78,7 +84,8 @@ def print_ratios(
     key = ["workload_id", "seed"]
     reference = runs.filter(pl.col("scheduler") == best).select(*key, ref=pl.col("avg_jct_s"))
     print(
-        f"\nbest non-oracle heuristic: {best}; paired ratio of average JCT "
+        f"\nbest non-oracle heuristic: {best} (chosen on the "
+        f"{'test' if chosen_on is None else 'validation'} sequences); paired ratio of average JCT "
         f"(target: upper end < {TARGET})"
     )
     # The test sequence is the unit (its simulator seeds averaged); a group's training

@@ -101,7 +101,7 @@ def main(argv: list[str]) -> int:
                     f"({time.perf_counter() - t0:.0f} s)",
                     flush=True,
                 )
-    runs, heuristics = evaluate_with_heuristics(
+    runs, heuristics, chosen_on = evaluate_with_heuristics(
         warehouse, cfg.derive.name, wanted, opts.sequences, opts.sim_seeds
     )
     # Each (variant, config): its training seeds pooled.
@@ -110,7 +110,7 @@ def main(argv: list[str]) -> int:
         for variant in opts.variants
         for config in opts.configs
     }
-    print_ratios(runs, heuristics, groups)
+    print_ratios(runs, heuristics, groups, chosen_on)
     print(f"total wall time {time.perf_counter() - started:.0f} s")
     return 0
 

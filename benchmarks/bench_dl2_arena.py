@@ -128,7 +128,7 @@ def main(argv: list[str]) -> int:
             warm, tuned = train(warehouse, stage_cfg)
             wanted[f"dl2/{name}/{seed}"] = tuned
             wanted[f"warmup/{name}/{seed}"] = warm
-    runs, heuristics = evaluate_with_heuristics(
+    runs, heuristics, chosen_on = evaluate_with_heuristics(
         warehouse, cfg.derive.name, wanted, opts.sequences, opts.sim_seeds
     )
     # Each config, fine-tuned and warm-up: its training seeds pooled.
@@ -137,7 +137,7 @@ def main(argv: list[str]) -> int:
         for config in opts.configs
         for stage in ("dl2", "warmup")
     }
-    print_ratios(runs, heuristics, groups)
+    print_ratios(runs, heuristics, groups, chosen_on)
     print(f"total wall time {time.perf_counter() - started:.0f} s")
     return 0
 

@@ -12,7 +12,9 @@ changes everything it draws: the synthetic trace and so the held-out workloads, 
 training seed, the simulator seeds. Then every run's `eval_runs` (the newest evaluation of
 each workload set) are pooled and summarized by the evaluation's own `summarize_runs`: per
 set, the non-oracle heuristic with the lowest pooled mean of the set's metric (average JCT;
-mean slowdown in RL-TAPS' scenario), and every learned scheduler's ratio to it, paired by
+mean slowdown in RL-TAPS' scenario) on the held-out validation sequences the evaluations ran
+their baselines on (`eval_selection_runs`), and every learned scheduler's ratio to it on the
+test sequences, paired by
 (run, sequence, simulator seed), with its 95% interval nested: simulator seeds averaged
 within each sequence, sequences within each run, and the interval over runs
 (`tracelib.stats.nested_ratio`: a run is one training seed, its sequences share its
@@ -103,7 +105,15 @@ def newest_runs(warehouse: Path, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]
             "SELECT * FROM eval_summary QUALIFY eval_id = first_value(eval_id) OVER "
             "(PARTITION BY workload_set ORDER BY evaluated_at DESC, eval_id)",
         )
-        runs = read_frame(con, "SELECT * FROM eval_runs")
+        # The baselines' runs on held-out validation sequences ride along, marked: where
+        # they exist, the pooled best heuristic is chosen on them.
+        runs = pl.concat(
+            [
+                read_frame(con, "SELECT *, FALSE AS held_out FROM eval_runs"),
+                read_frame(con, "SELECT *, TRUE AS held_out FROM eval_selection_runs"),
+            ],
+            how="diagonal_relaxed",
+        )
     keys = summary.select("eval_id", "workload_set").unique()
     runs = runs.join(keys, on=["eval_id", "workload_set"]).with_columns(
         workload_id=pl.format("seed{}:{}", pl.lit(seed), "workload_id")
@@ -113,8 +123,14 @@ def newest_runs(warehouse: Path, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]
 
 def pooled(runs: pl.DataFrame, summaries: pl.DataFrame) -> pl.DataFrame:
     """One summary row per (workload set, scheduler) over every run's `newest_runs`
-    (concatenated): the set's best non-oracle heuristic by pooled mean and every
-    scheduler's paired ratio to it."""
+    (concatenated): the set's best non-oracle heuristic by pooled mean on the held-out
+    validation runs (where the set has them; else on the test runs) and every scheduler's
+    paired ratio to it on the test runs."""
+    if "held_out" in runs.columns:
+        selection = runs.filter(pl.col("held_out"))
+        runs = runs.filter(~pl.col("held_out"))
+    else:
+        selection = runs.clear()
     about = summaries.group_by("workload_set", "scheduler").agg(
         pl.col("family").first(),
         pl.col("ratio_metric").first(),
@@ -146,6 +162,7 @@ def pooled(runs: pl.DataFrame, summaries: pl.DataFrame) -> pl.DataFrame:
             families=families,
             metric=metric,
             teachers=teachers,
+            selection=selection.filter(pl.col("workload_set") == workload_set),
         )
         out.append(_nested_by_run(rows.with_columns(ratio_metric=pl.lit(metric)), runs))
     frame = pl.concat(out, how="diagonal_relaxed")
@@ -252,7 +269,7 @@ def main(argv: list[str]) -> int:
     per_seed = [newest_runs(w, s) for w, s in zip(warehouses, seeds, strict=True)]
     runs = pl.concat([r for r, _ in per_seed], how="diagonal_relaxed")
     frame = pooled(runs, pl.concat([s for _, s in per_seed], how="diagonal_relaxed"))
-    report(frame, runs, seeds)
+    report(frame, runs.filter(~pl.col("held_out")), seeds)
     frame.write_csv(folder / "scoreboard.csv")
     print(f"\nrows: {folder / 'scoreboard.csv'}; total {time.perf_counter() - start:.0f} s")
     return 0

@@ -69,6 +69,15 @@ class EvalRuns(TableContract):
         unique = ["eval_id", "scheduler", "workload_id", "replicate"]
 
 
+class EvalSelectionRuns(EvalRuns):
+    """A baseline's run on a held-out validation sequence of an evaluation (DDL: migration
+    0028): where the set's best heuristic is chosen, apart from the runs it is judged on."""
+
+    class Config:
+        name = "eval_selection_runs"
+        unique = ["eval_id", "scheduler", "workload_id", "replicate"]
+
+
 class EvalJobs(TableContract):
     """Every job of every evaluation run: times, JCT, slowdown and GPU-seconds held."""
 
@@ -162,7 +171,8 @@ class EvalSummary(TableContract):
     family: pl.Utf8 = pa.Field(nullable=True)
     """"heuristic" or the learned system (dl2, ...)."""
     best_heuristic: pl.Utf8 = pa.Field(nullable=True)
-    """The set's non-oracle heuristic with the lowest average JCT."""
+    """The set's non-oracle heuristic with the lowest mean `ratio_metric` on the sequences
+    named by `best_heuristic_chosen_on`."""
     ratio_to_best_heuristic: pl.Float64 = pa.Field(nullable=True, gt=0)
     """Mean over (sequence, seed) pairs of JCT / the best heuristic's JCT."""
     ratio_ci_low: pl.Float64 = pa.Field(nullable=True)
@@ -185,6 +195,10 @@ class EvalSummary(TableContract):
     `ratio_to_best_heuristic`): below 1, the learning added something over its teacher."""
     teacher_ci_low: pl.Float64 = pa.Field(nullable=True)
     teacher_ci_high: pl.Float64 = pa.Field(nullable=True)
+    best_heuristic_chosen_on: pl.Utf8 = pa.Field(nullable=True, isin=EVAL_SPLITS)
+    """The split whose sequences chose `best_heuristic`: "validation" (held out from the
+    ratios, eval_selection_runs) or the evaluated split itself (a choice favouring the
+    heuristic; a whole-trace replay, or rows written before migration 0028: NULL there)."""
 
     class Config:
         name = "eval_summary"

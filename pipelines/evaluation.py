@@ -104,7 +104,13 @@ import numpy as np
 import polars as pl
 
 from models.heuristics import registry
-from pipelines.contracts import SUMMARY_METRICS, EvalJobs, EvalRuns, EvalSummary
+from pipelines.contracts import (
+    SUMMARY_METRICS,
+    EvalJobs,
+    EvalRuns,
+    EvalSelectionRuns,
+    EvalSummary,
+)
 from tracelib.catalogue import DL2_CATALOGUE, JobType, by_name
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
@@ -263,6 +269,12 @@ class EvalConfig:
     """Workload sets (derivation names) to evaluate; empty: every set in the input."""
     split: str = "test"
     """Which split of each set is evaluated."""
+    choose_on: str | None = "validation"
+    """The split on which each set's best heuristic is chosen: the baselines (every
+    scheduler but the learned ones) also run on up to `max_sequences` of its sequences
+    (eval_selection_runs), and the one with the lowest mean there is the best heuristic
+    the evaluated split's ratios are taken to. None, or a set without such sequences: the
+    best on the evaluated sequences themselves (a choice that favours the heuristic)."""
     max_sequences: int | None = None
     """At most this many sequences per set (the lowest sequence numbers); None: all."""
     schedulers: tuple[str, ...] = field(default_factory=default_schedulers)
@@ -301,6 +313,8 @@ class EvalConfig:
             raise ValueError(f"schedulers named twice: {list(self.schedulers)}")
         if self.n_seeds < 1:
             raise ValueError("n_seeds must be at least 1")
+        if self.choose_on is not None and self.choose_on == self.split:
+            raise ValueError(f"the best heuristic is chosen on another split than {self.split!r}")
         if self.max_sequences is not None and self.max_sequences < 1:
             raise ValueError("max_sequences must be at least 1 (or None for all)")
         if not 0 < self.confidence < 1:
@@ -320,6 +334,12 @@ class EvalConfig:
     def names(self) -> tuple[str, ...]:
         """Every evaluated scheduler name: the registry's, then the learned policies'."""
         return (*self.schedulers, *(ref.name for ref in self.learned))
+
+    @property
+    def baselines(self) -> tuple[str, ...]:
+        """The schedulers that may be the best heuristic's candidates: every name but the
+        learned policies' (a learned system's baseline, e.g. DL2's searched table, is one)."""
+        return (*self.schedulers, *(ref.name for ref in self.learned if ref.baseline))
 
     @property
     def reference_scheduler(self) -> str:
@@ -370,6 +390,7 @@ def eval_config(
     window: int | None = 20,
     split: str = "test",
     learned: tuple[LearnedPolicy, ...] = (),
+    choose_on: str | None = "validation",
 ) -> EvalConfig:
     """An EvalConfig from flow and CLI options (None or empty keeps the default)."""
     base = EvalConfig()
@@ -377,6 +398,7 @@ def eval_config(
         learned=tuple(learned),
         workload_sets=tuple(workload_sets or ()),
         split=split,
+        choose_on=choose_on if choose_on != split else None,
         schedulers=tuple(schedulers) if schedulers else base.schedulers,
         n_seeds=n_seeds,
         seed=seed,
@@ -394,14 +416,16 @@ class EvalTables:
     runs: pl.DataFrame
     jobs: pl.DataFrame
     summary: pl.DataFrame
+    selection: pl.DataFrame | None = None
+    """eval_selection_runs rows: the baselines on the sequences the best heuristic is
+    chosen on (None: chosen on the evaluated sequences)."""
 
 
 # -- the pure evaluation -------------------------------------------------------------------
 
 
-def select_workloads(workloads: pl.DataFrame, cfg: EvalConfig) -> pl.DataFrame:
-    """The workloads the config evaluates, ordered by set and sequence number."""
-    chosen = workloads.filter(pl.col("split") == cfg.split)
+def _of_split(workloads: pl.DataFrame, cfg: EvalConfig, split: str) -> pl.DataFrame:
+    chosen = workloads.filter(pl.col("split") == split)
     if cfg.workload_sets:
         chosen = chosen.filter(pl.col("derivation").is_in(list(cfg.workload_sets)))
     chosen = chosen.sort("derivation", "sequence_no")
@@ -409,10 +433,31 @@ def select_workloads(workloads: pl.DataFrame, cfg: EvalConfig) -> pl.DataFrame:
         chosen = chosen.filter(
             pl.col("sequence_no").rank("ordinal").over("derivation") <= cfg.max_sequences
         )
+    return chosen
+
+
+def select_workloads(workloads: pl.DataFrame, cfg: EvalConfig) -> pl.DataFrame:
+    """The workloads the config evaluates, ordered by set and sequence number."""
+    chosen = _of_split(workloads, cfg, cfg.split)
     if chosen.height == 0:
         sets = list(cfg.workload_sets) or "any set"
         raise ValueError(f"no {cfg.split!r} workloads to evaluate in {sets}")
     return chosen
+
+
+def selection_workloads(workloads: pl.DataFrame, cfg: EvalConfig) -> pl.DataFrame:
+    """The workloads the best heuristic is chosen on (`cfg.choose_on`) of the sets the
+    config evaluates, ordered by set and sequence number; empty without any."""
+    evaluated = select_workloads(workloads, cfg)["derivation"].unique().to_list()
+    if cfg.choose_on is None:
+        return workloads.clear()
+    chosen = _of_split(workloads, cfg, cfg.choose_on)
+    return chosen.filter(pl.col("derivation").is_in(evaluated))
+
+
+def evaluated_workloads(workloads: pl.DataFrame, cfg: EvalConfig) -> pl.DataFrame:
+    """Every workload the config runs: the evaluated ones, then the selection's."""
+    return pl.concat([select_workloads(workloads, cfg), selection_workloads(workloads, cfg)])
 
 
 def evaluation_id(cfg: EvalConfig, chosen: pl.DataFrame, workload_jobs: pl.DataFrame) -> str:
@@ -717,27 +762,34 @@ def evaluate(
     jobs finished, jobs)` now and then within one (a whole trace's run takes minutes).
     """
     chosen = select_workloads(workloads, cfg)
-    eval_id = evaluation_id(cfg, chosen, workload_jobs)
+    held_out = selection_workloads(workloads, cfg)
+    eval_id = evaluation_id(cfg, evaluated_workloads(workloads, cfg), workload_jobs)
     version = code_version()
     seeds = tuple(cfg.sim_seeds())
     rates = best_rates(cfg.cluster, cfg.speed)
-    selected = []
-    for wl in chosen.iter_rows(named=True):
-        frame = workload_jobs.filter(pl.col("workload_id") == wl["workload_id"]).sort("job_index")
-        if frame.height == 0:
-            raise ValueError(f"workload {wl['workload_id']} has no jobs")
-        selected.append(
-            Workload(
-                workload_set=wl["derivation"],
-                workload_id=wl["workload_id"],
-                sequence_no=wl["sequence_no"],
-                jobs=tuple(jobs_from_frame(frame)),
-                seeds=seeds,
-                split=wl["split"],
-                trace_version=wl["source_hashes"],
-                names=frame,
+
+    def as_workloads(frame: pl.DataFrame) -> list[Workload]:
+        out = []
+        for wl in frame.iter_rows(named=True):
+            jobs = workload_jobs.filter(pl.col("workload_id") == wl["workload_id"])
+            if jobs.height == 0:
+                raise ValueError(f"workload {wl['workload_id']} has no jobs")
+            jobs = jobs.sort("job_index")
+            out.append(
+                Workload(
+                    workload_set=wl["derivation"],
+                    workload_id=wl["workload_id"],
+                    sequence_no=wl["sequence_no"],
+                    jobs=tuple(jobs_from_frame(jobs)),
+                    seeds=seeds,
+                    split=wl["split"],
+                    trace_version=wl["source_hashes"],
+                    names=jobs,
+                )
             )
-        )
+        return out
+
+    selected, selection = as_workloads(chosen), as_workloads(held_out)
     schedulers = {
         name: simulated(
             lambda name=name: cfg.policy(name),
@@ -749,19 +801,34 @@ def evaluate(
         )
         for name in cfg.names
     }
-    runs, jobs = run_schedulers(
-        schedulers,
-        selected,
+    total = len(seeds) * (len(selected) * len(cfg.names) + len(selection) * len(cfg.baselines))
+    common = dict(
         eval_id=eval_id,
         total_gpus=cfg.cluster.gpus * cfg.cluster.n_servers,
         run_config=lambda seed: canonical_json(
             {"evaluation": cfg.to_dict(), "sim": asdict(cfg.sim_config(seed))}
         ),
         version=version,
-        progress=progress,
     )
-    summary = summarize(runs, cfg, version)
-    return EvalTables(eval_id, runs, jobs, summary)
+    runs, jobs = run_schedulers(
+        schedulers, selected, progress=lambda done, _: progress(done, total), **common
+    )
+    chosen_on = None
+    if selection:
+        # The baselines on the held-out selection sequences, after the evaluated runs (a
+        # policy object never carries state from one into the other: one per workload).
+        chosen_on, _ = run_schedulers(
+            {name: schedulers[name] for name in cfg.baselines},
+            selection,
+            progress=lambda done, _: progress(runs.height + done, total),
+            **common,
+        )
+    summary = summarize(runs, cfg, version, selection=chosen_on)
+    return EvalTables(eval_id, runs, jobs, summary, _selection_rows(chosen_on))
+
+
+def _selection_rows(runs: pl.DataFrame | None) -> pl.DataFrame | None:
+    return None if runs is None else cast_to_contract(runs, EvalSelectionRuns)
 
 
 def cast_to_contract(frame: pl.DataFrame, contract) -> pl.DataFrame:
@@ -778,8 +845,11 @@ def cast_to_contract(frame: pl.DataFrame, contract) -> pl.DataFrame:
 # -- summary -----------------------------------------------------------------------------
 
 
-def summarize(runs: pl.DataFrame, cfg: EvalConfig, version: str) -> pl.DataFrame:
-    """eval_summary rows: per (evaluation, workload set, scheduler) over its runs."""
+def summarize(
+    runs: pl.DataFrame, cfg: EvalConfig, version: str, selection: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """eval_summary rows: per (evaluation, workload set, scheduler) over its runs, the best
+    heuristic chosen on `selection`'s runs where a set has them."""
     return summarize_runs(
         runs,
         reference=cfg.reference_scheduler,
@@ -790,6 +860,7 @@ def summarize(runs: pl.DataFrame, cfg: EvalConfig, version: str) -> pl.DataFrame
         version=version,
         families={ref.name: ref.family for ref in cfg.learned},
         teachers={ref.name: ref.teacher for ref in cfg.learned if ref.teacher is not None},
+        selection=selection,
     )
 
 
@@ -823,14 +894,18 @@ def summarize_runs(
     metric: str = "avg_jct_s",
     scenario: str | None = None,
     teachers: Mapping[str, str] | None = None,
+    selection: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """eval_summary rows of any evaluation's `eval_runs` rows: means with intervals, the
     ratio of `metric` (a per-run cost: average JCT, or RL-TAPS' mean slowdown) to
-    `reference` and to the set's best non-oracle heuristic (lowest mean `metric`), each
-    paired by (workload, replicate) with the sequence as the unit. `families`: scheduler ->
-    learned system (others: heuristic); `scenario`: the paper whose own scenario the sets
-    are (None: workload sets); `teachers`: scheduler -> the scheduler it learned from, for
-    the ratio to it (`ratio_to_teacher`, where that one ran on the same set)."""
+    `reference` and to the set's best non-oracle heuristic, each paired by (workload,
+    replicate) with the sequence as the unit. The best heuristic has the lowest mean
+    `metric` on the set's `selection` runs (the baselines on held-out validation
+    sequences; `best_heuristic_chosen_on` "validation"), else on `runs` themselves.
+    `families`: scheduler -> learned system (others: heuristic); `scenario`: the paper
+    whose own scenario the sets are (None: workload sets); `teachers`: scheduler -> the
+    scheduler it learned from, for the ratio to it (`ratio_to_teacher`, where that one ran
+    on the same set)."""
     families = dict(families or {})
     sets = runs["workload_set"].unique().to_list()
     to_reference = _paired_ratios(runs, dict.fromkeys(sets, reference), confidence, metric)
@@ -875,7 +950,7 @@ def summarize_runs(
         rows.append(row)
     for row in rows:
         row["family"] = families.get(row["scheduler"], "heuristic")
-    _add_best_heuristic(rows, runs, confidence, metric)
+    _add_best_heuristic(rows, runs, confidence, metric, selection)
     _add_teachers(rows, runs, dict(teachers or {}), confidence, metric)
     rows.sort(key=lambda r: (r["workload_set"], rank[r["scheduler"]]))
     frame = pl.DataFrame(rows, infer_schema_length=None)
@@ -905,21 +980,35 @@ def _paired_ratios(
 
 
 def _add_best_heuristic(
-    rows: list[dict], runs: pl.DataFrame, confidence: float, metric: str
+    rows: list[dict],
+    runs: pl.DataFrame,
+    confidence: float,
+    metric: str,
+    selection: pl.DataFrame | None = None,
 ) -> None:
-    """Per workload set: the non-oracle heuristic with the lowest mean `metric`, and every
-    scheduler's paired ratio to it (None where the set has no such heuristic)."""
+    """Per workload set: the non-oracle heuristic with the lowest mean `metric` (on the
+    set's `selection` runs where it has any, else on `runs`), and every scheduler's paired
+    ratio to it on `runs` (None where the set has no such heuristic)."""
     best_of: dict[str, str] = {}
+    chosen_on: dict[str, str] = {}
     for workload_set in {r["workload_set"] for r in rows}:
         fair = [
-            r
+            r["scheduler"]
             for r in rows
             if r["workload_set"] == workload_set
             and r["family"] == "heuristic"
             and not is_oracle(r["scheduler"])
         ]
-        if fair:
-            best_of[workload_set] = min(fair, key=lambda r: r[metric])["scheduler"]
+        if not fair:
+            continue
+        held_out = _selection_means(selection, workload_set, fair, metric)
+        if held_out:
+            best_of[workload_set] = min(fair, key=lambda name: held_out.get(name, math.inf))
+            chosen_on[workload_set] = selection["split"][0]
+        else:
+            mean = {r["scheduler"]: r[metric] for r in rows if r["workload_set"] == workload_set}
+            best_of[workload_set] = min(fair, key=mean.__getitem__)
+            chosen_on[workload_set] = runs["split"][0] if "split" in runs.columns else None
     to_best = _paired_ratios(runs, best_of, confidence, metric)
     for row in rows:
         key = (row["workload_set"], row["scheduler"])
@@ -927,10 +1016,27 @@ def _add_best_heuristic(
             ratio, low, high = to_best[key]
             row.update(
                 best_heuristic=best_of[row["workload_set"]],
+                best_heuristic_chosen_on=chosen_on[row["workload_set"]],
                 ratio_to_best_heuristic=ratio,
                 ratio_ci_low=low,
                 ratio_ci_high=high,
             )
+
+
+def _selection_means(
+    selection: pl.DataFrame | None, workload_set: str, names: Sequence[str], metric: str
+) -> dict[str, float]:
+    """Each of `names`' mean `metric` over its runs of `workload_set` in `selection`
+    (seeds averaged within a sequence first, as in the summary)."""
+    if selection is None or selection.height == 0:
+        return {}
+    runs = selection.filter(
+        (pl.col("workload_set") == workload_set) & pl.col("scheduler").is_in(list(names))
+    )
+    return {
+        name: float(unit_means(group[metric], group["workload_id"].to_list()).mean())
+        for (name,), group in runs.group_by("scheduler", maintain_order=True)
+    }
 
 
 def _add_teachers(
@@ -958,11 +1064,15 @@ def _add_teachers(
 
 
 def scenario_workloads(
-    workload_set: str, ids: Sequence[str], seeds: Sequence[int], sequences: Sequence[tuple]
+    workload_set: str,
+    ids: Sequence[str],
+    seeds: Sequence[int],
+    sequences: Sequence[tuple],
+    split: str = "test",
 ) -> list[Workload]:
-    """A paper scenario's test sequences as workloads of `workload_set` (its trace version
-    "scenario:<set>"): sequence k is `sequences[k]`, its id `ids[k]` and its one replicate
-    simulated with seed `seeds[k]`."""
+    """A paper scenario's `split` sequences as workloads of `workload_set` (its trace
+    version "scenario:<set>"): sequence k is `sequences[k]`, its id `ids[k]` and its one
+    replicate simulated with seed `seeds[k]`."""
     return [
         Workload(
             workload_set=workload_set,
@@ -970,6 +1080,7 @@ def scenario_workloads(
             sequence_no=k,
             jobs=jobs,
             seeds=(int(seed),),
+            split=split,
             trace_version=f"scenario:{workload_set}",
         )
         for k, (workload_id, seed, jobs) in enumerate(zip(ids, seeds, sequences, strict=True))
@@ -987,6 +1098,7 @@ def scenario_tables(
     families: Mapping[str, str],
     progress: ProgressFn = no_progress,
     on_result: Callable[[str, Workload, RunOutcome], None] | None = None,
+    selection: Iterable[tuple[Mapping[str, RunFn], Sequence[Workload], float]] = (),
     **summary: Any,
 ) -> EvalTables:
     """The three tables of a learned system's own-scenario evaluation (`scenario` in
@@ -994,23 +1106,32 @@ def scenario_tables(
     function) on its workloads on a cluster of that many GPUs (`run_schedulers`), then one
     summary of all runs against `reference` (95% intervals, the schedulers in the order
     they first appear; `summary` passes the metric or the teachers on to `summarize_runs`).
+    `selection`: parts of the same shape, the baselines on held-out validation sequences
+    (split "validation"), where each set's best heuristic is chosen (eval_selection_runs).
     `families` and `summary` are read after the last part, so a part may add to them."""
     version = code_version()
-    run_frames, job_frames, order = [], [], []
-    for schedulers, workloads, total_gpus in parts:
-        runs, jobs = run_schedulers(
-            schedulers,
-            workloads,
-            eval_id=eval_id,
-            total_gpus=total_gpus,
-            run_config=lambda seed: config,
-            version=version,
-            progress=progress,
-            on_result=on_result,
-        )
-        run_frames.append(runs)
-        job_frames.append(jobs)
-        order += [name for name in schedulers if name not in order]
+
+    def run_parts(parts, on_result=None) -> tuple[list, list, list]:
+        run_frames, job_frames, order = [], [], []
+        for schedulers, workloads, total_gpus in parts:
+            runs, jobs = run_schedulers(
+                schedulers,
+                workloads,
+                eval_id=eval_id,
+                total_gpus=total_gpus,
+                run_config=lambda seed: config,
+                version=version,
+                progress=progress,
+                on_result=on_result,
+            )
+            run_frames.append(runs)
+            job_frames.append(jobs)
+            order += [name for name in schedulers if name not in order]
+        return run_frames, job_frames, order
+
+    run_frames, job_frames, order = run_parts(parts, on_result)
+    held_out = run_parts(selection)[0]
+    chosen_on = pl.concat(held_out) if held_out else None
     runs = pl.concat(run_frames)
     table = summarize_runs(
         runs,
@@ -1022,21 +1143,27 @@ def scenario_tables(
         version=version,
         families=families,
         scenario=scenario,
+        selection=chosen_on,
         **summary,
     )
-    return EvalTables(eval_id, runs, pl.concat(job_frames), table)
+    return EvalTables(eval_id, runs, pl.concat(job_frames), table, _selection_rows(chosen_on))
 
 
 def store_evaluation(con: duckdb.DuckDBPyConnection, tables: EvalTables) -> dict[str, int]:
-    """Replace the evaluation's rows in eval_runs, eval_jobs and eval_summary. Call inside
-    `warehouse.transaction` so the three tables change together or not at all."""
+    """Replace the evaluation's rows in eval_runs, eval_jobs, eval_selection_runs and
+    eval_summary. Call inside `warehouse.transaction` so the tables change together or not
+    at all."""
     where = {"eval_id": tables.eval_id}
     # When it was written (the leaderboard's `latest`); not part of the pure result.
     now = pl.lit(datetime.now(UTC).replace(tzinfo=None), dtype=pl.Datetime("us"))
     summary = tables.summary.with_columns(now.alias("evaluated_at"))
+    selection = tables.selection
+    if selection is None:
+        selection = cast_to_contract(tables.runs.clear(), EvalSelectionRuns)
     return {
         "eval_runs": replace_rows(con, tables.runs, EvalRuns, where),
         "eval_jobs": replace_rows(con, tables.jobs, EvalJobs, where),
+        "eval_selection_runs": replace_rows(con, selection, EvalSelectionRuns, where),
         "eval_summary": replace_rows(con, summary, EvalSummary, where),
     }
 

@@ -8,7 +8,7 @@ What goes with a source, in one transaction (all or nothing):
   that lost some of its jobs is no longer what its id and hashes say): `workloads`,
   `workload_jobs`, and the `decision_traces` recorded on those workloads;
 - every evaluation that ran on one of those sets or replayed the source (`replay:<source>`):
-  its `eval_runs`, `eval_jobs` and `eval_summary` rows, and its plots folder.
+  its `eval_runs`, `eval_jobs`, `eval_selection_runs` and `eval_summary` rows, and its plots folder.
 Policies trained on those workloads stay: they are models, not data, and their rows keep
 the ids of the workloads they learned from.
 
@@ -90,6 +90,7 @@ def _plan(con, source_id: str) -> tuple[list[str], list[str], dict[str, tuple[st
     where = {
         "eval_jobs": (f"eval_id IN {evals}", eval_params),
         "eval_runs": (f"eval_id IN {evals}", eval_params),
+        "eval_selection_runs": (f"eval_id IN {evals}", eval_params),
         "eval_summary": (f"eval_id IN {evals}", eval_params),
         "decision_traces": (in_sets, set_params),
         "workload_jobs": (in_sets, set_params),

@@ -30,10 +30,10 @@ from pipelines.evaluation import (
     Loader,
     arena_loader,
     evaluate,
+    evaluated_workloads,
     evaluation_id,
     headline,
     plot_name,
-    select_workloads,
     store_evaluation,
     write_jct_cdf_plots,
 )
@@ -257,13 +257,16 @@ def evaluate_stage(
     eval_jobs and eval_summary (one transaction), and draw its JCT CDFs under
     `out_dir/<eval_id>/` (default: `evaluation_dir`)."""
     with connect(warehouse) as con:
-        query = "SELECT * FROM workloads WHERE split = ?"
-        params: list = [cfg.split]
+        # The evaluated split's workloads, and those the best heuristic is chosen on.
+        splits = [cfg.split] if cfg.choose_on is None else [cfg.split, cfg.choose_on]
+        query = f"SELECT * FROM workloads WHERE split IN ({', '.join('?' for _ in splits)})"
+        params: list = list(splits)
         if cfg.workload_sets:
             query += f" AND derivation IN ({', '.join('?' for _ in cfg.workload_sets)})"
             params += list(cfg.workload_sets)
         workloads = read_frame(con, query, params)
-        missing = sorted(set(cfg.workload_sets) - set(workloads["derivation"].to_list()))
+        evaluated = workloads.filter(pl.col("split") == cfg.split)
+        missing = sorted(set(cfg.workload_sets) - set(evaluated["derivation"].to_list()))
         if missing:
             raise ValueError(
                 f"no {cfg.split!r} workloads in set(s) {missing}; see `schedlab sql "
@@ -275,7 +278,7 @@ def evaluate_stage(
             f"SELECT * FROM workload_jobs WHERE workload_id IN ({', '.join('?' for _ in ids)})",
             ids,
         )
-    eval_id = evaluation_id(cfg, select_workloads(workloads, cfg), jobs)
+    eval_id = evaluation_id(cfg, evaluated_workloads(workloads, cfg), jobs)
     tables = _stored_evaluation(warehouse, eval_id, cfg.names)
     cached = tables is not None
     if tables is None:

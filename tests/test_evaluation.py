@@ -33,14 +33,19 @@ SCHEDULERS = ("fifo", "drf", "optimus")
 
 
 def tiny_workloads(
-    n_sequences: int = 2, n_jobs: int = 8, name: str = "tiny", split: str = "test"
+    n_sequences: int = 2,
+    n_jobs: int = 8,
+    name: str = "tiny",
+    split: str = "test",
+    first_seed: int = 100,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """`workloads` and `workload_jobs` rows: n_sequences sequences of n_jobs short jobs."""
+    """`workloads` and `workload_jobs` rows: n_sequences sequences of n_jobs short jobs
+    (sequence s drawn with seed first_seed + s)."""
     jobs, rows = [], []
     for s in range(n_sequences):
         workload_id = f"{name}/{split}/{s:03d}"
         frame = dl2_like_frame(
-            n_jobs, seed=100 + s, mean_duration_min=40.0, median_duration_min=20.0
+            n_jobs, seed=first_seed + s, mean_duration_min=40.0, median_duration_min=20.0
         )
         jobs.append(frame.with_columns(pl.lit(workload_id).alias("workload_id")))
         rows.append(
@@ -53,7 +58,7 @@ def tiny_workloads(
                 "source_hashes": "0" * 64,
                 "n_jobs": n_jobs,
                 "span_s": float(frame["arrival_s"].max()),
-                "seed": 100 + s,
+                "seed": first_seed + s,
                 "params": "{}",
                 "code_version": "test",
                 "derived_at": datetime(2026, 1, 1),
@@ -304,6 +309,50 @@ def test_selection_by_set_split_and_count(tiny):
         evaluate(all_j, all_w, replace(cfg, workload_sets=("missing",)))
 
 
+def test_the_baselines_also_run_on_the_validation_sequences_where_the_best_is_chosen(
+    tables, tiny, tmp_path
+):
+    workloads, workload_jobs = tiny
+    val_w, val_j = tiny_workloads(split="validation", first_seed=300)
+    both = evaluate(pl.concat([workload_jobs, val_j]), pl.concat([workloads, val_w]), tiny_config())
+    # The test runs are the same runs: the held-out ones only choose the best heuristic.
+    keys = ["scheduler", "workload_id", "replicate"]
+    metrics = ["avg_jct_s", "makespan_s", "mean_slowdown", "utilization"]
+    assert (
+        both.runs.sort(keys)
+        .select(*keys, *metrics)
+        .equals(tables.runs.sort(keys).select(*keys, *metrics))
+    )
+    assert both.eval_id != tables.eval_id
+    selection = both.selection
+    assert selection.height == len(SCHEDULERS) * 2 * 2
+    assert set(selection["split"]) == {"validation"}
+    assert set(selection["workload_id"]) == {"tiny/validation/000", "tiny/validation/001"}
+    assert set(both.summary["best_heuristic_chosen_on"]) == {"validation"}
+    assert set(tables.summary["best_heuristic_chosen_on"]) == {"test"}
+    fair = selection.filter(~pl.col("scheduler").str.contains("oracle"))
+    means = fair.group_by("scheduler").agg(pl.col("avg_jct_s").mean()).sort("avg_jct_s")
+    assert set(both.summary["best_heuristic"]) == {means["scheduler"][0]}
+    # Not asked for: no held-out runs, the best on the test sequences.
+    alone = evaluate(
+        pl.concat([workload_jobs, val_j]),
+        pl.concat([workloads, val_w]),
+        tiny_config(choose_on=None),
+    )
+    assert alone.selection is None
+    assert set(alone.summary["best_heuristic_chosen_on"]) == {"test"}
+    with connect(tmp_path / "wh.duckdb") as con:
+        for _ in range(2):
+            with transaction(con):
+                store_evaluation(con, both)
+        assert _counts(con, both.eval_id)["eval_selection_runs"] == selection.height
+
+
+def test_the_choosing_split_is_not_the_evaluated_one():
+    with pytest.raises(ValueError, match="another split"):
+        tiny_config(split="validation", choose_on="validation")
+
+
 # -- schedulers ----------------------------------------------------------------------------
 
 
@@ -375,7 +424,7 @@ def _counts(con, eval_id=None) -> dict[str, int]:
     params = [eval_id] if eval_id else None
     return {
         t: read_frame(con, f"SELECT count(*) AS n FROM {t}{where}", params)["n"][0]
-        for t in ("eval_runs", "eval_jobs", "eval_summary")
+        for t in ("eval_runs", "eval_jobs", "eval_selection_runs", "eval_summary")
     }
 
 
@@ -385,6 +434,7 @@ def test_storing_again_replaces_the_evaluation(tables, tiny, tmp_path):
     expected = {
         "eval_runs": tables.runs.height,
         "eval_jobs": tables.jobs.height,
+        "eval_selection_runs": 0,
         "eval_summary": tables.summary.height,
     }
     with connect(tmp_path / "wh.duckdb") as con:
@@ -625,6 +675,38 @@ def test_the_best_heuristic_is_never_an_oracle_and_ratios_are_paired():
     assert by["dl2"]["n_sequences"] == 4
     assert by["dl2"]["ratio_ci_low"] < 1 < by["dl2"]["ratio_ci_high"]
     assert by["fifo"]["ratio_ci_low"] > 1
+
+
+def test_the_best_heuristic_is_the_best_on_held_out_runs_and_judged_on_the_test_runs():
+    from pipelines.evaluation import summarize_runs
+
+    # On the test runs drf is best; on the held-out runs fifo is (the oracle better still,
+    # sjf never ran there): fifo is the best heuristic, every ratio on the test runs.
+    test = {
+        "drf": [10.0, 10, 10, 10, 10, 10, 10, 10],
+        "fifo": [11.0, 11, 11, 11, 11, 11, 11, 11],
+        "sjf": [5.0, 5, 5, 5, 5, 5, 5, 5],
+        "dl2": [11.0, 11, 11, 11, 11, 11, 11, 11],
+    }
+    held_out = {"drf": [9.0, 9, 9, 9], "fifo": [8.0, 8, 8, 8], "optimus-oracle": [1.0] * 4}
+    selection = _two_replicate_runs(held_out).with_columns(pl.lit("validation").alias("split"))
+    summary = summarize_runs(
+        _two_replicate_runs(test).with_columns(pl.lit("test").alias("split")),
+        reference="drf",
+        order=[*test, "optimus-oracle"],
+        confidence=0.95,
+        slot_s=1.0,
+        config="{}",
+        version="v",
+        families={"dl2": "dl2"},
+        selection=selection,
+    )
+    by = {r["scheduler"]: r for r in summary.iter_rows(named=True)}
+    assert {r["best_heuristic"] for r in by.values()} == {"fifo"}
+    assert {r["best_heuristic_chosen_on"] for r in by.values()} == {"validation"}
+    assert by["dl2"]["ratio_to_best_heuristic"] == pytest.approx(1.0)
+    assert by["drf"]["ratio_to_best_heuristic"] == pytest.approx(10 / 11)
+    assert set(by) == set(test)  # the held-out runs are not summarized
 
 
 def test_a_learned_policy_is_compared_with_its_teacher_and_a_built_baseline_can_be_best():

@@ -384,6 +384,10 @@ class HarmonyEvalConfig:
     has a 95% interval about +-20% wide with 4, +-6-12% with 8 (Harmony's), +-3-8% with
     16; each sequence adds about 0.5 s to the run's evaluation (Harmony's four variants and
     the five baselines on it)."""
+    n_validation: int = 8
+    """Held-out sequences per arrival pattern on which the baselines also run, to choose
+    the best heuristic the ratios are taken to (none of them is a test sequence); 0: the
+    best on the test sequences themselves."""
     arrivals: ArrivalConfig = field(default_factory=ArrivalConfig)
     """Sequence shape (its `pattern` is replaced by each of `patterns`)."""
     baselines: tuple[str, ...] = (*BASELINES, *ORDERED_BASELINES)

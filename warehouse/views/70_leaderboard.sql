@@ -1,6 +1,8 @@
 -- The leaderboard across families, from eval_summary. A learned policy's teacher (what it
 -- imitated or searched with) and its paired ratio to it: `better_than_teacher` is false
 -- where the learning is not shown to add anything over what it learned from.
+-- `best_heuristic_chosen_on`: the split whose sequences chose the best heuristic
+-- ("validation": held out from the ratios).
 CREATE OR REPLACE VIEW leaderboard AS
 WITH kinds AS (
     SELECT w.derivation AS workload_set,
@@ -25,6 +27,7 @@ everything AS (
            e.avg_jct_ci_high AS ci_high_s,
            e.mean_slowdown,
            e.best_heuristic,
+           e.best_heuristic_chosen_on,
            e.ratio_to_best_heuristic,
            e.ratio_ci_low,
            e.ratio_ci_high,
@@ -65,6 +68,7 @@ SELECT x.workload_set,
        x.ci_high_s,
        x.mean_slowdown,
        x.best_heuristic,
+       x.best_heuristic_chosen_on,
        x.ratio_to_best_heuristic,
        x.ratio_ci_low,
        x.ratio_ci_high,

@@ -41,6 +41,7 @@ BUDGETS = {
         "train.val_sequences": 2,
         "train.cem.fit_epochs": 2,
         "eval.test_sequences": 2,
+        "eval.validation_sequences": 1,
         "arena.cem.iterations": 1,
         "arena.cem.n_trajectories": 2,
         "arena.cem.fit_epochs": 2,

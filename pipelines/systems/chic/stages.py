@@ -156,6 +156,10 @@ class ChicEvalConfig:
     five points across the range)."""
     test_sequences: int = 30
     """Unseen sequences per rate (paper: 30)."""
+    validation_sequences: int = 10
+    """Sequences per rate (Chic's validation split, none a test one) on which the Optimus
+    baselines also run, to choose the best heuristic the ratios are taken to; 0: the best
+    on the test sequences themselves."""
     reference_rate: float = REFERENCE_RATE
     """Policies trained at this rate are also evaluated at every rate."""
     optimus_intervals: tuple[float, ...] = (600.0, 300.0)
@@ -280,6 +284,7 @@ def chic_tables(
     (`teachers`: policy id -> the teacher's scheduler name). Pure: same inputs, same
     tables."""
     seeds = split_seeds("test", cfg.test_sequences, cfg.seed)
+    val_seeds = split_seeds("validation", cfg.validation_sequences, cfg.seed)
     config = canonical_json({**asdict(cfg), "sequence_seeds": list(seeds)})
     families: dict[str, str] = {}
     taught: dict[str, str] = {}
@@ -301,6 +306,15 @@ def chic_tables(
             )
             progress(done, len(cfg.rates))
 
+    def selection():
+        for rate in cfg.rates if val_seeds else ():
+            scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
+            ids = [f"{chic_set(rate)}:validation:{seed}" for seed in val_seeds]
+            workloads = scenario_workloads(
+                chic_set(rate), ids, val_seeds, scenario.sequences(val_seeds), "validation"
+            )
+            yield _optimus_schedulers(cfg, scenario), workloads, scenario.gpus
+
     return scenario_tables(
         eval_id,
         parts(),
@@ -310,6 +324,7 @@ def chic_tables(
         slot_s=600.0,
         families=families,
         teachers=taught,
+        selection=selection(),
     )
 
 
@@ -341,8 +356,22 @@ def _chic_schedulers(
     sequences: list,
     rate: float,
 ) -> dict:
-    """The schedulers of Chic's evaluation at one rate: Optimus at each interval (its
-    simulator seed the sequence's), at every event, and each learned policy (`_learned`)."""
+    """The schedulers of Chic's evaluation at one rate: the Optimus baselines
+    (`_optimus_schedulers`) and each learned policy (`_learned`)."""
+    rates = best_rates(scenario.cluster(), chic_speed(), scenario.catalogue)
+    delay = chic_speed().start_delay_s
+    schedulers = _optimus_schedulers(cfg, scenario)
+    for system, pid in _learned(cfg, policies, rate):
+        # One environment runs every sequence of the rate (as Chic's own evaluation always
+        # did): the episodes are simulated once, then read per sequence.
+        results = episode_results(loaded[pid], sequences, scenario, seed=cfg.seed, sim_seeds=seeds)
+        schedulers[system] = _replayed(results, pid, rates, delay, scenario)
+    return schedulers
+
+
+def _optimus_schedulers(cfg: ChicEvalConfig, scenario: ChicScenario) -> dict:
+    """Optimus at each interval of `cfg` and at every event, each simulated with its
+    sequence's seed: the baselines of Chic's evaluation at one rate."""
     rates = best_rates(scenario.cluster(), chic_speed(), scenario.catalogue)
     delay = chic_speed().start_delay_s
     schedulers = {
@@ -367,11 +396,6 @@ def _chic_schedulers(
             start_delay_s=delay,
             policy_name=OPTIMUS_EVENTS,
         )
-    for system, pid in _learned(cfg, policies, rate):
-        # One environment runs every sequence of the rate (as Chic's own evaluation always
-        # did): the episodes are simulated once, then read per sequence.
-        results = episode_results(loaded[pid], sequences, scenario, seed=cfg.seed, sim_seeds=seeds)
-        schedulers[system] = _replayed(results, pid, rates, delay, scenario)
     return schedulers
 
 

@@ -57,6 +57,7 @@ BUDGETS = {
         "stage.n_train_sequences": 1,
         "stage.n_val_sequences": 1,
         "stage.eval.n_sequences": 1,
+        "stage.eval.n_validation": 1,
         # A third of the default sequence: the smoke run only shows every stage works.
         "stage.arrivals.n_jobs": 10,
         "stage.eval.arrivals.n_jobs": 10,

@@ -42,6 +42,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from models.checkpoints import Resumed, load_registered, resume_from
@@ -195,6 +196,9 @@ class RewardResult:
     """Gavel key -> why it gave no samples (e.g. a `_unconsolidated` key repeating its GPU
     type's pairs)."""
 
+
+_VALIDATION_STREAM = 0x7A11D
+"""Spawn key of the evaluation's validation sequences (`HarmonyEvalConfig.n_validation`)."""
 
 _EVALUATION_ONLY = ("eval_id", "eval_config", "seed", "evaluated_at", "code_version")
 """harmony_evaluation columns that are not part of an evaluation's summary frame."""
@@ -502,13 +506,25 @@ def harmony_tables(
         )
         for name, (policy, policy_id) in {**baselines, **learned}.items()
     }
-    workloads = []
+    workloads, held_out = [], []
     for p_idx, pattern in enumerate(cfg.patterns):
+        arrivals = replace(cfg.arrivals, pattern=pattern)
         root = cfg.seed + 7919 * p_idx
-        seqs = sequences(replace(cfg.arrivals, pattern=pattern), cfg.n_sequences, root)
+        seqs = sequences(arrivals, cfg.n_sequences, root)
         ids = [f"{harmony_set(pattern)}:{root}:{k}" for k in range(len(seqs))]
         seeds = [cfg.seed + k for k in range(len(seqs))]
         workloads += scenario_workloads(harmony_set(pattern), ids, seeds, seqs)
+        if cfg.n_validation:
+            # A stream of its own: no validation sequence or seed is a test one.
+            state = np.random.SeedSequence(cfg.seed, spawn_key=(_VALIDATION_STREAM, p_idx))
+            val_root, *val_seeds = (int(x) for x in state.generate_state(1 + cfg.n_validation))
+            val_seqs = sequences(arrivals, cfg.n_validation, val_root)
+            val_ids = [
+                f"{harmony_set(pattern)}:validation:{val_root}:{k}" for k in range(len(val_seqs))
+            ]
+            held_out += scenario_workloads(
+                harmony_set(pattern), val_ids, val_seeds, val_seqs, split="validation"
+            )
     results: dict[str, list[SimResult]] = {name: [] for name in learned}
 
     def keep(name, _workload, outcome) -> None:
@@ -525,6 +541,15 @@ def harmony_tables(
         families={name: SCENARIO for name in learned},
         progress=progress,
         on_result=keep,
+        selection=[
+            (
+                {name: schedulers[name] for name in baselines},
+                held_out,
+                cfg.sim.cluster.gpus * cfg.sim.cluster.n_servers,
+            )
+        ]
+        if held_out
+        else (),
     )
     return tables, results
 

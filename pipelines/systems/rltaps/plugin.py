@@ -41,6 +41,7 @@ BUDGETS = {
         "stage.reinforce.episodes": 2,
         "stage.reinforce.batch_sequences": 1,
         "stage.test_sequences": 2,
+        "stage.validation_sequences": 1,
         "stage.reinforce.imitation_epochs": 1,
         "arena.reinforce.epochs": 1,
         "arena.reinforce.episodes": 2,

@@ -102,6 +102,8 @@ from warehouse import connect, read_frame
 
 _TEST_STREAM = 0x7E57
 """Spawn key of the test sequences' seeds (independent of the trainer's streams)."""
+_VALIDATION_STREAM = 0x7A11D
+"""Spawn key of the sequences the evaluation's best heuristic is chosen on."""
 
 
 RLTAPS_REINFORCE = ReinforceConfig(
@@ -137,6 +139,9 @@ class RLTapsStageConfig:
     discount are the evaluation's too."""
     test_sequences: int = 10
     """Held-out sequences of the evaluation."""
+    validation_sequences: int = 5
+    """Held-out sequences, none of them a test one, on which the baselines also run to
+    choose the best heuristic the ratios are taken to; 0: the best on the test sequences."""
     seed: int = 0
     """Root seed of sequences, initialization, sampling; test sequences too."""
     init: str = "latest"
@@ -149,6 +154,8 @@ class RLTapsStageConfig:
         system_of(self.mode)
         if self.test_sequences < 1:
             raise ValueError("test_sequences must be positive")
+        if self.validation_sequences < 0:
+            raise ValueError("validation_sequences must be at least 0")
 
     @classmethod
     def paper(cls, mode: str = "nonstreaming", **kw: Any) -> RLTapsStageConfig:
@@ -182,6 +189,7 @@ class RLTapsStageConfig:
             "n_jobs": rl.n_jobs,
             "max_steps": rl.env.max_steps,
             "test_sequences": self.test_sequences,
+            "validation_sequences": self.validation_sequences,
             "gamma": rl.gamma,
             "resume_cost_s": rl.env.resume_cost_s,
             "seed": self.seed,
@@ -195,6 +203,11 @@ class RLTapsStageConfig:
         """Generator seeds of the evaluation's job sequences."""
         seq = np.random.SeedSequence(self.seed, spawn_key=(_TEST_STREAM,))
         return sequence_seeds(np.random.default_rng(seq), self.test_sequences)
+
+    def validation_seeds(self) -> list[int]:
+        """Generator seeds of the sequences the best heuristic is chosen on."""
+        seq = np.random.SeedSequence(self.seed, spawn_key=(_VALIDATION_STREAM,))
+        return sequence_seeds(np.random.default_rng(seq), self.validation_sequences)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able values (recorded in `policies.metrics.stage_config`)."""
@@ -376,7 +389,16 @@ def rltaps_tables(
     # always ran them), so the episodes are simulated first and read per sequence.
     episodes = scheduler_episodes(schedulers, sequences, env_cfg, seed=cfg.seed, progress=progress)
 
-    def replayed(name: str):
+    baselines = [name for name in schedulers if schedulers[name] is None]
+    val_seeds = cfg.validation_seeds()
+    val_sequences = job_sequences(val_seeds, cfg.reinforce.n_jobs)
+    held_out = (
+        scheduler_episodes(dict.fromkeys(baselines), val_sequences, env_cfg, seed=cfg.seed)
+        if val_seeds
+        else {}
+    )
+
+    def replayed(name: str, episodes=episodes):
         def run(workload: Workload, _seed: int) -> RunOutcome:
             ep = episodes[name][workload.sequence_no]
             return RunOutcome(
@@ -391,8 +413,11 @@ def rltaps_tables(
     sequence_set = f"rl-taps-bimodal-test:{n_jobs}x{cfg.test_sequences}:seed{cfg.seed}"
     ids = [f"{sequence_set}:{seed}" for seed in seeds]
     workloads = scenario_workloads(RL_TAPS_SET, ids, seeds, sequences)
+    val_ids = [f"{RL_TAPS_SET}-validation:{n_jobs}:seed{cfg.seed}:{seed}" for seed in val_seeds]
+    val_workloads = scenario_workloads(
+        RL_TAPS_SET, val_ids, val_seeds, val_sequences, split="validation"
+    )
     config = canonical_json({**cfg.eval_config(), "sequence_set": sequence_set, "seeds": seeds})
-    baselines = [name for name in schedulers if schedulers[name] is None]
     return scenario_tables(
         eval_id,
         [({name: replayed(name) for name in schedulers}, workloads, env_cfg.topology.n_gpus)],
@@ -402,6 +427,15 @@ def rltaps_tables(
         slot_s=RLTAPS_STEP_S,
         families={name: SCENARIO for name in schedulers if schedulers[name] is not None},
         metric="mean_slowdown",
+        selection=[
+            (
+                {name: replayed(name, held_out) for name in baselines},
+                val_workloads,
+                env_cfg.topology.n_gpus,
+            )
+        ]
+        if val_seeds
+        else (),
     )
 
 
