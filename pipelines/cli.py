@@ -192,7 +192,8 @@ def _run_flow(args, progress) -> dict:
         return nightly_flow.with_options(task_runner=runner, on_running=[_stop_at_once])(
             warehouse=args.warehouse,
             seed=args.seed,
-            n_jobs=args.jobs,
+            # The embedded default's size lives with the run's config, not in the parser.
+            **({} if args.jobs is None else {"n_jobs": args.jobs}),
             jobs_per_sequence=args.jobs_per_sequence,
             incoming=args.incoming,
             eval_seeds=args.eval_seeds,
@@ -880,7 +881,12 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", parents=[common], help="run the nightly flow once")
     run.add_argument("--seed", type=int, default=0, help="the run's seed (default 0)")
-    run.add_argument("--jobs", type=int, default=600, help="synthetic jobs (default 600)")
+    run.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="synthetic jobs (default: pipelines.config.SYNTHETIC_JOBS, 1,080)",
+    )
     run.add_argument("--jobs-per-sequence", type=int, default=60, help="jobs per workload")
     run.add_argument("--incoming", default=None, help="folder of production traces to ingest")
     run.add_argument(
@@ -900,7 +906,7 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="at most this many test sequences per workload set are evaluated (0: all; "
-        "default: the budget's, 4, smoke 1, large 16)",
+        "default: the budget's, 9, smoke 1, large 16)",
     )
     run.add_argument(
         "--budget",

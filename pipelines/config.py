@@ -28,6 +28,16 @@ class TraceInput:
     source_id: str | None = None
 
 
+SYNTHETIC_JOBS = 1080
+"""The embedded default trace's jobs: 18 sequences of 60 (DL2's small setting), split by
+`SPLIT_FRACTIONS` into 6 to train on, 3 to validate and choose the best heuristic on, and 9
+to test on (docs/benchmarks.md: how many test sequences resolve a 5% difference)."""
+
+SPLIT_FRACTIONS = (1 / 3, 1 / 6, 1 / 2)
+"""Train, validation and test fractions of the synthetic set's sequences: half held out for
+the test, so that a paired 5% difference is resolved at the measured between-sequence
+spread (docs/benchmarks.md)."""
+
 ArenaTraining = Literal["synthetic", "every-set"]
 """Which workload sets the arena policies train on (`RunConfig.arena_training`)."""
 
@@ -38,9 +48,17 @@ class RunConfig:
 
     seed: int = 0
     """One seed for the run; every stage's seed is spawned from it (`stage_seed`)."""
-    synthetic: DiurnalConfig = field(default_factory=lambda: DiurnalConfig(n_jobs=600))
-    """Synthetic DL2-style trace: 600 jobs -> 10 sequences of 60 (DL2's small setting)."""
-    derive: DeriveConfig = field(default_factory=lambda: DeriveConfig(name="dl2-synthetic"))
+    synthetic: DiurnalConfig = field(default_factory=lambda: DiurnalConfig(n_jobs=SYNTHETIC_JOBS))
+    """Synthetic DL2-style trace (`SYNTHETIC_JOBS`)."""
+    derive: DeriveConfig = field(
+        default_factory=lambda: DeriveConfig(name="dl2-synthetic", split_fractions=SPLIT_FRACTIONS)
+    )
+    """How the synthetic set is derived (a production trace's: this with its own name and
+    `production_splits`)."""
+    production_splits: tuple[float, float, float] = (0.6, 0.2, 0.2)
+    """Train, validation and test fractions of a production trace's set: its sequences are
+    many (1,666 of 60 in 100,000 jobs), the evaluation reads at most `eval_sequences` of
+    its test ones, so most go to training."""
     traces: tuple[TraceInput, ...] = ()
     """Production traces to ingest; each gets its own derivation named after its source."""
     interference: InterferenceConfig = field(default_factory=InterferenceConfig)
@@ -52,9 +70,10 @@ class RunConfig:
     the run does not train is absent."""
     eval_seeds: int = 3
     """DL2-setting evaluation: simulator seeds per test sequence (0 skips it)."""
-    eval_sequences: int | None = 4
+    eval_sequences: int | None = 9
     """DL2-setting evaluation: at most this many test sequences per workload set (None:
-    all), so a large trace's many sequences do not multiply the evaluation."""
+    all), so a large trace's many sequences do not multiply the evaluation; the default
+    evaluates the synthetic set's 9."""
     arena_training: ArenaTraining = "every-set"
     """Which workload sets each learned system trains its arena policy on: the synthetic
     set only (the smoke budget's: production sets are then evaluated with the policy
@@ -114,7 +133,7 @@ def run_config(
     registry: Iterable[LearnedSystem],
     *,
     seed: int = 0,
-    n_jobs: int = 600,
+    n_jobs: int = SYNTHETIC_JOBS,
     jobs_per_sequence: int = 60,
     incoming: str | None = None,
     budget: str = "default",

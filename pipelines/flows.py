@@ -14,7 +14,7 @@ from prefect import flow, get_run_logger, task
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from models.fidelity import FidelityConfig
-from pipelines.config import TraceInput, run_config, stage_seed
+from pipelines.config import SYNTHETIC_JOBS, TraceInput, run_config, stage_seed
 from pipelines.evaluation import EvalConfig, eval_config
 from pipelines.progress import QUIET, Reporter
 from pipelines.registry import SYSTEMS
@@ -183,7 +183,7 @@ def evaluate_flow(
 def nightly_flow(
     warehouse: str | None = None,
     seed: int = 0,
-    n_jobs: int = 600,
+    n_jobs: int = SYNTHETIC_JOBS,
     jobs_per_sequence: int = 60,
     incoming: str | None = None,
     eval_seeds: int | None = None,
@@ -212,7 +212,7 @@ def nightly_flow(
     epochs or iterations skip that system; `systems` names the learned systems to train
     (default all). The DL2-setting evaluation (one per derived set with test workloads) runs
     `eval_seeds` seeds on at most `eval_sequences` test sequences per set (None: the
-    budget's, 3 seeds and 4 sequences by default, 1 and 1 with smoke; `eval_sequences=0`:
+    budget's, 3 seeds and 9 sequences by default, 1 and 1 with smoke; `eval_sequences=0`:
     all; `eval_seeds=0` skips it). Each system trains its arena policy on the synthetic set
     and, with `arena_training="every-set"` (None: the budget's; every budget but smoke), on
     each production set, whose evaluation then runs that set's own policy. `progress` (made
@@ -290,7 +290,9 @@ def nightly_flow(
             derive_task(warehouse, [synthetic["source_id"]], cfg.derive, progress)
         )
         for source_id in production:
-            named = replace(cfg.derive, name=set_name([source_id]))
+            named = replace(
+                cfg.derive, name=set_name([source_id]), split_fractions=cfg.production_splits
+            )
             summary["derived"].append(derive_task(warehouse, [source_id], named, progress))
         # Every task from here on is submitted as a future, in dependency order (futures as
         # arguments), so a parallel task runner overlaps the systems, their variants and the
