@@ -60,26 +60,33 @@ class Options:
     """folder of the runs' warehouses (default ./var/scoreboard-BUDGET)"""
 
 
-def _finished(warehouse: Path) -> bool:
-    """Whether a run completed into `warehouse` (pipeline_runs says so)."""
+def _finished(warehouse: Path) -> str | None:
+    """How the run completed into `warehouse` was made (code version, start, wall time),
+    as pipeline_runs records it; None if no run completed there."""
     if not warehouse.exists():
-        return False
+        return None
     try:
         with connect(warehouse) as con:
             done = read_frame(
-                con, "SELECT count(*) AS n FROM pipeline_runs WHERE status = 'completed'"
+                con,
+                "SELECT code_version, started_at, finished_at FROM pipeline_runs "
+                "WHERE status = 'completed' ORDER BY finished_at DESC LIMIT 1",
             )
     except Exception:
-        return False  # a half-made file from an interrupted run: made again
-    return done["n"][0] > 0
+        return None  # a half-made file from an interrupted run: made again
+    if done.height == 0:
+        return None
+    row = done.row(0, named=True)
+    wall = (row["finished_at"] - row["started_at"]).total_seconds()
+    return f"code {row['code_version']}, started {row['started_at']:%Y-%m-%d %H:%M}, {wall:.0f} s"
 
 
 def run_seed(seed: int, budget: str, folder: Path) -> Path:
     """`schedlab run --seed seed --budget budget` into folder/seed-<seed>.duckdb, unless a
     finished one is there; its output goes to folder/seed-<seed>.log."""
     warehouse = folder / f"seed-{seed}.duckdb"
-    if _finished(warehouse):
-        print(f"  seed {seed}: {warehouse} already has a finished run: reused")
+    if made := _finished(warehouse):
+        print(f"  seed {seed}: {warehouse} already has a finished run ({made}): reused")
         return warehouse
     for stale in (warehouse, warehouse.with_suffix(".duckdb.wal")):
         stale.unlink(missing_ok=True)
