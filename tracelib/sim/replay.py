@@ -246,6 +246,27 @@ class _Servers:
             if have is not None and want is not None:
                 self.other.append((np.asarray(have, dtype=float), np.asarray(want, dtype=float)))
         self.full = [(free.copy(), want) for free, want in self.other]
+        self._bounds: tuple[float, float] | None = None
+        self._total: float | None = None
+
+    def may_fit(self, need: float) -> bool:
+        """False when `need` GPUs fit nowhere now, whatever the job's type, CPU and memory
+        (the most free GPUs on one server for a narrow job, the whole free GPUs of all
+        servers for a wide one): most waiting jobs on a busy cluster are turned away
+        here, without a placement."""
+        if self._bounds is None:
+            self._bounds = (
+                float(self.free.max()),
+                float(np.floor(np.maximum(self.free, 0.0) + _EPS).sum()),
+            )
+        most, whole = self._bounds
+        return need <= (most if need <= self.g + _EPS else whole) + _EPS
+
+    def free_total(self) -> float:
+        """Free GPUs of all servers."""
+        if self._total is None:
+            self._total = float(self.free.sum())
+        return self._total
 
     def _candidates(self, gpu_type: str) -> np.ndarray | None:
         """Servers a job of `gpu_type` may use ("A|B": either type); None: any."""
@@ -338,6 +359,7 @@ class _Servers:
         if taken is not None:
             for server, amount in taken:
                 self.free[server] -= amount
+            self._bounds = self._total = None
             self._hold(taken, job, -1.0)
         return taken
 
@@ -345,6 +367,7 @@ class _Servers:
         """Give back what `place(..., job)` took."""
         for server, amount in taken:
             self.free[server] += amount
+        self._bounds = self._total = None
         self._hold(taken, job, 1.0)
 
     def _hold(self, taken, job: int | None, sign: float) -> None:
@@ -547,6 +570,7 @@ class _GpuServers(_Servers):
             step = amount if amount < 1.0 else 1.0
             self.gpu[server, list(gpus)] = np.round(self.gpu[server, list(gpus)] + sign * step, 9)
             self.free[server] = float(self.gpu[server].sum())
+        self._bounds = self._total = None
 
 
 def replay(
@@ -563,7 +587,8 @@ def replay(
     Raises Unplaceable when a job can never run (it needs more GPUs than the servers of its
     type have). `progress(finished, total)` is called every 2,000 completions.
     `skip_settled=False` decides at every event instant, even where nothing a decision
-    depends on changed since the last one (the same result, slower: a reference).
+    depends on changed since the last one, and lets every waiting head look for room by
+    preemption (the same result, slower: a reference).
 
     What a rule learns from the trace is learned from `jobs` themselves, as an operator
     learns it from past jobs: "gittins" the distribution of service (GPUs x recorded run
@@ -621,13 +646,28 @@ def replay(
     wait_since = arrival.copy()
     qversion = np.zeros(n, dtype=np.int64)
     queued: dict[int, tuple] = {}  # a waiting job's current rank; other heap entries are stale
+    # Running jobs (with GPUs) and the GPUs they hold, per queue: LAS turns most waiting
+    # heads away on these alone, without ranking the running jobs.
+    in_queue = [0] * (lowest + 1)
+    held_in_queue = [0.0] * (lowest + 1)
+    held_on = np.zeros((lowest + 1, cluster.n_servers))  # the same per server
+    running_jobs: set[int] = set()  # the same jobs, ranked in `_ranked_running`
     if rule.order == "gittins":
         gittins = GittinsTable((gpus * duration)[gpus > 0])
+    # The per-job constants as Python lists for the event loop's scalar reads (a numpy
+    # scalar costs several times a float there); the arrays stay for column arithmetic.
+    arrival_a, duration_a, gpus_a = arrival, duration, gpus
+    arrival, duration, gpus = arrival_a.tolist(), duration_a.tolist(), gpus_a.tolist()
+    users = users.tolist()
 
     # Waiting jobs in one heap per (GPU demand, GPU type) class: the classes are few (GPU
     # counts are 1, 2, 4, 8, ...), so each decision compares class heads, not the queue.
     classes: dict[tuple[float, str], list[tuple]] = {}
     by_user: dict[int, list[tuple]] = {}
+    # Classes whose head may be stale (a job's entries are all in its own class, and an
+    # entry goes stale only when its job is queued again or starts): only these are
+    # cleaned before a decision looks at the heads.
+    dirty: set[tuple[float, str]] = set()
 
     def rank(i: int) -> tuple:
         if rule.order == "remaining":
@@ -639,40 +679,47 @@ def replay(
         return (arrival[i], i)
 
     def enqueue(i: int) -> None:
-        touched[0] += 1
         if rule.order == "user-share":
+            touched[0] += 1
             heapq.heappush(by_user.setdefault(int(users[i]), []), (arrival[i], i))
-        else:
-            r = rank(i)
-            if tiresias:
-                queued[i] = r
-            heapq.heappush(classes.setdefault((gpus[i], types[i]), []), r)
+            return
+        r = rank(i)
+        key = (gpus[i], types[i])
+        q = classes.setdefault(key, [])
+        # A decision reads only each class's first job, and a waiting job's rank stays
+        # as it is: a job queued behind its class's (clean) first changes no decision.
+        if not q or key in dirty or r < q[0]:
+            touched[0] += 1
+        if tiresias:
+            queued[i] = r
+            dirty.add(key)
+        heapq.heappush(q, r)
 
     # Running jobs by finish time, latest first (= longest remaining: every running job's
     # remaining time shrinks at the same rate), for preemption.
     running_heap: list[tuple[float, int, int]] = []  # (-planned finish, job, version)
     # (time, kind 0=finish 1=arrive 2=queue change, job, version)
     events: list[tuple[float, int, int, int]] = []
-    for i in np.argsort(arrival, kind="stable"):
+    for i in np.argsort(arrival_a, kind="stable"):
         events.append((arrival[i], 1, int(i), 0))
     heapq.heapify(events)
     finished = 0
     n_events = 0
 
-    changes = [0]  # running-set changes, for the per-instant ranking below
+    # Running-set changes and running jobs moved down a queue, for the ranking below.
+    changes = [0]
     ranked: list = [None, None]
+    below_queue: dict[int, int] = {}
     # What a decision depends on, counted: starts, stops, jobs (re-)queued, running jobs
-    # moved down a queue. Where no rank reads the clock (all orders but "gittins" and
-    # preemptive "remaining", whose running jobs' ranks move with time), a decision at an
-    # instant where none of these changed since the last one settled starts nothing: it is
-    # skipped (queue-change events make most instants of an overloaded Tiresias replay).
+    # moved down a queue. A decision at an instant where none of these changed since the
+    # last one settled starts nothing, and it is skipped (queue-change events and a
+    # preempted job's stale finish make most instants of an overloaded replay), unless a
+    # rank moves with the clock in a way that could let a waiting job by: Gittins' indices
+    # do. Under preemptive "remaining" time only shrinks what running jobs have left, so
+    # fewer of them rank below a waiting job: nothing new starts.
     touched = [0]
     settled = [-1]
-    timeless = (
-        skip_settled
-        and rule.order != "gittins"
-        and not (rule.preemptive and rule.order == "remaining")
-    )
+    timeless = skip_settled and rule.order != "gittins"
 
     def begin(i: int, now: float, taken: list[tuple[int, float]]) -> None:
         placed[i] = taken
@@ -688,6 +735,12 @@ def replay(
             heapq.heappush(running_heap, (-end, i, int(version[i])))
         if tiresias:
             queued.pop(i, None)
+            dirty.add((gpus[i], types[i]))
+            in_queue[queue[i]] += 1
+            held_in_queue[queue[i]] += gpus[i]
+            running_jobs.add(i)
+            for server, amount in taken:
+                held_on[queue[i], server] += amount
             if ran[i] > 0:
                 waited[i] += now - wait_since[i]
             qversion[i] += 1
@@ -698,11 +751,18 @@ def replay(
                 heapq.heappush(events, (cross, 2, i, int(qversion[i])))
 
     def stop(i: int, now: float) -> None:
-        servers.release(placed.pop(i), i)
+        taken = placed.pop(i)
+        servers.release(taken, i)
         changes[0] += 1
         touched[0] += 1
         held[i] += now - stint[i]
         user_gpus[users[i]] -= gpus[i]
+        if tiresias and gpus[i] > 0:
+            in_queue[queue[i]] -= 1
+            held_in_queue[queue[i]] -= gpus[i]
+            running_jobs.discard(i)
+            for server, amount in taken:
+                held_on[queue[i], server] -= amount
 
     def preempt(i: int, now: float) -> None:
         stop(i, now)
@@ -725,8 +785,16 @@ def replay(
         """A running job crosses its queue's threshold (down one queue), or a waiting one
         has waited PROMOTEKNOB times its run (back to the highest queue, service reset)."""
         if i in placed:
+            in_queue[queue[i]] -= 1
+            held_in_queue[queue[i]] -= gpus[i]
+            for server, amount in placed[i]:
+                held_on[queue[i], server] -= amount
+                held_on[queue[i] + 1, server] += amount
             queue[i] += 1
+            in_queue[queue[i]] += 1
+            held_in_queue[queue[i]] += gpus[i]
             touched[0] += 1
+            changes[0] += 1
             if queue[i] < lowest:
                 cross = now + (thresholds[queue[i]] - thresholds[queue[i] - 1]) / gpus[i]
                 heapq.heappush(events, (cross, 2, i, int(qversion[i])))
@@ -737,6 +805,8 @@ def replay(
         enqueue(i)
 
     def try_start(i: int, now: float) -> bool:
+        if not servers.may_fit(gpus[i]):
+            return False
         taken = servers.place(gpus[i], types[i], i)
         if taken is None:
             return False
@@ -750,44 +820,60 @@ def replay(
         blocked: set[tuple[float, str]] = set()
         may_preempt = rule.preemptive
         # Fewest GPUs that found no room by preemption, per GPU type and width: a later
-        # head ranks lower (fewer jobs below it), so asking as much finds no room either.
+        # head ranks lower (fewer jobs below it; a preemption since frees only GPUs of jobs
+        # that ranked below the one that found none), so asking as much finds no room
+        # either. Not kept under `skip_settled=False`, the reference that tries them all.
         no_room: dict[tuple[str, bool], float] = {}
         while True:
             if tiresias:
                 # A promotion re-queued some jobs under a new rank: drop the old entries.
-                for q in classes.values():
+                for dirty_key in dirty:
+                    q = classes[dirty_key]
                     while q and queued.get(q[0][-1]) != q[0]:
                         heapq.heappop(q)
+                dirty.clear()
             heads = [(q[0], key) for key, q in classes.items() if q and key not in blocked]
             if not heads:
                 return
+            # Heads in the order a decision takes them: a head that neither starts nor
+            # preempts changes nothing, so the next is the next of this order; a start
+            # changes the heads, and the order is drawn again.
             if rule.order == "largest-fit":
                 # Tetris: the widest waiting job that fits now (earliest among equals).
-                head, key = max(heads, key=lambda h: (h[1][0], (-h[0][0], -h[0][1])))
+                heads.sort(key=lambda h: (h[1][0], (-h[0][0], -h[0][1])), reverse=True)
             else:
-                head, key = min(heads)
-            i = head[-1]
-            # Off the queue first: a preemption below puts its victims back in the queues.
-            heapq.heappop(classes[key])
-            if tiresias:
-                queued.pop(i)
-            if try_start(i, now):
-                continue
-            shape = (types[i], gpus[i] > servers.g + _EPS)
-            if may_preempt and gpus[i] < no_room.get(shape, math.inf):
-                paused = preempt_for(head, now)
-                if paused:
-                    continue
-                # Nobody runs below this head, so nobody runs below the heads after it.
-                may_preempt = paused is not None
-                if tiresias:
-                    no_room[shape] = min(gpus[i], no_room.get(shape, math.inf))
-            if tiresias:
-                queued[i] = head
-            heapq.heappush(classes[key], head)
-            if not rule.backfill:
+                heads.sort()
+            for head, key in heads:
+                i = head[-1]
+                shape = (types[i], gpus[i] > servers.g + _EPS)
+                try_preempt = may_preempt and gpus[i] < no_room.get(shape, math.inf)
+                # The head stays in its heap until it starts: the victims a preemption
+                # puts back rank below it, so it is still the heap's first entry then.
+                if try_start(i, now):
+                    started(key, head)
+                    break
+                if try_preempt:
+                    paused = preempt_for(head, now)
+                    if paused:
+                        started(key, head)
+                        break
+                    # Nobody runs below this head, so nobody runs below the heads after it.
+                    may_preempt = paused is not None
+                    if skip_settled:
+                        no_room[shape] = min(gpus[i], no_room.get(shape, math.inf))
+                if not rule.backfill:
+                    return
+                blocked.add(key)
+            else:
                 return
-            blocked.add(key)
+
+    def started(key: tuple[float, str], head: tuple) -> None:
+        """Take a started head off its class heap (Tiresias' entry is stale once the job
+        starts, and the cleaning before the next decision drops it)."""
+        if tiresias:
+            return
+        if heapq.heappop(classes[key]) is not head:
+            raise RuntimeError("a started job was not its queue's first (a bug: report it)")
 
     def preempt_for(head: tuple, now: float) -> bool | None:
         return _preempt_ranked(head, now) if tiresias else _preempt_for(head[-1], now)
@@ -795,21 +881,31 @@ def replay(
     def _ranked_running(now: float) -> tuple[np.ndarray, ...]:
         """Running jobs lowest rank first, their queues, Gittins indices and cumulative GPUs
         (once per instant and running set: most waiting heads find nothing to preempt)."""
-        key = (now, changes[0])
+        # LAS ranks running jobs by queue and submit time alone: the ranking holds until
+        # the running set or a queue changes. Gittins' indices move as jobs run.
+        key = changes[0] if rule.order == "las" else (now, changes[0])
         if ranked[0] != key:
-            run = np.fromiter((j for j, where in placed.items() if where), dtype=np.int64)
+            run = np.fromiter(running_jobs, dtype=np.int64, count=len(running_jobs))
             q = queue[run]
             if rule.order == "las":
                 g = np.zeros(run.size)
             else:
-                served = attained[run] + gpus[run] * np.maximum(
+                served = attained[run] + gpus_a[run] * np.maximum(
                     0.0, now - stint[run] - resume_extra[run]
                 )
                 g = gittins(served)
-            order = np.lexsort((-run, -arrival[run], g, -q))
+            order = np.lexsort((-run, -arrival_a[run], g, -q))
             run = run[order]
-            ranked[0], ranked[1] = key, (run, q[order], g[order], np.cumsum(gpus[run]))
+            ranked[0], ranked[1] = key, (run, q[order], g[order], np.cumsum(gpus_a[run]))
+            below_queue.clear()
         return ranked[1]
+
+    def _below_queue(level: int) -> int:
+        """How many running jobs sit in a queue below `level` (a prefix of the ranking)."""
+        if level not in below_queue:
+            q = ranked[1][1]
+            below_queue[level] = int(np.count_nonzero(q > level))
+        return below_queue[level]
 
     def _preempt_ranked(head: tuple, now: float) -> bool | None:
         """Tiresias: pause running jobs ranked below the waiting job of rank `head` (i),
@@ -818,13 +914,33 @@ def replay(
         Running jobs' ranks are read now (their
         service grows as they run); a waiting job's is its queue entry (service frozen)."""
         i = head[-1]
+        if rule.order == "las":
+            # FIFO inside a queue: only a lower queue's running jobs can give way.
+            level = int(queue[i])
+            if not any(in_queue[level + 1 :]):
+                return None
+            # Kept sums may be off in the last bits: only a clear shortfall returns here.
+            if sum(held_in_queue[level + 1 :]) + servers.free_total() < gpus[i] - 1e-6:
+                return False
+            # Nor when no server (no servers together, for a wide job) would have the
+            # GPUs with every lower-queue job paused.
+            room = servers.free + held_on[level + 1 :].sum(axis=0)
+            mask = servers._candidates(types[i])
+            if mask is not None:
+                room = room[mask]
+            if gpus[i] <= servers.g + _EPS:
+                if room.max() < gpus[i] - 1e-6:
+                    return False
+            elif np.floor(room + 1e-6).sum() < gpus[i] - 1e-6:
+                return False
         run, q, g, held_gpus = _ranked_running(now)
         # Lowest first, so the jobs ranked below i are a prefix. LAS is FIFO inside a
         # queue: only a lower queue's running jobs give way.
-        below = q > queue[i]
-        if rule.order == "gittins":
-            below |= (q == queue[i]) & (g < -head[1] - _EPS)
-        count = int(np.argmin(below)) if not below.all() else below.size
+        if rule.order == "las":
+            count = _below_queue(int(queue[i]))
+        else:
+            below = (q > queue[i]) | ((q == queue[i]) & (g < -head[1] - _EPS))
+            count = int(np.argmin(below)) if not below.all() else below.size
         if count == 0:
             return None
         if held_gpus[count - 1] + servers.free.sum() < gpus[i] - _EPS:
@@ -869,6 +985,9 @@ def replay(
         popped: list[tuple[float, int, int]] = []
         trial = servers.free.copy()
         fits = False
+        need = gpus[i]
+        narrow = need <= servers.g + _EPS
+        mask = servers._candidates(types[i])
         while running_heap and not fits:
             neg_end, j, ver = running_heap[0]
             if ver != version[j] or j not in placed:
@@ -881,7 +1000,17 @@ def replay(
             popped.append(heapq.heappop(running_heap))
             for server, amount in placed[j]:
                 trial[server] += amount
-            fits = servers.plan(gpus[i], types[i], trial) is not None
+            # As in `_preempt_ranked`: after the first victim only its servers can newly fit.
+            if (
+                narrow
+                and len(popped) > 1
+                and not any(
+                    trial[server] >= need - _EPS and (mask is None or mask[server])
+                    for server, _ in placed[j]
+                )
+            ):
+                continue
+            fits = servers.plan(need, types[i], trial) is not None
         if not fits:
             for entry in popped:
                 heapq.heappush(running_heap, entry)
@@ -938,6 +1067,7 @@ def replay(
         progress(finished, n)
     if np.isnan(finish).any():
         raise RuntimeError("replay ended with unfinished jobs (a bug: report it)")
+    arrival, duration, gpus = arrival_a, duration_a, gpus_a
     jct = finish - arrival
     frame = pl.DataFrame(
         {
