@@ -679,21 +679,16 @@ def replay(
         return (arrival[i], i)
 
     def enqueue(i: int) -> None:
+        touched[0] += 1
         if rule.order == "user-share":
-            touched[0] += 1
             heapq.heappush(by_user.setdefault(int(users[i]), []), (arrival[i], i))
             return
         r = rank(i)
         key = (gpus[i], types[i])
-        q = classes.setdefault(key, [])
-        # A decision reads only each class's first job, and a waiting job's rank stays
-        # as it is: a job queued behind its class's (clean) first changes no decision.
-        if not q or key in dirty or r < q[0]:
-            touched[0] += 1
         if tiresias:
             queued[i] = r
             dirty.add(key)
-        heapq.heappush(q, r)
+        heapq.heappush(classes.setdefault(key, []), r)
 
     # Running jobs by finish time, latest first (= longest remaining: every running job's
     # remaining time shrinks at the same rate), for preemption.
@@ -719,7 +714,13 @@ def replay(
     # fewer of them rank below a waiting job: nothing new starts.
     touched = [0]
     settled = [-1]
-    timeless = skip_settled and rule.order != "gittins"
+    timeless = (
+        skip_settled
+        and rule.order != "gittins"
+        # SRTF's preemption can pause jobs without starting the job it paused them for
+        # where CPU and memory bind, at any instant: no instant is settled there.
+        and not (rule.order == "remaining" and rule.preemptive and servers.other)
+    )
 
     def begin(i: int, now: float, taken: list[tuple[int, float]]) -> None:
         placed[i] = taken
@@ -852,18 +853,25 @@ def replay(
                 if try_start(i, now):
                     started(key, head)
                     break
+                moved = False
                 if try_preempt:
+                    before = changes[0]
                     paused = preempt_for(head, now)
                     if paused:
                         started(key, head)
                         break
+                    # Where servers' CPU and memory bind, the GPUs a preemption planned for
+                    # can be freed for a job that then does not fit: jobs were paused.
+                    moved = changes[0] != before
                     # Nobody runs below this head, so nobody runs below the heads after it.
                     may_preempt = paused is not None
-                    if skip_settled:
+                    if skip_settled and (tiresias or not moved):
                         no_room[shape] = min(gpus[i], no_room.get(shape, math.inf))
                 if not rule.backfill:
                     return
                 blocked.add(key)
+                if moved:
+                    break  # the paused jobs are queued again: the heads are drawn again
             else:
                 return
 
@@ -872,8 +880,16 @@ def replay(
         starts, and the cleaning before the next decision drops it)."""
         if tiresias:
             return
-        if heapq.heappop(classes[key]) is not head:
-            raise RuntimeError("a started job was not its queue's first (a bug: report it)")
+        q = classes[key]
+        if q[0] is head:
+            heapq.heappop(q)
+        else:
+            # A victim SRTF put back ranks below the head by its remaining time, which is
+            # computed anew when it pauses: at large clock values it can round a hair
+            # under the head's, ahead of it in the heap. The entries are the same either
+            # way.
+            q.remove(head)
+            heapq.heapify(q)
 
     def preempt_for(head: tuple, now: float) -> bool | None:
         return _preempt_ranked(head, now) if tiresias else _preempt_for(head[-1], now)
