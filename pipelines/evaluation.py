@@ -763,7 +763,7 @@ def evaluate(
     """
     chosen = select_workloads(workloads, cfg)
     held_out = selection_workloads(workloads, cfg)
-    eval_id = evaluation_id(cfg, evaluated_workloads(workloads, cfg), workload_jobs)
+    eval_id = evaluation_id(cfg, pl.concat([chosen, held_out]), workload_jobs)
     version = code_version()
     seeds = tuple(cfg.sim_seeds())
     rates = best_rates(cfg.cluster, cfg.speed)
@@ -1061,6 +1061,12 @@ def _add_teachers(
 
 
 # -- storage and plots ---------------------------------------------------------------------
+
+
+VALIDATION_STREAM = 0x7A11D
+"""Spawn key of a paper scenario's validation sequences (`SeedSequence(seed,
+spawn_key=(VALIDATION_STREAM, ...))`): a stream of its own, so no validation sequence or
+simulator seed is a test one."""
 
 
 def scenario_workloads(

@@ -923,6 +923,20 @@ def replay(
             below_queue[level] = int(np.count_nonzero(q > level))
         return below_queue[level]
 
+    def freed_room(trial: np.ndarray, j: int, first: bool, need: float, mask) -> bool:
+        """Add running job j's GPUs to `trial` (free GPUs per server, victims paused);
+        whether a plan for `need` GPUs is worth trying now: after the first victim a
+        narrow job fits only where one server has the GPUs, and none had before j, so
+        only j's servers can have them now (`mask`: the servers of the job's type)."""
+        for server, amount in placed[j]:
+            trial[server] += amount
+        if first or need > servers.g + _EPS:
+            return True
+        return any(
+            trial[server] >= need - _EPS and (mask is None or mask[server])
+            for server, _ in placed[j]
+        )
+
     def _preempt_ranked(head: tuple, now: float) -> bool | None:
         """Tiresias: pause running jobs ranked below the waiting job of rank `head` (i),
         lowest first, until i fits, then only those on the servers i goes to; False
@@ -966,22 +980,10 @@ def replay(
         chosen: list[int] = []
         plan = None
         need = gpus[i]
-        narrow = need <= servers.g + _EPS
         mask = servers._candidates(types[i])
         for j in victims:
             chosen.append(j)
-            for server, amount in placed[j]:
-                trial[server] += amount
-            # A narrow job fits where one server has the GPUs; no server did before this
-            # victim, so only its servers can have them now.
-            if (
-                narrow
-                and len(chosen) > 1
-                and not any(
-                    trial[server] >= need - _EPS and (mask is None or mask[server])
-                    for server, _ in placed[j]
-                )
-            ):
+            if not freed_room(trial, j, len(chosen) == 1, need, mask):
                 continue
             plan = servers.plan(need, types[i], trial)
             if plan is not None:
@@ -1002,7 +1004,6 @@ def replay(
         trial = servers.free.copy()
         fits = False
         need = gpus[i]
-        narrow = need <= servers.g + _EPS
         mask = servers._candidates(types[i])
         while running_heap and not fits:
             neg_end, j, ver = running_heap[0]
@@ -1014,17 +1015,7 @@ def replay(
             if min(-neg_end - now, duration[j] - done[j]) <= mine + _EPS:
                 break
             popped.append(heapq.heappop(running_heap))
-            for server, amount in placed[j]:
-                trial[server] += amount
-            # As in `_preempt_ranked`: after the first victim only its servers can newly fit.
-            if (
-                narrow
-                and len(popped) > 1
-                and not any(
-                    trial[server] >= need - _EPS and (mask is None or mask[server])
-                    for server, _ in placed[j]
-                )
-            ):
+            if not freed_room(trial, j, len(popped) == 1, need, mask):
                 continue
             fits = servers.plan(need, types[i], trial) is not None
         if not fits:
@@ -1083,18 +1074,17 @@ def replay(
         progress(finished, n)
     if np.isnan(finish).any():
         raise RuntimeError("replay ended with unfinished jobs (a bug: report it)")
-    arrival, duration, gpus = arrival_a, duration_a, gpus_a
-    jct = finish - arrival
+    jct = finish - arrival_a
     frame = pl.DataFrame(
         {
             "job_index": np.arange(n, dtype=np.int32),
-            "arrival_s": arrival,
+            "arrival_s": arrival_a,
             "start_s": start,
             "finish_s": finish,
             "jct_s": jct,
-            "ideal_s": duration,
-            "slowdown": jct / duration,
-            "gpu_time_s": gpus * held,
+            "ideal_s": duration_a,
+            "slowdown": jct / duration_a,
+            "gpu_time_s": gpus_a * held,
             "preemptions": preemptions,
         }
     )

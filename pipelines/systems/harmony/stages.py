@@ -73,6 +73,7 @@ from models.harmony.train import (
 from models.torch_scope import scoped_torch
 from pipelines.evaluation import (
     ARENA_SUFFIX,
+    VALIDATION_STREAM,
     EvalTables,
     best_rates,
     eval_setting,
@@ -196,9 +197,6 @@ class RewardResult:
     """Gavel key -> why it gave no samples (e.g. a `_unconsolidated` key repeating its GPU
     type's pairs)."""
 
-
-_VALIDATION_STREAM = 0x7A11D
-"""Spawn key of the evaluation's validation sequences (`HarmonyEvalConfig.n_validation`)."""
 
 _EVALUATION_ONLY = ("eval_id", "eval_config", "seed", "evaluated_at", "code_version")
 """harmony_evaluation columns that are not part of an evaluation's summary frame."""
@@ -516,7 +514,7 @@ def harmony_tables(
         workloads += scenario_workloads(harmony_set(pattern), ids, seeds, seqs)
         if cfg.n_validation:
             # A stream of its own: no validation sequence or seed is a test one.
-            state = np.random.SeedSequence(cfg.seed, spawn_key=(_VALIDATION_STREAM, p_idx))
+            state = np.random.SeedSequence(cfg.seed, spawn_key=(VALIDATION_STREAM, p_idx))
             val_root, *val_seeds = (int(x) for x in state.generate_state(1 + cfg.n_validation))
             val_seqs = sequences(arrivals, cfg.n_validation, val_root)
             val_ids = [

@@ -67,6 +67,7 @@ from models.rltaps.policy import (
 from models.rltaps.pretrained import Shipped, load_shipped
 from models.rltaps.reinforce import train
 from pipelines.evaluation import (
+    VALIDATION_STREAM,
     EvalTables,
     RunOutcome,
     Workload,
@@ -102,8 +103,6 @@ from warehouse import connect, read_frame
 
 _TEST_STREAM = 0x7E57
 """Spawn key of the test sequences' seeds (independent of the trainer's streams)."""
-_VALIDATION_STREAM = 0x7A11D
-"""Spawn key of the sequences the evaluation's best heuristic is chosen on."""
 
 
 RLTAPS_REINFORCE = ReinforceConfig(
@@ -206,7 +205,7 @@ class RLTapsStageConfig:
 
     def validation_seeds(self) -> list[int]:
         """Generator seeds of the sequences the best heuristic is chosen on."""
-        seq = np.random.SeedSequence(self.seed, spawn_key=(_VALIDATION_STREAM,))
+        seq = np.random.SeedSequence(self.seed, spawn_key=(VALIDATION_STREAM,))
         return sequence_seeds(np.random.default_rng(seq), self.validation_sequences)
 
     def to_dict(self) -> dict[str, Any]:
