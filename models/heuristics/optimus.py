@@ -39,26 +39,26 @@ from tracelib.sim.snapshot import Allocation, JobView, Snapshot, SpeedSample
 SpeedFn = Callable[[int, int], float]
 
 
-def _features(w: float, p: float) -> np.ndarray:
-    return np.array([1.0 / w, 1.0, w / p, w, p])
-
-
 def fit_speed_model(
     points: list[tuple[int, int, float, float]],
 ) -> tuple[float, float, float, float, float] | None:
     """NNLS fit of (a..e) to (workers, PSs, speed, weight) points, relative error; None when
     the fit is degenerate (all coefficients zero)."""
-    rows = [_features(w, p) * s * np.sqrt(wt) for w, p, s, wt in points if s > 0]
-    rhs = [np.sqrt(wt) for _, _, s, wt in points if s > 0]
-    if not rows:
+    kept = [pt for pt in points if pt[2] > 0]
+    if not kept:
         return None
-    a = np.array(rows)
+    # Rows (1/w, 1, w/p, w, p) x speed x sqrt(weight), built as whole columns: the fit
+    # runs for every job at every decision.
+    w, p, s, wt = np.array(kept, dtype=float).T
+    root = np.sqrt(wt)
+    a = np.column_stack((1.0 / w, np.ones_like(w), w / p, w, p)) * s[:, None] * root[:, None]
+    rhs = root
     # Columns differ by orders of magnitude (1/w vs p); NNLS is invariant to positive column
     # scaling, and scaled columns keep it from stalling on ill-conditioned points.
     norms = np.linalg.norm(a, axis=0)
     norms[norms == 0] = 1.0
     try:
-        scaled, _ = nnls(a / norms, np.array(rhs), maxiter=50 * a.shape[1])
+        scaled, _ = nnls(a / norms, rhs, maxiter=50 * a.shape[1])
     except RuntimeError:  # no convergence: keep the prior
         return None
     theta = scaled / norms

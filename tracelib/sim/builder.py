@@ -61,6 +61,11 @@ class AllocationBuilder:
         shares: dict[tuple[float, ...], tuple[float, ...]] = {}
 
         def intern(values) -> tuple[float, ...]:
+            # A demand seen before is found as it is (equal values hash alike, numpy's or
+            # not): a decision interns every waiting job's two demands.
+            found = canonical.get(values) if type(values) is tuple else None
+            if found is not None:
+                return found
             dem = tuple(map(float, values))
             found = canonical.get(dem)
             if found is None:
@@ -72,8 +77,16 @@ class AllocationBuilder:
         self._p_dem = [intern(j.ps_demand) for j in self.jobs]
         self._w_share = [shares[dem] for dem in self._w_dem]
         self._p_share = [shares[dem] for dem in self._p_dem]
-        # For the vectorized mask: jobs share a few task shapes (and worker+PS pairs of
-        # shapes), so feasibility is checked once per shape and broadcast to the jobs.
+        self._shapes: tuple | None = None  # the mask's tables, built on its first use
+        self._caps = [j.max_workers for j in self.jobs]
+        cap = np.array(self._caps, dtype=np.int64)  # (n,)
+        self._room = np.repeat(cap[:, None] > 0, 2, axis=1)  # (n, 2): workers, PSs below cap
+
+    def _mask_tables(self) -> None:
+        """The vectorized mask's tables (`mask`; heuristics that only `add` never need
+        them)."""
+        # Jobs share a few task shapes (and worker+PS pairs of shapes), so feasibility is
+        # checked once per shape and broadcast to the jobs.
         shapes: dict[tuple, int] = {}
         pairs: dict[tuple[int, int], int] = {}
         w_sid, p_sid, pair_id, pair_rep = [], [], [], []
@@ -98,9 +111,6 @@ class AllocationBuilder:
             )
             for i in pair_rep
         )
-        self._caps = [j.max_workers for j in self.jobs]
-        cap = np.array(self._caps, dtype=np.int64)  # (n,)
-        self._room = np.repeat(cap[:, None] > 0, 2, axis=1)  # (n, 2): workers, PSs below cap
 
     # -- queries ---------------------------------------------------------------------
 
@@ -144,6 +154,8 @@ class AllocationBuilder:
 
     def mask(self) -> np.ndarray:
         """Valid actions as a (n_jobs, 3) bool array over (WORKER, PS, BOTH)."""
+        if self._shapes is None:
+            self._mask_tables()
         pool = self.pool
         fits = np.array([pool.any_fit(*shape) for shape in self._shapes], dtype=bool)
         # A worker+PS pair may fail where each alone fits (the same last free slot): check

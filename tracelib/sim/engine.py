@@ -86,7 +86,9 @@ class EventRecord(NamedTuple):
     """One line of the event log.
 
     kinds: arrive (value: arrival time), decide (job_id -1, value: visible jobs),
-    alloc (per visible job per decision: workers, PSs, value: epochs/s for the interval),
+    alloc (per visible job per decision: workers, PSs, value: epochs/s for the interval; a
+    job left with no tasks and no rate is recorded at the first such decision only, until it
+    gets some),
     unplaced (workers/PSs the placement could not place), progress (epochs trained since the
     previous record), finish (value: completion time minus arrival)."""
 
@@ -163,6 +165,8 @@ class _Job:
     view_key: tuple | None = None
     """(done, workers, PSs, placement, samples in history, started) when `view` was built:
     everything of a view that changes in a run."""
+    logged_idle: bool = False
+    """Its last "alloc" record says it has no tasks and no rate (`Simulator._apply`)."""
 
 
 def _view(j: _Job) -> JobView:
@@ -805,6 +809,12 @@ class Simulator:
             job.rate = float(speed * job.speed_mult * eps / job.jt.iters_per_epoch)
         for view in snap.fixed_jobs + snap.jobs:
             job = jobs[view.job_id]
+            # A job that waits on, with nothing and no rate, is logged once, not at every
+            # decision: a queue of thousands over a whole trace would fill the log.
+            idle = not (job.workers or job.ps or job.rate)
+            if idle and job.logged_idle:
+                continue
+            job.logged_idle = idle
             log.append(EventRecord(t, "alloc", view.job_id, job.workers, job.ps, job.rate))
         # The placements log is built once at the end of the run (`_placements_frame`).
         placement_rows.extend((decision, t, job.spec.job_id, job.placement) for job in placed)
