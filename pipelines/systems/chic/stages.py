@@ -68,7 +68,7 @@ from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json
 from tracelib.scenarios import chic_set
 from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario, chic_speed, split_seeds
-from tracelib.sim import LoadBalancing, Scheduler, SimConfig, Simulator, jobs_from_frame
+from tracelib.sim import LoadBalancing, Scheduler, SimConfig, jobs_from_frame
 from tracelib.sim.jobs import JobSpec
 from warehouse import connect, read_frame
 
@@ -236,23 +236,9 @@ def _write_curve(con, policy_id: str, trained: Trained) -> None:
 
 
 SCENARIO = "chic"
+"""eval_summary.scenario of Chic's own evaluation; its sets are chic@<rate>/h."""
 OPTIMUS_EVENTS = "optimus-events"
 """Optimus deciding at every arrival and completion (`ChicEvalConfig.optimus_events`)."""
-"""eval_summary.scenario of Chic's own evaluation; its sets are chic@<rate>/h."""
-
-
-def optimus_acts(scenario: ChicScenario, seeds: tuple[int, ...], interval_s: float) -> list[float]:
-    """Optimus' ACT on each sequence, deciding every `interval_s` seconds."""
-    out = []
-    for seed in seeds:
-        sim = Simulator(
-            scenario.sequence(seed),
-            Scheduler(Optimus(interval_s=interval_s), LoadBalancing()),
-            scenario.sim_config("interval", seed),
-            scenario.catalogue,
-        )
-        out.append(sim.run().avg_jct_s)
-    return out
 
 
 def _replayed(
