@@ -37,7 +37,13 @@ from models.dl2.policy import DL2Policy
 from models.dl2.recorder import record_decisions
 from models.dl2.warmup import warmup
 from models.heuristics import make_scheduler
-from tracelib.sim import SimulationStalled, Simulator, dl2_like_frame, jobs_from_frame
+from tracelib.sim import (
+    SimConfig,
+    SimulationStalled,
+    Simulator,
+    dl2_like_frame,
+    jobs_from_frame,
+)
 from tracelib.stats import paired_ratio
 
 WINDOW = 40
@@ -312,12 +318,16 @@ def generality(updates: int = 1500, out: str | None = None) -> None:
     warm = warm_up(20, train, base)
     print(f"DRF warm-up (J = 20): {time.perf_counter() - t0:.0f} s")
 
+    def against_drf(**speed: float) -> tuple[SimConfig, float, float]:
+        """The base simulator with these speed settings, DL2's average JCT (the warm
+        policy tuned under it) and DRF's."""
+        sim = replace(base, speed=replace(base.speed, **speed))
+        return sim, jct(tune(warm, sim), sim), jct(ALLOCATIONS.create("drf"), sim)
+
     print("\nFig. 13, training speed variation: average JCT (slots)")
     print(f"{'variation':>10} {'DL2':>7} {'DRF':>7} {'Optimus':>8}  DL2 vs DRF, vs Optimus")
     for variation in (0.0, 0.2, 0.4):
-        sim = replace(base, speed=replace(base.speed, speed_variation=variation))
-        dl2 = jct(tune(warm, sim), sim)
-        drf = jct(ALLOCATIONS.create("drf"), sim)
+        sim, dl2, drf = against_drf(speed_variation=variation)
         opt = jct(ALLOCATIONS.create("optimus"), sim)
         print(
             f"{variation:>10.0%} {dl2:7.2f} {drf:7.2f} {opt:8.2f}  "
@@ -327,9 +337,7 @@ def generality(updates: int = 1500, out: str | None = None) -> None:
     print("\nFig. 14, epoch-estimate error: average JCT (slots)")
     print(f"{'error':>10} {'DL2':>7} {'DRF':>7}  DL2 vs DRF")
     for error in (0.0, 0.1, 0.2):
-        sim = replace(base, speed=replace(base.speed, epoch_error=error))
-        dl2 = jct(tune(warm, sim), sim)
-        drf = jct(ALLOCATIONS.create("drf"), sim)
+        _, dl2, drf = against_drf(epoch_error=error)
         print(f"{error:>10.0%} {dl2:7.2f} {drf:7.2f}  {1 - dl2 / drf:+.1%}")
 
     print("\nFig. 15, unseen job types: validation on all 8 types, average JCT (slots)")

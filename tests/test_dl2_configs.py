@@ -9,7 +9,6 @@ import json
 import pytest
 
 from models.dl2.config import to_dict
-from pipelines.cli import build_parser
 from pipelines.config import run_config
 from pipelines.registry import SYSTEMS
 from pipelines.system import resized
@@ -114,18 +113,13 @@ def test_every_flag_reaches_the_algorithm_config_that_uses_it(budget):
     assert dl2.warmup_config().head == wanted["dl2_net_head"]
 
 
-def test_a_nested_flag_wins_over_as_published_and_is_documented():
+def test_a_nested_flag_wins_over_as_published():
+    # Its documentation: test_system_flags.py, test_nested_flags_are_documented.
     options = {"as_published": True, "finetune_clip": 0.1, "grouped_lr": 1e-4}
     cfg = learned_run_config("dl2", "dl2", options)
     ft = cfg.finetune_config()
     assert (ft.clip, ft.kl_init, ft.exploration) == (0.1, 0.0, True)  # the rest: the paper's
     assert cfg.grouped_config().lr == 1e-4
-    flags = {f.flag: f for f in DL2.flags()}
-    assert flags["--dl2-grouped-lr"].help.startswith("Adam learning rate")
-    assert flags["--dl2-finetune-credit"].choices == ("slot", "inference")
-    assert "--dl2-grouped-seed" not in flags and "--dl2-finetune-net" not in flags
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["run", "--dl2-finetune-exploration", "maybe"])
 
 
 def test_the_command_line_reads_dl2s_algorithm_configs_without_torch():

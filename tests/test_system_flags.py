@@ -102,18 +102,44 @@ def test_every_flag_reaches_the_algorithm_config_that_uses_it(name, budget):
     assert {f.dest for f in system.flags()} - checked == UNCHECKED[name]
 
 
-def test_a_chic_flag_wins_over_as_published_and_is_documented():
+def test_a_chic_flag_wins_over_as_published():
     options = {"as_published": True, "train_cem_smoothing": 0.5}
     chic = learned_run_config("chic", "chic", options)
     cem = chic.train.cem_config()
     assert (cem.smoothing, cem.mask_absent, cem.teacher) == (0.5, False, None)
     assert chic.arena.cem_config("chic").smoothing == 0.7  # the paper's, as published
-    flags = flags_by_name("chic")
-    assert flags["--chic-train-cem-lr"].help.startswith("Adam learning rate")
-    assert flags["--chic-arena-cem-imitation-order"].choices == ("optimus", "rows")
-    assert "--chic-train-cem-seed" not in flags and "--chic-arena-cem-scenario-sim" not in flags
+
+
+@pytest.mark.parametrize(
+    ("system", "lr_flag", "choices", "absent", "switch"),
+    [
+        (
+            "dl2",
+            "--dl2-grouped-lr",
+            {"--dl2-finetune-credit": ("slot", "inference")},
+            ("--dl2-grouped-seed", "--dl2-finetune-net"),
+            "--dl2-finetune-exploration",
+        ),
+        (
+            "chic",
+            "--chic-train-cem-lr",
+            {"--chic-arena-cem-imitation-order": ("optimus", "rows")},
+            ("--chic-train-cem-seed", "--chic-arena-cem-scenario-sim"),
+            "--chic-train-cem-greedy",
+        ),
+    ],
+)
+def test_nested_flags_are_documented(system, lr_flag, choices, absent, switch):
+    # A flag's help is its field's docstring, a Literal field's flag lists its choices, the
+    # fields a run sets itself have no flag, and a switch refuses what is not a boolean.
+    flags = flags_by_name(system)
+    assert flags[lr_flag].help.startswith("Adam learning rate")
+    for flag, values in choices.items():
+        assert flags[flag].choices == values
+    for flag in absent:
+        assert flag not in flags
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["run", "--chic-train-cem-greedy", "maybe"])
+        build_parser().parse_args(["run", switch, "maybe"])
 
 
 def test_an_rltaps_flag_wins_over_as_published_and_a_skipped_arena_takes_none():

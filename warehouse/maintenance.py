@@ -17,6 +17,7 @@ import errno
 import fcntl
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -119,6 +120,25 @@ def _fsync_dir(folder: Path) -> None:
             os.close(fd)
 
 
+def _swap_in(tmp: Path, target: Path) -> None:
+    """Rename the finished file `tmp` over `target` and make the rename durable."""
+    os.replace(tmp, target)
+    _fsync_dir(target.parent)
+
+
+@contextlib.contextmanager
+def _dropped_on_failure(*temporaries: Path) -> Iterator[None]:
+    """Delete the temporary files when the block fails in any way (an interrupt too), so
+    a failed backup, restore or compaction leaves nothing behind; the error propagates."""
+    try:
+        yield
+    except BaseException:
+        for tmp in temporaries:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        raise
+
+
 def default_backup_path(path: str | os.PathLike[str] | None) -> Path:
     """`backups/<stem>/<stem>-<UTC time>.duckdb` beside the warehouse."""
     target = resolve_path(path)
@@ -140,22 +160,18 @@ def backup(path: str | os.PathLike[str] | None, dest: str | os.PathLike[str] | N
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     fd = None
     try:
-        with connect(target) as con:
-            # After CHECKPOINT the file alone holds everything committed; holding the
-            # connection keeps every other process from writing until the copy is done.
-            con.execute("CHECKPOINT")
-            verify_connection(con)
-            # Closed only after DuckDB closes the file: closing a descriptor drops this
-            # process's POSIX locks on the file, DuckDB's included.
-            fd = os.open(target, os.O_RDONLY)
-            _copy_fd(fd, tmp)
-        verify(tmp)
-        os.replace(tmp, out)
-        _fsync_dir(out.parent)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+        with _dropped_on_failure(tmp):
+            with connect(target) as con:
+                # After CHECKPOINT the file alone holds everything committed; holding the
+                # connection keeps every other process from writing until the copy is done.
+                con.execute("CHECKPOINT")
+                verify_connection(con)
+                # Closed only after DuckDB closes the file: closing a descriptor drops this
+                # process's POSIX locks on the file, DuckDB's included.
+                fd = os.open(target, os.O_RDONLY)
+                _copy_fd(fd, tmp)
+            verify(tmp)
+            _swap_in(tmp, out)
     finally:
         if fd is not None:
             os.close(fd)
@@ -249,28 +265,22 @@ def restore(path: str | os.PathLike[str] | None, source: str | os.PathLike[str])
         _copy_fd(src, tmp)
     finally:
         os.close(src)
-    try:
-        with _holding(target):
-            aside = target.with_name(f"{target.name}.before-restore")
-            wal = target.with_name(f"{target.name}.wal")
-            if target.exists():
-                with contextlib.suppress(FileNotFoundError):
-                    aside.unlink()
-                os.link(target, aside)
-            # A WAL replays onto the file it was written for only: never onto the backup.
-            if wal.exists():
-                os.replace(wal, aside.with_name(f"{aside.name}.wal"))
-            # So do recovery files: they follow the replaced file (same inode) to its new
-            # name, where a writer opening it would still find them.
-            for saved in guard.guard_files(target):
-                if saved.lstat().st_uid == os.geteuid():
-                    os.replace(saved, aside.with_name(aside.name + saved.name[len(target.name) :]))
-            os.replace(tmp, target)
-            _fsync_dir(target.parent)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    with _dropped_on_failure(tmp), _holding(target):
+        aside = target.with_name(f"{target.name}.before-restore")
+        wal = target.with_name(f"{target.name}.wal")
+        if target.exists():
+            with contextlib.suppress(FileNotFoundError):
+                aside.unlink()
+            os.link(target, aside)
+        # A WAL replays onto the file it was written for only: never onto the backup.
+        if wal.exists():
+            os.replace(wal, aside.with_name(f"{aside.name}.wal"))
+        # So do recovery files: they follow the replaced file (same inode) to its new
+        # name, where a writer opening it would still find them.
+        for saved in guard.guard_files(target):
+            if saved.lstat().st_uid == os.geteuid():
+                os.replace(saved, aside.with_name(aside.name + saved.name[len(target.name) :]))
+        _swap_in(tmp, target)
     return Verified(target, checked.rows)
 
 
@@ -285,38 +295,31 @@ def compact(path: str | os.PathLike[str] | None) -> Path:
     for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
         with contextlib.suppress(FileNotFoundError):
             leftover.unlink()
-    try:
-        with connect(target) as con:
-            con.execute("CHECKPOINT")
-            live = verify_connection(con)
-            [(name,)] = con.execute("SELECT current_database()").fetchall()
-            quoted = '"' + name.replace('"', '""') + '"'
-            literal = str(tmp).replace("'", "''")
-            con.execute(
-                f"ATTACH '{literal}' AS schedlab_compacted (STORAGE_VERSION '{_STORAGE_VERSION}')"
+    with _dropped_on_failure(tmp, tmp.with_name(tmp.name + ".wal")), connect(target) as con:
+        con.execute("CHECKPOINT")
+        live = verify_connection(con)
+        [(name,)] = con.execute("SELECT current_database()").fetchall()
+        quoted = '"' + name.replace('"', '""') + '"'
+        literal = str(tmp).replace("'", "''")
+        con.execute(
+            f"ATTACH '{literal}' AS schedlab_compacted (STORAGE_VERSION '{_STORAGE_VERSION}')"
+        )
+        try:
+            con.execute(f"COPY FROM DATABASE {quoted} TO schedlab_compacted")
+        finally:
+            con.execute("DETACH schedlab_compacted")
+        os.chmod(tmp, os.stat(target).st_mode & 0o777)
+        check_con = duckdb.connect(str(tmp), read_only=True)
+        try:
+            copied = verify_connection(check_con)
+        finally:
+            check_con.close()
+        if copied != live:
+            raise WarehouseUnusable(
+                f"warehouse {target}: its rewrite holds other rows than it does "
+                f"({copied} against {live}); the rewrite was dropped, nothing was changed"
             )
-            try:
-                con.execute(f"COPY FROM DATABASE {quoted} TO schedlab_compacted")
-            finally:
-                con.execute("DETACH schedlab_compacted")
-            os.chmod(tmp, os.stat(target).st_mode & 0o777)
-            check_con = duckdb.connect(str(tmp), read_only=True)
-            try:
-                copied = verify_connection(check_con)
-            finally:
-                check_con.close()
-            if copied != live:
-                raise WarehouseUnusable(
-                    f"warehouse {target}: its rewrite holds other rows than it does "
-                    f"({copied} against {live}); the rewrite was dropped, nothing was changed"
-                )
-            # Swapped while the connection still holds the old file: no other process
-            # can write it between the copy and the swap.
-            os.replace(tmp, target)
-            _fsync_dir(target.parent)
-    except BaseException:
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
-            with contextlib.suppress(OSError):
-                leftover.unlink()
-        raise
+        # Swapped while the connection still holds the old file: no other process
+        # can write it between the copy and the swap.
+        _swap_in(tmp, target)
     return target

@@ -44,10 +44,10 @@ class MigrationError(RuntimeError):
     """The warehouse was migrated by different code than this checkout holds."""
 
 
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
+class _ShippedSql:
+    """A definition shipped as a SQL file; its checksum (the sha256 of its text) is what
+    `schema_migrations` and `schema_views` record of it."""
+
     sql: str
 
     @property
@@ -55,13 +55,30 @@ class Migration:
         return hashlib.sha256(self.sql.encode()).hexdigest()
 
 
+def _shipped(folder: str, pattern: re.Pattern[str]) -> list[tuple[str, re.Match[str], str]]:
+    """(file name, its match, text) of each file of `warehouse/<folder>` whose name matches
+    `pattern`, unordered."""
+    found = []
+    for entry in resources.files("warehouse").joinpath(folder).iterdir():
+        match = pattern.match(entry.name)
+        if match:
+            found.append((entry.name, match, entry.read_text()))
+    return found
+
+
+@dataclass(frozen=True)
+class Migration(_ShippedSql):
+    version: int
+    name: str
+    sql: str
+
+
 def available_migrations() -> list[Migration]:
     """Every migration shipped in warehouse/migrations, ordered by version."""
-    found = []
-    for entry in resources.files("warehouse").joinpath("migrations").iterdir():
-        match = _NAME.match(entry.name)
-        if match:
-            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text()))
+    found = [
+        Migration(int(match.group(1)), match.group(2), sql)
+        for _, match, sql in _shipped("migrations", _NAME)
+    ]
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
     if len(set(versions)) != len(versions):
@@ -76,24 +93,16 @@ def applied_migrations(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
 
 
 @dataclass(frozen=True)
-class View:
+class View(_ShippedSql):
     """One view's one definition (`views/NN_<name>.sql`; NN orders views that read views)."""
 
     name: str
     sql: str
 
-    @property
-    def checksum(self) -> str:
-        return hashlib.sha256(self.sql.encode()).hexdigest()
-
 
 def available_views() -> list[View]:
     """Every view shipped in warehouse/views, in file-name order."""
-    found = []
-    for entry in resources.files("warehouse").joinpath("views").iterdir():
-        match = _VIEW.match(entry.name)
-        if match:
-            found.append((entry.name, View(match.group(2), entry.read_text())))
+    found = [(file, View(match.group(2), sql)) for file, match, sql in _shipped("views", _VIEW)]
     return [view for _, view in sorted(found)]
 
 

@@ -87,12 +87,7 @@ def _fit(
         loss_sum, count = 0.0, 0
         for start in range(0, len(a), cfg.minibatch):
             idx = order[start : start + cfg.minibatch]
-            logp = net.masked_log_probs(x[idx], m[idx])
-            loss = -logp.gather(1, a[idx, None]).mean()
-            optim.zero_grad()
-            loss.backward()
-            optim.step()
-            loss_sum += float(loss.detach()) * len(idx)
+            loss_sum += net.cross_entropy_step(optim, x[idx], m[idx], a[idx])
             count += len(idx)
         loss_sum /= max(count, 1)
     net.eval()

@@ -221,12 +221,7 @@ def imitate(
         loss_sum, count = 0.0, 0
         for at in range(0, len(fit), batch):
             b = torch.from_numpy(fit[at : at + batch])
-            logp = net.masked_log_probs(obs[b], mask[b])
-            loss = -logp.gather(1, act[b, None]).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            loss_sum += float(loss.detach()) * len(b)
+            loss_sum += net.cross_entropy_step(optimizer, obs[b], mask[b], act[b])
             count += len(b)
     net.eval()
     held_t, fit_t = torch.from_numpy(held), torch.from_numpy(fit)

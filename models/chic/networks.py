@@ -50,6 +50,22 @@ class ChicPolicyNet(nn.Module):
         """(B, input_dim), (B, n_actions) bool -> (B, n_actions) log-probabilities."""
         return torch.log_softmax(self.forward(obs).masked_fill(~mask, MASKED), dim=-1)
 
+    def cross_entropy_step(
+        self,
+        optimizer: torch.optim.Optimizer,
+        obs: torch.Tensor,
+        mask: torch.Tensor,
+        actions: torch.Tensor,
+    ) -> float:
+        """One optimizer step of masked cross-entropy toward `actions` on a minibatch;
+        returns the loss summed over its samples (mean loss times their number)."""
+        logp = self.masked_log_probs(obs, mask)
+        loss = -logp.gather(1, actions[:, None]).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return float(loss.detach()) * len(actions)
+
 
 class NumpyPolicy:
     """Inference copy of a `ChicPolicyNet` (eval mode: no dropout)."""

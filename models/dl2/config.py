@@ -17,6 +17,7 @@ import typing
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from models.ablations import ablation_system
 from tracelib.catalogue import DL2_CATALOGUE, JobType
 from tracelib.envs.observation import ALLOCATION_SCALARS, AllocationActions, AllocationObsConfig
 from tracelib.sim.config import TRIGGERS, ClusterConfig, SimConfig, SpeedConfig
@@ -360,16 +361,9 @@ class FinetuneConfig:
             return self.variant
         if self.offline:
             return OFFLINE_SYSTEM
-        dropped = [
-            name
-            for name, kept in (
-                ("critic", self.value_net),
-                ("exploration", self.exploration),
-                ("replay", self.replay),
-            )
-            if not kept
-        ]
-        return f"{SYSTEM}-without-{'-'.join(dropped)}" if dropped else SYSTEM
+        return ablation_system(
+            SYSTEM, critic=self.value_net, exploration=self.exploration, replay=self.replay
+        )
 
     def train_sim(self, window: int) -> SimConfig:
         """The simulator episodes run in (analytical for OfflineRL), window `window`."""

@@ -54,7 +54,7 @@ import torch.nn.functional as F
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from models.contracts import CURVE_COLUMNS
-from models.dl2.config import FinetuneConfig, to_dict
+from models.dl2.config import DL2NetConfig, FinetuneConfig, to_dict
 from models.dl2.networks import (
     PolicyNet,
     ValueNet,
@@ -71,6 +71,7 @@ from tracelib.envs.observation import AllocationActions
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.seeds import named_seeds
 from tracelib.sim.builder import AllocationBuilder
+from tracelib.sim.config import SimConfig
 from tracelib.sim.engine import SimulationStalled
 from tracelib.sim.jobs import JobSpec
 
@@ -201,10 +202,7 @@ def finetune(
     called after every update."""
     cfg = cfg or FinetuneConfig()
     start = time.perf_counter()
-    train_jobs = job_lists(train_workloads)
-    val_jobs = job_lists(val_workloads)
-    if not train_jobs or not val_jobs:
-        raise ValueError("need training and validation workloads")
+    train_jobs, val_jobs = training_and_validation_jobs(train_workloads, val_workloads)
 
     # -- seeds: one stream per source of randomness -----------------------------------------
     seeds = named_seeds(cfg.seed, ("init", "envs", "actions", "replay"))
@@ -226,12 +224,7 @@ def finetune(
     # -- environment ------------------------------------------------------------------------
     window = net_cfg.window
     sim = cfg.train_sim(window)
-    env = AllocationEnv(
-        train_jobs,
-        AllocationEnvConfig(
-            obs=net_cfg.obs, sim=sim, interval_s=net_cfg.interval_s, trigger=net_cfg.trigger
-        ),
-    )
+    env = training_env(train_jobs, net_cfg, sim)
     replay = Replay(cfg.replay_size, net_cfg.input_dim, net_cfg.n_actions)
 
     # -- bookkeeping ----------------------------------------------------------------------
@@ -452,6 +445,32 @@ def job_lists(workloads) -> list[tuple[JobSpec, ...]]:
     if isinstance(workloads, pl.DataFrame) or hasattr(workloads, "items"):
         return [jobs for _, jobs in as_workloads(workloads)]
     return [tuple(w) for w in workloads]
+
+
+def training_and_validation_jobs(
+    train_workloads: Workloads | Sequence[Sequence[JobSpec]],
+    val_workloads: Workloads | Sequence[Sequence[JobSpec]],
+) -> tuple[list[tuple[JobSpec, ...]], list[tuple[JobSpec, ...]]]:
+    """A trainer's two sets of workloads as job lists (`job_lists`); ValueError unless
+    both hold some."""
+    train_jobs = job_lists(train_workloads)
+    val_jobs = job_lists(val_workloads)
+    if not train_jobs or not val_jobs:
+        raise ValueError("need training and validation workloads")
+    return train_jobs, val_jobs
+
+
+def training_env(
+    train_jobs: Sequence[Sequence[JobSpec]], net_cfg: DL2NetConfig, sim: SimConfig
+) -> AllocationEnv:
+    """The allocation environment a network of `net_cfg` trains in on `sim`: the network's
+    observation, decision interval and trigger."""
+    return AllocationEnv(
+        train_jobs,
+        AllocationEnvConfig(
+            obs=net_cfg.obs, sim=sim, interval_s=net_cfg.interval_s, trigger=net_cfg.trigger
+        ),
+    )
 
 
 def _row(update: int, episodes: int, start: float, jct: float, since: dict) -> dict[str, Any]:

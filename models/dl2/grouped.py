@@ -48,7 +48,12 @@ import torch
 import torch.nn.functional as F
 
 from models.dl2.config import ALGORITHM, DL2NetConfig, GroupedConfig, to_dict
-from models.dl2.finetune import finetune_curve, job_lists, validate_greedy
+from models.dl2.finetune import (
+    finetune_curve,
+    training_and_validation_jobs,
+    training_env,
+    validate_greedy,
+)
 from models.dl2.networks import (
     PolicyNet,
     acting_mask,
@@ -59,7 +64,7 @@ from models.dl2.networks import (
 )
 from models.dl2.policy import DL2Policy, clone_net
 from models.dl2.recorder import Workloads
-from tracelib.envs import AllocationEnv, AllocationEnvConfig
+from tracelib.envs import AllocationEnv
 from tracelib.envs.observation import AllocationActions
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.seeds import named_seeds
@@ -210,10 +215,7 @@ def finetune_grouped(
     called after every iteration."""
     cfg = cfg or GroupedConfig()
     start = time.perf_counter()
-    train_jobs = job_lists(train_workloads)
-    val_jobs = job_lists(val_workloads)
-    if not train_jobs or not val_jobs:
-        raise ValueError("need training and validation workloads")
+    train_jobs, val_jobs = training_and_validation_jobs(train_workloads, val_workloads)
     seeds = named_seeds(cfg.seed, ("init", "pick", "actions", "batches"))
     pick_rng = np.random.default_rng(seeds["pick"])
     act_rng = np.random.default_rng(seeds["actions"])
@@ -227,12 +229,7 @@ def finetune_grouped(
     opt = torch.optim.Adam(policy_net.parameters(), lr=cfg.lr)
     window = net_cfg.window
     sim = replace(cfg.sim, window=window)
-    env = AllocationEnv(
-        train_jobs,
-        AllocationEnvConfig(
-            obs=net_cfg.obs, sim=sim, interval_s=net_cfg.interval_s, trigger=net_cfg.trigger
-        ),
-    )
+    env = training_env(train_jobs, net_cfg, sim)
 
     best_jct = init_jct = validate_greedy(policy_net, val_jobs, sim, eval_seed)
     best_state = {k: v.clone() for k, v in policy_net.state_dict().items()}

@@ -82,16 +82,21 @@ class PooledValue(nn.Module):
         return self.out(hid.mean(1))
 
 
+def _body(cfg: DL2NetConfig, rows: type[nn.Module], outputs: int) -> nn.Module:
+    """A network's body for `cfg.head`: the row-wise module `rows`, or an MLP from the
+    flat observation to `outputs` values."""
+    if cfg.head == "rows":
+        return rows(cfg)
+    return _mlp([cfg.input_dim, *cfg.hidden, outputs])
+
+
 class PolicyNet(nn.Module):
     """pi(a | s): masked softmax over 3J + 1 actions."""
 
     def __init__(self, cfg: DL2NetConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        if cfg.head == "rows":
-            self.body = RowsHead(cfg)
-        else:
-            self.body = _mlp([cfg.input_dim, *cfg.hidden, cfg.n_actions])
+        self.body = _body(cfg, RowsHead, cfg.n_actions)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """(B, J*F) -> (B, 3J+1) unmasked logits."""
@@ -121,10 +126,7 @@ class ValueNet(nn.Module):
     def __init__(self, cfg: DL2NetConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        if cfg.head == "rows":
-            self.body = PooledValue(cfg)
-        else:
-            self.body = _mlp([cfg.input_dim, *cfg.hidden, 1])
+        self.body = _body(cfg, PooledValue, 1)
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         """(B, J*F) -> (B,)."""

@@ -31,19 +31,9 @@ from tracelib.sim.snapshot import (
     JobView,
     Placement,
     Snapshot,
+    held_by_tasks,
     read_only,
 )
-
-
-def _usage(views: list[JobView], n_servers: int) -> np.ndarray:
-    """(M, 3) resources the views' placed tasks hold."""
-    used = np.zeros((n_servers, 3))
-    for v in views:
-        for server in v.placement.workers:
-            used[server] += v.worker_demand
-        for server in v.placement.ps:
-            used[server] += v.ps_demand
-    return used
 
 
 def harmony_view(
@@ -72,7 +62,7 @@ def harmony_view(
             counts[job.job_id] = want
             todo.append(replace(job, workers=0, ps=0, placement=JobPlacement()))
     c = snap.cluster
-    reserved = read_only(_usage(fixed, c.n_servers))
+    reserved = read_only(held_by_tasks(fixed, c.n_servers))
     cluster = ClusterView(c.capacity, reserved, reserved, gpu_types=c.gpu_types)
     view = replace(snap, cluster=cluster, jobs=tuple(todo), fixed_jobs=tuple(fixed))
     return view, counts, kept

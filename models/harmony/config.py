@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal, get_args
 
+from models.ablations import ablation_system
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.envs.observation import PlacementActions, PlacementObsConfig
 from tracelib.provenance import canonical_json
@@ -361,16 +362,9 @@ class PlacementTrainConfig:
     @property
     def system(self) -> str:
         """`policies.system` of what this config trains."""
-        off = [
-            name
-            for name, on in (
-                ("critic", self.value_net),
-                ("exploration", self.exploration),
-                ("replay", self.replay),
-            )
-            if not on
-        ]
-        return "harmony" if not off else "harmony-without-" + "-".join(off)
+        return ablation_system(
+            "harmony", critic=self.value_net, exploration=self.exploration, replay=self.replay
+        )
 
 
 @dataclass(frozen=True)

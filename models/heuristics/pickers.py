@@ -87,8 +87,7 @@ class _Grants:
         for demand in [job.worker_demand] * w + [job.ps_demand] * p:
             server = self.pool.feasible_fit(demand, job.gpu_types)
             if server < 0:
-                for s, d in taken:
-                    self.pool.give(s, d)
+                self.pool.give_all(taken)
                 return None
             self.pool.take_unchecked(server, demand)
             taken.append((server, demand))
@@ -99,8 +98,7 @@ class _Grants:
         taken = self._take(job, w, p)
         if taken is None:
             return False
-        for s, d in taken:
-            self.pool.give(s, d)
+        self.pool.give_all(taken)
         return True
 
     def grant(self, job: JobView, w: int, p: int) -> bool:

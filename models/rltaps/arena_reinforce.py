@@ -49,7 +49,7 @@ from models.rltaps.arena import (
     clone_arena,
 )
 from models.rltaps.config import ARENA_SYSTEM, ArenaTrainConfig
-from models.rltaps.reinforce import returns_and_advantages
+from models.rltaps.reinforce import BestWeights, returns_and_advantages
 from models.torch_scope import scoped_torch
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.seeds import named_seeds
@@ -185,10 +185,9 @@ def _train(cfg, train, val, init, progress):
     val_cfg = replace(cfg.sim, seed=int(seeds["validation"].generate_state(1)[0]))
     rows: list[dict[str, Any]] = []
     episodes = updates = forced = 0
-    best: tuple[float, int, dict[str, torch.Tensor]] | None = None
+    best = BestWeights()
 
     def record(epoch: int, returns: list[float], entropy: list[float], loss: list[float]):
-        nonlocal best
         val_jct = validate(policy, val, val_cfg)
         rows.append(
             {
@@ -202,9 +201,7 @@ def _train(cfg, train, val, init, progress):
                 "policy_loss": float(np.mean(loss)) if loss else None,
             }
         )
-        if best is None or val_jct < best[0]:
-            state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-            best = (val_jct, epoch, state)
+        best.offer(val_jct, epoch, net)
 
     record(0, [], [], [])
     scale = 1.0 / (cfg.batch_sequences * cfg.episodes)
@@ -238,11 +235,7 @@ def _train(cfg, train, val, init, progress):
             progress((epoch - 1) * len(train) + position + 1, total)
         record(epoch, returns, entropies, losses)
     curve = pl.DataFrame(rows, schema=CURVE_SCHEMA, orient="row")
-    assert best is not None
-    _, best_epoch, best_state = best
-    if cfg.keep_best:
-        net.load_state_dict(best_state)
-        policy.refresh()
+    best_epoch = best.restore(net, policy, cfg.keep_best)
     kept = rows[best_epoch if cfg.keep_best else -1]
     metrics = {
         "epochs": cfg.epochs,

@@ -70,6 +70,30 @@ CURVE_SCHEMA = {
 """A trainer's curve frame: one row per epoch (iteration 0: before training)."""
 
 
+class BestWeights:
+    """A trainer's best validated weights so far: the lowest validation cost, the earlier
+    one on a tie; the first offer is always kept."""
+
+    def __init__(self) -> None:
+        self._best: tuple[float, int, dict[str, torch.Tensor]] | None = None
+
+    def offer(self, cost: float, step: int, net: torch.nn.Module) -> None:
+        """Keep a copy of `net`'s weights at `step` if `cost` is the lowest so far."""
+        if self._best is None or cost < self._best[0]:
+            state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+            self._best = (cost, step, state)
+
+    def restore(self, net: torch.nn.Module, policy: Any, keep: bool) -> int:
+        """The step of the best weights; with `keep`, they are loaded into `net` and
+        `policy` refreshed from it."""
+        assert self._best is not None
+        _, step, state = self._best
+        if keep:
+            net.load_state_dict(state)
+            policy.refresh()
+        return step
+
+
 def returns_and_advantages(
     rewards: list[np.ndarray], gamma: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -165,11 +189,10 @@ def _train(
         )
     rows: list[dict[str, Any]] = []
     updates = episodes = 0
-    best: tuple[float, int, dict[str, torch.Tensor]] | None = None
+    best = BestWeights()
     stopped = False
 
     def record(iteration: int, stats: dict[str, list[float]]) -> None:
-        nonlocal best
         val_reward, val_slowdown = _validate(policy, val_env, cfg.gamma)
 
         def mean(name: str) -> float | None:
@@ -191,9 +214,7 @@ def _train(
                 "val_seeds": ",".join(map(str, val_seeds)),
             }
         )
-        if best is None or val_slowdown < best[0]:
-            state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-            best = (val_slowdown, iteration, state)
+        best.offer(val_slowdown, iteration, net)
 
     record(0, {})
     for epoch in range(1, cfg.epochs + 1):
@@ -238,11 +259,7 @@ def _train(
         if stopped:
             break
     curve = pl.DataFrame(rows, schema=CURVE_SCHEMA, orient="row")
-    assert best is not None
-    _, best_iteration, best_state = best
-    if cfg.keep_best:
-        net.load_state_dict(best_state)
-        policy.refresh()
+    best_iteration = best.restore(net, policy, cfg.keep_best)
     kept = curve.filter(
         pl.col("iteration") == (best_iteration if cfg.keep_best else rows[-1]["iteration"])
     )

@@ -35,11 +35,6 @@ from tracelib.sim import (
     simulate,
 )
 
-
-def small_workload(seed: int = 3, n: int = 16) -> tuple[JobSpec, ...]:
-    return dl2_jobs(n, seed)
-
-
 # The engine's mechanics (exact finish times, pauses, streams) checked against the
 # catalogue's closed-form speed without run-to-run variation, so expected times are exact.
 EXACT = SpeedConfig(truth="analytical", speed_variation=0.0, slot_noise=0.0)
@@ -67,7 +62,7 @@ class Fixed:
 
 @pytest.mark.parametrize("name", HEURISTICS)
 def test_capacity_never_exceeded_and_epochs_exact(name):
-    jobs = small_workload()
+    jobs = dl2_jobs(16, 3)
     result = simulate(jobs, make_scheduler(name), cfg(speed=NOISY))
     # Capacity, per decision and server, rebuilt from the placement log.
     demand = {jt.model: (jt.worker_demand, jt.ps_demand) for jt in by_name().values()}
@@ -142,7 +137,7 @@ def test_reallocation_pauses_training():
 
 
 def test_same_seed_same_log_different_seed_different_log():
-    jobs = small_workload()
+    jobs = dl2_jobs(16, 3)
     sched = make_scheduler("drf")
     a = simulate(jobs, sched, cfg(seed=5, speed=NOISY))
     b = simulate(jobs, sched, cfg(seed=5, speed=NOISY))
@@ -153,7 +148,7 @@ def test_same_seed_same_log_different_seed_different_log():
 
 
 def test_epoch_error_changes_only_true_epochs():
-    jobs = small_workload()
+    jobs = dl2_jobs(16, 3)
     result = simulate(jobs, make_scheduler("drf"), cfg(speed=SpeedConfig(epoch_error=0.3)))
     ratio = (result.jobs["epochs_real"] / result.jobs["epochs_est"]).to_numpy()
     assert ((ratio >= 0.7) & (ratio <= 1.3)).all()
@@ -164,7 +159,7 @@ def test_epoch_error_changes_only_true_epochs():
 
 
 def test_noise_sources_draw_from_independent_streams():
-    jobs = small_workload()
+    jobs = dl2_jobs(16, 3)
     sched = make_scheduler("fifo")
     base = simulate(jobs, sched, cfg(speed=SpeedConfig(epoch_error=0.2)))
     more = simulate(jobs, sched, cfg(speed=SpeedConfig(epoch_error=0.2, speed_variation=0.2)))
@@ -357,7 +352,7 @@ def test_a_decision_advances_exactly_the_jobs_in_the_system(name):
     """The jobs a decision advances are the arrived, unfinished ones (kept as arrivals and
     completions happen, so a decision's work follows the queue, not the trace's length),
     forks included; the run ends as an unforked one does."""
-    jobs = small_workload(seed=5, n=24)
+    jobs = dl2_jobs(24, 5)
     sim = Simulator(jobs, make_scheduler(name), cfg(n_servers=2, speed=NOISY))
     session = sim.session()
     forked_at = 7
@@ -384,7 +379,7 @@ def test_a_decision_advances_exactly_the_jobs_in_the_system(name):
 def test_a_run_reports_its_finished_jobs_as_it_goes():
     """`run(progress=...)` sees the finished jobs grow to all of them, and the run's
     result is the one without a progress callback."""
-    jobs = small_workload(seed=2, n=20)
+    jobs = dl2_jobs(20, 2)
     sim = Simulator(jobs, make_scheduler("drf"), cfg(n_servers=2, speed=NOISY))
     seen: list[tuple[int, int]] = []
     result = sim.run(progress=lambda done, total: seen.append((done, total)), every=3)
@@ -404,7 +399,7 @@ def test_job_views_kept_across_decisions_equal_views_built_afresh(mode):
     from the job's state, and views of unchanged jobs are reused."""
     from tracelib.sim.engine import _view
 
-    jobs = small_workload(seed=8, n=30)
+    jobs = dl2_jobs(30, 8)
     sim = Simulator(jobs, make_scheduler("drf"), cfg(n_servers=2, speed=NOISY, **mode))
     session, fork, reused, seen = sim.session(), None, 0, {}
     decisions = 0

@@ -37,6 +37,7 @@ from tracelib.sim import (
     simulate,
 )
 from tracelib.sim.calibration import HARMONY_TABLE_I
+from tracelib.sim.snapshot import held_by_tasks
 
 N_TYPES = len(DL2_CATALOGUE)
 
@@ -131,26 +132,16 @@ def _view(job_id: int, model: str, placement: JobPlacement | None = None) -> Job
     )
 
 
-def _used(views, n_servers: int) -> np.ndarray:
-    used = np.zeros((n_servers, 3))
-    for v in views:
-        for s in v.placement.workers:
-            used[s] += v.worker_demand
-        for s in v.placement.ps:
-            used[s] += v.ps_demand
-    return used
-
-
 def _snapshot(jobs, fixed=(), n_servers: int = 3) -> Snapshot:
     c = ClusterConfig(n_servers=n_servers)
     capacity = np.tile([c.gpus, c.cpus, c.mem_gb], (n_servers, 1))
-    reserved = _used(fixed, n_servers)
+    reserved = held_by_tasks(fixed, n_servers)
     return Snapshot(
         time_s=0.0,
         slot=0,
         slot_s=1200.0,
         decision=0,
-        cluster=ClusterView(capacity, reserved + _used(jobs, n_servers), reserved),
+        cluster=ClusterView(capacity, reserved + held_by_tasks(jobs, n_servers), reserved),
         jobs=tuple(jobs),
         catalogue=DL2_CATALOGUE,
         fixed_jobs=tuple(fixed),
@@ -234,7 +225,7 @@ def test_capacity_is_never_exceeded_when_not_everything_fits():
         placed_views = [
             _view(v.job_id, v.model, placed.get(v.job_id)) for v in views if v.job_id in placed.jobs
         ]
-        used = _used(placed_views, 2)
+        used = held_by_tasks(placed_views, 2)
         assert (used <= snap.cluster.capacity + 1e-9).all()
         assert used[:, 1].sum() == snap.cluster.capacity[:, 1].sum()  # CPU: every slot taken
 

@@ -29,16 +29,12 @@ from tracelib.sim import (
 from tracelib.sim.policy import WatchedAllocation
 
 
-def workload(n: int = 12, seed: int = 5) -> tuple[JobSpec, ...]:
-    return dl2_jobs(n, seed)
-
-
 def config(**kw) -> SimConfig:
     return SimConfig(cluster=ClusterConfig(n_servers=kw.pop("n_servers", 4)), **kw)
 
 
 def test_session_driven_by_the_scheduler_equals_run():
-    jobs, sched = workload(), make_scheduler("drf")
+    jobs, sched = dl2_jobs(12, 5), make_scheduler("drf")
     cfg = config(speed=NOISY, seed=3)
     sim = Simulator(jobs, sched, cfg)
     session = sim.session()
@@ -52,7 +48,7 @@ def test_session_driven_by_the_scheduler_equals_run():
 
 
 def test_session_reports_progress_and_refuses_misuse():
-    jobs = workload(6)
+    jobs = dl2_jobs(6, 5)
     sim = Simulator(jobs, make_scheduler("fifo"), config())
     session = sim.session()
     with pytest.raises(RuntimeError, match="not over"):
@@ -89,7 +85,7 @@ class Switch:
 
 @pytest.mark.parametrize("mode", [{}, {"trigger": "events"}, {"fixed_placement": True}], ids=str)
 def test_a_fork_continues_as_a_replayed_run_and_leaves_its_origin_alone(mode):
-    jobs, cfg = workload(14), config(speed=NOISY, seed=7, n_servers=3, **mode)
+    jobs, cfg = dl2_jobs(14, 5), config(speed=NOISY, seed=7, n_servers=3, **mode)
     first, then, at = make_scheduler("fifo"), make_scheduler("drf"), 4
     session = Simulator(jobs, first, cfg).session()
     for _ in range(at):
@@ -118,7 +114,7 @@ def test_a_fork_continues_as_a_replayed_run_and_leaves_its_origin_alone(mode):
 
 
 def test_event_trigger_decides_exactly_at_arrivals_and_completions():
-    jobs = workload(10)
+    jobs = dl2_jobs(10, 5)
     result = simulate(jobs, make_scheduler("drf"), config(trigger="events", speed=NOISY))
     ev = result.events_frame()
     decide_t = set(ev.filter(pl.col("kind") == "decide")["time_s"].to_list())
@@ -183,7 +179,7 @@ class Mover:
 
 
 def test_fixed_placement_keeps_running_jobs_where_they_started():
-    jobs = workload(14)
+    jobs = dl2_jobs(14, 5)
     cfg = config(fixed_placement=True, n_servers=3, speed=NOISY)
     result = simulate(jobs, Scheduler(RequestedAllocation(), LoadBalancing()), cfg)
     assert result.jobs["finish_s"].null_count() == 0

@@ -49,7 +49,7 @@ s^w and (Chic only) PSs s^p / `tasks_scale`; then the backlog N_t / `backlog_sca
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +58,12 @@ import numpy as np
 
 from tracelib.catalogue import JobType
 from tracelib.envs.environments import ExternalPolicy, episode_start
-from tracelib.scenarios.chic import CHIC_CATALOGUE, ChicScenario, iteration_time_s
+from tracelib.scenarios.chic import (
+    CHIC_CATALOGUE,
+    ChicArenaScenario,
+    ChicScenario,
+    iteration_time_s,
+)
 from tracelib.sim.config import SimConfig
 from tracelib.sim.engine import SimResult, SimSession, Simulator
 from tracelib.sim.jobs import JobSpec
@@ -401,16 +406,20 @@ class ChicEnvBase(gym.Env):
     def __init__(
         self,
         workloads: Sequence[Sequence[JobSpec]],
+        scenario: ChicScenario | ChicArenaScenario,
         cfg: ChicEnvConfig,
-        window: int,
-        features: tuple[str, ...],
+        features: Callable[[str, int, Sequence[JobType]], tuple[str, ...]],
     ) -> None:
+        """`features(variant, window, catalogue)` names the observation's entries for
+        the scenario's window (I) and catalogue."""
         if not workloads or not all(workloads):
             raise ValueError("need at least one non-empty workload")
+        window = scenario.window
         self.workloads = tuple(tuple(w) for w in workloads)
+        self.scenario = scenario
         self.cfg = cfg
         self.window = window
-        self.features = features
+        self.features = features(cfg.variant, window, scenario.catalogue)
         self.observation_space = gym.spaces.Box(
             0.0, np.inf, (len(self.features),), dtype=np.float32
         )
@@ -426,7 +435,7 @@ class ChicEnvBase(gym.Env):
         raise NotImplementedError
 
     def _catalogue(self) -> tuple[JobType, ...]:
-        raise NotImplementedError
+        return self.scenario.catalogue
 
     def _submit(self) -> float:
         raise NotImplementedError
@@ -517,24 +526,15 @@ class ChicEnv(ChicEnvBase):
         scenario: ChicScenario | None = None,
         cfg: ChicEnvConfig | None = None,
     ) -> None:
-        scenario = scenario or ChicScenario()
-        cfg = cfg or ChicEnvConfig()
         super().__init__(
-            workloads,
-            cfg,
-            scenario.window,
-            chic_features(cfg.variant, scenario.window, scenario.catalogue),
+            workloads, scenario or ChicScenario(), cfg or ChicEnvConfig(), chic_features
         )
-        self.scenario = scenario
-        self.types = {jt.model: jt for jt in scenario.catalogue}
+        self.types = {jt.model: jt for jt in self.scenario.catalogue}
         self._last_ids: tuple[int, ...] | None = None
         self._last_decision: tuple[Allocation, Placement] | None = None
 
     def _sim_config(self, sim_seed: int) -> SimConfig:
         return self.scenario.sim_config("events", sim_seed)
-
-    def _catalogue(self) -> tuple[JobType, ...]:
-        return self.scenario.catalogue
 
     def _on_reset(self) -> None:
         self._last_ids = None

@@ -234,23 +234,14 @@ class ChicArenaEnv(ChicEnvBase):
         cfg: ChicEnvConfig | None = None,
         placement: PlacementPolicy | None = None,
     ) -> None:
-        scenario = scenario or ChicArenaScenario()
-        cfg = cfg or ChicEnvConfig()
         super().__init__(
-            workloads,
-            cfg,
-            scenario.window,
-            chic_arena_features(cfg.variant, scenario.window, scenario.catalogue),
+            workloads, scenario or ChicArenaScenario(), cfg or ChicEnvConfig(), chic_arena_features
         )
-        self.scenario = scenario
         self.placement = placement or LoadBalancing()
         self.schedule: ChicArenaSchedule | None = None
 
     def _sim_config(self, sim_seed: int) -> SimConfig:
         return self.scenario.sim_config(sim_seed)
-
-    def _catalogue(self) -> tuple[JobType, ...]:
-        return self.scenario.catalogue
 
     def _submit(self) -> float:
         """End the schedule: place it and train until the next slot; returns r1 (and -p1

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -318,32 +319,49 @@ class _JobColumns:
         return frame.sort("record_no"), errors.sort("record_no")
 
 
+def _string(
+    value: object,
+    fld: str,
+    where: str,
+    *,
+    absent: Collection[object],
+    kind: str,
+    required: bool,
+    problems: list[tuple[str, str]],
+) -> str | None:
+    """`value` if it is text; otherwise None, noting the problem for field `fld` at `where`:
+    a value that is None or in `absent` is one only when `required`, any other non-string
+    always is (`kind` names the text expected)."""
+    if value is None or value in absent:
+        if required:
+            problems.append((fld, f"{where}: missing (required)"))
+        return None
+    if not isinstance(value, str):
+        problems.append((fld, f"{where}: expected {kind}, got {_kind(value)} {value!r}"))
+        return None
+    return value
+
+
 def _text(
     obj: dict, key: str, fld: str, *, required: bool, problems: list[tuple[str, str]]
 ) -> str | None:
-    value = obj.get(key)
-    if value is None or value == "":
-        if required:
-            problems.append((fld, f"{key}: missing (required)"))
-        return None
-    if not isinstance(value, str):
-        problems.append((fld, f"{key}: expected a string, got {_kind(value)} {value!r}"))
-        return None
-    return value
+    return _string(
+        obj.get(key), fld, key, absent=("",), kind="a string", required=required, problems=problems
+    )
 
 
 def _time_text(
     obj: dict, key: str, fld: str, where: str, required: bool, problems: list[tuple[str, str]]
 ) -> str | None:
-    value = obj.get(key)
-    if value is None or value in _UNKNOWN_TIME:
-        if required:
-            problems.append((fld, f"{where}: missing (required)"))
-        return None
-    if not isinstance(value, str):
-        problems.append((fld, f"{where}: expected a time string, got {_kind(value)} {value!r}"))
-        return None
-    return value
+    return _string(
+        obj.get(key),
+        fld,
+        where,
+        absent=_UNKNOWN_TIME,
+        kind="a time string",
+        required=required,
+        problems=problems,
+    )
 
 
 def _parse_time(col: str) -> pl.Expr:

@@ -127,6 +127,85 @@ class ItemError(ValueError):
     """One item cannot be read; the message names its field."""
 
 
+JOB_RECORD_KEYS = (
+    "id",
+    "user",
+    "gpus",
+    "gpu_type",
+    "cpus",
+    "memory_gib",
+    "submit",
+    "start",
+    "end",
+    "end_kind",
+    "hosts",
+    "limit_s",
+)
+"""The keys of a collector's job record, the one form both collectors read a job into:
+`end_kind` is the observation its end makes (None while it has not ended), `hosts` the
+servers it runs on, `limit_s` its time limit in seconds (None: none known)."""
+
+
+def _request(job: dict[str, Any]) -> dict[str, Any]:
+    """Who asked for which GPUs: what every form of a job record repeats."""
+    return {"user": job["user"], "gpus": job["gpus"], "gpu_type": job["gpu_type"]}
+
+
+def pending_job(job: dict[str, Any]) -> PendingJob:
+    """A job record (`JOB_RECORD_KEYS`) as a pending job of the snapshot."""
+    return PendingJob(
+        id=job["id"],
+        **_request(job),
+        cpus=job["cpus"],
+        memory_gib=job["memory_gib"],
+        submit_time=job["submit"],
+        duration_estimate_s=job["limit_s"],
+    )
+
+
+def running_job(job: dict[str, Any]) -> RunningJob:
+    """A job record (`JOB_RECORD_KEYS`) as a running job of the snapshot; one running
+    without a start time (a pod bound before Kubernetes stamps it) counts from its
+    submission."""
+    return RunningJob(
+        id=job["id"],
+        **_request(job),
+        servers=job["hosts"],
+        submit_time=job["submit"],
+        start_time=job["start"] or job["submit"],
+        duration_estimate_s=job["limit_s"],
+    )
+
+
+def job_observations(job: dict[str, Any], now: datetime) -> list[Observation]:
+    """What a job record (`JOB_RECORD_KEYS`) shows happened to the job by `now`: its
+    submission; its start, once it runs on servers and started by `now`; its end, once it
+    ended by `now`."""
+    out = [
+        Observation(
+            kind="submitted",
+            job=job["id"],
+            time=job["submit"],
+            **_request(job),
+            duration_estimate_s=job["limit_s"],
+        )
+    ]
+    if job["hosts"] and job["start"] is not None and job["start"] <= now:
+        out.append(
+            Observation(
+                kind="started",
+                job=job["id"],
+                time=job["start"],
+                gpus=job["gpus"],
+                gpu_type=job["gpu_type"],
+                servers=job["hosts"],
+            )
+        )
+    if job["end_kind"] is not None and job["end"] is not None and job["end"] <= now:
+        out.append(Observation(kind=job["end_kind"], job=job["id"], time=job["end"]))
+    return out
+
+
 def require_object(data: Any, file: str, what: str) -> dict:
     """`data` if it is a JSON object; CollectError naming `file` otherwise."""
     if not isinstance(data, dict):

@@ -41,10 +41,13 @@ from tracelib.shadow.collect import (
     ItemError,
     Skipped,
     collected,
+    job_observations,
+    pending_job,
     reason,
     require_list,
     require_object,
     rfc3339,
+    running_job,
 )
 from tracelib.shadow.kube import container_gpus, gpu_amount, is_gpu_resource, node_gpu_type
 from tracelib.shadow.schemas import (
@@ -108,10 +111,10 @@ def collect_k8s(
             if bound is not None and pod["phase"] not in TERMINATED:
                 if not capacity[bound]["gpus"]:
                     raise ItemError(f"spec.nodeName: {bound!r} has no GPU to run it")
-                running.append(_running(pod))
+                running.append(running_job(pod))
             elif bound is None and pod["phase"] == "Pending":
-                pending.append(_pending(pod))
-            observations.extend(_observations(pod, now))
+                pending.append(pending_job(pod))
+            observations.extend(job_observations(pod, now))
         except (ItemError, ValidationError) as exc:
             skipped.append(Skipped(f_pods, where, reason(exc)))
     servers = []
@@ -277,68 +280,24 @@ def _pod(raw: Any) -> dict[str, Any]:
     if node is not None and (not isinstance(node, str) or not node):
         raise ItemError("spec.nodeName: not a node name")
     selector = spec.get("nodeSelector") or {}
+    end_kind = None
+    if phase in TERMINATED:
+        end_kind = "finished" if phase == "Succeeded" else "failed"
+        end_kind = "preempted" if preempted else end_kind
     return {
         "id": f"{namespace}/{name}",
         "user": namespace,
         "phase": phase,
         "node": node,
-        "created": created,
-        "started": started,
-        "finished": finished,
-        "preempted": preempted,
+        "gpus": wants["gpu"],
         "gpu_type": node_gpu_type(selector) if isinstance(selector, dict) else None,
+        "cpus": wants["cpu"],
+        "memory_gib": wants["memory"] / GIB,
+        "submit": created,
+        "start": started,
+        "end": finished,
+        "end_kind": end_kind,
+        "hosts": [] if node is None else [node],
+        "limit_s": None,
         **wants,
     }
-
-
-def _running(pod: dict) -> RunningJob:
-    return RunningJob(
-        id=pod["id"],
-        user=pod["user"],
-        gpus=pod["gpu"],
-        gpu_type=pod["gpu_type"],
-        servers=[pod["node"]],
-        submit_time=pod["created"],
-        start_time=pod["started"] or pod["created"],
-    )
-
-
-def _pending(pod: dict) -> PendingJob:
-    return PendingJob(
-        id=pod["id"],
-        user=pod["user"],
-        gpus=pod["gpu"],
-        gpu_type=pod["gpu_type"],
-        cpus=pod["cpu"],
-        memory_gib=pod["memory"] / GIB,
-        submit_time=pod["created"],
-    )
-
-
-def _observations(pod: dict, now: datetime) -> list[Observation]:
-    out = [
-        Observation(
-            kind="submitted",
-            job=pod["id"],
-            time=pod["created"],
-            user=pod["user"],
-            gpus=pod["gpu"],
-            gpu_type=pod["gpu_type"],
-        )
-    ]
-    if pod["node"] is not None and pod["started"] is not None and pod["started"] <= now:
-        out.append(
-            Observation(
-                kind="started",
-                job=pod["id"],
-                time=pod["started"],
-                gpus=pod["gpu"],
-                gpu_type=pod["gpu_type"],
-                servers=[pod["node"]],
-            )
-        )
-    if pod["phase"] in TERMINATED and pod["finished"] is not None and pod["finished"] <= now:
-        kind = "finished" if pod["phase"] == "Succeeded" else "failed"
-        kind = "preempted" if pod["preempted"] else kind
-        out.append(Observation(kind=kind, job=pod["id"], time=pod["finished"]))
-    return out

@@ -46,10 +46,13 @@ from tracelib.shadow.collect import (
     collected,
     epoch,
     expand_hostlist,
+    job_observations,
     number,
+    pending_job,
     reason,
     require_list,
     require_object,
+    running_job,
 )
 from tracelib.shadow.schemas import (
     Observation,
@@ -269,6 +272,7 @@ def _squeue_job(raw: Any) -> dict[str, Any]:
         "submit": epoch(raw.get("submit_time"), "submit_time"),
         "start": epoch(raw.get("start_time"), "start_time"),
         "end": epoch(raw.get("end_time"), "end_time"),
+        "end_kind": FINAL_KINDS.get(state),
         "hosts": expand_hostlist(_text(raw, "nodes") or "", "nodes"),
         "limit_s": limit * 60.0 if limit else None,
     }
@@ -277,16 +281,7 @@ def _squeue_job(raw: Any) -> dict[str, Any]:
 def _pending(job: dict) -> PendingJob:
     if job["submit"] is None:
         raise ItemError("submit_time: not set")
-    return PendingJob(
-        id=job["id"],
-        user=job["user"],
-        gpus=job["gpus"],
-        gpu_type=job["gpu_type"],
-        cpus=job["cpus"],
-        memory_gib=job["memory_gib"],
-        submit_time=job["submit"],
-        duration_estimate_s=job["limit_s"],
-    )
+    return pending_job(job)
 
 
 def _running(job: dict, now: datetime) -> RunningJob:
@@ -294,51 +289,16 @@ def _running(job: dict, now: datetime) -> RunningJob:
         raise ItemError("submit_time/start_time: not set for a running job")
     if not job["hosts"]:
         raise ItemError("nodes: a running job lists no node")
-    return RunningJob(
-        id=job["id"],
-        user=job["user"],
-        gpus=job["gpus"],
-        gpu_type=job["gpu_type"],
-        servers=job["hosts"],
-        submit_time=job["submit"],
-        start_time=job["start"],
-        duration_estimate_s=job["limit_s"],
-    )
+    return running_job(job)
 
 
 def _observations(job: dict, now: datetime) -> list[Observation]:
     """What one job's record shows happened to it by `now`."""
     if job["submit"] is None:
         raise ItemError("submit_time: not set")
-    out = [
-        Observation(
-            kind="submitted",
-            job=job["id"],
-            time=job["submit"],
-            user=job["user"],
-            gpus=job["gpus"],
-            gpu_type=job["gpu_type"],
-            duration_estimate_s=job["limit_s"],
-        )
-    ]
-    state = job["state"]
-    if state == "PENDING":
-        return out  # its start_time is a forecast
-    if job["start"] is not None and job["start"] <= now and job["hosts"]:
-        out.append(
-            Observation(
-                kind="started",
-                job=job["id"],
-                time=job["start"],
-                gpus=job["gpus"],
-                gpu_type=job["gpu_type"],
-                servers=job["hosts"],
-            )
-        )
-    kind = FINAL_KINDS.get(state)
-    if kind is not None and job["end"] is not None and job["end"] <= now:
-        out.append(Observation(kind=kind, job=job["id"], time=job["end"]))
-    return out
+    if job["state"] == "PENDING":
+        job = {**job, "start": None}  # its start_time is a forecast
+    return job_observations(job, now)
 
 
 # -- nodes ---------------------------------------------------------------------------------
@@ -376,6 +336,30 @@ def _unavailable(states: Any) -> bool:
     return isinstance(states, list) and any(s in UNAVAILABLE for s in states)
 
 
+def _gpu_server(
+    name: str,
+    gpu_type: str | None,
+    gpus: tuple[float, float],
+    cpus: tuple[float, float],
+    memory_gib: tuple[float, float],
+    *,
+    down: bool,
+) -> Server:
+    """A GPU node as a server: `gpus` is (total, used), `cpus` and `memory_gib` are (total,
+    free); a node that is down or draining offers nothing free."""
+    total, used = gpus
+    return Server(
+        name=name,
+        gpu_type=gpu_type,
+        gpus=int(total),
+        free_gpus=0.0 if down else max(0.0, min(total, total - used)),
+        cpus=cpus[0],
+        free_cpus=0.0 if down else cpus[1],
+        memory_gib=memory_gib[0],
+        free_memory_gib=0.0 if down else memory_gib[1],
+    )
+
+
 def _sinfo_group(entry: Any) -> list[Server]:
     """The GPU nodes of one `sinfo --json` entry (nodes alike; sums over the group are
     shared evenly between its nodes)."""
@@ -400,15 +384,13 @@ def _sinfo_group(entry: Any) -> list[Server]:
     state = (entry.get("node") or {}).get("state") if isinstance(entry.get("node"), dict) else None
     down = _unavailable(state)
     return [
-        Server(
-            name=name,
-            gpu_type=gpu_type,
-            gpus=int(total),
-            free_gpus=0.0 if down else max(0.0, min(total, total - used)),
-            cpus=cpu_total / n,
-            free_cpus=0.0 if down else min(cpu_idle / n, cpu_total / n),
-            memory_gib=mem_node / MB_PER_GIB,
-            free_memory_gib=0.0 if down else max(0.0, mem_node - mem_alloc / n) / MB_PER_GIB,
+        _gpu_server(
+            name,
+            gpu_type,
+            (total, used),
+            (cpu_total / n, min(cpu_idle / n, cpu_total / n)),
+            (mem_node / MB_PER_GIB, max(0.0, mem_node - mem_alloc / n) / MB_PER_GIB),
+            down=down,
         )
         for name in names
     ]
@@ -431,15 +413,13 @@ def _scontrol_node(entry: Any) -> list[Server]:
     alloc_mem = number(entry.get("alloc_memory"), "alloc_memory") or 0.0
     down = _unavailable(entry.get("state"))
     return [
-        Server(
-            name=name,
-            gpu_type=gpu_type,
-            gpus=int(total),
-            free_gpus=0.0 if down else max(0.0, min(total, total - used)),
-            cpus=cpus,
-            free_cpus=0.0 if down else max(0.0, cpus - alloc_cpus),
-            memory_gib=memory / MB_PER_GIB,
-            free_memory_gib=0.0 if down else max(0.0, memory - alloc_mem) / MB_PER_GIB,
+        _gpu_server(
+            name,
+            gpu_type,
+            (total, used),
+            (cpus, max(0.0, cpus - alloc_cpus)),
+            (memory / MB_PER_GIB, max(0.0, memory - alloc_mem) / MB_PER_GIB),
+            down=down,
         )
     ]
 
@@ -489,15 +469,17 @@ def _sacct_observations(
                 continue
             user = raw.get("user")
             limit = number(times.get("limit"), "time.limit")
+            current = (state["current"] or ["UNKNOWN"])[0]
             job = {
                 "id": str(job_id),
-                "state": (state["current"] or ["UNKNOWN"])[0],
+                "state": current,
                 "user": user if isinstance(user, str) and user else None,
                 "gpus": gpus,
                 "gpu_type": gpu_type,
                 "submit": epoch(times.get("submission"), "time.submission"),
                 "start": epoch(times.get("start"), "time.start"),
                 "end": epoch(times.get("end"), "time.end"),
+                "end_kind": FINAL_KINDS.get(current),
                 "hosts": expand_hostlist(raw.get("nodes") or "", "nodes"),
                 "limit_s": limit * 60.0 if limit else None,
             }

@@ -148,8 +148,7 @@ class AllocationBuilder:
         taken = self._take(i, workers, ps)
         if taken is None:
             return False
-        for server, demand in taken:
-            self.pool.give(server, demand)
+        self.pool.give_all(taken)
         return True
 
     def mask(self) -> np.ndarray:
@@ -180,8 +179,7 @@ class AllocationBuilder:
         taken = self._take(i, 1, 1)
         if taken is None:
             return False
-        for server, demand in taken:
-            self.pool.give(server, demand)
+        self.pool.give_all(taken)
         return True
 
     # -- actions ---------------------------------------------------------------------
@@ -192,8 +190,7 @@ class AllocationBuilder:
         for demand in [self._w_dem[i]] * workers + [self._p_dem[i]] * ps:
             server = pool.take_feasible(demand, allowed)
             if server < 0:
-                for s, d in taken:
-                    pool.give(s, d)
+                pool.give_all(taken)
                 return None
             taken.append((server, demand))
         return taken

@@ -297,6 +297,11 @@ class FreePool:
             new = self._after_give(old, demand)
         self._relocate(server, old, new)
 
+    def give_all(self, taken: Iterable[tuple[int, Vec]]) -> None:
+        """Release every (server, demand) of `taken`: undo a tentative placement."""
+        for server, demand in taken:
+            self.give(server, demand)
+
     # -- choosing a server ---------------------------------------------------------------
 
     def _fitting(self, demand: Vec, allowed: frozenset[str] | None = None):

@@ -7,7 +7,7 @@ Decisions (`Allocation`, `Placement`) are frozen too; the engine validates them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import islice
@@ -90,6 +90,17 @@ class JobView:
     def remaining_epochs_est(self) -> float:
         """Epochs left by the user's estimate (0 once the estimate is used up)."""
         return max(self.epochs_est - self.epochs_done, 0.0)
+
+
+def held_by_tasks(views: Iterable[JobView], n_servers: int) -> np.ndarray:
+    """(n_servers, 3) resources the placed workers and PSs of `views` hold per server."""
+    used = np.zeros((n_servers, 3))
+    for v in views:
+        for server in v.placement.workers:
+            used[server] += v.worker_demand
+        for server in v.placement.ps:
+            used[server] += v.ps_demand
+    return used
 
 
 @dataclass(frozen=True)
