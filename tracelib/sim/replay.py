@@ -722,6 +722,13 @@ def replay(
         and not (rule.order == "remaining" and rule.preemptive and servers.other)
     )
 
+    def hold_in_queue(i: int, level: int, taken: list[tuple[int, float]], sign: int) -> None:
+        """Count running job i, holding `taken`, in (sign 1) or out of (-1) queue `level`."""
+        in_queue[level] += sign
+        held_in_queue[level] += sign * gpus[i]
+        for server, amount in taken:
+            held_on[level, server] += sign * amount
+
     def begin(i: int, now: float, taken: list[tuple[int, float]]) -> None:
         placed[i] = taken
         changes[0] += 1
@@ -737,11 +744,8 @@ def replay(
         if tiresias:
             queued.pop(i, None)
             dirty.add((gpus[i], types[i]))
-            in_queue[queue[i]] += 1
-            held_in_queue[queue[i]] += gpus[i]
+            hold_in_queue(i, int(queue[i]), taken, 1)
             running_jobs.add(i)
-            for server, amount in taken:
-                held_on[queue[i], server] += amount
             if ran[i] > 0:
                 waited[i] += now - wait_since[i]
             qversion[i] += 1
@@ -759,11 +763,8 @@ def replay(
         held[i] += now - stint[i]
         user_gpus[users[i]] -= gpus[i]
         if tiresias and gpus[i] > 0:
-            in_queue[queue[i]] -= 1
-            held_in_queue[queue[i]] -= gpus[i]
+            hold_in_queue(i, int(queue[i]), taken, -1)
             running_jobs.discard(i)
-            for server, amount in taken:
-                held_on[queue[i], server] -= amount
 
     def preempt(i: int, now: float) -> None:
         stop(i, now)
@@ -786,14 +787,9 @@ def replay(
         """A running job crosses its queue's threshold (down one queue), or a waiting one
         has waited PROMOTEKNOB times its run (back to the highest queue, service reset)."""
         if i in placed:
-            in_queue[queue[i]] -= 1
-            held_in_queue[queue[i]] -= gpus[i]
-            for server, amount in placed[i]:
-                held_on[queue[i], server] -= amount
-                held_on[queue[i] + 1, server] += amount
+            hold_in_queue(i, int(queue[i]), placed[i], -1)
             queue[i] += 1
-            in_queue[queue[i]] += 1
-            held_in_queue[queue[i]] += gpus[i]
+            hold_in_queue(i, int(queue[i]), placed[i], 1)
             touched[0] += 1
             changes[0] += 1
             if queue[i] < lowest:
@@ -944,6 +940,7 @@ def replay(
         Running jobs' ranks are read now (their
         service grows as they run); a waiting job's is its queue entry (service frozen)."""
         i = head[-1]
+        mask = servers._candidates(types[i])
         if rule.order == "las":
             # FIFO inside a queue: only a lower queue's running jobs can give way.
             level = int(queue[i])
@@ -955,7 +952,6 @@ def replay(
             # Nor when no server (no servers together, for a wide job) would have the
             # GPUs with every lower-queue job paused.
             room = servers.free + held_on[level + 1 :].sum(axis=0)
-            mask = servers._candidates(types[i])
             if mask is not None:
                 room = room[mask]
             if gpus[i] <= servers.g + _EPS:
@@ -973,14 +969,13 @@ def replay(
             count = int(np.argmin(below)) if not below.all() else below.size
         if count == 0:
             return None
-        if held_gpus[count - 1] + servers.free.sum() < gpus[i] - _EPS:
+        if held_gpus[count - 1] + servers.free_total() < gpus[i] - _EPS:
             return False
         victims = run[:count].tolist()
         trial = servers.free.copy()
         chosen: list[int] = []
         plan = None
         need = gpus[i]
-        mask = servers._candidates(types[i])
         for j in victims:
             chosen.append(j)
             if not freed_room(trial, j, len(chosen) == 1, need, mask):
