@@ -14,6 +14,7 @@ from models.chic.cem import elite_bound, train_cem
 from models.chic.config import CEMConfig
 from models.chic.policy import ChicPolicy, evaluate_policy, load_policy
 from tests.imports import packages_loaded_by
+from tests.sim.views import job_view
 from tracelib.envs.chic import ChicActions, ChicEnv, ChicEnvConfig, ChicSchedule, chic_features
 from tracelib.scenarios.chic import CHIC_CATALOGUE, ChicScenario, iteration_time_s, split_seeds
 from tracelib.sim.jobs import JobSpec
@@ -24,22 +25,7 @@ CAPACITY = np.array([10.0, 120.0, 600.0])
 
 
 def view(job_id: int, model: str, epochs: float = 150.0) -> JobView:
-    jt = TYPES[model]
-    return JobView(
-        job_id=job_id,
-        model=model,
-        type_index=jt.type_index,
-        arrival_s=0.0,
-        epochs_est=epochs,
-        epochs_done=0.0,
-        workers=0,
-        ps=0,
-        requested_workers=1,
-        requested_ps=1,
-        max_workers=jt.max_workers,
-        worker_demand=jt.worker_demand,
-        ps_demand=jt.ps_demand,
-    )
+    return job_view(TYPES[model], job_id, epochs_est=epochs)
 
 
 def schedule(jobs, variant="chic", capacity=CAPACITY, **kw) -> ChicSchedule:

@@ -11,6 +11,7 @@ import pytest
 
 from models.heuristics import HEURISTICS, make_scheduler
 from tests.imports import packages_loaded_by
+from tests.sim.rules import Fixed, Probe
 from tests.sim.workloads import NOISY, dl2_jobs
 from tracelib.catalogue import by_name
 from tracelib.contracts import WorkloadJobs
@@ -44,20 +45,6 @@ def cfg(n_servers: int = 4, seed: int = 0, speed: SpeedConfig | None = None, **k
     return SimConfig(
         cluster=ClusterConfig(n_servers=n_servers), speed=speed or EXACT, seed=seed, **kw
     )
-
-
-@dataclass(frozen=True)
-class Fixed:
-    """Test policy: a fixed (workers, PSs) per decision index, for every visible job."""
-
-    plan: tuple[tuple[int, int], ...]
-    name: str = "fixed"
-    interval_s: float | None = None
-    uses_oracle: bool = False
-
-    def allocate(self, snap: Snapshot) -> Allocation:
-        w, p = self.plan[min(snap.decision, len(self.plan) - 1)]
-        return Allocation.of({j.job_id: (w, p) for j in snap.jobs})
 
 
 @pytest.mark.parametrize("name", HEURISTICS)
@@ -179,28 +166,22 @@ def test_window_limits_visible_jobs():
 def test_snapshot_is_read_only():
     seen = {}
 
-    @dataclass(frozen=True)
-    class Vandal:
-        name: str = "vandal"
-        interval_s: float | None = None
-        uses_oracle: bool = False
-
-        def allocate(self, snap: Snapshot) -> Allocation:
-            for attempt in (
-                lambda: snap.cluster.capacity.__setitem__((0, 0), 99.0),
-                lambda: snap.cluster.free.__setitem__((0, 0), 99.0),
-                lambda: setattr(snap.jobs[0], "epochs_done", 1e9),
-                lambda: setattr(snap, "time_s", -1.0),
-            ):
-                try:
-                    attempt()
-                    seen["mutated"] = True
-                except (ValueError, AttributeError, TypeError):
-                    pass
-            return Allocation.of({j.job_id: (1, 1) for j in snap.jobs})
+    def vandal(snap: Snapshot) -> Allocation:
+        for attempt in (
+            lambda: snap.cluster.capacity.__setitem__((0, 0), 99.0),
+            lambda: snap.cluster.free.__setitem__((0, 0), 99.0),
+            lambda: setattr(snap.jobs[0], "epochs_done", 1e9),
+            lambda: setattr(snap, "time_s", -1.0),
+        ):
+            try:
+                attempt()
+                seen["mutated"] = True
+            except (ValueError, AttributeError, TypeError):
+                pass
+        return Fixed().allocate(snap)
 
     job = JobSpec(0, "dssm", epochs=100.0, arrival_s=0.0)
-    simulate((job,), Scheduler(Vandal(), LoadBalancing()), cfg(n_servers=2))
+    simulate((job,), Scheduler(Probe(vandal, name="vandal"), LoadBalancing()), cfg(n_servers=2))
     assert "mutated" not in seen
 
 
@@ -263,23 +244,17 @@ def test_builder_checks_caps_and_capacity():
     jobs = tuple(JobSpec(i, "resnet-50", epochs=50.0, arrival_s=0.0) for i in range(3))
     captured = {}
 
-    @dataclass(frozen=True)
-    class Probe:
-        name: str = "probe"
-        interval_s: float | None = None
-        uses_oracle: bool = False
+    def probe(snap: Snapshot) -> Allocation:
+        b = AllocationBuilder(snap)
+        captured["mask0"] = b.mask().copy()
+        steps = 0
+        while b.add(0, 1, 1):
+            steps += 1
+        captured["steps"] = steps
+        captured["mask1"] = b.mask().copy()
+        return b.allocation()
 
-        def allocate(self, snap: Snapshot) -> Allocation:
-            b = AllocationBuilder(snap)
-            captured["mask0"] = b.mask().copy()
-            steps = 0
-            while b.add(0, 1, 1):
-                steps += 1
-            captured["steps"] = steps
-            captured["mask1"] = b.mask().copy()
-            return b.allocation()
-
-    simulate(jobs, Scheduler(Probe(), LoadBalancing()), cfg(n_servers=20))
+    simulate(jobs, Scheduler(Probe(probe), LoadBalancing()), cfg(n_servers=20))
     assert captured["mask0"].all()
     assert captured["steps"] == 16  # the cap, not the cluster, stops job 0
     assert not captured["mask1"][0].any() and captured["mask1"][1:].all()
@@ -313,21 +288,17 @@ def test_fragmentation_triggers_a_full_replacement():
             first = snap.decision == 0
             return (BinPacking() if first else LoadBalancing()).place(snap, alloc, rng)
 
-    @dataclass(frozen=True)
-    class Plan:
-        name: str = "plan"
-        interval_s: float | None = None
-        uses_oracle: bool = False
-
-        def allocate(self, snap: Snapshot) -> Allocation:
-            want = {0: (2, 2), 1: (3, 1)}
-            return Allocation.of({j.job_id: want[j.job_id] for j in snap.jobs})
+    def plan(snap: Snapshot) -> Allocation:
+        want = {0: (2, 2), 1: (3, 1)}
+        return Allocation.of({j.job_id: want[j.job_id] for j in snap.jobs})
 
     jobs = (
         JobSpec(0, "dssm", epochs=1e6, arrival_s=0.0),
         JobSpec(1, "resnet-50", epochs=1e6, arrival_s=1200.0),
     )
-    result = Simulator(jobs, Scheduler(Plan(), Staged()), cfg(n_servers=2)).run(until_s=2400.0)
+    result = Simulator(jobs, Scheduler(Probe(plan, name="plan"), Staged()), cfg(n_servers=2)).run(
+        until_s=2400.0
+    )
     events = result.events_frame()
     assert events.filter(pl.col("kind") == "unplaced").height == 0
     first = result.placements.filter((pl.col("decision") == 0) & (pl.col("job_id") == 0))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
@@ -25,15 +25,15 @@ from models.heuristics.optimus import (
     merged_points,
 )
 from tests.sim.golden import CONFIG, EXPECTED, GOLDEN, WORKLOAD, run_all
+from tests.sim.rules import Fixed
+from tests.sim.views import job_view
 from tracelib.catalogue import by_name
 from tracelib.sim import (
-    Allocation,
     ClusterConfig,
     JobSpec,
     Scheduler,
     SimConfig,
     Simulator,
-    Snapshot,
     SpeedSample,
     dl2_like_frame,
     jobs_from_frame,
@@ -170,22 +170,8 @@ def test_optimus_fit_recovers_a_known_model():
 
 
 def view(history: tuple[SpeedSample, ...], model: str = "wlm") -> JobView:
-    jt = by_name()[model]
-    return JobView(
-        job_id=0,
-        model=model,
-        type_index=jt.type_index,
-        arrival_s=0.0,
-        epochs_est=100.0,
-        epochs_done=10.0,
-        workers=1,
-        ps=1,
-        requested_workers=1,
-        requested_ps=1,
-        max_workers=16,
-        worker_demand=jt.worker_demand,
-        ps_demand=jt.ps_demand,
-        history=history,
+    return job_view(
+        by_name()[model], epochs_done=10.0, workers=1, ps=1, max_workers=16, history=history
     )
 
 
@@ -251,22 +237,10 @@ def test_optimus_merges_a_growing_history_as_merging_it_whole():
     }
 
 
-@dataclass(frozen=True)
-class Pairs:
-    """Every job one worker and one PS."""
-
-    name: str = "pairs"
-    interval_s: float | None = None
-    uses_oracle: bool = False
-
-    def allocate(self, snap: Snapshot) -> Allocation:
-        return Allocation.of({j.job_id: (1, 1) for j in snap.jobs})
-
-
 def placements(policy, n_jobs: int = 4, seed: int = 0) -> pl.DataFrame:
     jobs = tuple(JobSpec(i, "resnet-50", epochs=1e5, arrival_s=0.0) for i in range(n_jobs))
     cfg = SimConfig(cluster=ClusterConfig(n_servers=8), seed=seed)
-    return Simulator(jobs, Scheduler(Pairs(), policy), cfg).run(until_s=0.0).placements
+    return Simulator(jobs, Scheduler(Fixed(name="pairs"), policy), cfg).run(until_s=0.0).placements
 
 
 def test_bin_packing_consolidates_and_load_balancing_spreads():

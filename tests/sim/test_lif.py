@@ -16,6 +16,7 @@ from models.heuristics.lif import (
     lif_line,
     usage_matrix,
 )
+from tests.sim.views import job_view
 from tracelib.catalogue import DL2_CATALOGUE, by_name
 from tracelib.interference import InterferenceConfig, collect_samples, placement_counts
 from tracelib.scenarios.harmony import harmony_testbed
@@ -113,21 +114,12 @@ def test_fit_rejects_bad_arguments(samples):
 
 def _view(job_id: int, model: str, placement: JobPlacement | None = None) -> JobView:
     placement = placement or JobPlacement()
-    jt = by_name()[model]
-    return JobView(
-        job_id=job_id,
-        model=model,
-        type_index=jt.type_index,
+    return job_view(
+        by_name()[model],
+        job_id,
         arrival_s=float(job_id),
-        epochs_est=100.0,
-        epochs_done=0.0,
         workers=len(placement.workers),
         ps=len(placement.ps),
-        requested_workers=1,
-        requested_ps=1,
-        max_workers=jt.max_workers,
-        worker_demand=jt.worker_demand,
-        ps_demand=jt.ps_demand,
         placement=placement,
     )
 

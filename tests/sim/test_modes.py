@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from models.heuristics import make_scheduler
+from tests.sim.rules import Probe
 from tests.sim.workloads import NOISY, dl2_jobs
 from tracelib.catalogue import by_name
 from tracelib.sim import (
@@ -166,18 +167,6 @@ def test_event_trigger_speeds_up_a_job_when_its_neighbour_leaves():
     )
 
 
-@dataclass(frozen=True)
-class Mover:
-    """Gives every job one worker + one PS, but on a different layout each decision."""
-
-    name: str = "mover"
-    interval_s: float | None = None
-    uses_oracle: bool = False
-
-    def allocate(self, snap: Snapshot) -> Allocation:
-        return Allocation.of({j.job_id: (1, 1) for j in snap.jobs})
-
-
 def test_fixed_placement_keeps_running_jobs_where_they_started():
     jobs = dl2_jobs(14, 5)
     cfg = config(fixed_placement=True, n_servers=3, speed=NOISY)
@@ -203,37 +192,32 @@ def test_fixed_placement_offers_only_waiting_jobs_and_refuses_running_ones():
     )
     seen: list[tuple[tuple[int, ...], tuple[int, ...], float]] = []
 
-    @dataclass(frozen=True)
-    class Spy:
-        name: str = "spy"
-        interval_s: float | None = None
-        uses_oracle: bool = False
-
-        def allocate(self, snap: Snapshot) -> Allocation:
-            reserved = 0.0 if snap.cluster.reserved is None else snap.cluster.reserved.sum()
-            seen.append(
-                (
-                    tuple(j.job_id for j in snap.jobs),
-                    tuple(j.job_id for j in snap.fixed_jobs),
-                    reserved,
-                )
+    def spy(snap: Snapshot) -> Allocation:
+        reserved = 0.0 if snap.cluster.reserved is None else snap.cluster.reserved.sum()
+        seen.append(
+            (
+                tuple(j.job_id for j in snap.jobs),
+                tuple(j.job_id for j in snap.fixed_jobs),
+                reserved,
             )
-            return RequestedAllocation().allocate(snap)
+        )
+        return RequestedAllocation().allocate(snap)
 
     cfg = config(n_servers=2, fixed_placement=True)
-    Simulator(jobs, Scheduler(Spy(), LoadBalancing()), cfg).run(until_s=3000.0)
+    Simulator(jobs, Scheduler(Probe(spy, name="spy"), LoadBalancing()), cfg).run(until_s=3000.0)
     assert seen[0] == ((0,), (), 0.0)
     assert seen[1][:2] == ((), (0,)) and seen[1][2] > 0  # job 0 runs, holds resources
     assert seen[2][:2] == ((1,), (0,))  # job 1 arrived: only it is decided
 
-    class Grabby(Mover):
-        def allocate(self, snap: Snapshot) -> Allocation:
-            return Allocation.of({j.job_id: (1, 1) for j in snap.fixed_jobs + snap.jobs})
+    def grab(snap: Snapshot) -> Allocation:
+        return Allocation.of({j.job_id: (1, 1) for j in snap.fixed_jobs + snap.jobs})
+
+    grabby = Probe(grab, name="mover")
 
     with pytest.raises(InvalidDecision, match="not visible"):
-        Simulator(jobs, Scheduler(Grabby(), LoadBalancing()), cfg).run(until_s=3000.0)
+        Simulator(jobs, Scheduler(grabby, LoadBalancing()), cfg).run(until_s=3000.0)
     # The same decisions are fine when every job is re-decided.
-    Simulator(jobs, Scheduler(Grabby(), LoadBalancing()), config(n_servers=2)).run(until_s=3000.0)
+    Simulator(jobs, Scheduler(grabby, LoadBalancing()), config(n_servers=2)).run(until_s=3000.0)
 
 
 def test_unknown_trigger_is_refused():
