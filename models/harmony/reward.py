@@ -496,6 +496,9 @@ class RewardFit:
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
+# It seeds torch's global generator for the network's initialization; the scope (one per
+# call) gives the generator back as it was.
+@scoped_torch()
 def fit_reward_model(
     frame: pl.DataFrame,
     cfg: RewardTrainConfig,
@@ -505,18 +508,6 @@ def fit_reward_model(
     """Train the reward network on the training sets of `frame` (90/10 split by set);
     `init` (a predictor with the same input shape) continues from its weights, keeping
     its output scales, as the online update does. `progress(epoch, epochs)` after each."""
-    # It seeds torch's global generator for the network's initialization; the scope gives
-    # the generator back as it was.
-    with scoped_torch():
-        return _fit_reward_model(frame, cfg, init, progress)
-
-
-def _fit_reward_model(
-    frame: pl.DataFrame,
-    cfg: RewardTrainConfig,
-    init: RewardPredictor | None = None,
-    progress: ProgressFn = no_progress,
-) -> RewardFit:
     seeds = named_seeds(cfg.seed, REWARD_STREAMS)
     torch.manual_seed(int(seeds["init"].generate_state(1)[0]))
     test_mask = split_sets(frame, cfg.test_fraction, cfg.seed)
