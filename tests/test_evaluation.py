@@ -22,6 +22,7 @@ from pipelines.evaluation import (
     store_evaluation,
     write_jct_cdf_plots,
 )
+from tests.tiny_run import SMALL_RUN
 from tracelib.catalogue import by_name
 from tracelib.contracts import WorkloadJobs, Workloads
 from tracelib.sim import ClusterConfig, Scheduler, SpeedConfig, dl2_like_frame
@@ -578,9 +579,7 @@ def test_evaluation_flows_end_to_end(prefect_harness, warehouse_path, tmp_path):
     summary = nightly_flow(
         warehouse=str(warehouse_path),
         seed=2,
-        n_jobs=60,
-        jobs_per_sequence=10,
-        budget="smoke",
+        **SMALL_RUN,
         eval_seeds=2,
         eval_sequences=4,
         systems=[],

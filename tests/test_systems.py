@@ -21,6 +21,7 @@ from pipelines.system import (
     stage_seed,
 )
 from pipelines.systems.dl2.plugin import DL2Options
+from tests.tiny_run import SMALL_RUN
 from tests.toy_system import TOY
 
 WITH_TOY = Registry([*SYSTEMS, TOY])
@@ -83,9 +84,7 @@ def test_the_nightly_flow_and_the_report_run_the_fifth_system(prefect_harness, w
     summary = nightly_flow(
         warehouse=str(warehouse_path),
         seed=3,
-        n_jobs=60,
-        jobs_per_sequence=10,
-        budget="smoke",
+        **SMALL_RUN,
         eval_seeds=0,
         systems=["toy"],
         options={"toy_steps": 4, "toy_flavour": "fancy"},

@@ -35,12 +35,14 @@ import pytest
 INCOMING = Path(__file__).parent / "data" / "incoming"
 """The run's incoming folder: a Helios sample and a Helios file missing its columns."""
 
+SMALL_RUN = {"n_jobs": 60, "jobs_per_sequence": 10, "budget": "smoke"}
+"""nightly_flow's parameters of a small run: 60 synthetic jobs in sequences of 10, at the
+smoke budget (the tests' runs add their seed, systems and evaluation)."""
+
 TINY = {
     "seed": 4,
-    "n_jobs": 60,
-    "jobs_per_sequence": 10,
+    **SMALL_RUN,
     "incoming": str(INCOMING),
-    "budget": "smoke",
     "arena_training": "every-set",
     "eval_seeds": 1,
     "eval_sequences": 1,

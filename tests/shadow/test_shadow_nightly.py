@@ -11,6 +11,7 @@ import pytest
 
 from pipelines.flows import nightly_flow
 from tests.shadow.spool_case import SOURCE_ID, write_spool
+from tests.tiny_run import SMALL_RUN
 from tracelib.workloads import set_name
 from warehouse import connect, read_frame
 
@@ -23,9 +24,7 @@ def test_nightly_run_ingests_the_spool(tmp_path):
     nightly = partial(
         nightly_flow,
         warehouse=str(warehouse),
-        n_jobs=60,
-        jobs_per_sequence=10,
-        budget="smoke",
+        **SMALL_RUN,
         systems=[],
         eval_seeds=0,
         shadow_spool=str(spool),
