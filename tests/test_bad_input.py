@@ -18,6 +18,7 @@ import pytest
 
 from pipelines.cli import main
 from tests.conftest import TRACES
+from tracelib.ingest import IngestError, load_trace
 from warehouse import connect, read_frame
 
 GENERIC_MAPPING = TRACES / "generic_sample.toml"
@@ -88,6 +89,16 @@ class Case:
 
 def text(*lines: str, end: str = "\n") -> bytes:
     return (end.join(lines) + end).encode()
+
+
+def refusal(path: Path, content: bytes, fmt: str, **options) -> IngestError:
+    """The error `load_trace` raises for a file at `path` holding `content`; asserts that
+    it names the file."""
+    path.write_bytes(content)
+    with pytest.raises(IngestError) as info:
+        load_trace(path, fmt, **options)
+    assert path.name in str(info.value)
+    return info.value
 
 
 CASES = {

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_bad_input import philly_job
+from tests.test_bad_input import philly_job, refusal
 from tracelib.contracts import Jobs, Quarantine
 from tracelib.ingest import IngestError, load_trace
 from tracelib.ingest.philly import parse_philly
@@ -226,12 +226,9 @@ def test_utf8_bom_is_accepted(tmp_path):
 )
 def test_unusable_files_raise_ingest_error_naming_the_file(tmp_path, content, message):
     path = tmp_path / "bad_cluster_job_log.json"
-    path.write_bytes(content)
-    with pytest.raises(IngestError) as info:
-        load_trace(path, "philly")
-    assert "bad_cluster_job_log.json" in str(info.value)
-    assert message in str(info.value)
-    assert info.value.path == path
+    error = refusal(path, content, "philly")
+    assert message in str(error)
+    assert error.path == path
 
 
 def test_missing_file_raises_ingest_error(tmp_path):
