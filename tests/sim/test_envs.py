@@ -22,6 +22,7 @@ from tracelib.envs import (
     PlacementObsConfig,
 )
 from tracelib.envs.observation import (
+    PlacementDraft,
     allocation_features,
     encode_allocation,
     placement_job_features,
@@ -237,6 +238,31 @@ def _first_fit_completable(draft, i: int, role: int, server: int) -> bool:
                 return False
             free[fits[0]] -= demand
     return True
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_placement_mask_is_first_fit_on_large_clusters(seed):
+    # Drafts of 30-80 servers in random states (full, empty, between), tasks that use some
+    # resources or none: most candidate servers lie past where first fit of the remaining
+    # tasks stops, the case the mask settles without counting each candidate.
+    rng = np.random.default_rng(seed)
+    cap = np.array([8.0, 32.0, 64.0])
+    for _ in range(150):
+        m = int(rng.integers(30, 80))
+        free = np.round(cap * rng.random((m, 3)) ** rng.choice([0.3, 1.0, 3.0]))
+        worker = np.array([rng.choice([0, 1, 2]), rng.choice([0, 1, 4]), rng.choice([0, 2, 8])])
+        ps = np.array([0, rng.choice([0, 1, 2]), rng.choice([0, 2, 4])])
+        need = np.array([[rng.integers(0, 30), rng.integers(0, 6)]])
+        draft = PlacementDraft.__new__(PlacementDraft)
+        draft.free, draft.need = free.copy(), need
+        draft.demand = lambda i, role, w=worker, p=ps: (w if role == 0 else p).astype(float)
+        for role in (0, 1):
+            if need[0, role] == 0:
+                continue
+            got = draft._completable(0, role)
+            want = [_first_fit_completable(draft, 0, role, s) for s in range(m)]
+            assert got.tolist() == want
+            assert np.array_equal(draft.free, free)  # the check changes nothing
 
 
 @pytest.mark.parametrize("n_servers", [3, 6, 24])

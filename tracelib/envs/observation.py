@@ -267,9 +267,33 @@ def _room(free: np.ndarray, demand: np.ndarray) -> np.ndarray:
     limit on it; a task demanding nothing fits without limit)."""
     used = demand > 0
     if not used.any():
-        return np.full(free.shape[:-1], np.iinfo(np.int64).max // 4, dtype=np.int64)
+        # More tasks than any job has, and sums of it over any number of servers stay far
+        # from overflowing (first fit sums rooms over servers).
+        return np.full(free.shape[:-1], 1 << 40, dtype=np.int64)
     per = np.floor((free[..., used] + _TOL) / demand[used])
     return np.maximum(per.min(axis=-1), 0).astype(np.int64)
+
+
+def _first_fit(
+    free: np.ndarray, demands: tuple[np.ndarray, np.ndarray], need: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """First fit of `need` (2,) workers then PSs of `demands` on each row of `free`
+    (C, M, 3), changed in place: whether each row takes them all (C,), and the last server
+    a task went to (C,; -1 if none, meaningful where all are taken)."""
+    feasible = np.ones(free.shape[0], dtype=bool)
+    last = np.full(free.shape[0], -1, dtype=np.int64)
+    for r in (0, 1):
+        if need[r] == 0:
+            continue
+        room = _room(free, demands[r])  # (C, M) tasks of this kind each server takes
+        before = np.cumsum(room, axis=1) - room
+        take = np.clip(need[r] - before, 0, room)  # (C, M) first fit's tasks per server
+        taken = np.cumsum(take, axis=1)
+        feasible &= taken[:, -1] >= need[r]
+        # the first server where the tasks taken reach the need is the last one used
+        last = np.maximum(last, np.argmax(taken >= need[r], axis=1))
+        free -= take[..., None] * demands[r]
+    return feasible, last
 
 
 @dataclass
@@ -327,9 +351,12 @@ class PlacementDraft:
         lowest-numbered server with room).
 
         First fit of identical tasks fills servers in order, server m taking as many as fit
-        in it, so the check is counted for every candidate server at once, (M, M) arrays,
+        in it, so the check is counted for every candidate server at once, (C, M) arrays,
         rather than simulated task by task (a 96-server cluster made the task-by-task loop
-        most of the time a Harmony decision takes)."""
+        most of the time a Harmony decision takes). First fit without the task stops at
+        some server; a candidate past it changes no server first fit uses, so it completes
+        exactly when first fit without it does: only the candidates up to that server are
+        counted one by one (on a cluster of hundreds of servers, a handful)."""
         m = self.free.shape[0]
         demands = (self.demand(i, 0), self.demand(i, 1))
         own = demands[role]
@@ -340,18 +367,15 @@ class PlacementDraft:
         ok = np.zeros(m, dtype=bool)
         if not len(cand):
             return ok
+        done, last = _first_fit(self.free[None].copy(), demands, need)
+        if done[0]:
+            ok[cand[cand > last[0]]] = True
+            cand = cand[cand <= last[0]]
+            if not len(cand):
+                return ok
         free = np.broadcast_to(self.free, (len(cand), m, 3)).copy()  # (C, M, 3)
         free[np.arange(len(cand)), cand] -= own
-        feasible = np.ones(len(cand), dtype=bool)
-        for r in (0, 1):
-            if need[r] == 0:
-                continue
-            room = _room(free, demands[r])  # (C, M) tasks of this kind each server takes
-            before = np.cumsum(room, axis=1) - room
-            take = np.clip(need[r] - before, 0, room)  # (C, M) first fit's tasks per server
-            feasible &= take.sum(axis=1) >= need[r]
-            free -= take[..., None] * demands[r]
-        ok[cand] = feasible
+        ok[cand] = _first_fit(free, demands, need)[0]
         return ok
 
     def place(self, i: int, role: int, server: int) -> None:
