@@ -52,13 +52,12 @@ def fit_speed_model(
     w, p, s, wt = np.array(kept, dtype=float).T
     root = np.sqrt(wt)
     a = np.column_stack((1.0 / w, np.ones_like(w), w / p, w, p)) * s[:, None] * root[:, None]
-    rhs = root
     # Columns differ by orders of magnitude (1/w vs p); NNLS is invariant to positive column
     # scaling, and scaled columns keep it from stalling on ill-conditioned points.
     norms = np.linalg.norm(a, axis=0)
     norms[norms == 0] = 1.0
     try:
-        scaled, _ = nnls(a / norms, rhs, maxiter=50 * a.shape[1])
+        scaled, _ = nnls(a / norms, root, maxiter=50 * a.shape[1])
     except RuntimeError:  # no convergence: keep the prior
         return None
     theta = scaled / norms
