@@ -30,7 +30,9 @@ J = 20 jobs at a time in arrival order, each batch taking what the earlier ones 
 (`models.dl2.policy`); Chic allocates to its first I = 20 jobs and the rest wait (its
 backlog feature counts them); Harmony places the arena's default allocation (every job
 its requested workers and PSs while they fit) with its network sized to the window it was
-trained with; the heuristics see every job.
+trained with; RL-TAPS decides N = 20 jobs at a time in arrival order, each batch on the GPUs
+the earlier ones left, its cluster image resampled to the cluster it was trained on
+(`models.rltaps.arena`); the heuristics see every job.
 Rows go to the evaluation tables in workload set `replay-arena:<source>`, each learned
 scheduler's `policy` naming its policy id.
 """
@@ -99,9 +101,9 @@ class LearnedReplayConfig:
     window: tuple[datetime, datetime] | None = None
     """Only jobs submitted in [start, end) (`schedlab replay --window`)."""
     skip_refused: bool = False
-    """A family whose policy cannot run on this cluster (RL-TAPS' arena policy, bound to
-    its training cluster's servers) is left out with its reason (`refused`); False: such
-    a family is a clear error."""
+    """A family whose policy cannot run on this cluster (Harmony's placement on servers
+    with GPU types) is left out with its reason (`refused`); False: such a family is a
+    clear error."""
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.families if f not in FAMILIES]
@@ -312,8 +314,8 @@ def learned_replay_stage(
         with progress.bar("arena replay: schedulers", len(eval_cfg.names)) as advance:
             tables = evaluate(workload_jobs, workloads, eval_cfg, finished, within)
     except NotApplicable as exc:
-        # A policy bound to its training cluster (RL-TAPS's action space) cannot run on
-        # the replay's: a user-facing refusal, not a crash.
+        # A policy that cannot run on the replay's cluster (Harmony's placement on typed
+        # servers): a user-facing refusal, not a crash.
         raise ReplayInputError(str(exc)) from None
     seconds = time.perf_counter() - t
     # One trajectory per scheduler: intervals from the trace's days, paired by block.

@@ -134,28 +134,21 @@ def test_the_window_limits_the_learned_replay_too(trained):
         learned_replay_stage(warehouse, cfg)
 
 
-def test_all_leaves_out_a_family_bound_to_another_cluster_and_says_why(trained, capsys):
-    """RL-TAPS' arena policy acts on the servers of the cluster it was trained on: asked
-    by name on another cluster it is a clear error (exit 2); with "all" the families that
-    can run are replayed and RL-TAPS is named with the reason."""
+def test_rl_taps_runs_on_a_cluster_it_was_not_trained_for(trained, capsys):
+    """RL-TAPS' arena policy was trained on the arena's cluster: on the replay's 4 servers
+    it decides there (its image resampled, the jobs N at a time), on the whole trace,
+    beside the heuristics."""
     warehouse, source = trained
     with connect(warehouse, read_only=True) as con:
-        found = newest_policies(con, source, tuple(FAMILIES))
-    assert found["rl-taps"] is not None and found["dl2"] is not None
+        found = newest_policies(con, source, ("rl-taps",))
     argv = ["replay", source, "--servers", "4", "--scheduler", "fifo", "--quiet"]
-    assert main([*argv, "--scheduler", "rl-taps"]) == 2
-    assert "trained for" in capsys.readouterr().err
-    assert main([*argv, "--scheduler", "all"]) == 0
-    out = capsys.readouterr().out
-    assert re.search(r"^  rl-taps +not replayed: .*trained for", out, re.M)
+    assert main([*argv, "--scheduler", "rl-taps"]) == 0
+    assert "best rl-taps rl-taps " in capsys.readouterr().out
     with connect(warehouse, read_only=True) as con:
-        ran = read_frame(
-            con,
-            "SELECT DISTINCT scheduler FROM eval_runs WHERE workload_set = ?",
-            [f"replay-arena:{source}"],
-        )["scheduler"].to_list()
-    assert "rl-taps" not in ran
-    assert {f for f, p in found.items() if p and f != "rl-taps"} <= set(ran)
+        runs = _runs(con, source)
+    policy = dict(zip(runs["scheduler"], runs["policy"], strict=True))
+    assert policy["rl-taps"] == f"{found['rl-taps']}+load-balancing"
+    assert runs["n_jobs"].n_unique() == 1
 
 
 PODS = (
@@ -203,7 +196,7 @@ def test_a_node_list_is_the_learned_replay_s_cluster_with_every_phase(trained, t
         replayed, _ = replayed_jobs(con, source, None)
         sources = read_frame(con, "SELECT * FROM trace_sources WHERE source_id = ?", [source])
     assert set(runs["n_jobs"]) == {6}  # the running and the pending pod too
-    assert {"dl2", "chic", "optimus-events"} <= set(runs["scheduler"])
+    assert {"dl2", "chic", "rl-taps", "optimus-events"} <= set(runs["scheduler"])
     assert "harmony" not in set(runs["scheduler"])
     # What the arena's simulator ran: each pod's GPU type and share of a GPU as recorded.
     _, jobs = whole_trace_workload(replayed, sources, "x")

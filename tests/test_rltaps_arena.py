@@ -24,7 +24,7 @@ from pipelines.systems.rltaps import plugin
 from pipelines.systems.rltaps.stages import RLTapsArenaConfig, train_arena_stage
 from pipelines.systems.rltaps.steps import RLTapsRunConfig
 from tests.learned_eval import assert_cached, tiny_set_evaluation, tiny_warehouse
-from tracelib.envs.gpu_arena import ArenaEnvConfig, GpuLayout
+from tracelib.envs.gpu_arena import ArenaEnvConfig, GpuLayout, resample_image
 from tracelib.sim import ClusterConfig, JobSpec, Simulator
 from tracelib.synthetic import DiurnalConfig
 from tracelib.workloads import DeriveConfig
@@ -123,6 +123,60 @@ def test_slot_rewards_count_each_jobs_time_in_the_system():
     r = slot_rewards(Result(), [0.0, 200.0], slot_s=100.0)
     # [0, 200): 200 + 100 job-seconds; [200, 300): 100 + 50.
     assert r.tolist() == pytest.approx([-300 / 200, -150 / 200])
+
+
+def test_a_resampled_image_keeps_what_the_cluster_holds():
+    """The image of another cluster, laid on the trained GPUs: unchanged at the same size,
+    a uniform image stays uniform, and every row keeps its mean (area weights)."""
+    rng = np.random.default_rng(0)
+    image = rng.random(10 * 7).astype(np.float32)
+    assert resample_image(image, 10, 7) is image
+    for m in (3, 16, 23):
+        out = resample_image(image, 10, m).reshape(10, m)
+        assert out.dtype == np.float32
+        assert out.mean(1) == pytest.approx(image.reshape(10, 7).mean(1), rel=1e-5)
+    flat = resample_image(np.full(10 * 5, 0.25, dtype=np.float32), 10, 8)
+    assert flat == pytest.approx(np.full(80, 0.25))
+    # Two GPUs on four columns: each covers two; four GPUs on two columns: pairs averaged.
+    assert resample_image(np.array([1.0, 0.0], np.float32), 1, 4).tolist() == [1, 1, 0, 0]
+    assert resample_image(np.array([1.0, 0.0, 0.0, 0.0], np.float32), 1, 2).tolist() == [0.5, 0]
+
+
+def test_transferred_it_decides_as_before_on_its_own_cluster():
+    """On the cluster it was trained for, with no more jobs visible than its slots, the
+    transferred policy is one batch: the same decisions, bit for bit."""
+    jobs = _jobs()
+    exact = Simulator(jobs, _policy(prior=2.0), SIM).run()
+    policy = _policy(prior=2.0)
+    policy.transfer = True
+    moved = Simulator(jobs, policy, SIM).run()
+    assert moved.jobs.equals(exact.jobs)
+    assert moved.events_frame().equals(exact.events_frame())
+
+
+def test_transferred_it_runs_every_job_on_a_larger_cluster_in_batches():
+    """Every job visible on twice the servers: more jobs than the N slots run at once
+    (each batch takes what the earlier ones left), no GPU goes to two jobs, and every job
+    finishes. Asked to train (sampling, recording) there, it refuses."""
+    env = replace(ENV, window=4)
+    sim = replace(SIM, cluster=ClusterConfig(n_servers=16), window=None)
+    jobs = tuple(
+        JobSpec(job_id=i, model="resnet-50", epochs=2.0, arrival_s=0.0, num_workers=1, num_ps=1)
+        for i in range(12)
+    )
+    policy = _policy(prior=6.0, env=env)
+    with pytest.raises(ValueError, match="for 8 servers"):
+        Simulator(jobs, policy, sim).run()
+    policy.transfer = True
+    result = Simulator(jobs, policy, sim).run()
+    assert result.jobs["finish_s"].null_count() == 0
+    allocs = result.events_frame().filter((pl.col("kind") == "alloc") & (pl.col("workers") > 0))
+    first = allocs.filter(pl.col("time_s") == 0.0)
+    assert first.height == 12 and first["workers"].sum() == 12  # 32 GPUs, 12 jobs of 1
+    assert policy.forced == 0
+    policy.sample_rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="greedily"):
+        Simulator(jobs, policy, sim).run()
 
 
 def test_the_policy_refuses_another_network_shape():

@@ -27,6 +27,16 @@ parameter servers are handled: `tracelib.envs.gpu_arena`):
   before it gave (an autoregressive product of per-GPU softmaxes, instead of independent
   ones). The network has a few thousand weights whatever the cluster size, except the
   image layer, which is sized from the cluster (horizon x M inputs).
+- Other clusters (`RLTapsArenaPolicy.transfer`, the whole-trace replay of
+  `pipelines.replay_learned`): only the image layer is sized from the cluster, so on a
+  cluster of M' GPUs the image is resampled to the trained M columns
+  (`tracelib.envs.gpu_arena.resample_image`: the context reads the same cluster at the
+  trained resolution), and every other feature is per GPU or per slot as trained. With
+  every job visible and only N slots, the jobs are decided N at a time in arrival order
+  (as DL2 decides J at a time): each batch is one decision of the network over the GPUs
+  and resources the earlier batches left, the GPUs they took closed to it. What this
+  costs is not measured against a policy trained on that cluster (none can be, at the
+  replay's scale, in the budget).
 - Initialization (`ArenaNetConfig.prior`): a fresh network starts as "every job gets the
   GPUs it requested, running jobs keep theirs, other GPUs idle" under greedy decoding, so
   that a short training budget explores around a working schedule instead of a uniform
@@ -39,7 +49,7 @@ parameter servers are handled: `tracelib.envs.gpu_arena`):
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -58,10 +68,11 @@ from tracelib.envs.gpu_arena import (
     GpuLayout,
     decision,
     encode,
+    resample_image,
 )
 from tracelib.sim.placement import LoadBalancing
 from tracelib.sim.policy import PlacementPolicy
-from tracelib.sim.snapshot import Allocation, Placement, Snapshot
+from tracelib.sim.snapshot import Allocation, Placement, Snapshot, read_only
 
 _BELOW_REQUEST = COUNT_FEATURES.index("below_request")
 
@@ -230,6 +241,9 @@ class RLTapsArenaPolicy(SavesPolicyNet):
     records: list[Recorded] = field(default_factory=list)
     forced: int = 0
     """Decisions where the liveness guard acted (`decide`)."""
+    transfer: bool = False
+    """Decide on the snapshot's cluster whatever its size, N jobs at a time (module
+    docstring: other clusters); off, a cluster other than `env`'s is an error."""
 
     def __post_init__(self) -> None:
         self.cfg: ArenaNetConfig = self.net.cfg
@@ -237,6 +251,7 @@ class RLTapsArenaPolicy(SavesPolicyNet):
         if want != self.cfg:
             raise ValueError(f"network {self.cfg} does not read the environment's states {want}")
         self.layout = GpuLayout.of(self.env.cluster)
+        self._layouts: dict[bytes, GpuLayout] = {}
         self.refresh()
 
     def refresh(self) -> None:
@@ -247,6 +262,8 @@ class RLTapsArenaPolicy(SavesPolicyNet):
         """Every GPU's slot, then the allocation and placement it means. Liveness guard:
         when no job would run while some are visible, the first visible job that fits gets
         the GPUs it requested (first in decoding order) so the simulation cannot stall."""
+        if self.transfer:
+            return self._decide_in_batches(snap, rng)
         if snap.cluster.n_servers != self.env.cluster.n_servers:
             raise ValueError(
                 f"policy for {self.env.cluster.n_servers} servers, the cluster has "
@@ -269,17 +286,72 @@ class RLTapsArenaPolicy(SavesPolicyNet):
     def _decision(self, snap, step, choices, rng) -> tuple[Allocation, Placement]:
         return decision(snap, step, choices, self.layout, self.env, self.ps_placement, rng)
 
-    def _decode(self, step: ArenaStep) -> tuple[np.ndarray, Recorded | None]:
+    def _decide_in_batches(
+        self, snap: Snapshot, rng: np.random.Generator
+    ) -> tuple[Allocation, Placement]:
+        """`decide` on any cluster (`transfer`): the visible jobs N at a time in arrival
+        order, each batch one greedy decision over the GPUs and resources the batches before
+        it left; the liveness guard as in `decide`, on the first batch."""
+        if self.record or self.sample_rng is not None:
+            raise ValueError("a transferred policy decides greedily and records nothing")
+        key = np.asarray(snap.cluster.capacity)[:, 0].tobytes()
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = self._layouts.setdefault(key, GpuLayout.of_capacity(snap.cluster.capacity))
+        n, jobs = self.env.window, snap.jobs
+        none = max(len(jobs), 1)  # the null slot of the whole decision
+        choices = np.full(layout.n_gpus, none, dtype=np.int64)  # (M',) job index per GPU
+        closed = np.zeros(layout.n_gpus, dtype=bool)
+        base = snap.cluster.reserved
+        taken = np.zeros_like(np.asarray(snap.cluster.capacity, dtype=float))  # (servers, 3)
+        first = None
+        for start in range(0, none, n):
+            batch = jobs[start : start + n]
+            cluster = snap.cluster
+            if start:
+                reserved = taken if base is None else base + taken
+                cluster = replace(snap.cluster, reserved=read_only(reserved.copy()))
+            step = encode(replace(snap, jobs=batch, cluster=cluster), self.env, layout)
+            if first is None:
+                first = step
+            seen = replace(
+                step, image=resample_image(step.image, self.env.horizon, self.cfg.n_gpus)
+            )
+            picked, _ = self._decode(seen, layout, closed.copy())
+            for g in np.flatnonzero(picked < n).tolist():
+                choices[g] = start + int(picked[g])
+                closed[g] = True
+                taken[layout.server[g]] += batch[picked[g]].worker_demand
+            if closed.all():
+                break
+        whole = replace(first, jobs=jobs)
+        env = replace(self.env, window=none)
+        alloc, placement = decision(snap, whole, choices, layout, env, self.ps_placement, rng)
+        if not alloc.counts and jobs:
+            guarded = self._guard(first, layout)
+            guarded[guarded >= n] = none
+            alloc, placement = decision(snap, whole, guarded, layout, env, self.ps_placement, rng)
+            self.forced += 1
+        return alloc, placement
+
+    def _decode(
+        self,
+        step: ArenaStep,
+        layout: GpuLayout | None = None,
+        closed: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, Recorded | None]:
         """Every GPU's slot in `step.order`, greedy or sampled. A run of plain GPUs
         (`GpuDraft.plain_run`: one shared softmax until one of them picks a job) is settled
         at once: greedy, all take the softmax's best entry if it is the null slot; sampled,
         the number of nulls before the first job is drawn (geometric), which is the same
         distribution as drawing GPU by GPU. Recorded rows carry a `weight`: how many GPUs
-        made that same choice from that same softmax."""
+        made that same choice from that same softmax. `layout` and `closed`: another
+        cluster's GPUs and those of them this batch may not take (`_decide_in_batches`)."""
         n = self.env.window
+        layout = self.layout if layout is None else layout
         base, pair_w, null_ctx = self.fast.coefficients(step)
         null_w = self.fast.null_w
-        draft = GpuDraft(step, self.layout, n)
+        draft = GpuDraft(step, layout, n, closed)
         level = base[np.arange(n), 0].copy()  # (N,) base at each slot's current count
         rng = self.sample_rng
         rows: list[tuple] = []
@@ -299,7 +371,7 @@ class RLTapsArenaPolicy(SavesPolicyNet):
                 h = int(step.holders[g])
                 if h >= 0:
                     logits[h] += pair_w[h, 0]
-                chosen = draft.on_server.get(self.layout.server[g])
+                chosen = draft.on_server.get(layout.server[g])
                 if chosen:
                     logits += pair_w[:, 2]
                     for c in set(chosen):
@@ -366,18 +438,19 @@ class RLTapsArenaPolicy(SavesPolicyNet):
             )
         return draft.choices, rec
 
-    def _guard(self, step: ArenaStep) -> np.ndarray:
+    def _guard(self, step: ArenaStep, layout: GpuLayout | None = None) -> np.ndarray:
         """The first visible job that fits gets its requested GPUs, first in decoding order."""
         n = self.env.window
+        layout = self.layout if layout is None else layout
         for slot, job in enumerate(step.jobs):
-            draft = GpuDraft(step, self.layout, n)
+            draft = GpuDraft(step, layout, n)
             want = max(min(job.requested_workers, int(step.caps[slot])), 1)
             for g in step.order.tolist():
                 if draft.k[slot] < want and draft.mask(g)[slot]:
                     draft.choose(g, slot)
             if draft.k[slot] > 0:
                 return draft.choices
-        return np.full(self.layout.n_gpus, n, dtype=np.int64)
+        return np.full(layout.n_gpus, n, dtype=np.int64)
 
     def checkpoint_config(self) -> dict[str, Any]:
         """What the checkpoint and the registry record: network shape, environment, trainer."""

@@ -159,7 +159,13 @@ class GpuLayout:
     @classmethod
     def of(cls, cluster: ClusterConfig) -> GpuLayout:
         """Whole GPUs of every server, servers in index order."""
-        per = [math.floor(g + 1e-9) for g in cluster.server_capacity()[:, 0]]
+        return cls.of_capacity(cluster.server_capacity())
+
+    @classmethod
+    def of_capacity(cls, capacity: np.ndarray) -> GpuLayout:
+        """Whole GPUs of every server of a (servers, 3) capacity array (a snapshot's
+        `ClusterView.capacity`), servers in index order."""
+        per = [math.floor(g + 1e-9) for g in np.asarray(capacity)[:, 0]]
         server = tuple(s for s, n in enumerate(per) for _ in range(n))
         index = tuple(i for n in per for i in range(n))
         return cls(server, index)
@@ -167,6 +173,27 @@ class GpuLayout:
     @property
     def n_gpus(self) -> int:
         return len(self.server)
+
+
+def resample_image(image: np.ndarray, horizon: int, n_gpus: int) -> np.ndarray:
+    """A (horizon * M',) cluster image of M' GPUs as the (horizon * n_gpus,) image of a
+    network built for n_gpus GPUs: the GPUs (in layout order) are laid on [0, 1) in equal
+    widths, and each of the n_gpus columns is the mean of what covers its own width
+    (area-weighted; a column between two GPUs mixes them). The image unchanged when
+    M' == n_gpus."""
+    m = image.size // horizon
+    if m == n_gpus:
+        return image
+    # Overlap of source column g, [g/m, (g+1)/m), with target column j, [j/n, (j+1)/n),
+    # in units of the target's width: each target column's weights sum to 1.
+    edges_src = np.arange(m + 1) / m
+    edges_dst = np.arange(n_gpus + 1) / n_gpus
+    lo = np.maximum(edges_src[:-1, None], edges_dst[None, :-1])
+    hi = np.minimum(edges_src[1:, None], edges_dst[None, 1:])
+    weight = (np.clip(hi - lo, 0.0, None) * n_gpus).astype(np.float32)  # (M', n_gpus)
+    # einsum (numpy's own loops): the same sums whatever threads BLAS would use.
+    out = np.einsum("hm,mn->hn", image.reshape(horizon, m), weight)
+    return out.astype(np.float32).ravel()
 
 
 def ps_count(job: JobView, workers: int, rule: str) -> int:
@@ -361,12 +388,23 @@ class GpuDraft:
     depends only on its server's kind (capacity and GPU type) and on which slots are still
     below their cap. Consecutive plain GPUs of one kind therefore share one softmax until
     one of them chooses a job (`plain_run`), which lets a decoder settle a run of them at
-    once (every GPU starts on the null slot)."""
+    once (every GPU starts on the null slot).
 
-    def __init__(self, step: ArenaStep, layout: GpuLayout, n_slots: int) -> None:
+    `closed` (M,) marks GPUs this decision may not hand out (taken by an earlier batch of
+    jobs, `models.rltaps.arena`): their only choice is the null slot and they end plain
+    runs, as held GPUs do."""
+
+    def __init__(
+        self,
+        step: ArenaStep,
+        layout: GpuLayout,
+        n_slots: int,
+        closed: np.ndarray | None = None,
+    ) -> None:
         self.step = step
         self.n_slots = n_slots
         self.server = layout.server
+        self.closed = np.zeros(layout.n_gpus, dtype=bool) if closed is None else closed
         self.k = np.zeros(n_slots, dtype=np.int64)
         """GPUs each slot got so far."""
         self.free = step.free.copy()
@@ -388,7 +426,7 @@ class GpuDraft:
         # server kind than the one before it (static), and the sorted positions of GPUs whose
         # server got a choice in this decision (dynamic).
         order = step.order.tolist()
-        held = (step.holders[step.order] >= 0).tolist()
+        held = ((step.holders >= 0) | self.closed)[step.order].tolist()
         kinds = [self.kind[self.server[g]] for g in order]
         self._next_break = [len(order)] * (len(order) + 1)
         for p in range(len(order) - 2, -1, -1):
@@ -398,7 +436,9 @@ class GpuDraft:
 
     def plain(self, g: int) -> bool:
         """Whether GPU g is plain (class docstring)."""
-        return self.step.holders[g] < 0 and self.server[g] not in self.on_server
+        return (
+            self.step.holders[g] < 0 and not self.closed[g] and self.server[g] not in self.on_server
+        )
 
     def plain_run(self, position: int) -> int:
         """How many GPUs from `position` in `step.order` on are plain and of the kind of the
@@ -414,6 +454,8 @@ class GpuDraft:
     def mask(self, g: int) -> np.ndarray:
         """(N + 1,) bool: slots GPU g may choose (a present job below its cap whose worker
         fits on g's server next to those chosen before; the null slot always)."""
+        if self.closed[g]:
+            return np.append(np.zeros(self.n_slots, dtype=bool), True)
         s = self.server[g]
         fits = self._fits.get(s)
         if fits is None:

@@ -106,15 +106,19 @@ def arena(run: RunContext, pending: Pending) -> ArenaPolicies:
 
 def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
     """An `rl-taps-arena` checkpoint assigning the GPUs of the evaluation's cluster, its
-    PSs placed by the evaluation's default placement (DL2's: load balancing). It runs only
-    on the cluster and window it was trained for (its network reads that cluster's image)."""
+    PSs placed by the evaluation's default placement (DL2's: load balancing). It runs on
+    the cluster and window it was trained for (its network reads that cluster's image), or,
+    where every job is visible (the whole-trace replay: no window), on any cluster as
+    `RLTapsArenaPolicy.transfer` describes."""
     from models.heuristics.registry import PLACEMENTS
     from models.rltaps.arena import load_arena_policy as load
 
     policy = load(ref.checkpoint_path, sha256=ref.sha256)
     if policy.system != ref.system:
         raise NotApplicable(f"{ref.policy_id}: checkpoint of system {policy.system!r}")
-    if policy.env.cluster != cfg.cluster or policy.env.window != cfg.window:
+    if cfg.window is None:
+        policy.transfer = True
+    elif policy.env.cluster != cfg.cluster or policy.env.window != cfg.window:
         raise NotApplicable(
             f"{ref.policy_id}: trained for {policy.env.cluster} with window "
             f"{policy.env.window}; the evaluation runs {cfg.cluster} with window {cfg.window}"
