@@ -35,6 +35,7 @@ none (`arena_policy`).
 
 from __future__ import annotations
 
+import argparse
 import ast
 import hashlib
 import importlib
@@ -489,6 +490,23 @@ def _boolean(text: str) -> bool:
 
 
 _boolean.__name__ = "true/false"  # argparse names it in an error
+
+
+def at_least(kind: Callable[[str], Any], low: float) -> Callable[[str], Any]:
+    """An argparse type (also a benchmark's `parsed` field's parser): a number that `kind`
+    (int or float) reads from the text, `low` or more."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            noun = "whole number" if kind is int else "number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {noun}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be at least {low}")
+        return value
+
+    return parse
 
 
 def _listed(item: type) -> Callable[[str], tuple]:
