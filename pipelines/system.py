@@ -119,6 +119,14 @@ def arena_policy(by_set: Mapping[str, str], workload_set: str, synthetic_set: st
     return by_set.get(workload_set) or by_set.get(synthetic_set)
 
 
+def trained_line(what: str, result: Mapping[str, Any]) -> str:
+    """The start of a run summary's line on a trained policy (a stage's result as the run
+    summary holds it): "  <what> <policy id>", noting a policy that was already trained on
+    the same inputs (nothing trained this time)."""
+    cached = " (already trained on these inputs)" if result["metrics"].get("cached") else ""
+    return f"  {what} {result['policy_id']}{cached}"
+
+
 class Steps(Protocol):
     """What a system's `steps.py` implements (a module is fine)."""
 
