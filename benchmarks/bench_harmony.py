@@ -61,6 +61,7 @@ from models.harmony.placement import GreedySpeedPlacement, RulePlacement
 from models.harmony.reward import RewardTrainConfig, compare_estimators, fit_reward_model
 from models.harmony.search import search_teacher
 from models.harmony.train import PlacementTrainConfig, train_placement, warm_key, warm_start
+from pipelines.system import at_least
 from pipelines.systems.harmony.stages import VARIANTS, HarmonyStageConfig, harmony_tables
 from tracelib.gavel import read_gavel
 from tracelib.interference import InterferenceConfig, collect_samples
@@ -247,16 +248,6 @@ def placement(
     )
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
-    return value
-
-
 def _systems(text: str) -> tuple[str, ...]:
     names = tuple(n for n in text.split(",") if n)
     unknown = [n for n in names if n not in SYSTEMS]
@@ -273,15 +264,15 @@ class Options:
     """actor-critic updates"""
     epochs: int = 80
     """reward predictor epochs"""
-    sequences: int = parsed(HarmonyEvalConfig().n_sequences, _positive)
+    sequences: int = parsed(HarmonyEvalConfig().n_sequences, at_least(int, 1))
     """held out per pattern"""
-    train_sequences: int | None = parsed(None, _positive)
+    train_sequences: int | None = parsed(None, at_least(int, 1))
     """training sequences (default: the run's)"""
-    val_sequences: int | None = parsed(None, _positive)
+    val_sequences: int | None = parsed(None, at_least(int, 1))
     """validation sequences (default: the run's)"""
     gavel: str | None = None
     """Gavel's simulation_throughputs.json"""
-    seeds: int = parsed(1, _positive)
+    seeds: int = parsed(1, at_least(int, 1))
     """training seeds 0..N-1"""
     systems: tuple[str, ...] = parsed(SYSTEMS, _systems)
     """which systems to train (comma-separated)"""

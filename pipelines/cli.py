@@ -424,21 +424,6 @@ def cmd_sql(args) -> int:
     return 0
 
 
-def _non_negative(kind):
-    """An argparse type: a number of `kind` that is 0 or more (0: no limit)."""
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
-        return value
-
-    return parse
-
-
 def _memory_size(text: str) -> str:
     """An argparse type: a size DuckDB's memory_limit reads (500MB, 2GB, 1.5GiB)."""
     import re
@@ -853,6 +838,8 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         from pipelines.registry import SYSTEMS
 
         registry = SYSTEMS
+    from pipelines.system import at_least
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--quiet",
@@ -1017,7 +1004,7 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     sql.add_argument("--format", choices=["table", "csv"], default="table")
     sql.add_argument(
         "--timeout",
-        type=_non_negative(float),
+        type=at_least(float, 0),
         default=60.0,
         help="stop the query after this many seconds (default 60; 0: no limit)",
     )
@@ -1030,7 +1017,7 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     )
     sql.add_argument(
         "--max-rows",
-        type=_non_negative(int),
+        type=at_least(int, 0),
         default=1_000_000,
         help="fetch and print at most this many rows (default 1,000,000; 0: all)",
     )

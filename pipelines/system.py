@@ -35,6 +35,7 @@ none (`arena_policy`).
 
 from __future__ import annotations
 
+import argparse
 import ast
 import hashlib
 import importlib
@@ -116,6 +117,14 @@ def arena_policy(by_set: Mapping[str, str], workload_set: str, synthetic_set: st
     """The policy id a scheduler runs with in the evaluation of `workload_set`: the one
     trained on that set, else the one trained on the synthetic set, else none."""
     return by_set.get(workload_set) or by_set.get(synthetic_set)
+
+
+def trained_line(what: str, result: Mapping[str, Any]) -> str:
+    """The start of a run summary's line on a trained policy (a stage's result as the run
+    summary holds it): "  <what> <policy id>", noting a policy that was already trained on
+    the same inputs (nothing trained this time)."""
+    cached = " (already trained on these inputs)" if result["metrics"].get("cached") else ""
+    return f"  {what} {result['policy_id']}{cached}"
 
 
 class Steps(Protocol):
@@ -489,6 +498,23 @@ def _boolean(text: str) -> bool:
 
 
 _boolean.__name__ = "true/false"  # argparse names it in an error
+
+
+def at_least(kind: Callable[[str], Any], low: float) -> Callable[[str], Any]:
+    """An argparse type (also a benchmark's `parsed` field's parser): a number that `kind`
+    (int or float) reads from the text, `low` or more."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            noun = "whole number" if kind is int else "number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {noun}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be at least {low}")
+        return value
+
+    return parse
 
 
 def _listed(item: type) -> Callable[[str], tuple]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from pipelines.evaluation import EvalConfig
 from pipelines.stages import derive_stage, synthetic_stage
@@ -40,6 +41,25 @@ def tiny_warehouse(path, synthetic_seed: int = 0) -> str:
     source = synthetic_stage(path, "dl2-diurnal", DiurnalConfig(n_jobs=60, seed=synthetic_seed))
     derive_stage(path, [source.source_id], DeriveConfig(name="tiny", jobs_per_sequence=10))
     return str(path)
+
+
+def tiny_trained(folder: str, train, cfg):
+    """A module-scoped fixture: (a tiny warehouse in a fresh folder named `folder`, the
+    result of `train(its path, cfg)` there)."""
+
+    @pytest.fixture(scope="module")
+    def trained(tmp_path_factory):
+        path = tiny_warehouse(tmp_path_factory.mktemp(folder) / "wh.duckdb")
+        return path, train(path, cfg)
+
+    return trained
+
+
+def assert_reproducible(train, cfg, first, folder: Path) -> None:
+    """Asserts `train(path, cfg)` on another tiny warehouse, made in `folder`, registers the
+    policy id of `first` (the same seed gives the same policy whichever the warehouse)."""
+    other = tiny_warehouse(folder / "other.duckdb")
+    assert train(other, cfg).policy_id == first.policy_id
 
 
 def row_counts(path) -> dict[str, int]:

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-import pytest
-
 from pipelines.config import run_config
 from pipelines.evaluation import EvalConfig, evaluate
 from pipelines.progress import QUIET
@@ -18,7 +16,7 @@ from pipelines.stages import learned_policies
 from pipelines.system import RunContext, resized
 from pipelines.systems.chic import plugin, steps
 from pipelines.systems.chic.stages import ChicArenaConfig, train_chic_arena_stage
-from tests.learned_eval import assert_cached, tiny_set_evaluation, tiny_warehouse
+from tests.learned_eval import assert_cached, assert_reproducible, tiny_set_evaluation, tiny_trained
 from tracelib.sim import ClusterConfig
 from warehouse import connect, read_frame
 
@@ -31,10 +29,7 @@ TINY = resized(
 )
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    path = tiny_warehouse(tmp_path_factory.mktemp("chic-arena") / "wh.duckdb")
-    return path, train_chic_arena_stage(path, TINY)
+trained = tiny_trained("chic-arena", train_chic_arena_stage, TINY)
 
 
 def test_registers_an_arena_policy_with_its_curve(trained):
@@ -69,9 +64,7 @@ def test_unchanged_inputs_are_cached_and_new_ones_resume(trained, tmp_path):
 
 
 def test_same_seed_same_policy_in_another_warehouse(trained, tmp_path):
-    _, first = trained
-    other = tiny_warehouse(tmp_path / "other.duckdb")
-    assert train_chic_arena_stage(other, TINY).policy_id == first.policy_id
+    assert_reproducible(train_chic_arena_stage, TINY, trained[1], tmp_path)
 
 
 def test_loader_runs_the_policy_beside_the_heuristics(trained):

@@ -23,7 +23,13 @@ from pipelines.system import resized
 from pipelines.systems.rltaps import plugin
 from pipelines.systems.rltaps.stages import RLTapsArenaConfig, train_arena_stage
 from pipelines.systems.rltaps.steps import RLTapsRunConfig
-from tests.learned_eval import assert_cached, tiny_set_evaluation, tiny_warehouse
+from tests.learned_eval import (
+    assert_cached,
+    assert_reproducible,
+    tiny_set_evaluation,
+    tiny_trained,
+    tiny_warehouse,
+)
 from tracelib.envs.gpu_arena import ArenaEnvConfig, GpuLayout, resample_image
 from tracelib.sim import ClusterConfig, JobSpec, Simulator
 from tracelib.synthetic import DiurnalConfig
@@ -187,10 +193,7 @@ def test_the_policy_refuses_another_network_shape():
 # -- the stage, the loader, the plugin -----------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    path = tiny_warehouse(tmp_path_factory.mktemp("arena") / "wh.duckdb")
-    return path, train_arena_stage(path, CFG)
+trained = tiny_trained("arena", train_arena_stage, CFG)
 
 
 def test_the_stage_registers_an_arena_policy_with_its_curve(trained):
@@ -234,9 +237,7 @@ def test_unchanged_inputs_train_nothing_and_new_ones_resume(trained, tmp_path):
 
 
 def test_same_seed_same_policy_in_another_warehouse(trained, tmp_path):
-    _, first = trained
-    other = tiny_warehouse(tmp_path / "wh.duckdb")
-    assert train_arena_stage(other, CFG).policy_id == first.policy_id
+    assert_reproducible(train_arena_stage, CFG, trained[1], tmp_path)
 
 
 def test_the_loader_runs_the_policy_beside_the_heuristics(trained):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandera.polars as pa
 import polars as pl
 
+from warehouse import column_types
 from warehouse.contract import TableContract
 
 ESTIMATORS = ["harmony-nn", "lif-line", "lif-quad", "gradient-boosting"]
@@ -53,3 +54,10 @@ class HarmonyLearningCurves(TableContract):
     class Config:
         name = "harmony_learning_curves"
         unique = ["policy_id", "phase", "step"]
+
+
+def curve_frame(rows: list[dict], columns: tuple[str, ...]) -> pl.DataFrame:
+    """A training curve: `rows` as a frame of `columns`, each of the type the
+    `harmony_learning_curves` table gives it."""
+    types = column_types(HarmonyLearningCurves)
+    return pl.DataFrame(rows, schema={c: types[c] for c in columns})

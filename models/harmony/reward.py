@@ -60,6 +60,7 @@ from torch import nn
 
 from models.checkpoints import Checkpoint, CheckpointError, save_checkpoint
 from models.harmony.config import RewardTrainConfig
+from models.harmony.contracts import curve_frame
 from models.torch_scope import scoped_torch
 from tracelib.interference import placement_counts
 from tracelib.progress import ProgressFn, no_progress
@@ -603,15 +604,7 @@ def fit_reward_model(
         )
         progress(epoch + 1, cfg.epochs)
     net.eval()
-    curve = pl.DataFrame(
-        rows,
-        schema={
-            "step": pl.Int32,
-            "wall_s": pl.Float64,
-            "train_loss": pl.Float64,
-            "test_rel_error": pl.Float64,
-        },
-    )
+    curve = curve_frame(rows, ("step", "wall_s", "train_loss", "test_rel_error"))
     metrics = {
         "n_samples": frame.height,
         "n_sets": int(tr.types.shape[0] + te.types.shape[0]),

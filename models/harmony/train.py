@@ -83,6 +83,7 @@ import torch
 from models.harmony.config import (
     PlacementTrainConfig,
 )
+from models.harmony.contracts import curve_frame
 from models.harmony.imitation import TeacherSamples, imitate, teacher_samples
 from models.harmony.placement import (
     HarmonyPolicy,
@@ -107,6 +108,19 @@ STREAMS = ("init", "envs", "actions", "exploration", "replay", "imitation")
 leaves the others' seeds as they were)."""
 EXPLORERS = (bin_packing, load_balancing)
 """The rules epsilon-exploration borrows a server from (paper: bin packing or LB)."""
+PLACEMENT_CURVE = (
+    "step",
+    "episodes",
+    "wall_s",
+    "reward",
+    "entropy",
+    "policy_loss",
+    "value_loss",
+    "epsilon",
+    "entropy_weight",
+    "val_avg_jct_s",
+)
+"""Columns of a placement training's curve (a `harmony_learning_curves` row's)."""
 
 
 def _anneal(pair: tuple[float, float], frac: float) -> float:
@@ -448,21 +462,7 @@ def _train_placement(
     if best_state is not None:
         policy_net.load_state_dict(best_state[0])
         value_net.load_state_dict(best_state[1])
-    curve = pl.DataFrame(
-        rows,
-        schema={
-            "step": pl.Int32,
-            "episodes": pl.Int32,
-            "wall_s": pl.Float64,
-            "reward": pl.Float64,
-            "entropy": pl.Float64,
-            "policy_loss": pl.Float64,
-            "value_loss": pl.Float64,
-            "epsilon": pl.Float64,
-            "entropy_weight": pl.Float64,
-            "val_avg_jct_s": pl.Float64,
-        },
-    )
+    curve = curve_frame(rows, PLACEMENT_CURVE)
     metrics = {
         "updates": cfg.updates,
         "episodes": sum(w.episodes for w in workers),

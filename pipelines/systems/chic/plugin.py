@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from models.chic.config import CEMConfig
-from pipelines.system import Nested, plugin, resized
+from pipelines.system import Nested, plugin, resized, trained_line
 from tracelib.envs.chic import ChicEnvConfig
 from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario
 from tracelib.seeds import named_seeds
@@ -120,9 +120,8 @@ def summary_lines(summary: dict) -> list[str]:
     for variant, by_set in summary.get("arena", {}).items():
         for workload_set, result in by_set.items():
             m = result["metrics"]
-            cached = " (already trained on these inputs)" if m.get("cached") else ""
             lines.append(
-                f"  Chic arena {variant} on {workload_set} {result['policy_id']}{cached}: "
+                f"{trained_line(f'Chic arena {variant} on {workload_set}', result)}: "
                 f"validation ACT {m['best_val_act_s']:,.0f} s, {m['iterations']} iterations, "
                 f"{m['wall_s']:.0f} s; from {result['parent_policy_id'] or 'scratch'}"
             )

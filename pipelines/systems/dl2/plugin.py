@@ -13,7 +13,7 @@ from models.dl2.config import (
     RecorderConfig,
     WarmupConfig,
 )
-from pipelines.system import Nested, plugin, resized
+from pipelines.system import Nested, plugin, resized, trained_line
 
 if TYPE_CHECKING:
     from pipelines.systems.dl2.stages import DL2StageConfig
@@ -121,7 +121,6 @@ def summary_lines(summary: dict) -> list[str]:
 
 def _policy_line(what: str, result: dict) -> str:
     m = result["metrics"]
-    cached = " (already trained on these inputs)" if m.get("cached") else ""
     if "imitation_accuracy" in m:
         detail = (
             f"imitation accuracy {m['imitation_accuracy']:.1%}, validation JCT "
@@ -133,7 +132,7 @@ def _policy_line(what: str, result: dict) -> str:
             f"{m['updates']} {unit}, validation JCT {m['init_val_avg_jct_s']:,.0f} s -> best "
             f"{m['best_val_avg_jct_s']:,.0f} s; from {result['parent_policy_id'] or 'scratch'}"
         )
-    return f"  {what} {result['policy_id']}{cached}: {detail}, {m['train_wall_s']:.0f} s"
+    return f"{trained_line(what, result)}: {detail}, {m['train_wall_s']:.0f} s"
 
 
 DL2 = plugin(__name__, name="dl2", key="dl2", options=DL2Options)

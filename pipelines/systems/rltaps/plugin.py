@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from models.rltaps.config import ArenaTrainConfig, ReinforceConfig
-from pipelines.system import Nested, plugin, resized
+from pipelines.system import Nested, plugin, resized, trained_line
 from tracelib.envs.gpu import GpuEnvConfig, GpuObsConfig
 from tracelib.envs.gpu_arena import ArenaEnvConfig
 from tracelib.sim.topology import TopologyConfig
@@ -115,16 +115,14 @@ def summary_lines(summary: dict) -> list[str]:
         m = result["metrics"]
         start = result["parent_policy_id"] or "scratch"
         shipped = " (shipped with the code)" if m.get("started_from") == "shipped" else ""
-        cached = " (already trained on these inputs)" if m.get("cached") else ""
         lines.append(
-            f"  RL-TAPS {mode} {result['policy_id']}{cached}: validation slowdown "
+            f"{trained_line(f'RL-TAPS {mode}', result)}: validation slowdown "
             f"{m['initial_val_slowdown']:.2f} -> {m['val_slowdown']:.2f}, from {start}{shipped}"
         )
     for workload_set, arena in (summary.get("arena") or {}).items():
         m = arena["metrics"]
-        cached = " (already trained on these inputs)" if m.get("cached") else ""
         lines.append(
-            f"  RL-TAPS arena on {workload_set} {arena['policy_id']}{cached}: validation JCT "
+            f"{trained_line(f'RL-TAPS arena on {workload_set}', arena)}: validation JCT "
             f"{m['initial_val_avg_jct_s']:,.0f} s -> {m['val_avg_jct_s']:,.0f} s, "
             f"from {arena['parent_policy_id'] or 'scratch'}, {m['wall_s']:.0f} s"
         )
