@@ -254,13 +254,18 @@ class _Servers:
         (the most free GPUs on one server for a narrow job, the whole free GPUs of all
         servers for a wide one): most waiting jobs on a busy cluster are turned away
         here, without a placement."""
+        most, whole = self.bounds()
+        return need <= (most if need <= self.g + _EPS else whole) + _EPS
+
+    def bounds(self) -> tuple[float, float]:
+        """(most free GPUs on one server, whole free GPUs of all servers), as `may_fit`
+        reads them (kept until the next place or release)."""
         if self._bounds is None:
             self._bounds = (
                 float(self.free.max()),
                 float(np.floor(np.maximum(self.free, 0.0) + _EPS).sum()),
             )
-        most, whole = self._bounds
-        return need <= (most if need <= self.g + _EPS else whole) + _EPS
+        return self._bounds
 
     def free_total(self) -> float:
         """Free GPUs of all servers."""
@@ -693,11 +698,13 @@ def replay(
     # Running jobs by finish time, latest first (= longest remaining: every running job's
     # remaining time shrinks at the same rate), for preemption.
     running_heap: list[tuple[float, int, int]] = []  # (-planned finish, job, version)
-    # (time, kind 0=finish 1=arrive 2=queue change, job, version)
+    # (time, kind 0=finish 1=arrive 2=queue change, job, version), taken in tuple order.
+    # Arrivals are known in advance and read from their own sorted list; the heap holds
+    # what the replay schedules as it goes, so it stays near the size of the running set
+    # (a heap of every arrival costs each pop tens of tuple comparisons).
+    arrivals = [(arrival[i], 1, int(i), 0) for i in np.argsort(arrival_a, kind="stable")]
+    arrivals.append((math.inf, 1, n, 0))  # sentinel: compares after every event
     events: list[tuple[float, int, int, int]] = []
-    for i in np.argsort(arrival_a, kind="stable"):
-        events.append((arrival[i], 1, int(i), 0))
-    heapq.heapify(events)
     finished = 0
     n_events = 0
 
@@ -804,6 +811,10 @@ def replay(
     def try_start(i: int, now: float) -> bool:
         if not servers.may_fit(gpus[i]):
             return False
+        return start_placed(i, now)
+
+    def start_placed(i: int, now: float) -> bool:
+        """`try_start` once `may_fit` has passed."""
         taken = servers.place(gpus[i], types[i], i)
         if taken is None:
             return False
@@ -840,19 +851,24 @@ def replay(
                 heads.sort(key=lambda h: (h[1][0], (-h[0][0], -h[0][1])), reverse=True)
             else:
                 heads.sort()
+            # `may_fit`'s bounds, read once: until a head starts or a preemption moves
+            # jobs (both end this pass), nothing changes the free GPUs.
+            most, whole = servers.bounds()
             for head, key in heads:
                 i = head[-1]
-                shape = (types[i], gpus[i] > servers.g + _EPS)
-                try_preempt = may_preempt and gpus[i] < no_room.get(shape, math.inf)
+                need = gpus[i]
+                wide = need > servers.g + _EPS
+                shape = (types[i], wide)
+                try_preempt = may_preempt and need < no_room.get(shape, math.inf)
                 # The head stays in its heap until it starts: the victims a preemption
                 # puts back rank below it, so it is still the heap's first entry then.
-                if try_start(i, now):
+                if need <= (whole if wide else most) + _EPS and start_placed(i, now):
                     started(key, head)
                     break
                 moved = False
                 if try_preempt:
                     before = changes[0]
-                    paused = preempt_for(head, now)
+                    paused = _preempt_ranked(head, now) if tiresias else _preempt_for(i, now)
                     if paused:
                         started(key, head)
                         break
@@ -886,9 +902,6 @@ def replay(
             # way.
             q.remove(head)
             heapq.heapify(q)
-
-    def preempt_for(head: tuple, now: float) -> bool | None:
-        return _preempt_ranked(head, now) if tiresias else _preempt_for(head[-1], now)
 
     def _ranked_running(now: float) -> tuple[np.ndarray, ...]:
         """Running jobs lowest rank first, their queues, Gittins indices and cumulative GPUs
@@ -940,7 +953,6 @@ def replay(
         Running jobs' ranks are read now (their
         service grows as they run); a waiting job's is its queue entry (service frozen)."""
         i = head[-1]
-        mask = servers._candidates(types[i])
         if rule.order == "las":
             # FIFO inside a queue: only a lower queue's running jobs can give way.
             level = int(queue[i])
@@ -951,6 +963,7 @@ def replay(
                 return False
             # Nor when no server (no servers together, for a wide job) would have the
             # GPUs with every lower-queue job paused.
+            mask = servers._candidates(types[i])
             room = servers.free + held_on[level + 1 :].sum(axis=0)
             if mask is not None:
                 room = room[mask]
@@ -959,6 +972,8 @@ def replay(
                     return False
             elif np.floor(room + 1e-6).sum() < gpus[i] - 1e-6:
                 return False
+        else:
+            mask = servers._candidates(types[i])
         run, q, g, held_gpus = _ranked_running(now)
         # Lowest first, so the jobs ranked below i are a prefix. LAS is FIFO inside a
         # queue: only a lower queue's running jobs give way.
@@ -1038,11 +1053,26 @@ def replay(
             else:
                 blocked.add(u)
 
-    while events:
-        now = events[0][0]
+    next_arrival = 0
+    # A preempted job's finish and a superseded queue change stay in the heap until their
+    # time (stale: skipped when popped). Where a decision needs something to have changed
+    # (`timeless`), an instant of stale events alone decides nothing, so they can be dropped
+    # early: once the heap has doubled, it is rebuilt from its live entries, which pop in
+    # the same order (the tuples are totally ordered).
+    compact_at = 4096
+    while events or next_arrival < n:
+        now = min(events[0][0], arrivals[next_arrival][0]) if events else arrivals[next_arrival][0]
         # Every event of this instant first, then one decision.
-        while events and events[0][0] <= now:
-            _, kind, i, ver = heapq.heappop(events)
+        while True:
+            if events and events[0] < arrivals[next_arrival]:
+                if events[0][0] > now:
+                    break
+                _, kind, i, ver = heapq.heappop(events)
+            elif arrivals[next_arrival][0] <= now:
+                _, kind, i, ver = arrivals[next_arrival]
+                next_arrival += 1
+            else:
+                break
             n_events += 1
             if kind == 2:
                 if ver == qversion[i] and finish[i] != finish[i]:
@@ -1065,6 +1095,12 @@ def replay(
         if not (timeless and touched[0] == settled[0]):
             schedule(now)
             settled[0] = touched[0]
+        if timeless and len(events) > compact_at:
+            live = [e for e in events if e[3] == (version[e[2]] if e[1] == 0 else qversion[e[2]])]
+            n_events += len(events) - len(live)  # counted as the skipped events they are
+            events[:] = live
+            heapq.heapify(events)
+            compact_at = max(4096, 2 * len(events))
     if progress is not None:
         progress(finished, n)
     if np.isnan(finish).any():
