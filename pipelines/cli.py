@@ -571,14 +571,16 @@ def cmd_replay(args) -> int:
         )
         with _display(args) as display, display.reporter.stage(f"replay {args.source_id}"):
             outcome = replay_stage(args.warehouse, cfg, display.reporter)
-        arena = _learned_replay(args, learned, "all" in named, outcome.sizing.cluster, window)
+        clusters = [(run.factor, run.cluster) for run in outcome.capacities]
+        arenas = _learned_replay(args, learned, "all" in named, clusters, window)
     except (ReplayInputError, Unplaceable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     c = outcome.sizing.cluster
     print(outcome.headline)
-    if arena is not None:
-        print(arena.headline)
+    if arenas:
+        # The sized cluster's sentence, as for the rules (`ReplayOutcome.headline`).
+        print(next((a for f, a in arenas if f == 1.0), arenas[0][1]).headline)
     print(
         f"{outcome.n_jobs:,} jobs replayed; cluster "
         + (
@@ -611,9 +613,10 @@ def cmd_replay(args) -> int:
                 print(f"  {'':14} {at_end_text(end)}")
     if outcome.plot is not None:
         print(f"plot: {outcome.plot}")
-    if arena is not None:
+    for factor, arena in arenas:
         print(
-            f"{arena.eval_id}: the arena's simulator, {arena.seconds:.1f} s; policies "
+            f"{arena.eval_id}: the arena's simulator at capacity {factor:g}, "
+            f"{arena.seconds:.1f} s; policies "
             + ", ".join(f"{f} {p}" for f, p in arena.policies.items())
         )
         for family, why in arena.refused.items():
@@ -630,9 +633,10 @@ def cmd_replay(args) -> int:
     return 0
 
 
-def _learned_replay(args, learned: tuple[str, ...], every: bool, cluster, window):
-    """The learned families' whole-trace run on the replay's `cluster` at capacity 1 (None
-    when none is asked for); with "all", every family that has a policy for the source."""
+def _learned_replay(args, learned: tuple[str, ...], every: bool, clusters, window) -> list:
+    """The learned families' whole-trace runs, one per (capacity, replay cluster) of
+    `clusters`, as [(capacity, LearnedReplayOutcome)] (empty when none is asked for); with
+    "all", every family that has a policy for the source."""
     from pipelines.replay_learned import (
         FAMILIES,
         LearnedReplayConfig,
@@ -646,19 +650,23 @@ def _learned_replay(args, learned: tuple[str, ...], every: bool, cluster, window
             found = newest_policies(con, args.source_id, tuple(FAMILIES))
         learned = tuple(dict.fromkeys((*learned, *(f for f, p in found.items() if p))))
     if not learned:
-        return None
-    cfg = LearnedReplayConfig(
-        args.source_id,
-        learned,
-        gpus=cluster.total_gpus,
-        servers=cluster,
-        seed=args.seed,
-        block=args.block,
-        window=window,
-        skip_refused=every,  # "all": the families that can run here
-    )
-    with _display(args) as display, display.reporter.stage(f"arena replay {args.source_id}"):
-        return learned_replay_stage(args.warehouse, cfg, display.reporter)
+        return []
+    outcomes = []
+    for factor, cluster in clusters:
+        cfg = LearnedReplayConfig(
+            args.source_id,
+            learned,
+            gpus=cluster.total_gpus,
+            servers=cluster,
+            seed=args.seed,
+            block=args.block,
+            window=window,
+            skip_refused=every,  # "all": the families that can run here
+        )
+        stage = f"arena replay {args.source_id} at capacity {factor:g}"
+        with _display(args) as display, display.reporter.stage(stage):
+            outcomes.append((factor, learned_replay_stage(args.warehouse, cfg, display.reporter)))
+    return outcomes
 
 
 def cmd_collect(args) -> int:
@@ -1101,8 +1109,9 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
     replay.add_argument(
         "--capacity",
         default=None,
-        help="what-if: replay every rule at these multiples of the cluster's servers, e.g. "
-        "0.5,0.75,1,1.25 (a table and a plot of JCT and queueing delay per capacity)",
+        help="what-if: replay every rule, and every learned family asked for, at these "
+        "multiples of the cluster's servers, e.g. 0.5,0.75,1,1.25 (a table and a plot of "
+        "JCT and queueing delay per capacity)",
     )
     replay.add_argument(
         "--utilization",

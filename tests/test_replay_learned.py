@@ -151,6 +151,29 @@ def test_rl_taps_runs_on_a_cluster_it_was_not_trained_for(trained, capsys):
     assert runs["n_jobs"].n_unique() == 1
 
 
+def test_the_what_if_capacities_run_the_learned_families_too(trained, capsys):
+    """`--capacity` replays a learned family at each capacity as it does the rules: one
+    evaluation per capacity on that capacity's cluster, each printed with its factor."""
+    warehouse, source = trained
+    argv = ["replay", source, "--servers", "4", "--capacity", "0.5,1", "--scheduler", "chic"]
+    assert main([*argv, "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\S+: the arena's simulator at capacity 0\.5, ", out, re.M)
+    assert re.search(r"^\S+: the arena's simulator at capacity 1, ", out, re.M)
+    with connect(warehouse, read_only=True) as con:
+        runs = read_frame(
+            con,
+            "SELECT eval_id, scheduler, config FROM eval_runs WHERE workload_set = ?",
+            [f"replay-arena:{source}"],
+        )
+    servers = {
+        e: json.loads(c)["evaluation"]["cluster"]["n_servers"]
+        for e, c in zip(runs["eval_id"], runs["config"], strict=True)
+    }
+    assert len(servers) == 2 and sorted(servers.values())[0] < sorted(servers.values())[1]
+    assert set(runs.filter(runs["scheduler"] == "chic")["eval_id"]) == set(servers)
+
+
 PODS = (
     (
         "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
