@@ -76,7 +76,7 @@ def test_each_family_runs_its_policy_trained_on_the_source(trained, capsys):
         )
     assert runs["scheduler"].to_list() == ["dl2", "drf", "fifo", "optimus-events"]
     # Each scheduler's line ends with the seconds its whole-trace run took.
-    arena_part = out[out.index("the arena's simulator, ") :]
+    arena_part = out[out.index("the arena's simulator at capacity 1, ") :]
     timed = re.findall(r"^  (\S+) +average JCT .*\((\d[\d,]*\.\d) s\)$", arena_part, re.M)
     assert sorted(name for name, _ in timed) == runs["scheduler"].to_list()
     policy = dict(zip(runs["scheduler"], runs["policy"], strict=True))
