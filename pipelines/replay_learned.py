@@ -13,9 +13,10 @@ windows:
   jobs the replay rules replay, in every phase: a job the trace records no end for (a
   running pod, say) runs from its submission to the trace's end, as the replay censors it
   (`pipelines.replay.load_trace`), arrivals as recorded;
-- the cluster is the replay's at capacity 1: a node list's servers as they are (each
-  server's GPUs, GPU type, cores and memory; `arena_cluster`), else servers of the DL2
-  setting (2 GPUs each) with the replay cluster's GPUs;
+- the cluster is the replay's (at each capacity it is asked for, one run each): a node
+  list's servers as they are (each server's GPUs, GPU type, cores and memory;
+  `arena_cluster`), else servers of the DL2 setting (2 GPUs each) with the replay
+  cluster's GPUs;
 - each family runs its newest registered policy trained on a workload set of this source,
   else the newest trained on a synthetic set, composed with the arena's default for the
   other half of the decision (`EvalConfig.default_allocation` / `default_placement`);
@@ -90,10 +91,11 @@ class LearnedReplayConfig:
     source_id: str
     families: tuple[str, ...]
     gpus: float
-    """GPUs of the cluster (the replay's, at capacity 1)."""
+    """GPUs of the cluster (the replay's, at the capacity this run is for)."""
     servers: ReplayCluster | None = None
-    """The replay's cluster at capacity 1; where its servers differ or carry GPU types (a
-    node list), the arena's simulator runs on those servers (`arena_cluster`)."""
+    """The replay's cluster at the capacity this run is for; where its servers differ or
+    carry GPU types (a node list), the arena's simulator runs on those servers
+    (`arena_cluster`)."""
     baselines: tuple[str, ...] = BASELINES
     seed: int = 0
     """Root seed: the simulator's seed and the bootstrap's draws."""

@@ -295,9 +295,9 @@ class RLTapsArenaPolicy(SavesPolicyNet):
         if self.record or self.sample_rng is not None:
             raise ValueError("a transferred policy decides greedily and records nothing")
         key = np.asarray(snap.cluster.capacity)[:, 0].tobytes()
-        layout = self._layouts.get(key)
-        if layout is None:
-            layout = self._layouts.setdefault(key, GpuLayout.of_capacity(snap.cluster.capacity))
+        if key not in self._layouts:
+            self._layouts[key] = GpuLayout.of_capacity(snap.cluster.capacity)
+        layout = self._layouts[key]
         n, jobs = self.env.window, snap.jobs
         none = max(len(jobs), 1)  # the null slot of the whole decision
         choices = np.full(layout.n_gpus, none, dtype=np.int64)  # (M',) job index per GPU
@@ -317,7 +317,7 @@ class RLTapsArenaPolicy(SavesPolicyNet):
             seen = replace(
                 step, image=resample_image(step.image, self.env.horizon, self.cfg.n_gpus)
             )
-            picked, _ = self._decode(seen, layout, closed.copy())
+            picked, _ = self._decode(seen, layout, closed)  # the draft only reads it
             for g in np.flatnonzero(picked < n).tolist():
                 choices[g] = start + int(picked[g])
                 closed[g] = True
