@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from tracelib.provenance import pin_code_version
+
 RUNNERS = ("sequential", "processes", "ray")
 
 
@@ -57,11 +59,13 @@ class RunnerConfig:
 
 
 def task_runner(cfg: RunnerConfig):
-    """The Prefect task runner for `cfg`."""
+    """The Prefect task runner for `cfg`. Its worker processes stamp this process's code
+    version (`pin_code_version`), whatever happens to the checkout meanwhile."""
     if cfg.kind == "sequential":
         from prefect.task_runners import ThreadPoolTaskRunner
 
         return ThreadPoolTaskRunner(max_workers=1)
+    pin_code_version()
     if cfg.kind == "processes":
         # Prefect's process task runner, whose workers `schedlab run` can start early.
         from pipelines.prestart import PrestartedPool

@@ -8,12 +8,15 @@ reference is made once for all of them."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
 
 import pytest
 
 from pipelines.runners import RunnerConfig, available_cores, default_runner, task_runner
 from tests.tables import assert_same_tables
+from tracelib import provenance
 
 
 @pytest.mark.flow
@@ -56,3 +59,43 @@ def test_runner_config_is_checked():
         RunnerConfig("threads")
     with pytest.raises(ValueError, match="needs the ray task runner"):
         RunnerConfig("processes", address="auto")
+
+
+def _child_version(queue) -> None:
+    queue.put(provenance.code_version())
+
+
+def _version_in_a_spawned_process() -> str:
+    context = multiprocessing.get_context("spawn")  # as the task runners start workers
+    queue = context.Queue()
+    child = context.Process(target=_child_version, args=(queue,))
+    child.start()
+    version = queue.get(timeout=120)
+    child.join()
+    return version
+
+
+@pytest.fixture
+def fresh_code_version():
+    """No version pinned in the environment and none cached; afterwards, as before."""
+    before = os.environ.pop(provenance.CODE_VERSION_ENV, None)
+    provenance.code_version.cache_clear()
+    yield
+    os.environ.pop(provenance.CODE_VERSION_ENV, None)
+    if before is not None:
+        os.environ[provenance.CODE_VERSION_ENV] = before
+    provenance.code_version.cache_clear()
+
+
+def test_a_runs_workers_stamp_the_code_version_it_started_with(fresh_code_version):
+    # What this process pins, a process it starts afterwards stamps, without asking git
+    # again: an edit to the checkout while a run goes on (the checkout turning "-dirty")
+    # would otherwise give its later workers other checkpoint bytes and policy ids.
+    os.environ[provenance.CODE_VERSION_ENV] = "1.0+gabcdef123456-test"
+    assert _version_in_a_spawned_process() == "1.0+gabcdef123456-test"
+    # A runner with worker processes pins this process's own version for them.
+    del os.environ[provenance.CODE_VERSION_ENV]
+    task_runner(RunnerConfig("processes", workers=1))
+    own = provenance.code_version()
+    assert os.environ[provenance.CODE_VERSION_ENV] == own
+    assert _version_in_a_spawned_process() == own

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 from functools import cache
 from importlib import metadata
@@ -18,9 +19,17 @@ def _git(root: Path, *args: str) -> str:
     ).stdout.strip()
 
 
+CODE_VERSION_ENV = "SCHEDLAB_CODE_VERSION"
+"""A code version pinned for this process and the processes it starts (`pin_code_version`)."""
+
+
 @cache
 def code_version() -> str:
-    """Package version plus the git commit of the checkout (and '-dirty' if modified)."""
+    """Package version plus the git commit of the checkout (and '-dirty' if modified), or
+    the version pinned in `$SCHEDLAB_CODE_VERSION` by the process that started this one."""
+    pinned = os.environ.get(CODE_VERSION_ENV)
+    if pinned:
+        return pinned
     try:
         version = metadata.version("schedlab")
     except metadata.PackageNotFoundError:
@@ -32,6 +41,19 @@ def code_version() -> str:
     except (OSError, subprocess.SubprocessError):
         return version
     return f"{version}+g{sha}{'-dirty' if dirty else ''}"
+
+
+def pin_code_version() -> str:
+    """This process's code version, marked in its environment so that every process it
+    starts afterwards (a run's task-runner workers, a local Ray) stamps the same one.
+
+    Each process would otherwise ask git on its own: a checkout edited while a run goes on
+    (or a `git status` slower than its timeout on a loaded machine) would give the run's
+    later workers another version than its first stages, and with it other checkpoint bytes
+    and other policy ids for the same weights. Returns the version."""
+    version = code_version()
+    os.environ[CODE_VERSION_ENV] = version
+    return version
 
 
 def canonical_json(value: Any) -> str:
