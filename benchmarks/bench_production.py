@@ -228,6 +228,7 @@ def _learned(args: Options, folder: Path, warehouse: Path, source_id: str, clust
             block=args.block,
             window=window,
             skip_refused=True,
+            capacity=factor,
         )
         print(f"capacity {factor:g}:")
         wall, cpu = time.perf_counter(), _cpu_s()

@@ -613,6 +613,14 @@ def cmd_replay(args) -> int:
                 print(f"  {'':14} {at_end_text(end)}")
     if outcome.plot is not None:
         print(f"plot: {outcome.plot}")
+    arena_plot = None
+    if len(arenas) > 1:
+        from pipelines.replay import write_capacity_plot
+        from pipelines.replay_learned import arena_capacity_frame
+
+        arena_plot = write_capacity_plot(
+            args.warehouse, f"replay-arena:{args.source_id}", arena_capacity_frame(arenas)
+        )
     for factor, arena in arenas:
         print(
             f"{arena.eval_id}: the arena's simulator at capacity {factor:g}, "
@@ -630,6 +638,8 @@ def cmd_replay(args) -> int:
                 )
                 + f"  ({arena.scheduler_seconds[row['scheduler']]:,.1f} s)"
             )
+    if arena_plot is not None:
+        print(f"plot: {arena_plot}")
     return 0
 
 
@@ -662,6 +672,7 @@ def _learned_replay(args, learned: tuple[str, ...], every: bool, clusters, windo
             block=args.block,
             window=window,
             skip_refused=every,  # "all": the families that can run here
+            capacity=factor if len(clusters) > 1 else None,
         )
         stage = f"arena replay {args.source_id} at capacity {factor:g}"
         with _display(args) as display, display.reporter.stage(stage):

@@ -305,6 +305,10 @@ class EvalConfig:
     """Confidence level of the intervals."""
     learned: tuple[LearnedPolicy, ...] = ()
     """Registered learned policies evaluated beside `schedulers` (each under its name)."""
+    capacity: float | None = None
+    """A whole-trace replay's what-if factor (`schedlab replay --capacity`): the cluster is
+    this multiple of the size the replay's rule gave. Recorded for the report's what-if;
+    None (not in the config's JSON): not a what-if run."""
 
     def __post_init__(self) -> None:
         if not self.schedulers:
@@ -371,6 +375,8 @@ class EvalConfig:
         out = asdict(self)
         for ref in out["learned"]:
             del ref["checkpoint_path"], ref["loader"]
+        if out["capacity"] is None:  # every other evaluation keeps its config and its id
+            del out["capacity"]
         return out
 
 

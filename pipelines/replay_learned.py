@@ -43,13 +43,15 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
+from models.checkpoints import verify_registered
 from pipelines.evaluation import EvalConfig, NotApplicable, evaluate, store_evaluation
 from pipelines.progress import QUIET, Reporter
 from pipelines.replay import (
@@ -106,6 +108,9 @@ class LearnedReplayConfig:
     """A family whose policy cannot run on this cluster (Harmony's placement on servers
     with GPU types) is left out with its reason (`refused`); False: such a family is a
     clear error."""
+    capacity: float | None = None
+    """The what-if factor this run's cluster is for (`--capacity`), recorded in the
+    evaluation's config for the report; None: not part of a what-if."""
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.families if f not in FAMILIES]
@@ -133,12 +138,22 @@ class LearnedReplayOutcome:
     """Scheduler -> seconds its whole-trace run took (policy loading included)."""
     refused: dict[str, str]
     """Family -> why its policy cannot run on this cluster (with `skip_refused`)."""
+    servers: int = 0
+    gpus: float = 0.0
+    """The arena cluster's servers and GPUs."""
+    queueing_s: dict[str, float] = field(default_factory=dict)
+    """Scheduler -> mean queueing delay (first start - submit), seconds."""
 
 
-def newest_policies(con, source_id: str, families: tuple[str, ...]) -> dict[str, str | None]:
-    """Family -> the policy it runs on `source_id`: the newest of its system trained on a
-    workload set derived from the source, else the newest trained on a synthetic set (a
-    derivation of synthetic sources only); None when there is neither."""
+def newest_policies(
+    con,
+    source_id: str,
+    families: tuple[str, ...],
+    usable: Callable[[str], bool] = lambda policy_id: True,
+) -> dict[str, str | None]:
+    """Family -> the policy it runs on `source_id`: the newest `usable` one of its system
+    trained on a workload set derived from the source, else the newest trained on a
+    synthetic set (a derivation of synthetic sources only); None when there is neither."""
     derivations = read_frame(con, "SELECT DISTINCT derivation, source_ids FROM workloads")
     own, synthetic = set(), set()
     for name, sources in derivations.iter_rows():
@@ -156,9 +171,9 @@ def newest_policies(con, source_id: str, families: tuple[str, ...]) -> dict[str,
             [FAMILIES[family]],
         )
 
-        pick = next((p for p, w in rows.iter_rows() if _trained_on(own, w)), None)
+        pick = next((p for p, w in rows.iter_rows() if _trained_on(own, w) and usable(p)), None)
         chosen[family] = pick or next(
-            (p for p, w in rows.iter_rows() if _trained_on(synthetic, w)), None
+            (p for p, w in rows.iter_rows() if _trained_on(synthetic, w) and usable(p)), None
         )
     return chosen
 
@@ -232,18 +247,27 @@ def learned_replay_stage(
     simulator, store the rows (one transaction) and say it in one sentence."""
     from pipelines.registry import SYSTEMS
 
-    with connect(warehouse, read_only=True) as con:
-        chosen = newest_policies(con, cfg.source_id, cfg.families)
+    with connect(warehouse) as con:
+        # A policy whose checkpoint file is gone or was modified is marked in
+        # checkpoint_problems and passed over for the next newest.
+        chosen = newest_policies(
+            con, cfg.source_id, cfg.families, usable=lambda policy: verify_registered(con, policy)
+        )
         sources = read_frame(
             con, "SELECT * FROM trace_sources WHERE source_id = ?", [cfg.source_id]
         )
         jobs, _ = replayed_jobs(con, cfg.source_id, cfg.window)
     missing = [f for f, p in chosen.items() if p is None]
-    if missing:
+    if missing and (not cfg.skip_refused or len(missing) == len(chosen)):
         raise ReplayInputError(
-            f"no registered policy of {', '.join(missing)} trained on this source or a "
-            "synthetic set: run `schedlab run` (with the trace in --incoming) first"
+            f"no registered policy of {', '.join(missing)} with a usable checkpoint, trained "
+            "on this source or a synthetic set (lost or modified checkpoints are listed in "
+            "checkpoint_problems): run `schedlab run` (with the trace in --incoming) first"
         )
+    refused = {f: "no registered policy with a usable checkpoint" for f in missing}
+    for family in refused:
+        progress.line(f"{family} left out: {refused[family]}")
+    chosen = {f: p for f, p in chosen.items() if p is not None}
     try:
         workloads, workload_jobs = whole_trace_workload(jobs, sources, cfg.workload_set)
     except ValueError as exc:  # no job the derivation keeps (none in the window, say)
@@ -264,12 +288,12 @@ def learned_replay_stage(
         cluster=cluster,
         reference="fifo" if "fifo" in cfg.baselines else cfg.baselines[0],
         learned=refs,
+        capacity=cfg.capacity,
         # Every job in the system is visible: the arena's window of 20 would let at most 20
         # jobs run on a cluster of hundreds of GPUs. A policy that sees a bounded window
         # decides as it does for more jobs than its window (see the module docstring).
         window=None,
     )
-    refused: dict[str, str] = {}
     for ref in refs if cfg.skip_refused else ():
         try:
             eval_cfg.policy(ref.name)  # loads and checks it against this cluster
@@ -280,7 +304,7 @@ def learned_replay_stage(
         if not kept:
             raise ReplayInputError("; ".join(f"{f}: {why}" for f, why in refused.items()))
         eval_cfg = replace(eval_cfg, learned=kept)
-        for family in refused:
+        for family in (f for f in refused if f not in missing):  # those said above
             progress.line(f"{family} left out: {refused[family]}")
     n_jobs = int(workloads["n_jobs"][0])
     shape = (
@@ -351,6 +375,40 @@ def learned_replay_stage(
         name: marks[k + 1] - marks[k] for k, name in enumerate(eval_cfg.names[: len(marks) - 1])
     }
     policies = {f: p for f, p in chosen.items() if f not in refused}
+    queueing = {
+        name: float((frame["start_s"] - frame["arrival_s"]).mean())
+        for name, frame in by_scheduler.items()
+    }
     return LearnedReplayOutcome(
-        tables.eval_id, summary, policies, sentence, seconds, per_scheduler, refused
+        tables.eval_id,
+        summary,
+        policies,
+        sentence,
+        seconds,
+        per_scheduler,
+        refused,
+        n_servers,
+        total_gpus,
+        queueing,
+    )
+
+
+def arena_capacity_frame(outcomes: list[tuple[float, LearnedReplayOutcome]]) -> pl.DataFrame:
+    """The what-if rows of learned replays, one per (capacity, scheduler), as
+    `pipelines.replay.capacity_frame` makes the rules' (`capacity_figure` draws either)."""
+    return pl.DataFrame(
+        [
+            {
+                "capacity": factor,
+                "servers": outcome.servers,
+                "gpus": outcome.gpus,
+                "scheduler": row["scheduler"],
+                "avg_jct_h": row["avg_jct_s"] / 3600,
+                "queueing_h": outcome.queueing_s[row["scheduler"]] / 3600,
+                "mean_slowdown": row["mean_slowdown"],
+                "utilization": row["utilization"],
+            }
+            for factor, outcome in outcomes
+            for row in outcome.summary.iter_rows(named=True)
+        ]
     )

@@ -177,29 +177,50 @@ def replay_headline_section(con: duckdb.DuckDBPyConnection, plots: Plots | None 
 
 
 def replay_capacity_section(con: duckdb.DuckDBPyConnection, plots: Plots | None = None) -> Section:
-    """Each replayed source's what-if: the newest replay of every rule at every cluster size
-    stored (`schedlab replay --capacity`), average JCT and mean queueing delay per size."""
+    """Each replayed source's what-if: the newest replay of every scheduler at every cluster
+    size stored (`schedlab replay --capacity`), average JCT and mean queueing delay per
+    size; the rules in the replay's simulator, the learned families and the heuristics
+    beside them in the arena's (`replay-arena:` sets), each its own table and plot."""
     section = Section(
         "Replay capacity what-if",
         "Whole-trace replays (`schedlab replay SOURCE --capacity 0.5,0.75,1,1.25`) at several "
-        "cluster sizes: each rule's average JCT and mean queueing delay (first start - "
-        "submit), newest replay per rule and size. Capacity 1 is the size the replay's "
-        "rule gave (docs/traces.md); the sizes are read from each evaluation's `config`.",
+        "cluster sizes: each scheduler's average JCT and mean queueing delay (first start - "
+        "submit), newest replay per scheduler and size. Capacity 1 is the size the replay's "
+        "rule gave (docs/traces.md); the sizes are read from each evaluation's `config`. "
+        "The rules run in the replay's simulator (`replay:` sets); learned families asked "
+        "for with `--scheduler` run in the arena's simulator beside its heuristics "
+        "(`replay-arena:` sets).",
         empty="No source has been replayed at more than one cluster size.",
+    )
+    # A replay's run config holds its cluster and capacity; an arena replay's evaluation
+    # config holds its cluster (a node list's as server groups) and its what-if capacity.
+    arena_gpus = (
+        "coalesce(list_sum(list_transform(json_extract(s.config, '$.cluster.groups[*]'), "
+        "lambda g: json_extract(g, '$.n_servers')::DOUBLE * json_extract(g, '$.gpus')::DOUBLE)), "
+        "json_extract(s.config, '$.cluster.n_servers')::DOUBLE "
+        "* json_extract(s.config, '$.cluster.gpus')::DOUBLE)"
     )
     rows = read_frame(
         con,
         "WITH runs AS (SELECT r.workload_set, r.scheduler, r.eval_id, r.run_id, "
         "json_extract(r.config, '$.cluster.n_servers')::INTEGER AS servers, "
-        "json_extract(r.config, '$.cluster.gpus_per_server')::DOUBLE AS gpus_per_server, "
+        "servers * json_extract(r.config, '$.cluster.gpus_per_server')::DOUBLE AS gpus, "
         "json_extract(r.config, '$.capacity')::DOUBLE AS capacity, r.avg_jct_s, "
         "r.mean_slowdown, r.utilization, s.evaluated_at FROM eval_runs r "
         "JOIN eval_summary s ON s.eval_id = r.eval_id AND s.scheduler = r.scheduler "
-        "WHERE r.workload_set LIKE 'replay:%'), "
+        "WHERE r.workload_set LIKE 'replay:%' "
+        "UNION ALL BY NAME SELECT r.workload_set, r.scheduler, r.eval_id, r.run_id, "
+        "json_extract(s.config, '$.cluster.n_servers')::INTEGER AS servers, "
+        f"{arena_gpus} AS gpus, "
+        "json_extract(s.config, '$.capacity')::DOUBLE AS capacity, r.avg_jct_s, "
+        "r.mean_slowdown, r.utilization, s.evaluated_at FROM eval_runs r "
+        "JOIN eval_summary s ON s.eval_id = r.eval_id AND s.scheduler = r.scheduler "
+        "WHERE r.workload_set LIKE 'replay-arena:%' "
+        "AND json_extract(s.config, '$.capacity') IS NOT NULL), "
         "newest AS (SELECT * FROM runs QUALIFY row_number() OVER (PARTITION BY workload_set, "
         "servers, scheduler ORDER BY evaluated_at DESC, eval_id) = 1) "
-        "SELECT n.workload_set, n.scheduler, n.capacity, n.servers, "
-        "n.servers * n.gpus_per_server AS gpus, n.avg_jct_s / 3600 AS avg_jct_h, "
+        "SELECT n.workload_set, n.scheduler, n.capacity, n.servers, n.gpus, "
+        "n.avg_jct_s / 3600 AS avg_jct_h, "
         "avg(j.start_s - j.arrival_s) / 3600 AS queueing_h, n.mean_slowdown, n.utilization "
         "FROM newest n JOIN eval_jobs j ON j.run_id = n.run_id "
         "GROUP BY ALL ORDER BY n.workload_set, n.servers, n.scheduler",

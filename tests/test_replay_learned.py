@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -153,7 +154,10 @@ def test_rl_taps_runs_on_a_cluster_it_was_not_trained_for(trained, capsys):
 
 def test_the_what_if_capacities_run_the_learned_families_too(trained, capsys):
     """`--capacity` replays a learned family at each capacity as it does the rules: one
-    evaluation per capacity on that capacity's cluster, each printed with its factor."""
+    evaluation per capacity on that capacity's cluster, each printed with its factor, and
+    its own what-if plot and report table beside the rules'."""
+    from pipelines.report import replay_capacity_section
+
     warehouse, source = trained
     argv = ["replay", source, "--servers", "4", "--capacity", "0.5,1", "--scheduler", "chic"]
     assert main([*argv, "--quiet"]) == 0
@@ -166,12 +170,74 @@ def test_the_what_if_capacities_run_the_learned_families_too(trained, capsys):
             "SELECT eval_id, scheduler, config FROM eval_runs WHERE workload_set = ?",
             [f"replay-arena:{source}"],
         )
-    servers = {
-        e: json.loads(c)["evaluation"]["cluster"]["n_servers"]
-        for e, c in zip(runs["eval_id"], runs["config"], strict=True)
+    evaluations = {
+        e: json.loads(c)["evaluation"] for e, c in zip(runs["eval_id"], runs["config"], strict=True)
     }
+    servers = {e: cfg["cluster"]["n_servers"] for e, cfg in evaluations.items()}
     assert len(servers) == 2 and sorted(servers.values())[0] < sorted(servers.values())[1]
     assert set(runs.filter(runs["scheduler"] == "chic")["eval_id"]) == set(servers)
+    assert sorted(cfg["capacity"] for cfg in evaluations.values()) == [0.5, 1.0]
+    # Two plots: the rules' and the arena's, each named by its workload set.
+    plots = re.findall(r"^plot: (\S+)$", out, re.M)
+    assert [Path(p).name for p in plots] == [
+        f"capacity_replay_{source.replace(':', '_')}.png",
+        f"capacity_replay-arena_{source.replace(':', '_')}.png",
+    ]
+    assert all(Path(p).stat().st_size > 0 for p in plots)
+    with connect(warehouse, read_only=True) as con:
+        section = replay_capacity_section(con)
+    tables = {t.title: t for t in section.tables}
+    arena = tables[f"replay-arena:{source}"]
+    column = {name: k for k, name in enumerate(arena.columns)}
+    by_size = {}
+    for row in arena.rows:
+        by_size.setdefault(row[column["servers"]], set()).add(row[column["scheduler"]])
+    assert len(by_size) == 2 and all("chic" in names for names in by_size.values())
+    gpus = sorted(float(row[column["gpus"]]) for row in arena.rows)
+    assert gpus[0] < gpus[-1]
+    assert len(section.figures) == len(section.tables) == 2
+
+
+def test_a_policy_whose_checkpoint_is_gone_is_passed_over_with_a_clear_error(trained, capsys):
+    """The newest policy's checkpoint file lost: marked in checkpoint_problems and passed
+    over for the next newest; none left: never a traceback, asked for by name exit 2
+    saying so, with "all" the family left out and the others run."""
+    warehouse, source = trained
+
+    def lose(policy_id: str) -> None:
+        with connect(warehouse, read_only=True) as con:
+            path = Path(
+                read_frame(
+                    con, "SELECT checkpoint_path FROM policies WHERE policy_id = ?", [policy_id]
+                ).item()
+            )
+        (path if path.is_absolute() else warehouse.parent / path).unlink()
+
+    with connect(warehouse, read_only=True) as con:
+        newest = newest_policies(con, source, ("chic",))["chic"]
+    lose(newest)
+    argv = ["replay", source, "--servers", "4", "--scheduler", "fifo", "--quiet"]
+    assert main([*argv, "--scheduler", "chic"]) == 0
+    ran = re.search(r"policies chic (\S+)", capsys.readouterr().out).group(1)
+    assert ran != newest
+    with connect(warehouse, read_only=True) as con:
+        problems = read_frame(con, "SELECT policy_id, problem FROM checkpoint_problems")
+        others = read_frame(
+            con,
+            "SELECT policy_id FROM policies WHERE system = 'chic-arena' AND policy_id != ?",
+            [newest],
+        )["policy_id"]
+    assert dict(problems.iter_rows())[newest] == "missing"
+    for policy_id in others:
+        lose(policy_id)
+    assert main([*argv, "--scheduler", "chic"]) == 2
+    err = capsys.readouterr().err
+    assert "no registered policy of chic with a usable checkpoint" in err
+    assert "Traceback" not in err
+    assert main([*argv, "--scheduler", "all"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^  chic +not replayed: no registered policy with a usable", out, re.M)
+    assert re.search(r"^  dl2 ", out, re.M)  # the others ran
 
 
 PODS = (
