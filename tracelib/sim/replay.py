@@ -246,7 +246,9 @@ class _Servers:
             if have is not None and want is not None:
                 self.other.append((np.asarray(have, dtype=float), np.asarray(want, dtype=float)))
         self.full = [(free.copy(), want) for free, want in self.other]
-        self._bounds: tuple[float, float] | None = None
+        # `may_fit`'s bounds and the free total, kept until the next place or release.
+        self._most: float | None = None
+        self._whole: float | None = None
         self._total: float | None = None
 
     def may_fit(self, need: float) -> bool:
@@ -254,18 +256,25 @@ class _Servers:
         (the most free GPUs on one server for a narrow job, the whole free GPUs of all
         servers for a wide one): most waiting jobs on a busy cluster are turned away
         here, without a placement."""
-        most, whole = self.bounds()
-        return need <= (most if need <= self.g + _EPS else whole) + _EPS
+        bound = self.most_free() if need <= self.g + _EPS else self.whole_free()
+        return need <= bound + _EPS
 
-    def bounds(self) -> tuple[float, float]:
-        """(most free GPUs on one server, whole free GPUs of all servers), as `may_fit`
-        reads them (kept until the next place or release)."""
-        if self._bounds is None:
-            self._bounds = (
-                float(self.free.max()),
-                float(np.floor(np.maximum(self.free, 0.0) + _EPS).sum()),
-            )
-        return self._bounds
+    def most_free(self) -> float:
+        """The most free GPUs on one server (what `may_fit` allows a narrow job)."""
+        if self._most is None:
+            self._most = float(self.free.max())
+        return self._most
+
+    def whole_free(self) -> float:
+        """The whole free GPUs of all servers (what `may_fit` allows a wide job); computed
+        only when a wide job asks, which most decisions never do."""
+        if self._whole is None:
+            self._whole = float(np.floor(np.maximum(self.free, 0.0) + _EPS).sum())
+        return self._whole
+
+    def _changed(self) -> None:
+        """Free GPUs moved: the kept bounds and total are read afresh."""
+        self._most = self._whole = self._total = None
 
     def free_total(self) -> float:
         """Free GPUs of all servers."""
@@ -329,11 +338,13 @@ class _Servers:
         if mask is not None:
             free = np.where(mask, free, -1.0)
         if need <= self.g + _EPS:
-            # Best fit: the fitting server with the least free GPUs (first such on ties).
-            fits = free >= need - _EPS
-            if not fits.any():
+            # Best fit: the fitting server with the least free GPUs (first such on ties);
+            # none fits where even the least is the infinity standing for "no room".
+            room_left = np.where(free >= need - _EPS, free, np.inf)
+            best = int(room_left.argmin())
+            if room_left[best] == np.inf:
                 return None
-            return [(int(np.argmin(np.where(fits, free, np.inf))), need)]
+            return [(best, need)]
         whole = np.floor(np.maximum(free, 0.0) + _EPS)
         if room is not None:
             # No more GPUs on a server than its CPU and memory carry.
@@ -364,7 +375,7 @@ class _Servers:
         if taken is not None:
             for server, amount in taken:
                 self.free[server] -= amount
-            self._bounds = self._total = None
+            self._changed()
             self._hold(taken, job, -1.0)
         return taken
 
@@ -372,7 +383,7 @@ class _Servers:
         """Give back what `place(..., job)` took."""
         for server, amount in taken:
             self.free[server] += amount
-        self._bounds = self._total = None
+        self._changed()
         self._hold(taken, job, 1.0)
 
     def _hold(self, taken, job: int | None, sign: float) -> None:
@@ -575,7 +586,7 @@ class _GpuServers(_Servers):
             step = amount if amount < 1.0 else 1.0
             self.gpu[server, list(gpus)] = np.round(self.gpu[server, list(gpus)] + sign * step, 9)
             self.free[server] = float(self.gpu[server].sum())
-        self._bounds = self._total = None
+        self._changed()
 
 
 def replay(
@@ -851,9 +862,9 @@ def replay(
                 heads.sort(key=lambda h: (h[1][0], (-h[0][0], -h[0][1])), reverse=True)
             else:
                 heads.sort()
-            # `may_fit`'s bounds, read once: until a head starts or a preemption moves
-            # jobs (both end this pass), nothing changes the free GPUs.
-            most, whole = servers.bounds()
+            # `may_fit`'s bound for narrow heads, read once: until a head starts or a
+            # preemption moves jobs (both end this pass), nothing changes the free GPUs.
+            most = servers.most_free()
             for head, key in heads:
                 i = head[-1]
                 need = gpus[i]
@@ -862,7 +873,7 @@ def replay(
                 try_preempt = may_preempt and need < no_room.get(shape, math.inf)
                 # The head stays in its heap until it starts: the victims a preemption
                 # puts back rank below it, so it is still the heap's first entry then.
-                if need <= (whole if wide else most) + _EPS and start_placed(i, now):
+                if need <= (servers.whole_free() if wide else most) + _EPS and start_placed(i, now):
                     started(key, head)
                     break
                 moved = False
@@ -1004,7 +1015,9 @@ def replay(
         for j in chosen:
             if any(server in where for server, _ in placed[j]):
                 preempt(j, now)
-        return try_start(i, now)
+        # Not `try_start`: the pauses just moved the free GPUs, so `may_fit`'s bounds
+        # would be computed for this one check and thrown away by the start.
+        return start_placed(i, now)
 
     def _preempt_for(i: int, now: float) -> bool:
         """Pause the fewest running jobs ranked below job i (longest remaining first) that
@@ -1034,7 +1047,7 @@ def replay(
             return False
         for _, j, _ in popped:
             preempt(j, now)
-        return try_start(i, now)
+        return start_placed(i, now)  # as in `_preempt_ranked`
 
     def _schedule_users(now: float) -> None:
         # DRF with GPUs as the dominant resource: the user with the smallest share first,
