@@ -5,6 +5,7 @@ cluster its sizing rule gives and at the what-if capacities.
     python -m benchmarks production [--jobs 100000] [--capacity 0.5,0.75,1,1.25]
                                     [--scheduler RULE ...] [--block day|week]
                                     [--learned FAMILY ...] [--learned-jobs N]
+                                    [--figures DIR]
 
 The Philly-like trace (`bench_replay.make_trace`: 90 days, recorded starts) is sized by
 calibration to its observed queueing delay; the pod list (`alibaba_like`: 8,152 pods in
@@ -72,6 +73,9 @@ class Options:
     every family; `none`: no learned replay and no training run)"""
     learned_jobs: int | None = None
     """replay the learned families over the trace's first N jobs (default: all)"""
+    figures: Path | None = None
+    """folder for the Philly-like trace's what-if plots (PNG): the rules', and the learned
+    families' beside Optimus"""
 
     def __post_init__(self) -> None:
         if self.jobs < 100:
@@ -178,6 +182,11 @@ def main(argv: list[str]) -> int:
             missed += sum(s > TARGET_S for run in outcome.capacities for s in run.seconds.values())
             if label.startswith("Philly"):
                 philly_clusters = [(run.factor, run.cluster) for run in outcome.capacities]
+                if args.figures is not None and len(outcome.capacities) > 1:
+                    from pipelines.replay import capacity_frame
+
+                    frame = capacity_frame(outcome.capacities)
+                    _figure(args.figures / "production-what-if-rules.png", frame, "rules")
         if args.families():
             missed += _learned(args, folder, warehouse, philly.source_id, philly_clusters)
     print(f"\nreplays over their target: {missed} (target 0)")
@@ -218,6 +227,7 @@ def _learned(args: Options, folder: Path, warehouse: Path, source_id: str, clust
         if args.learned_jobs < submits.len():
             window = (submits[0], submits[args.learned_jobs])
     missed = 0
+    outcomes = []
     for factor, cluster in clusters:
         cfg = LearnedReplayConfig(
             source_id,
@@ -238,6 +248,7 @@ def _learned(args: Options, folder: Path, warehouse: Path, source_id: str, clust
             print(f"not replayed: {exc}")
             missed += len(args.families())
             continue
+        outcomes.append((factor, outcome))
         print(outcome.headline)
         print(f"wall {time.perf_counter() - wall:.1f} s, CPU {_cpu_s() - cpu:.1f} s")
         for family, why in outcome.refused.items():
@@ -259,7 +270,22 @@ def _learned(args: Options, folder: Path, warehouse: Path, source_id: str, clust
                 f"{row['ratio_to_best_heuristic']:.3f} "
                 f"[{row['ratio_ci_low']:.3f}, {row['ratio_ci_high']:.3f}]"
             )
+    if args.figures is not None and len(outcomes) > 1:
+        from pipelines.replay_learned import arena_capacity_frame
+
+        frame = arena_capacity_frame(outcomes)
+        _figure(args.figures / "production-what-if-learned.png", frame, "learned families")
     return missed
+
+
+def _figure(path: Path, frame, what: str) -> None:
+    """Draw a what-if plot (`capacity_figure`) of `frame` to `path` and say where."""
+    from pipelines.replay import capacity_figure
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    title = f"Philly-like trace, {what}: capacity what-if"
+    capacity_figure(frame, title).savefig(path, format="png", metadata={"Software": None})
+    print(f"figure: {path}")
 
 
 if __name__ == "__main__":

@@ -228,3 +228,13 @@ def test_the_production_benchmark_names_its_learned_families(capsys) -> None:
     assert parse(Options, ["--learned", "none"]).families() == ()
     code, _, err = _exits("bench_production", ["--learned", "dl3"], capsys)
     assert code == 2 and "choose from dl2, harmony" in _one_line_error(err, "bench_production")
+
+
+def test_the_production_benchmark_draws_the_what_if(tmp_path, capsys) -> None:
+    from benchmarks.bench_production import main
+
+    argv = ["--jobs", "300", "--learned", "none", "--capacity", "0.5,1", "--scheduler", "fifo"]
+    assert main([*argv, "--figures", str(tmp_path)]) == 0
+    plot = tmp_path / "production-what-if-rules.png"
+    assert f"figure: {plot}" in capsys.readouterr().out
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
