@@ -367,6 +367,16 @@ class PlacementTrainConfig:
         )
 
 
+VARIANTS: dict[str, dict[str, bool]] = {
+    "harmony": {},
+    "harmony-without-critic": {"value_net": False},
+    "harmony-without-exploration": {"exploration": False},
+    "harmony-without-replay": {"replay": False},
+}
+"""Harmony and its ablations (paper Table II) by `policies.system`, each with the
+actor-critic switches it sets (`PlacementTrainConfig`)."""
+
+
 @dataclass(frozen=True)
 class HarmonyEvalConfig:
     """Which sequences, which baselines, which simulator."""

@@ -33,8 +33,8 @@ from pathlib import Path
 import polars as pl
 
 from models.checkpoints import Resumed, resume_from
-from models.chic.cem import train_cem, warm_start
-from models.chic.config import CEMConfig
+from models.chic.cem import arena_sequences, train_cem, warm_start
+from models.chic.config import CHIC_CEM, REFERENCE_RATE, CEMConfig, ChicEvalConfig
 from models.chic.contracts import ChicLearningCurves
 from models.chic.policy import ARENA, ChicPolicy, episode_results, policy_from_checkpoint
 from models.heuristics.optimus import Optimus
@@ -68,17 +68,8 @@ from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json
 from tracelib.scenarios import chic_set
 from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario, chic_speed, split_seeds
-from tracelib.sim import LoadBalancing, Scheduler, SimConfig, jobs_from_frame
-from tracelib.sim.jobs import JobSpec
+from tracelib.sim import LoadBalancing, Scheduler, SimConfig
 from warehouse import connect, read_frame
-
-REFERENCE_RATE = 1.8
-"""Chic Fig. 4(c): policies trained once at 1.8 jobs per hour, evaluated at every rate."""
-
-
-CHIC_CEM = CEMConfig(iterations=6)
-"""`ChicTrainConfig.cem`'s default: the paper's modified CEM (N = 35, 40 fit epochs) with
-the measured departures and the warm start from Optimus, for 6 iterations."""
 
 
 @dataclass(frozen=True)
@@ -145,34 +136,6 @@ def _cem_training(
         return Trained(*train_cem(train, validation, cem, resumed.policy, advance, warm))
 
     return run
-
-
-@dataclass(frozen=True)
-class ChicEvalConfig:
-    """Chic section 6.2.1: every rate, 30 unseen sequences, Optimus at 600 s and 300 s."""
-
-    rates: tuple[float, ...] = (0.9, 1.8, 2.7)
-    """Arrival rates (per hour) evaluated: the paper's ends and middle (`CHIC_RATES` has
-    five points across the range)."""
-    test_sequences: int = 30
-    """Unseen sequences per rate (paper: 30)."""
-    validation_sequences: int = 10
-    """Sequences per rate (Chic's validation split, none a test one) on which the Optimus
-    baselines also run, to choose the best heuristic the ratios are taken to; 0: the best
-    on the test sequences themselves."""
-    reference_rate: float = REFERENCE_RATE
-    """Policies trained at this rate are also evaluated at every rate."""
-    optimus_intervals: tuple[float, ...] = (600.0, 300.0)
-    """Optimus' scheduling intervals (paper: 600 s default, 300 s its best)."""
-    optimus_events: bool = True
-    """Also Optimus deciding at every arrival and completion, over every job
-    ("optimus-events"; not in the paper): Chic decides at those events, and so can a
-    heuristic, so this is the strongest fair Optimus (measured: about 0.73x Optimus-300's
-    ACT at 1.8/h, level with Chic's clone of it)."""
-    jobs_per_sequence: int = 30
-    """W: jobs per test sequence (paper: 30)."""
-    seed: int = 0
-    """Root of the test sequences' seeds and of the policies' action sampling."""
 
 
 @dataclass(frozen=True)
@@ -556,20 +519,6 @@ class ChicArenaConfig:
             env=None if cem.env is None else replace(cem.env, variant=variant),
             seed=self.seed,
         )
-
-
-def arena_sequences(jobs: pl.DataFrame, jobs_per_episode: int | None) -> list[tuple[JobSpec, ...]]:
-    """Job sequences of workload_jobs rows, each workload cut into runs of
-    `jobs_per_episode` jobs by arrival whose arrivals start at 0 (None: whole workloads)."""
-    out = []
-    for _, frame in jobs.group_by("workload_id", maintain_order=True):
-        specs = jobs_from_frame(frame.sort("job_index"))
-        size = jobs_per_episode or len(specs)
-        for start in range(0, len(specs), size):
-            part = specs[start : start + size]
-            t0 = part[0].arrival_s
-            out.append(tuple(replace(j, arrival_s=j.arrival_s - t0) for j in part))
-    return out
 
 
 def _resume_fitting(con, parent: str | None, cem: CEMConfig) -> Resumed:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from models.chic.config import ChicEvalConfig
 from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
 from pipelines.sections import Section
 from pipelines.system import ArenaPolicies, Pending, RunContext, arena_configs
 from pipelines.system_steps import nothing, policy_ids, results, submit_stage, view_section
 from pipelines.systems.chic.stages import (
     ChicArenaConfig,
-    ChicEvalConfig,
     ChicTrainConfig,
     evaluate_chic_stage,
     train_chic_arena_stage,

@@ -10,6 +10,7 @@ from dataclasses import asdict, replace
 import polars as pl
 from prefect import task
 
+from models.dl2.config import VARIANTS
 from models.dl2.search import TABLE_SYSTEM
 from models.dl2.search import TEACHER as SEARCHED
 from pipelines.evaluation import ArenaLoader, EvalConfig, LearnedPolicy, Loader, NotApplicable
@@ -19,7 +20,6 @@ from pipelines.sections import Section, exists, frame_table
 from pipelines.system import ArenaPolicies, Pending, RunContext
 from pipelines.system_steps import nothing
 from pipelines.systems.dl2.stages import (
-    VARIANTS,
     DL2StageConfig,
     finetune_stage,
     newest_teacher_configs,

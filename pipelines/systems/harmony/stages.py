@@ -46,7 +46,7 @@ import numpy as np
 import polars as pl
 
 from models.checkpoints import Resumed, load_registered, resume_from
-from models.harmony.config import HarmonyEvalConfig
+from models.harmony.config import VARIANTS, HarmonyEvalConfig
 from models.harmony.contracts import HarmonyLearningCurves, RewardModelMetrics
 from models.harmony.evaluate import observed_samples
 from models.harmony.placement import (
@@ -61,6 +61,7 @@ from models.harmony.reward import (
     RewardTrainConfig,
     compare_estimators,
     fit_reward_model,
+    metric_rows,
     predictor_from_checkpoint,
 )
 from models.harmony.train import (
@@ -102,7 +103,6 @@ from tracelib.contracts import InterferenceSamples
 from tracelib.gavel import GavelConfig, read_gavel
 from tracelib.interference import store_samples
 from tracelib.progress import ProgressFn, no_progress
-from tracelib.provenance import code_version
 from tracelib.scenarios import harmony_set
 from tracelib.scenarios.harmony import ArrivalConfig, sequences, split_seed
 from tracelib.sim import SimResult
@@ -111,13 +111,6 @@ from warehouse.io import validate, write_frame
 
 ONLINE_SOURCE = "harmony-online"
 GAVEL_SYSTEM = "harmony-reward-model-gavel"
-VARIANTS: dict[str, dict[str, bool]] = {
-    "harmony": {},
-    "harmony-without-critic": {"value_net": False},
-    "harmony-without-exploration": {"exploration": False},
-    "harmony-without-replay": {"replay": False},
-}
-"""What `train_placement_stage` trains, by `policies.system` (paper Table II)."""
 
 
 @dataclass(frozen=True)
@@ -212,20 +205,6 @@ class HarmonyEvalResult:
     online_samples: int
 
 
-def _metric_rows(frame: pl.DataFrame, source: str, seed: int) -> pl.DataFrame:
-    """`reward_model_metrics` rows (but the model's id) of a comparison of estimators."""
-    return frame.filter(pl.col("mean_relative_error").is_not_nan()).select(
-        pl.lit(source).alias("source"),
-        "estimator",
-        "split",
-        "job_type",
-        "n_samples",
-        "mean_relative_error",
-        pl.lit(seed, dtype=pl.Int64).alias("seed"),
-        pl.lit(code_version()).alias("code_version"),
-    )
-
-
 def _samples(con, sources: tuple[str, ...]) -> pl.DataFrame:
     marks = ", ".join("?" for _ in sources)
     return read_frame(
@@ -263,7 +242,7 @@ def _fit_and_register(
         return Trained(fit.predictor, fit.curve, fit.metrics, comparison, restarted)
 
     def write(con, policy_id: str, trained: Trained) -> None:
-        metrics = _metric_rows(trained.detail, source, cfg.reward.seed)
+        metrics = metric_rows(trained.detail, source, cfg.reward.seed)
         replace_policy_rows(con, RewardModelMetrics, metrics, reward_model_id=policy_id)
         _write_curve(con, policy_id, trained, "reward_model")
 
