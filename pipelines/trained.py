@@ -245,6 +245,8 @@ def train_and_register(
     workloads: Iterable[str] | Callable[[Trained], Iterable[str]] = (),
     metrics: Mapping[str, Any] | None = None,
     write: Callable[[Any, str, Trained], None] | None = None,
+    curves: Any = None,
+    curve_keys: Mapping[str, Any] | None = None,
     register: Callable[..., str] = register_policy,
 ) -> TrainResult:
     """One training stage's routine around the system's `train` function: the policy of
@@ -252,8 +254,10 @@ def train_and_register(
     from where `start(con)` says (a `Resumed`; None: from scratch), `train(resumed,
     advance)` under one intra-op thread with a progress bar (`bar`, `steps` long), the
     checkpoint saved, then one transaction that registers the policy (child of the policy
-    it started from) and writes the system's own rows (`write(con, policy_id, trained)`;
-    without it the curve goes to the shared `dl2_learning_curves`).
+    it started from) and writes the system's own rows (`write(con, policy_id, trained)`),
+    then its learning curve: to the table of the contract `curves` (the policy's rows
+    replaced, each given the values of `curve_keys`, e.g. a phase), or without `curves`
+    and `write` to the shared `dl2_learning_curves`.
 
     The registered metrics are the trainer's, `metrics` (what the stage adds), the stage's
     `config` as `stage_config`, `input_key` and any `resume_note`; the result carries their
@@ -276,7 +280,7 @@ def train_and_register(
         "input_key": key,
         **resume_note(resumed),
     }
-    own = write is not None
+    own = write is not None or curves is not None
     with connect(warehouse) as con, transaction(con):
         policy_id = register(
             con,
@@ -289,8 +293,11 @@ def train_and_register(
             parent_policy_id=parent,
             curve=None if own else trained.curve,
         )
-        if own:
+        if write is not None:
             write(con, policy_id, trained)
+        if curves is not None:
+            keys = curve_keys or {}
+            replace_policy_rows(con, curves, trained.curve, policy_id=policy_id, **keys)
     return TrainResult(policy_id, parent, str(path), public_metrics(registered))
 
 

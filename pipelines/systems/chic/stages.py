@@ -60,7 +60,6 @@ from pipelines.trained import (
     newest_policy,
     newest_usable,
     parent_of,
-    replace_policy_rows,
     train_and_register,
 )
 from tracelib.envs.chic import ChicEnvConfig
@@ -189,13 +188,8 @@ def train_chic_stage(
         progress=progress,
         workloads=[f"chic:train:{s}@{cfg.rate_per_hour:g}" for s in train_seeds],
         metrics={"rate_per_hour": cfg.rate_per_hour, "val_seeds": list(val_seeds)},
-        write=_write_curve,
+        curves=ChicLearningCurves,
     )
-
-
-def _write_curve(con, policy_id: str, trained: Trained) -> None:
-    """A CEM training's `chic_learning_curves` rows."""
-    replace_policy_rows(con, ChicLearningCurves, trained.curve, policy_id=policy_id)
 
 
 SCENARIO = "chic"
@@ -563,5 +557,5 @@ def train_chic_arena_stage(
         progress=progress,
         workloads=train_jobs["workload_id"].unique().to_list(),
         metrics={"workload_set": cfg.workload_set, "episodes": len(train)},
-        write=_write_curve,
+        curves=ChicLearningCurves,
     )

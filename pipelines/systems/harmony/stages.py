@@ -110,6 +110,8 @@ from warehouse import connect, read_frame
 from warehouse.io import validate, write_frame
 
 ONLINE_SOURCE = "harmony-online"
+PLACEMENT_PHASE = {"phase": "placement"}
+"""`harmony_learning_curves.phase` of a placement policy's curve."""
 GAVEL_SYSTEM = "harmony-reward-model-gavel"
 
 
@@ -244,7 +246,6 @@ def _fit_and_register(
     def write(con, policy_id: str, trained: Trained) -> None:
         metrics = metric_rows(trained.detail, source, cfg.reward.seed)
         replace_policy_rows(con, RewardModelMetrics, metrics, reward_model_id=policy_id)
-        _write_curve(con, policy_id, trained, "reward_model")
 
     return train_and_register(
         warehouse,
@@ -261,12 +262,9 @@ def _fit_and_register(
         workloads=[f"interference_samples:{s}" for s in source.split("+")],
         metrics={"source": source},
         write=write,
+        curves=HarmonyLearningCurves,
+        curve_keys={"phase": "reward_model"},
     )
-
-
-def _write_curve(con, policy_id: str, trained: Trained, phase: str = "placement") -> None:
-    """A training's `harmony_learning_curves` rows (phase "reward_model" or "placement")."""
-    replace_policy_rows(con, HarmonyLearningCurves, trained.curve, policy_id=policy_id, phase=phase)
 
 
 def fit_reward_model_stage(
@@ -453,7 +451,8 @@ def train_placement_stage(
             progress=progress,
             workloads=workloads,
             metrics={"reward_model_id": rid},
-            write=_write_curve,
+            curves=HarmonyLearningCurves,
+            curve_keys=PLACEMENT_PHASE,
         )
     return out
 
@@ -768,5 +767,6 @@ def train_arena_stage(
         progress=progress,
         workloads=train_jobs["workload_id"].unique().to_list(),
         metrics={"workload_set": cfg.workload_set, "reward_model_id": rid},
-        write=_write_curve,
+        curves=HarmonyLearningCurves,
+        curve_keys=PLACEMENT_PHASE,
     )

@@ -88,7 +88,6 @@ from pipelines.trained import (
     newest_usable,
     parent_of,
     policies_dir,
-    replace_policy_rows,
     train_and_register,
 )
 from tracelib.envs.gpu import GpuEnvConfig
@@ -295,9 +294,7 @@ def train_rltaps_stage(
             for seeds in trained.metrics["train_seeds"]
             for s in seeds
         },
-        write=lambda con, policy_id, trained: replace_policy_rows(
-            con, RLTapsLearningCurves, trained.curve, policy_id=policy_id
-        ),
+        curves=RLTapsLearningCurves,
         register=register,
     )
     return RLTapsTrainResult(**vars(result), system=system)
