@@ -149,19 +149,28 @@ def resume_note(resumed: Resumed) -> dict[str, str]:
     return {"resume_note": resumed.note}
 
 
-def newest_policy(con, system: str, workload_set: str | None = None) -> str | None:
+def newest_policy(
+    con, system: str, workload_set: str | None = None, *, config_is: tuple[str, Any] | None = None
+) -> str | None:
     """Id of the newest registered policy of `system` (None if none); with `workload_set`,
-    of those trained on that set (`metrics.workload_set`, or its stage config's).
+    of those trained on that set (`metrics.workload_set`, or its stage config's); with
+    `config_is` (a JSON path into `policies.config` and a string or a number), of those
+    whose config holds that value there (e.g. `("$.train.stage", "finetune")`).
 
     A set's first training does not start from a policy of another set: the sets of one
     run train at the same time, so which of them would be newest depends on which task
     finished first, and the same seed must give the same tables."""
+    path, value = config_is or ("$", None)
+    at = "json_extract_string(config, ?)"
+    if not isinstance(value, str):
+        at = "CAST(json_extract(config, ?) AS DOUBLE)"
     rows = con.sql(
         "SELECT policy_id FROM policies WHERE system = ? AND (? IS NULL OR coalesce("
         "json_extract_string(metrics, '$.workload_set'), "
         "json_extract_string(metrics, '$.stage_config.workload_set')) = ?) "
+        f"AND (? IS NULL OR {at} = ?) "
         "ORDER BY created_at DESC, policy_id LIMIT 1",
-        params=[system, workload_set, workload_set],
+        params=[system, workload_set, workload_set, value, path, value],
     ).fetchall()
     return rows[0][0] if rows else None
 

@@ -152,13 +152,7 @@ class ChicEvalResult:
 
 def latest_chic_policy(con, variant: str, rate: float) -> str | None:
     """Id of the newest registered `variant` policy trained at `rate` (None if none)."""
-    rows = con.sql(
-        "SELECT policy_id FROM policies WHERE system = ? "
-        "AND CAST(json_extract(config, '$.train.scenario.rate_per_hour') AS DOUBLE) = ? "
-        "ORDER BY created_at DESC, policy_id LIMIT 1",
-        params=[variant, float(rate)],
-    ).fetchall()
-    return rows[0][0] if rows else None
+    return newest_policy(con, variant, config_is=("$.train.scenario.rate_per_hour", float(rate)))
 
 
 def train_chic_stage(
@@ -236,8 +230,16 @@ def chic_tables(
         for done, rate in enumerate(cfg.rates, 1):
             scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
             sequences = scenario.sequences(seeds)
-            schedulers = _chic_schedulers(cfg, policies, loaded, scenario, seeds, sequences, rate)
+            rates = best_rates(scenario.cluster(), chic_speed(), scenario.catalogue)
+            delay = chic_speed().start_delay_s
+            schedulers = _optimus_schedulers(cfg, scenario)
             for system, pid in _learned(cfg, policies, rate):
+                # One environment runs every sequence of the rate (as Chic's own evaluation
+                # always did): the episodes are simulated once, then read per sequence.
+                results = episode_results(
+                    loaded[pid], sequences, scenario, seed=cfg.seed, sim_seeds=seeds
+                )
+                schedulers[system] = _replayed(results, pid, rates, delay, scenario)
                 families[system] = SCENARIO
                 if (teacher := (teachers or {}).get(pid)) in schedulers:
                     taught[system] = teacher
@@ -288,28 +290,6 @@ def _learned(
             if pid is not None:
                 out.append((system, pid))
     return out
-
-
-def _chic_schedulers(
-    cfg: ChicEvalConfig,
-    policies: dict[tuple[str, float], str],
-    loaded: dict[str, ChicPolicy],
-    scenario: ChicScenario,
-    seeds: tuple[int, ...],
-    sequences: list,
-    rate: float,
-) -> dict:
-    """The schedulers of Chic's evaluation at one rate: the Optimus baselines
-    (`_optimus_schedulers`) and each learned policy (`_learned`)."""
-    rates = best_rates(scenario.cluster(), chic_speed(), scenario.catalogue)
-    delay = chic_speed().start_delay_s
-    schedulers = _optimus_schedulers(cfg, scenario)
-    for system, pid in _learned(cfg, policies, rate):
-        # One environment runs every sequence of the rate (as Chic's own evaluation always
-        # did): the episodes are simulated once, then read per sequence.
-        results = episode_results(loaded[pid], sequences, scenario, seed=cfg.seed, sim_seeds=seeds)
-        schedulers[system] = _replayed(results, pid, rates, delay, scenario)
-    return schedulers
 
 
 def _optimus_schedulers(cfg: ChicEvalConfig, scenario: ChicScenario) -> dict:

@@ -74,6 +74,7 @@ from pipelines.trained import (
     Trained,
     TrainResult,
     input_key,
+    newest_policy,
     set_workloads,
     train_and_register,
 )
@@ -467,17 +468,6 @@ def warmup_stage(
     )
 
 
-def latest_policy(con, system: str, stage: str = "finetune") -> str | None:
-    """Id of the newest registered policy of `system` trained by `stage` (None if none)."""
-    rows = con.sql(
-        "SELECT policy_id FROM policies WHERE system = ? "
-        "AND json_extract_string(config, '$.train.stage') = ? "
-        "ORDER BY created_at DESC, policy_id LIMIT 1",
-        params=[system, stage],
-    ).fetchall()
-    return rows[0][0] if rows else None
-
-
 def finetune_stage(
     warehouse: str | Path | None,
     cfg: DL2StageConfig,
@@ -544,7 +534,8 @@ def _finetune_start(
     else the warm-up `warm` (None: from scratch, as OfflineRL); the warm-up; or a policy
     id. A policy of another network than `net` is refused."""
     if cfg.init == "latest":
-        parent = latest_policy(con, system) or warm
+        tuned = newest_policy(con, system, config_is=("$.train.stage", "finetune"))
+        parent = tuned or warm
     else:
         parent = warm if cfg.init == "warmup" else cfg.init
     resumed = resume_from(con, parent, policy_from_checkpoint)
