@@ -468,6 +468,36 @@ def warmup_stage(
     )
 
 
+def _finetune_start(
+    con, cfg: DL2StageConfig, net: DL2NetConfig, warm: str | None, system: str
+) -> Resumed:
+    """Where fine-tuning starts (`cfg.init`): the newest fine-tuned policy of `system`,
+    else the warm-up `warm` (None: from scratch, as OfflineRL); the warm-up; or a policy
+    id. A policy of another network than `net` is refused."""
+    if cfg.init == "latest":
+        tuned = newest_policy(con, system, config_is=("$.train.stage", "finetune"))
+        parent = tuned or warm
+    else:
+        parent = warm if cfg.init == "warmup" else cfg.init
+    resumed = resume_from(con, parent, policy_from_checkpoint)
+    if (
+        resumed.policy is not None
+        and cfg.init == "latest"
+        and shape_of(resumed.policy.cfg) != shape_of(net)
+    ):
+        # The newest policy has another network (trained before DL2's network or trigger
+        # changed): a new lineage starts, from this run's warm-up (OfflineRL: from scratch).
+        if warm is None:
+            return Resumed(None, None, resumed.note)
+        resumed = resume_from(con, warm, policy_from_checkpoint)
+    if resumed.policy is not None and shape_of(resumed.policy.cfg) != shape_of(net):
+        raise ValueError(
+            f"policy {resumed.policy_id} has network {shape_of(resumed.policy.cfg)}; this stage "
+            f"trains {shape_of(net)}: set init='warmup'"
+        )
+    return resumed
+
+
 def finetune_stage(
     warehouse: str | Path | None,
     cfg: DL2StageConfig,
@@ -525,33 +555,3 @@ def finetune_stage(
         progress=progress,
         workloads=train_jobs["workload_id"].unique().to_list(),
     )
-
-
-def _finetune_start(
-    con, cfg: DL2StageConfig, net: DL2NetConfig, warm: str | None, system: str
-) -> Resumed:
-    """Where fine-tuning starts (`cfg.init`): the newest fine-tuned policy of `system`,
-    else the warm-up `warm` (None: from scratch, as OfflineRL); the warm-up; or a policy
-    id. A policy of another network than `net` is refused."""
-    if cfg.init == "latest":
-        tuned = newest_policy(con, system, config_is=("$.train.stage", "finetune"))
-        parent = tuned or warm
-    else:
-        parent = warm if cfg.init == "warmup" else cfg.init
-    resumed = resume_from(con, parent, policy_from_checkpoint)
-    if (
-        resumed.policy is not None
-        and cfg.init == "latest"
-        and shape_of(resumed.policy.cfg) != shape_of(net)
-    ):
-        # The newest policy has another network (trained before DL2's network or trigger
-        # changed): a new lineage starts, from this run's warm-up (OfflineRL: from scratch).
-        if warm is None:
-            return Resumed(None, None, resumed.note)
-        resumed = resume_from(con, warm, policy_from_checkpoint)
-    if resumed.policy is not None and shape_of(resumed.policy.cfg) != shape_of(net):
-        raise ValueError(
-            f"policy {resumed.policy_id} has network {shape_of(resumed.policy.cfg)}; this stage "
-            f"trains {shape_of(net)}: set init='warmup'"
-        )
-    return resumed
