@@ -12,11 +12,11 @@ import polars as pl
 from models.dl2.config import VARIANTS
 from models.dl2.search import TABLE_SYSTEM
 from models.dl2.search import TEACHER as SEARCHED
-from pipelines.evaluation import ArenaLoader, EvalConfig, LearnedPolicy, Loader, NotApplicable
+from pipelines.evaluation import ArenaLoader, EvalConfig, LearnedPolicy, Loader
 from pipelines.progress import Reporter
 from pipelines.sections import Section, exists, frame_table
 from pipelines.system import ArenaPolicies, Pending, RunContext
-from pipelines.system_steps import nothing, submit_stage
+from pipelines.system_steps import nothing, of_system, placed, submit_stage
 from pipelines.systems.dl2.stages import (
     DL2StageConfig,
     RecordResult,
@@ -26,7 +26,7 @@ from pipelines.systems.dl2.stages import (
     table_stage,
     warmup_stage,
 )
-from tracelib.sim import DecisionPolicy, Scheduler
+from tracelib.sim import DecisionPolicy
 from warehouse import read_frame
 
 config = DL2StageConfig
@@ -100,22 +100,17 @@ def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
     """A DL2-family checkpoint (DL2, OfflineRL, the ablations) allocating in the evaluation,
     placed by the evaluation's default placement (DL2's: load balancing)."""
     from models.dl2.policy import load_policy
-    from models.heuristics.registry import PLACEMENTS
 
     policy = load_policy(ref.checkpoint_path, sha256=ref.sha256, name=ref.policy_id)
-    if policy.system != ref.system:
-        raise NotApplicable(f"{ref.policy_id}: checkpoint of system {policy.system!r}")
-    return Scheduler(policy, PLACEMENTS.create(cfg.default_placement))
+    return placed(of_system(policy, ref), cfg)
 
 
 def load_table_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
     """The searched table (`table_stage`) allocating in the evaluation, placed by the
     evaluation's default placement, as DL2 is."""
     from models.dl2.search import load_table
-    from models.heuristics.registry import PLACEMENTS
 
-    table = load_table(ref.checkpoint_path, sha256=ref.sha256, name=ref.policy_id)
-    return Scheduler(table, PLACEMENTS.create(cfg.default_placement))
+    return placed(load_table(ref.checkpoint_path, sha256=ref.sha256, name=ref.policy_id), cfg)
 
 
 def teacher_of(policy: dict) -> str | None:
