@@ -22,6 +22,7 @@ from tracelib.envs.gpu_arena import (
     PAIR_FEATURES,
     ArenaEnvConfig,
 )
+from tracelib.scenarios.dl2 import DL2_SMALL
 from tracelib.sim.config import SimConfig
 
 SYSTEM = "rl-taps"
@@ -307,3 +308,24 @@ class ArenaTrainConfig:
     def net(self) -> ArenaNetConfig:
         """The network a fresh run trains."""
         return ArenaNetConfig.for_env(self.env, self.hidden, self.context, self.prior)
+
+
+def arena_training() -> ArenaTrainConfig:
+    """`RLTapsArenaConfig.reinforce`'s default, in the evaluation's setting (DL2's small
+    cluster, `DL2_SMALL`, as `pipelines.evaluation.eval_setting` is). The learning
+    rate is RL-TAPS' 0.001 x 10: a budget of seconds makes a handful of updates, and 0.03
+    and more diverged in trials on the validation split."""
+    sim = DL2_SMALL.sim_config()
+    return ArenaTrainConfig(
+        sim=sim,
+        env=ArenaEnvConfig(
+            cluster=sim.cluster, window=sim.window or 20, ps_rule="at-least-workers"
+        ),
+        hidden=64,
+        context=32,
+        prior=6.0,
+        episodes=3,
+        batch_sequences=1,
+        epochs=3,
+        lr=0.01,
+    )

@@ -46,7 +46,7 @@ import numpy as np
 import polars as pl
 
 from models.checkpoints import Resumed, load_registered, resume_from
-from models.harmony.config import VARIANTS, HarmonyEvalConfig
+from models.harmony.config import VARIANTS, HarmonyEvalConfig, arena_training
 from models.harmony.contracts import HarmonyLearningCurves, RewardModelMetrics
 from models.harmony.evaluate import observed_samples
 from models.harmony.placement import (
@@ -77,7 +77,6 @@ from pipelines.evaluation import (
     VALIDATION_STREAM,
     EvalTables,
     best_rates,
-    eval_setting,
     scenario_tables,
     scenario_workloads,
     simulated,
@@ -626,27 +625,6 @@ ARENA_SYSTEM = f"harmony{ARENA_SUFFIX}"
 """`policies.system` of the placement policies trained for the arena."""
 
 
-def _arena_train() -> PlacementTrainConfig:
-    # Fixed placement, as Harmony's own setting: the training environment forces it, and
-    # validation must run the policy the same way (in the re-decided mode its greedy loop
-    # would move every running job each slot; the arena's `ArenaPlacement` keeps them).
-    sim = replace(eval_setting(), fixed_placement=True)
-    net = replace(HarmonyNetConfig(), window=sim.window or 20, n_servers=sim.cluster.n_servers)
-    # Rollouts in the simulator's own speeds, and the starting policy kept unless training
-    # beats it on validation: see HarmonyArenaConfig.train. No teacher of its own: the
-    # arena starts from the own scenario's policy (warm-started there), else from scratch.
-    return PlacementTrainConfig(
-        net=net,
-        sim=sim,
-        rollout_speed="simulator",
-        keep_start=True,
-        teacher=None,
-        updates=120,
-        val_every=40,
-        n_workers=2,
-    )
-
-
 @dataclass(frozen=True)
 class HarmonyArenaConfig:
     """Harmony's placement policy trained for the arena: the run's synthetic workload set
@@ -657,7 +635,7 @@ class HarmonyArenaConfig:
     workload_set: str = "dl2-synthetic"
     """Derivation whose train split is trained on and whose validation split picks the
     best weights (the evaluation runs its test split)."""
-    train: PlacementTrainConfig = field(default_factory=_arena_train)
+    train: PlacementTrainConfig = field(default_factory=arena_training)
     """The actor-critic of the own scenario (`models.harmony.train`) in the arena's
     simulator. Its rollouts run on the simulator's own speeds (`rollout_speed`), not the
     reward predictor's: the predictor is fitted on saturated 6-server co-location sets,

@@ -52,6 +52,7 @@ from models.rltaps.config import (
     RLTAPS_REINFORCE,
     ArenaTrainConfig,
     ReinforceConfig,
+    arena_training,
     system_of,
 )
 from models.rltaps.contracts import RLTapsLearningCurves
@@ -91,7 +92,6 @@ from pipelines.trained import (
     train_and_register,
 )
 from tracelib.envs.gpu import GpuEnvConfig
-from tracelib.envs.gpu_arena import ArenaEnvConfig
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
 from tracelib.scenarios import RL_TAPS_SET
@@ -481,26 +481,6 @@ def _evaluation_result(
 # -- the arena: RL-TAPS' decision on the evaluation's cluster ------------------------------
 
 
-def _arena_reinforce() -> ArenaTrainConfig:
-    """`RLTapsArenaConfig.reinforce`'s default, in the evaluation's setting. The learning
-    rate is RL-TAPS' 0.001 x 10: a budget of seconds makes a handful of updates, and 0.03
-    and more diverged in trials on the validation split."""
-    sim = eval_setting()
-    return ArenaTrainConfig(
-        sim=sim,
-        env=ArenaEnvConfig(
-            cluster=sim.cluster, window=sim.window or 20, ps_rule="at-least-workers"
-        ),
-        hidden=64,
-        context=32,
-        prior=6.0,
-        episodes=3,
-        batch_sequences=1,
-        epochs=3,
-        lr=0.01,
-    )
-
-
 @dataclass(frozen=True)
 class RLTapsArenaConfig:
     """RL-TAPS trained for the evaluation on every workload set (system `rl-taps-arena`):
@@ -518,7 +498,7 @@ class RLTapsArenaConfig:
     """Derivation whose train split is trained on and whose validation split validates."""
     sim: SimConfig = field(default_factory=eval_setting)
     """Simulator of training and validation (default: the evaluation's)."""
-    reinforce: ArenaTrainConfig = field(default_factory=_arena_reinforce)
+    reinforce: ArenaTrainConfig = field(default_factory=arena_training)
     """REINFORCE in the arena (its simulator, its decision's cluster and window, and its
     seed are this config's). Default: 3 episodes per sequence (RL-TAPS: 20), 1 sequence per
     update, 3 epochs (RL-TAPS: 50), Adam at 0.01, a job-slot layer of 64 and a
