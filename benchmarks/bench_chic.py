@@ -30,11 +30,8 @@ from pathlib import Path
 import polars as pl
 
 from benchmarks.options import parse, positional
-from models.chic.config import PUBLISHED
+from models.chic.config import CHIC_CEM, PUBLISHED, REFERENCE_RATE, ChicEvalConfig
 from pipelines.systems.chic.stages import (
-    CHIC_CEM,
-    REFERENCE_RATE,
-    ChicEvalConfig,
     ChicTrainConfig,
     evaluate_chic_stage,
     train_chic_stage,

@@ -38,12 +38,11 @@ import numpy as np
 import polars as pl
 
 from benchmarks.options import parse, positional
-from models.rltaps.config import MODES
+from models.rltaps.config import MODES, RLTAPS_REINFORCE
 from models.rltaps.policy import BASELINES, PREEMPTIVE
 from models.rltaps.pretrained import pretrain_config
 from pipelines.system import resized
 from pipelines.systems.rltaps.stages import (
-    RLTAPS_REINFORCE,
     RLTapsStageConfig,
     evaluate_rltaps_stage,
     train_rltaps_stage,

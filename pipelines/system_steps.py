@@ -1,6 +1,6 @@
 """What every learned system's `steps.py` (pipelines/system.py `Steps`) shares: one Prefect
 task that runs any of its stages, waiting on futures and reading them back, and the report
-table of its own evaluation's view.
+table of its own evaluation's view, and what their arena loaders check and compose.
 
 A system's steps name their stages and what each waits for; `submit_stage` runs a stage
 function `stage(warehouse, *args, progress)` as a task of the given name, inside a
@@ -16,10 +16,12 @@ from typing import Any
 
 from prefect import task
 
+from pipelines.evaluation import EvalConfig, LearnedPolicy, NotApplicable
 from pipelines.progress import QUIET, Reporter
 from pipelines.retries import IO_RETRIES
 from pipelines.sections import Section, exists, frame_table
 from pipelines.system import ArenaPolicies, Pending, RunContext
+from tracelib.sim import DecisionPolicy, Scheduler
 from warehouse import read_frame
 
 
@@ -67,6 +69,22 @@ def arena_entry(scheduler: str, pending: Pending) -> ArenaPolicies:
     """A system's one arena policy per set (`pending["arena"]`: set -> training future)
     under `scheduler`; none when it trained none."""
     return {scheduler: policy_ids(pending["arena"])} if "arena" in pending else {}
+
+
+def of_system(policy: Any, ref: LearnedPolicy) -> Any:
+    """The policy loaded from `ref`'s checkpoint, when it is of the system `ref` was
+    registered as (its `system`); NotApplicable otherwise."""
+    if policy.system != ref.system:
+        raise NotApplicable(f"{ref.policy_id}: checkpoint of system {policy.system!r}")
+    return policy
+
+
+def placed(allocation: Any, cfg: EvalConfig) -> DecisionPolicy:
+    """An allocation policy placed by the evaluation's default placement (DL2's: load
+    balancing)."""
+    from models.heuristics.registry import PLACEMENTS
+
+    return Scheduler(allocation, PLACEMENTS.create(cfg.default_placement))
 
 
 def nothing(run: RunContext, *_: Any) -> Pending:

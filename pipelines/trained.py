@@ -149,19 +149,28 @@ def resume_note(resumed: Resumed) -> dict[str, str]:
     return {"resume_note": resumed.note}
 
 
-def newest_policy(con, system: str, workload_set: str | None = None) -> str | None:
+def newest_policy(
+    con, system: str, workload_set: str | None = None, *, config_is: tuple[str, Any] | None = None
+) -> str | None:
     """Id of the newest registered policy of `system` (None if none); with `workload_set`,
-    of those trained on that set (`metrics.workload_set`, or its stage config's).
+    of those trained on that set (`metrics.workload_set`, or its stage config's); with
+    `config_is` (a JSON path into `policies.config` and a string or a number), of those
+    whose config holds that value there (e.g. `("$.train.stage", "finetune")`).
 
     A set's first training does not start from a policy of another set: the sets of one
     run train at the same time, so which of them would be newest depends on which task
     finished first, and the same seed must give the same tables."""
+    path, value = config_is or ("$", None)
+    at = "json_extract_string(config, ?)"
+    if not isinstance(value, str):
+        at = "CAST(json_extract(config, ?) AS DOUBLE)"
     rows = con.sql(
         "SELECT policy_id FROM policies WHERE system = ? AND (? IS NULL OR coalesce("
         "json_extract_string(metrics, '$.workload_set'), "
         "json_extract_string(metrics, '$.stage_config.workload_set')) = ?) "
+        f"AND (? IS NULL OR {at} = ?) "
         "ORDER BY created_at DESC, policy_id LIMIT 1",
-        params=[system, workload_set, workload_set],
+        params=[system, workload_set, workload_set, value, path, value],
     ).fetchall()
     return rows[0][0] if rows else None
 
@@ -245,6 +254,8 @@ def train_and_register(
     workloads: Iterable[str] | Callable[[Trained], Iterable[str]] = (),
     metrics: Mapping[str, Any] | None = None,
     write: Callable[[Any, str, Trained], None] | None = None,
+    curves: Any = None,
+    curve_keys: Mapping[str, Any] | None = None,
     register: Callable[..., str] = register_policy,
 ) -> TrainResult:
     """One training stage's routine around the system's `train` function: the policy of
@@ -252,8 +263,10 @@ def train_and_register(
     from where `start(con)` says (a `Resumed`; None: from scratch), `train(resumed,
     advance)` under one intra-op thread with a progress bar (`bar`, `steps` long), the
     checkpoint saved, then one transaction that registers the policy (child of the policy
-    it started from) and writes the system's own rows (`write(con, policy_id, trained)`;
-    without it the curve goes to the shared `dl2_learning_curves`).
+    it started from) and writes the system's own rows (`write(con, policy_id, trained)`),
+    then its learning curve: to the table of the contract `curves` (the policy's rows
+    replaced, each given the values of `curve_keys`, e.g. a phase), or without `curves`
+    and `write` to the shared `dl2_learning_curves`.
 
     The registered metrics are the trainer's, `metrics` (what the stage adds), the stage's
     `config` as `stage_config`, `input_key` and any `resume_note`; the result carries their
@@ -276,7 +289,7 @@ def train_and_register(
         "input_key": key,
         **resume_note(resumed),
     }
-    own = write is not None
+    own = write is not None or curves is not None
     with connect(warehouse) as con, transaction(con):
         policy_id = register(
             con,
@@ -289,8 +302,11 @@ def train_and_register(
             parent_policy_id=parent,
             curve=None if own else trained.curve,
         )
-        if own:
+        if write is not None:
             write(con, policy_id, trained)
+        if curves is not None:
+            keys = curve_keys or {}
+            replace_policy_rows(con, curves, trained.curve, policy_id=policy_id, **keys)
     return TrainResult(policy_id, parent, str(path), public_metrics(registered))
 
 

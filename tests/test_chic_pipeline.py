@@ -9,11 +9,10 @@ from dataclasses import replace
 import polars as pl
 import pytest
 
-from models.chic.config import CEMConfig
+from models.chic.config import CEMConfig, ChicEvalConfig
 from pipelines.system import resized
 from pipelines.systems.chic import steps as chic_steps
 from pipelines.systems.chic.stages import (
-    ChicEvalConfig,
     ChicTrainConfig,
     evaluate_chic_stage,
     latest_chic_policy,

@@ -247,3 +247,12 @@ def test_resizing_keeps_the_pair_weights_and_refuses_the_flat_head(warehouse):
     small = predictor.placed([0, 1], [2, 1], [1, 1], places, m)
     large = predictor.for_cluster(m + 10, 40).placed([0, 1], [2, 1], [1, 1], places, m + 10)
     np.testing.assert_allclose(large, small, rtol=1e-5)
+
+
+def test_the_arena_training_defaults_to_the_evaluations_simulator():
+    from models.harmony.config import arena_training
+    from pipelines.evaluation import eval_setting
+
+    trained = arena_training()
+    assert trained.sim == replace(eval_setting(), fixed_placement=True)
+    assert (trained.net.n_servers, trained.net.window) == (eval_setting().cluster.n_servers, 20)

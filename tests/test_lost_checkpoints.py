@@ -8,8 +8,9 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from models.chic.config import ChicEvalConfig
 from pipelines.cli import _resume_notes
-from pipelines.systems.chic.stages import ChicEvalConfig, evaluate_chic_stage, train_chic_stage
+from pipelines.systems.chic.stages import evaluate_chic_stage, train_chic_stage
 from pipelines.systems.rltaps.stages import (
     evaluate_rltaps_stage,
     train_rltaps_stage,

@@ -49,3 +49,12 @@ def test_the_trainers_get_the_configs_the_copying_stage_configs_gave_them():
     cases = frozen_cases("rltaps_algorithm_configs.json", OPTIONS)
     for name, budget, options, expected in cases:
         assert handed(budget, options) == expected, name
+
+
+def test_the_arena_training_defaults_to_the_evaluations_simulator():
+    from models.rltaps.config import arena_training
+    from pipelines.evaluation import eval_setting
+
+    trained = arena_training()
+    assert trained.sim == eval_setting()
+    assert (trained.env.cluster, trained.env.window) == (eval_setting().cluster, 20)

@@ -22,6 +22,9 @@ iteration beats it on validation.
 Randomness: one SeedSequence root (cfg.seed) spawns the streams for torch (initialization,
 dropout, minibatch order), sequence choice and action sampling, and (a fourth child, so the
 first three keep their seeds) the warm start's initialization, split and minibatch order.
+
+In the arena, training episodes are a workload set's sequences cut into runs of W jobs
+(`arena_sequences`).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -43,6 +46,7 @@ from models.chic.policy import ChicPolicy, evaluate_policy, make_env, run_episod
 from models.warm_start import WarmStart, clone_by_imitation
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.seeds import named_seeds
+from tracelib.sim import jobs_from_frame
 from tracelib.sim.jobs import JobSpec
 
 CURVE_SCHEMA = {
@@ -287,3 +291,17 @@ def _train(train, validation, cfg, init, gen, episode_rng, action_rng, progress,
     else:
         metrics["started_from"] = "random weights" if init is None else "the starting policy"
     return ChicPolicy(net, train_cfg), curve, metrics
+
+
+def arena_sequences(jobs: pl.DataFrame, jobs_per_episode: int | None) -> list[tuple[JobSpec, ...]]:
+    """Job sequences of workload_jobs rows, each workload cut into runs of
+    `jobs_per_episode` jobs by arrival whose arrivals start at 0 (None: whole workloads)."""
+    out = []
+    for _, frame in jobs.group_by("workload_id", maintain_order=True):
+        specs = jobs_from_frame(frame.sort("job_index"))
+        size = jobs_per_episode or len(specs)
+        for start in range(0, len(specs), size):
+            part = specs[start : start + size]
+            t0 = part[0].arrival_s
+            out.append(tuple(replace(j, arrival_s=j.arrival_s - t0) for j in part))
+    return out

@@ -5,6 +5,9 @@ Adam with learning rate 0.005 (supervised) and 0.0001 (RL), minibatch 256, disco
 exploration epsilon 0.4, entropy weight 0.1, replay buffer 8192, two hidden layers of 256.
 Budgets (epochs, updates, wall seconds) are ours: small enough to run in minutes here.
 
+The defaults `schedlab run` trains with (`DL2_NET`, `DL2_WARMUP`, `DL2_FINETUNE`) and the
+variants it trains beside DL2 (`VARIANTS`) are here too, beside the configs they fill.
+
 Every config turns into plain JSON (`to_dict`) and back (`from_dict`), so a checkpoint and
 the `policies` table carry the exact configuration a policy was trained with.
 """
@@ -439,6 +442,59 @@ class GroupedConfig:
     @property
     def system(self) -> str:
         return self.variant or "dl2"
+
+
+# -- what `schedlab run` trains -----------------------------------------------------------
+
+ALGORITHMS = ("actor-critic", ALGORITHM)
+"""`DL2StageConfig.algorithm` values."""
+
+
+DL2_NET = DL2NetConfig(
+    hidden=PUBLISHED_DEVIATIONS["net.hidden"][1],
+    head=PUBLISHED_DEVIATIONS["net.head"][1],
+    trigger=PUBLISHED_DEVIATIONS["net.trigger"][1],
+    interval_s=PUBLISHED_DEVIATIONS["net.interval_s"][1],
+)
+"""`DL2StageConfig.net`'s default: the networks and decisions of the default run."""
+DL2_WARMUP = WarmupConfig(max_epochs=40, patience=6)
+"""`DL2StageConfig.warmup`'s default."""
+DL2_FINETUNE = FinetuneConfig(
+    exploration=PUBLISHED_DEVIATIONS["finetune.exploration"][1],
+    clip=PUBLISHED_DEVIATIONS["finetune.clip"][1],
+    kl_init=PUBLISHED_DEVIATIONS["finetune.kl_init"][1],
+    max_updates=3000,
+    val_every=150,
+    progress=False,
+)
+"""`DL2StageConfig.finetune`'s default (learning rate: the paper's 0.0001)."""
+
+
+VARIANTS: dict[str, dict[str, bool]] = {
+    "dl2": {},
+    "dl2-without-grouped-ppo": {},
+    "offline-rl": {"offline": True},
+    "dl2-without-critic": {"value_net": False},
+    "dl2-without-exploration": {"exploration": False},
+    "dl2-without-replay": {"replay": False},
+}
+"""What DL2's fine-tuning stage trains (`pipelines.systems.dl2.stages.finetune_stage`):
+DL2, DL2 by the paper's actor-critic, the OfflineRL baseline (from scratch, in the
+analytical simulator) and the paper's Table 2 ablations, by their `policies.system`; the
+switches are the actor-critic's (`FinetuneConfig`)."""
+SWITCHES = ("offline", "value_net", "exploration", "replay")
+"""The actor-critic's switches the variants set (`FinetuneConfig`)."""
+
+
+def shape_of(net: DL2NetConfig) -> dict[str, Any]:
+    """What a policy fine-tuning continues from must share with the network it trains."""
+    return {
+        "window": net.window,
+        "head": net.head,
+        "hidden": tuple(net.hidden),
+        "trigger": net.trigger,
+        "interval_s": net.interval_s,
+    }
 
 
 # -- JSON round trip -----------------------------------------------------------------------

@@ -18,6 +18,7 @@ from models.ablations import ablation_system
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.envs.observation import PlacementActions, PlacementObsConfig
 from tracelib.provenance import canonical_json
+from tracelib.scenarios.dl2 import DL2_SMALL
 from tracelib.scenarios.harmony import PATTERNS, ArrivalConfig, harmony_sim
 from tracelib.sim import SimConfig
 
@@ -367,6 +368,16 @@ class PlacementTrainConfig:
         )
 
 
+VARIANTS: dict[str, dict[str, bool]] = {
+    "harmony": {},
+    "harmony-without-critic": {"value_net": False},
+    "harmony-without-exploration": {"exploration": False},
+    "harmony-without-replay": {"replay": False},
+}
+"""Harmony and its ablations (paper Table II) by `policies.system`, each with the
+actor-critic switches it sets (`PlacementTrainConfig`)."""
+
+
 @dataclass(frozen=True)
 class HarmonyEvalConfig:
     """Which sequences, which baselines, which simulator."""
@@ -396,3 +407,26 @@ class HarmonyEvalConfig:
 
     def to_json(self) -> str:
         return canonical_json(asdict(self))
+
+
+def arena_training() -> PlacementTrainConfig:
+    """`HarmonyArenaConfig.train`'s default: the actor-critic in the evaluation's setting
+    (DL2's small cluster, `DL2_SMALL`, as `pipelines.evaluation.eval_setting` is)."""
+    # Fixed placement, as Harmony's own setting: the training environment forces it, and
+    # validation must run the policy the same way (in the re-decided mode its greedy loop
+    # would move every running job each slot; the arena's `ArenaPlacement` keeps them).
+    sim = replace(DL2_SMALL.sim_config(), fixed_placement=True)
+    net = replace(HarmonyNetConfig(), window=sim.window or 20, n_servers=sim.cluster.n_servers)
+    # Rollouts in the simulator's own speeds, and the starting policy kept unless training
+    # beats it on validation: see HarmonyArenaConfig.train. No teacher of its own: the
+    # arena starts from the own scenario's policy (warm-started there), else from scratch.
+    return PlacementTrainConfig(
+        net=net,
+        sim=sim,
+        rollout_speed="simulator",
+        keep_start=True,
+        teacher=None,
+        updates=120,
+        val_every=40,
+        n_workers=2,
+    )

@@ -64,6 +64,7 @@ from models.harmony.contracts import curve_frame
 from models.torch_scope import scoped_torch
 from tracelib.interference import placement_counts
 from tracelib.progress import ProgressFn, no_progress
+from tracelib.provenance import code_version
 from tracelib.seeds import named_seeds
 from tracelib.sim.snapshot import JobPlacement
 
@@ -784,4 +785,19 @@ def compare_estimators(
             "n_samples": pl.Int32,
             "mean_relative_error": pl.Float64,
         },
+    )
+
+
+def metric_rows(frame: pl.DataFrame, source: str, seed: int) -> pl.DataFrame:
+    """`reward_model_metrics` rows (but the model's id) of a comparison of estimators
+    (`compare_estimators`) on the samples of `source`."""
+    return frame.filter(pl.col("mean_relative_error").is_not_nan()).select(
+        pl.lit(source).alias("source"),
+        "estimator",
+        "split",
+        "job_type",
+        "n_samples",
+        "mean_relative_error",
+        pl.lit(seed, dtype=pl.Int64).alias("seed"),
+        pl.lit(code_version()).alias("code_version"),
     )

@@ -58,7 +58,7 @@ from torch import nn
 
 from models.checkpoints import Checkpoint, CheckpointError, SavesPolicyNet, load_checkpoint
 from models.dl2.config import from_dict, to_dict
-from models.rltaps.config import ARENA_SYSTEM, ArenaNetConfig
+from models.rltaps.config import ARENA_SYSTEM, ArenaNetConfig, ArenaTrainConfig
 from models.rltaps.policy import load_weights
 from tracelib.envs.gpu_arena import (
     COUNT_FEATURES,
@@ -487,3 +487,12 @@ def clone_arena(policy: RLTapsArenaPolicy) -> RLTapsArenaPolicy:
     return RLTapsArenaPolicy(
         net, policy.env, system=policy.system, train_config=dict(policy.train_config)
     )
+
+
+def why_not_continued(policy: RLTapsArenaPolicy, cfg: ArenaTrainConfig) -> str:
+    """Why a registered arena policy cannot continue the training of `cfg` ("" when it
+    can): it reads another environment, or its network has another shape."""
+    if policy.env != cfg.env:
+        return f"it reads {policy.env}, this training {cfg.env}"
+    shape, want = replace(policy.cfg, prior=0.0), replace(cfg.net, prior=0.0)
+    return "" if shape == want else f"its network is {policy.cfg}, this training's {cfg.net}"

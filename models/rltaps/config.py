@@ -7,7 +7,7 @@ steps, T_max = 1000, 50 epochs; 200 training / 200 testing sequences without str
 fresh ones every 10 epochs (testing: every epoch) with streaming. The paper leaves the
 discount and the number of sequences per update B unsaid: we take DeepRM's discount 1 (its
 code's `discount = 1`) and B = 10. Those sizes take hours here; the pipeline stage runs a
-small budget (`pipelines.systems.rltaps.stages.RLTapsStageConfig`).
+small budget (`RLTAPS_REINFORCE`, held by `pipelines.systems.rltaps.stages.RLTapsStageConfig`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tracelib.envs.gpu_arena import (
     PAIR_FEATURES,
     ArenaEnvConfig,
 )
+from tracelib.scenarios.dl2 import DL2_SMALL
 from tracelib.sim.config import SimConfig
 
 SYSTEM = "rl-taps"
@@ -170,6 +171,21 @@ class ReinforceConfig:
 
 # -- the arena: RL-TAPS' decision in the DL2 setting ---------------------------------------
 
+RLTAPS_REINFORCE = ReinforceConfig(
+    env=GpuEnvConfig(max_steps=200),
+    n_jobs=30,
+    train_sequences=6,
+    val_sequences=4,
+    episodes=6,
+    batch_sequences=2,
+    epochs=4,
+    refresh_every=2,
+)
+"""`RLTapsStageConfig.reinforce`'s default: the paper's network, topology, state and reward
+with a small budget (30 jobs per sequence, T_max 200, 6 training and 4 validation
+sequences, 6 episodes, 4 epochs; the scenario's resume cost, which the paper has not)."""
+
+
 ARENA_SYSTEM = "rl-taps-arena"
 """`policies.system` of RL-TAPS trained for the evaluation on every workload set."""
 
@@ -292,3 +308,24 @@ class ArenaTrainConfig:
     def net(self) -> ArenaNetConfig:
         """The network a fresh run trains."""
         return ArenaNetConfig.for_env(self.env, self.hidden, self.context, self.prior)
+
+
+def arena_training() -> ArenaTrainConfig:
+    """`RLTapsArenaConfig.reinforce`'s default, in the evaluation's setting (DL2's small
+    cluster, `DL2_SMALL`, as `pipelines.evaluation.eval_setting` is). The learning
+    rate is RL-TAPS' 0.001 x 10: a budget of seconds makes a handful of updates, and 0.03
+    and more diverged in trials on the validation split."""
+    sim = DL2_SMALL.sim_config()
+    return ArenaTrainConfig(
+        sim=sim,
+        env=ArenaEnvConfig(
+            cluster=sim.cluster, window=sim.window or 20, ps_rule="at-least-workers"
+        ),
+        hidden=64,
+        context=32,
+        prior=6.0,
+        episodes=3,
+        batch_sequences=1,
+        epochs=3,
+        lr=0.01,
+    )

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import polars as pl
 from threadpoolctl import threadpool_limits
 from torch import nn
 
@@ -314,3 +315,29 @@ def scheduler_episodes(
                 progress(len(out) * len(sequences) + k + 1, len(schedulers) * len(sequences))
             out[name] = rows
     return out
+
+
+def episode_job_rows(episode: Episode, jobs: tuple[JobSpec, ...]) -> pl.DataFrame:
+    """eval_jobs rows of one RL-TAPS episode: eq. 17's finish (its step's end, T_max if
+    unfinished) and slowdown ((finish - arrival) / len(j), len(j) the `ideal_s`). The
+    episode does not record when a job first got GPUs (start_s is its arrival) nor the
+    GPU-seconds it held (0)."""
+    finish = [episode.finish_s[j.job_id] for j in jobs]
+    arrival = [j.arrival_s for j in jobs]
+    ideal = [job_length_s(j) for j in jobs]
+    jct = [f - a for f, a in zip(finish, arrival, strict=True)]
+    return pl.DataFrame(
+        {
+            "job_index": [j.job_id for j in jobs],
+            "job_id": [j.name or str(j.job_id) for j in jobs],
+            "model": [j.model for j in jobs],
+            "arrival_s": arrival,
+            "start_s": arrival,
+            "finish_s": finish,
+            "jct_s": jct,
+            "ideal_s": ideal,
+            "slowdown": [t / i for t, i in zip(jct, ideal, strict=True)],
+            "gpu_time_s": [0.0] * len(jobs),
+        },
+        schema_overrides={"job_index": pl.Int32},
+    )

@@ -33,8 +33,8 @@ from pathlib import Path
 import polars as pl
 
 from models.checkpoints import Resumed, resume_from
-from models.chic.cem import train_cem, warm_start
-from models.chic.config import CEMConfig
+from models.chic.cem import arena_sequences, train_cem, warm_start
+from models.chic.config import CHIC_CEM, REFERENCE_RATE, CEMConfig, ChicEvalConfig
 from models.chic.contracts import ChicLearningCurves
 from models.chic.policy import ARENA, ChicPolicy, episode_results, policy_from_checkpoint
 from models.heuristics.optimus import Optimus
@@ -60,7 +60,6 @@ from pipelines.trained import (
     newest_policy,
     newest_usable,
     parent_of,
-    replace_policy_rows,
     train_and_register,
 )
 from tracelib.envs.chic import ChicEnvConfig
@@ -68,17 +67,8 @@ from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json
 from tracelib.scenarios import chic_set
 from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario, chic_speed, split_seeds
-from tracelib.sim import LoadBalancing, Scheduler, SimConfig, jobs_from_frame
-from tracelib.sim.jobs import JobSpec
+from tracelib.sim import LoadBalancing, Scheduler, SimConfig
 from warehouse import connect, read_frame
-
-REFERENCE_RATE = 1.8
-"""Chic Fig. 4(c): policies trained once at 1.8 jobs per hour, evaluated at every rate."""
-
-
-CHIC_CEM = CEMConfig(iterations=6)
-"""`ChicTrainConfig.cem`'s default: the paper's modified CEM (N = 35, 40 fit epochs) with
-the measured departures and the warm start from Optimus, for 6 iterations."""
 
 
 @dataclass(frozen=True)
@@ -148,34 +138,6 @@ def _cem_training(
 
 
 @dataclass(frozen=True)
-class ChicEvalConfig:
-    """Chic section 6.2.1: every rate, 30 unseen sequences, Optimus at 600 s and 300 s."""
-
-    rates: tuple[float, ...] = (0.9, 1.8, 2.7)
-    """Arrival rates (per hour) evaluated: the paper's ends and middle (`CHIC_RATES` has
-    five points across the range)."""
-    test_sequences: int = 30
-    """Unseen sequences per rate (paper: 30)."""
-    validation_sequences: int = 10
-    """Sequences per rate (Chic's validation split, none a test one) on which the Optimus
-    baselines also run, to choose the best heuristic the ratios are taken to; 0: the best
-    on the test sequences themselves."""
-    reference_rate: float = REFERENCE_RATE
-    """Policies trained at this rate are also evaluated at every rate."""
-    optimus_intervals: tuple[float, ...] = (600.0, 300.0)
-    """Optimus' scheduling intervals (paper: 600 s default, 300 s its best)."""
-    optimus_events: bool = True
-    """Also Optimus deciding at every arrival and completion, over every job
-    ("optimus-events"; not in the paper): Chic decides at those events, and so can a
-    heuristic, so this is the strongest fair Optimus (measured: about 0.73x Optimus-300's
-    ACT at 1.8/h, level with Chic's clone of it)."""
-    jobs_per_sequence: int = 30
-    """W: jobs per test sequence (paper: 30)."""
-    seed: int = 0
-    """Root of the test sequences' seeds and of the policies' action sampling."""
-
-
-@dataclass(frozen=True)
 class ChicEvalResult:
     eval_id: str
     rows: int
@@ -190,13 +152,7 @@ class ChicEvalResult:
 
 def latest_chic_policy(con, variant: str, rate: float) -> str | None:
     """Id of the newest registered `variant` policy trained at `rate` (None if none)."""
-    rows = con.sql(
-        "SELECT policy_id FROM policies WHERE system = ? "
-        "AND CAST(json_extract(config, '$.train.scenario.rate_per_hour') AS DOUBLE) = ? "
-        "ORDER BY created_at DESC, policy_id LIMIT 1",
-        params=[variant, float(rate)],
-    ).fetchall()
-    return rows[0][0] if rows else None
+    return newest_policy(con, variant, config_is=("$.train.scenario.rate_per_hour", float(rate)))
 
 
 def train_chic_stage(
@@ -226,13 +182,8 @@ def train_chic_stage(
         progress=progress,
         workloads=[f"chic:train:{s}@{cfg.rate_per_hour:g}" for s in train_seeds],
         metrics={"rate_per_hour": cfg.rate_per_hour, "val_seeds": list(val_seeds)},
-        write=_write_curve,
+        curves=ChicLearningCurves,
     )
-
-
-def _write_curve(con, policy_id: str, trained: Trained) -> None:
-    """A CEM training's `chic_learning_curves` rows."""
-    replace_policy_rows(con, ChicLearningCurves, trained.curve, policy_id=policy_id)
 
 
 SCENARIO = "chic"
@@ -279,8 +230,16 @@ def chic_tables(
         for done, rate in enumerate(cfg.rates, 1):
             scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
             sequences = scenario.sequences(seeds)
-            schedulers = _chic_schedulers(cfg, policies, loaded, scenario, seeds, sequences, rate)
+            rates = best_rates(scenario.cluster(), chic_speed(), scenario.catalogue)
+            delay = chic_speed().start_delay_s
+            schedulers = _optimus_schedulers(cfg, scenario)
             for system, pid in _learned(cfg, policies, rate):
+                # One environment runs every sequence of the rate (as Chic's own evaluation
+                # always did): the episodes are simulated once, then read per sequence.
+                results = episode_results(
+                    loaded[pid], sequences, scenario, seed=cfg.seed, sim_seeds=seeds
+                )
+                schedulers[system] = _replayed(results, pid, rates, delay, scenario)
                 families[system] = SCENARIO
                 if (teacher := (teachers or {}).get(pid)) in schedulers:
                     taught[system] = teacher
@@ -331,28 +290,6 @@ def _learned(
             if pid is not None:
                 out.append((system, pid))
     return out
-
-
-def _chic_schedulers(
-    cfg: ChicEvalConfig,
-    policies: dict[tuple[str, float], str],
-    loaded: dict[str, ChicPolicy],
-    scenario: ChicScenario,
-    seeds: tuple[int, ...],
-    sequences: list,
-    rate: float,
-) -> dict:
-    """The schedulers of Chic's evaluation at one rate: the Optimus baselines
-    (`_optimus_schedulers`) and each learned policy (`_learned`)."""
-    rates = best_rates(scenario.cluster(), chic_speed(), scenario.catalogue)
-    delay = chic_speed().start_delay_s
-    schedulers = _optimus_schedulers(cfg, scenario)
-    for system, pid in _learned(cfg, policies, rate):
-        # One environment runs every sequence of the rate (as Chic's own evaluation always
-        # did): the episodes are simulated once, then read per sequence.
-        results = episode_results(loaded[pid], sequences, scenario, seed=cfg.seed, sim_seeds=seeds)
-        schedulers[system] = _replayed(results, pid, rates, delay, scenario)
-    return schedulers
 
 
 def _optimus_schedulers(cfg: ChicEvalConfig, scenario: ChicScenario) -> dict:
@@ -558,20 +495,6 @@ class ChicArenaConfig:
         )
 
 
-def arena_sequences(jobs: pl.DataFrame, jobs_per_episode: int | None) -> list[tuple[JobSpec, ...]]:
-    """Job sequences of workload_jobs rows, each workload cut into runs of
-    `jobs_per_episode` jobs by arrival whose arrivals start at 0 (None: whole workloads)."""
-    out = []
-    for _, frame in jobs.group_by("workload_id", maintain_order=True):
-        specs = jobs_from_frame(frame.sort("job_index"))
-        size = jobs_per_episode or len(specs)
-        for start in range(0, len(specs), size):
-            part = specs[start : start + size]
-            t0 = part[0].arrival_s
-            out.append(tuple(replace(j, arrival_s=j.arrival_s - t0) for j in part))
-    return out
-
-
 def _resume_fitting(con, parent: str | None, cem: CEMConfig) -> Resumed:
     """The policy to start from if its network has the training's shape; else scratch,
     with a note saying why."""
@@ -614,5 +537,5 @@ def train_chic_arena_stage(
         progress=progress,
         workloads=train_jobs["workload_id"].unique().to_list(),
         metrics={"workload_set": cfg.workload_set, "episodes": len(train)},
-        write=_write_curve,
+        curves=ChicLearningCurves,
     )

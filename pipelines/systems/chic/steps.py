@@ -8,19 +8,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
+from models.chic.config import ChicEvalConfig
+from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader
 from pipelines.sections import Section
 from pipelines.system import ArenaPolicies, Pending, RunContext, arena_configs
-from pipelines.system_steps import nothing, policy_ids, results, submit_stage, view_section
+from pipelines.system_steps import (
+    nothing,
+    of_system,
+    placed,
+    policy_ids,
+    results,
+    submit_stage,
+    view_section,
+)
 from pipelines.systems.chic.stages import (
     ChicArenaConfig,
-    ChicEvalConfig,
     ChicTrainConfig,
     evaluate_chic_stage,
     train_chic_arena_stage,
     train_chic_stage,
 )
-from tracelib.sim import DecisionPolicy, Scheduler
+from tracelib.sim import DecisionPolicy
 
 
 @dataclass(frozen=True)
@@ -125,12 +133,9 @@ def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
     """An arena Chic / Chic-Pair checkpoint allocating in the evaluation, placed by the
     evaluation's default placement (load balancing, as in its training)."""
     from models.chic.policy import load_policy
-    from models.heuristics.registry import PLACEMENTS
 
-    policy = load_policy(ref.checkpoint_path, sha256=ref.sha256)
-    if policy.system != ref.system:
-        raise NotApplicable(f"{ref.policy_id}: checkpoint of system {policy.system!r}")
-    return Scheduler(policy.arena(name=ref.policy_id), PLACEMENTS.create(cfg.default_placement))
+    policy = of_system(load_policy(ref.checkpoint_path, sha256=ref.sha256), ref)
+    return placed(policy.arena(name=ref.policy_id), cfg)
 
 
 def loaders() -> dict[str, Loader]:

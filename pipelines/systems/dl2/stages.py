@@ -37,13 +37,20 @@ from models.checkpoints import Resumed, resume_from
 from models.contracts import DecisionTraces, DL2TeacherConfigs
 from models.dl2.config import ALGORITHM as GROUPED
 from models.dl2.config import (
+    ALGORITHMS,
+    DL2_FINETUNE,
+    DL2_NET,
+    DL2_WARMUP,
     PUBLISHED_DEVIATIONS,
+    SWITCHES,
     SYSTEM,
+    VARIANTS,
     DL2NetConfig,
     FinetuneConfig,
     GroupedConfig,
     RecorderConfig,
     WarmupConfig,
+    shape_of,
 )
 from models.dl2.finetune import finetune
 from models.dl2.grouped import finetune_grouped
@@ -67,6 +74,7 @@ from pipelines.trained import (
     Trained,
     TrainResult,
     input_key,
+    newest_policy,
     set_workloads,
     train_and_register,
 )
@@ -76,29 +84,6 @@ from tracelib.sim import SimConfig
 from tracelib.sim.policy import AllocationPolicy
 from warehouse import connect, read_frame, transaction
 from warehouse.io import write_frame
-
-ALGORITHMS = ("actor-critic", GROUPED)
-"""`DL2StageConfig.algorithm` values."""
-
-
-DL2_NET = DL2NetConfig(
-    hidden=PUBLISHED_DEVIATIONS["net.hidden"][1],
-    head=PUBLISHED_DEVIATIONS["net.head"][1],
-    trigger=PUBLISHED_DEVIATIONS["net.trigger"][1],
-    interval_s=PUBLISHED_DEVIATIONS["net.interval_s"][1],
-)
-"""`DL2StageConfig.net`'s default: the networks and decisions of the default run."""
-DL2_WARMUP = WarmupConfig(max_epochs=40, patience=6)
-"""`DL2StageConfig.warmup`'s default."""
-DL2_FINETUNE = FinetuneConfig(
-    exploration=PUBLISHED_DEVIATIONS["finetune.exploration"][1],
-    clip=PUBLISHED_DEVIATIONS["finetune.clip"][1],
-    kl_init=PUBLISHED_DEVIATIONS["finetune.kl_init"][1],
-    max_updates=3000,
-    val_every=150,
-    progress=False,
-)
-"""`DL2StageConfig.finetune`'s default (learning rate: the paper's 0.0001)."""
 
 
 @dataclass(frozen=True)
@@ -218,28 +203,28 @@ class DL2StageConfig:
     def warmup_config(self) -> WarmupConfig:
         return replace(self.warmup, hidden=self.net.hidden, head=self.net.head, seed=self.seed)
 
-    def finetune_config(self) -> FinetuneConfig:
-        ft = self.finetune
+    def _fine_tuning(self, algorithm: Any, steps: int, **more: Any) -> Any:
+        """A fine-tuning algorithm's config with the network, simulator and seed filled in,
+        validating at least once in its `steps` (updates or iterations)."""
         return replace(
-            ft,
+            algorithm,
             net=self.network(),
             sim=self.sim,
-            val_every=min(ft.val_every, ft.max_updates),
-            # a third of a short run at most trains the critic alone
-            critic_warmup=min(ft.critic_warmup, ft.max_updates // 3),
+            val_every=min(algorithm.val_every, steps),
             seed=self.seed,
+            **more,
         )
+
+    def finetune_config(self) -> FinetuneConfig:
+        """The paper's actor-critic (DL2's with `algorithm` "actor-critic", every variant's)."""
+        ft = self.finetune
+        # a third of a short run at most trains the critic alone
+        warmup = min(ft.critic_warmup, ft.max_updates // 3)
+        return self._fine_tuning(ft, ft.max_updates, critic_warmup=warmup)
 
     def grouped_config(self) -> GroupedConfig:
         """DL2's own fine-tuning by grouped PPO (`algorithm` "grouped-ppo")."""
-        gr = self.grouped
-        return replace(
-            gr,
-            net=self.network(),
-            sim=self.sim,
-            val_every=min(gr.val_every, gr.iterations),
-            seed=self.seed,
-        )
+        return self._fine_tuning(self.grouped, self.grouped.iterations)
 
     def algorithm_of(self, variant: str) -> str:
         """The fine-tuning algorithm of `variant`: DL2's own is `algorithm`; every other
@@ -483,41 +468,34 @@ def warmup_stage(
     )
 
 
-def latest_policy(con, system: str, stage: str = "finetune") -> str | None:
-    """Id of the newest registered policy of `system` trained by `stage` (None if none)."""
-    rows = con.sql(
-        "SELECT policy_id FROM policies WHERE system = ? "
-        "AND json_extract_string(config, '$.train.stage') = ? "
-        "ORDER BY created_at DESC, policy_id LIMIT 1",
-        params=[system, stage],
-    ).fetchall()
-    return rows[0][0] if rows else None
-
-
-def _shape(net: DL2NetConfig) -> dict[str, Any]:
-    """What a policy fine-tuning continues from must share with the stage's network."""
-    return {
-        "window": net.window,
-        "head": net.head,
-        "hidden": tuple(net.hidden),
-        "trigger": net.trigger,
-        "interval_s": net.interval_s,
-    }
-
-
-VARIANTS: dict[str, dict[str, bool]] = {
-    "dl2": {},
-    "dl2-without-grouped-ppo": {},
-    "offline-rl": {"offline": True},
-    "dl2-without-critic": {"value_net": False},
-    "dl2-without-exploration": {"exploration": False},
-    "dl2-without-replay": {"replay": False},
-}
-"""What `finetune_stage` trains: DL2, DL2 by the paper's actor-critic, the OfflineRL
-baseline (from scratch, in the analytical simulator) and the paper's Table 2 ablations,
-by their `policies.system`; the switches are the actor-critic's (`FinetuneConfig`)."""
-SWITCHES = ("offline", "value_net", "exploration", "replay")
-"""The actor-critic's switches the variants set (`FinetuneConfig`)."""
+def _finetune_start(
+    con, cfg: DL2StageConfig, net: DL2NetConfig, warm: str | None, system: str
+) -> Resumed:
+    """Where fine-tuning starts (`cfg.init`): the newest fine-tuned policy of `system`,
+    else the warm-up `warm` (None: from scratch, as OfflineRL); the warm-up; or a policy
+    id. A policy of another network than `net` is refused."""
+    if cfg.init == "latest":
+        tuned = newest_policy(con, system, config_is=("$.train.stage", "finetune"))
+        parent = tuned or warm
+    else:
+        parent = warm if cfg.init == "warmup" else cfg.init
+    resumed = resume_from(con, parent, policy_from_checkpoint)
+    if (
+        resumed.policy is not None
+        and cfg.init == "latest"
+        and shape_of(resumed.policy.cfg) != shape_of(net)
+    ):
+        # The newest policy has another network (trained before DL2's network or trigger
+        # changed): a new lineage starts, from this run's warm-up (OfflineRL: from scratch).
+        if warm is None:
+            return Resumed(None, None, resumed.note)
+        resumed = resume_from(con, warm, policy_from_checkpoint)
+    if resumed.policy is not None and shape_of(resumed.policy.cfg) != shape_of(net):
+        raise ValueError(
+            f"policy {resumed.policy_id} has network {shape_of(resumed.policy.cfg)}; this stage "
+            f"trains {shape_of(net)}: set init='warmup'"
+        )
+    return resumed
 
 
 def finetune_stage(
@@ -577,32 +555,3 @@ def finetune_stage(
         progress=progress,
         workloads=train_jobs["workload_id"].unique().to_list(),
     )
-
-
-def _finetune_start(
-    con, cfg: DL2StageConfig, net: DL2NetConfig, warm: str | None, system: str
-) -> Resumed:
-    """Where fine-tuning starts (`cfg.init`): the newest fine-tuned policy of `system`,
-    else the warm-up `warm` (None: from scratch, as OfflineRL); the warm-up; or a policy
-    id. A policy of another network than `net` is refused."""
-    if cfg.init == "latest":
-        parent = latest_policy(con, system) or warm
-    else:
-        parent = warm if cfg.init == "warmup" else cfg.init
-    resumed = resume_from(con, parent, policy_from_checkpoint)
-    if (
-        resumed.policy is not None
-        and cfg.init == "latest"
-        and _shape(resumed.policy.cfg) != _shape(net)
-    ):
-        # The newest policy has another network (trained before DL2's network or trigger
-        # changed): a new lineage starts, from this run's warm-up (OfflineRL: from scratch).
-        if warm is None:
-            return Resumed(None, None, resumed.note)
-        resumed = resume_from(con, warm, policy_from_checkpoint)
-    if resumed.policy is not None and _shape(resumed.policy.cfg) != _shape(net):
-        raise ValueError(
-            f"policy {resumed.policy_id} has network {_shape(resumed.policy.cfg)}; this stage "
-            f"trains {_shape(net)}: set init='warmup'"
-        )
-    return resumed

@@ -5,61 +5,55 @@ paper's three ablations; the policies then run in the evaluation on every worklo
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import dataclass, replace
 
 import polars as pl
-from prefect import task
 
+from models.dl2.config import VARIANTS
 from models.dl2.search import TABLE_SYSTEM
 from models.dl2.search import TEACHER as SEARCHED
-from pipelines.evaluation import ArenaLoader, EvalConfig, LearnedPolicy, Loader, NotApplicable
-from pipelines.progress import QUIET, Reporter
-from pipelines.retries import IO_RETRIES
+from pipelines.evaluation import ArenaLoader, EvalConfig, LearnedPolicy, Loader
+from pipelines.progress import Reporter
 from pipelines.sections import Section, exists, frame_table
 from pipelines.system import ArenaPolicies, Pending, RunContext
-from pipelines.system_steps import nothing
+from pipelines.system_steps import nothing, of_system, placed, submit_stage
 from pipelines.systems.dl2.stages import (
-    VARIANTS,
     DL2StageConfig,
+    RecordResult,
     finetune_stage,
     newest_teacher_configs,
     record_stage,
     table_stage,
     warmup_stage,
 )
-from tracelib.sim import DecisionPolicy, Scheduler
+from tracelib.sim import DecisionPolicy
 from warehouse import read_frame
 
 config = DL2StageConfig
 """DL2's run config is its stages' config."""
 
 
-@task(name="dl2-record-decisions", **IO_RETRIES)
-def record_task(warehouse: str | None, cfg: DL2StageConfig, progress: Reporter = QUIET) -> dict:
-    with progress.stage(f"DL2 record {cfg.teacher} decisions"):
-        recorded = record_stage(warehouse, cfg, progress)
-        table = table_stage(warehouse, cfg, recorded.run_id, progress)
-        return asdict(recorded) | {"table_policy_id": table.policy_id if table else None}
+@dataclass(frozen=True)
+class Recorded(RecordResult):
+    """A recording and the searched table registered from it (None: a heuristic teacher)."""
+
+    table_policy_id: str | None = None
 
 
-@task(name="dl2-warmup", **IO_RETRIES)
-def warmup_task(
-    warehouse: str | None, cfg: DL2StageConfig, recorded: dict, progress: Reporter = QUIET
-) -> dict:
-    with progress.stage("DL2 supervised warm-up"):
-        return asdict(warmup_stage(warehouse, cfg, recorded["run_id"], progress))
+def _record(warehouse: str | None, cfg: DL2StageConfig, progress: Reporter) -> Recorded:
+    recorded = record_stage(warehouse, cfg, progress)
+    table = table_stage(warehouse, cfg, recorded.run_id, progress)
+    return Recorded(**vars(recorded), table_policy_id=table.policy_id if table else None)
 
 
-@task(name="dl2-finetune", **IO_RETRIES)
-def finetune_task(
-    warehouse: str | None,
-    cfg: DL2StageConfig,
-    warm: dict,
-    variant: str = "dl2",
-    progress: Reporter = QUIET,
-) -> dict:
-    with progress.stage(f"DL2 fine-tuning {variant}"):
-        return asdict(finetune_stage(warehouse, cfg, warm["policy_id"], variant, progress))
+def _warmup(warehouse: str | None, cfg: DL2StageConfig, recorded: dict, progress: Reporter):
+    return warmup_stage(warehouse, cfg, recorded["run_id"], progress)
+
+
+def _finetune(
+    warehouse: str | None, cfg: DL2StageConfig, warm: dict, variant: str, progress: Reporter
+):
+    return finetune_stage(warehouse, cfg, warm["policy_id"], variant, progress)
 
 
 def _with_traces(run: RunContext, cfg: DL2StageConfig) -> DL2StageConfig:
@@ -75,9 +69,11 @@ def prepare(run: RunContext, cfg: DL2StageConfig) -> Pending:
     task's inputs are ready, from as many resolver threads as workers: submitting it at the
     start would park a thread on it while a worker idles.)"""
     cfg = _with_traces(run, cfg)
-    recorded = record_task.submit(run.warehouse, cfg, run.progress)
+    recorded = submit_stage(
+        "dl2-record-decisions", f"DL2 record {cfg.teacher} decisions", _record, run, cfg
+    )
     recorded.wait()
-    warm = warmup_task.submit(run.warehouse, cfg, recorded, run.progress)
+    warm = submit_stage("dl2-warmup", "DL2 supervised warm-up", _warmup, run, cfg, recorded)
     return {"record": recorded, "warmup": warm}
 
 
@@ -86,7 +82,15 @@ def train(run: RunContext, cfg: DL2StageConfig, pending: Pending) -> Pending:
     cfg = _with_traces(run, cfg)
     return {
         "finetune": {
-            name: finetune_task.submit(run.warehouse, cfg, pending["warmup"], name, run.progress)
+            name: submit_stage(
+                "dl2-finetune",
+                f"DL2 fine-tuning {name}",
+                _finetune,
+                run,
+                cfg,
+                pending["warmup"],
+                name,
+            )
             for name in ("dl2", *cfg.trained_variants())
         }
     }
@@ -96,22 +100,17 @@ def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
     """A DL2-family checkpoint (DL2, OfflineRL, the ablations) allocating in the evaluation,
     placed by the evaluation's default placement (DL2's: load balancing)."""
     from models.dl2.policy import load_policy
-    from models.heuristics.registry import PLACEMENTS
 
     policy = load_policy(ref.checkpoint_path, sha256=ref.sha256, name=ref.policy_id)
-    if policy.system != ref.system:
-        raise NotApplicable(f"{ref.policy_id}: checkpoint of system {policy.system!r}")
-    return Scheduler(policy, PLACEMENTS.create(cfg.default_placement))
+    return placed(of_system(policy, ref), cfg)
 
 
 def load_table_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
     """The searched table (`table_stage`) allocating in the evaluation, placed by the
     evaluation's default placement, as DL2 is."""
     from models.dl2.search import load_table
-    from models.heuristics.registry import PLACEMENTS
 
-    table = load_table(ref.checkpoint_path, sha256=ref.sha256, name=ref.policy_id)
-    return Scheduler(table, PLACEMENTS.create(cfg.default_placement))
+    return placed(load_table(ref.checkpoint_path, sha256=ref.sha256, name=ref.policy_id), cfg)
 
 
 def teacher_of(policy: dict) -> str | None:

@@ -46,7 +46,7 @@ import numpy as np
 import polars as pl
 
 from models.checkpoints import Resumed, load_registered, resume_from
-from models.harmony.config import HarmonyEvalConfig
+from models.harmony.config import VARIANTS, HarmonyEvalConfig, arena_training
 from models.harmony.contracts import HarmonyLearningCurves, RewardModelMetrics
 from models.harmony.evaluate import observed_samples
 from models.harmony.placement import (
@@ -61,6 +61,7 @@ from models.harmony.reward import (
     RewardTrainConfig,
     compare_estimators,
     fit_reward_model,
+    metric_rows,
     predictor_from_checkpoint,
 )
 from models.harmony.train import (
@@ -76,7 +77,6 @@ from pipelines.evaluation import (
     VALIDATION_STREAM,
     EvalTables,
     best_rates,
-    eval_setting,
     scenario_tables,
     scenario_workloads,
     simulated,
@@ -102,7 +102,6 @@ from tracelib.contracts import InterferenceSamples
 from tracelib.gavel import GavelConfig, read_gavel
 from tracelib.interference import store_samples
 from tracelib.progress import ProgressFn, no_progress
-from tracelib.provenance import code_version
 from tracelib.scenarios import harmony_set
 from tracelib.scenarios.harmony import ArrivalConfig, sequences, split_seed
 from tracelib.sim import SimResult
@@ -110,14 +109,9 @@ from warehouse import connect, read_frame
 from warehouse.io import validate, write_frame
 
 ONLINE_SOURCE = "harmony-online"
+PLACEMENT_PHASE = {"phase": "placement"}
+"""`harmony_learning_curves.phase` of a placement policy's curve."""
 GAVEL_SYSTEM = "harmony-reward-model-gavel"
-VARIANTS: dict[str, dict[str, bool]] = {
-    "harmony": {},
-    "harmony-without-critic": {"value_net": False},
-    "harmony-without-exploration": {"exploration": False},
-    "harmony-without-replay": {"replay": False},
-}
-"""What `train_placement_stage` trains, by `policies.system` (paper Table II)."""
 
 
 @dataclass(frozen=True)
@@ -212,20 +206,6 @@ class HarmonyEvalResult:
     online_samples: int
 
 
-def _metric_rows(frame: pl.DataFrame, source: str, seed: int) -> pl.DataFrame:
-    """`reward_model_metrics` rows (but the model's id) of a comparison of estimators."""
-    return frame.filter(pl.col("mean_relative_error").is_not_nan()).select(
-        pl.lit(source).alias("source"),
-        "estimator",
-        "split",
-        "job_type",
-        "n_samples",
-        "mean_relative_error",
-        pl.lit(seed, dtype=pl.Int64).alias("seed"),
-        pl.lit(code_version()).alias("code_version"),
-    )
-
-
 def _samples(con, sources: tuple[str, ...]) -> pl.DataFrame:
     marks = ", ".join("?" for _ in sources)
     return read_frame(
@@ -263,9 +243,8 @@ def _fit_and_register(
         return Trained(fit.predictor, fit.curve, fit.metrics, comparison, restarted)
 
     def write(con, policy_id: str, trained: Trained) -> None:
-        metrics = _metric_rows(trained.detail, source, cfg.reward.seed)
+        metrics = metric_rows(trained.detail, source, cfg.reward.seed)
         replace_policy_rows(con, RewardModelMetrics, metrics, reward_model_id=policy_id)
-        _write_curve(con, policy_id, trained, "reward_model")
 
     return train_and_register(
         warehouse,
@@ -282,12 +261,9 @@ def _fit_and_register(
         workloads=[f"interference_samples:{s}" for s in source.split("+")],
         metrics={"source": source},
         write=write,
+        curves=HarmonyLearningCurves,
+        curve_keys={"phase": "reward_model"},
     )
-
-
-def _write_curve(con, policy_id: str, trained: Trained, phase: str = "placement") -> None:
-    """A training's `harmony_learning_curves` rows (phase "reward_model" or "placement")."""
-    replace_policy_rows(con, HarmonyLearningCurves, trained.curve, policy_id=policy_id, phase=phase)
 
 
 def fit_reward_model_stage(
@@ -474,7 +450,8 @@ def train_placement_stage(
             progress=progress,
             workloads=workloads,
             metrics={"reward_model_id": rid},
-            write=_write_curve,
+            curves=HarmonyLearningCurves,
+            curve_keys=PLACEMENT_PHASE,
         )
     return out
 
@@ -648,27 +625,6 @@ ARENA_SYSTEM = f"harmony{ARENA_SUFFIX}"
 """`policies.system` of the placement policies trained for the arena."""
 
 
-def _arena_train() -> PlacementTrainConfig:
-    # Fixed placement, as Harmony's own setting: the training environment forces it, and
-    # validation must run the policy the same way (in the re-decided mode its greedy loop
-    # would move every running job each slot; the arena's `ArenaPlacement` keeps them).
-    sim = replace(eval_setting(), fixed_placement=True)
-    net = replace(HarmonyNetConfig(), window=sim.window or 20, n_servers=sim.cluster.n_servers)
-    # Rollouts in the simulator's own speeds, and the starting policy kept unless training
-    # beats it on validation: see HarmonyArenaConfig.train. No teacher of its own: the
-    # arena starts from the own scenario's policy (warm-started there), else from scratch.
-    return PlacementTrainConfig(
-        net=net,
-        sim=sim,
-        rollout_speed="simulator",
-        keep_start=True,
-        teacher=None,
-        updates=120,
-        val_every=40,
-        n_workers=2,
-    )
-
-
 @dataclass(frozen=True)
 class HarmonyArenaConfig:
     """Harmony's placement policy trained for the arena: the run's synthetic workload set
@@ -679,7 +635,7 @@ class HarmonyArenaConfig:
     workload_set: str = "dl2-synthetic"
     """Derivation whose train split is trained on and whose validation split picks the
     best weights (the evaluation runs its test split)."""
-    train: PlacementTrainConfig = field(default_factory=_arena_train)
+    train: PlacementTrainConfig = field(default_factory=arena_training)
     """The actor-critic of the own scenario (`models.harmony.train`) in the arena's
     simulator. Its rollouts run on the simulator's own speeds (`rollout_speed`), not the
     reward predictor's: the predictor is fitted on saturated 6-server co-location sets,
@@ -789,5 +745,6 @@ def train_arena_stage(
         progress=progress,
         workloads=train_jobs["workload_id"].unique().to_list(),
         metrics={"workload_set": cfg.workload_set, "reward_model_id": rid},
-        write=_write_curve,
+        curves=HarmonyLearningCurves,
+        curve_keys=PLACEMENT_PHASE,
     )

@@ -28,6 +28,7 @@ from pipelines.systems.harmony.stages import (
     train_placement_stage,
     warm_start_stage,
 )
+from pipelines.trained import TrainResult
 from tracelib.sim import DecisionPolicy, Scheduler
 from warehouse import read_frame
 
@@ -52,40 +53,28 @@ def warm_task(
     return warm_start_stage(warehouse, cfg, reward["reward_model"]["policy_id"], progress)
 
 
-@task(name="harmony-train-placement", **IO_RETRIES)
-def placement_task(
+def _placement(
     warehouse: str | None,
     cfg: HarmonyStageConfig,
     variant: str,
     reward: dict,
     warm: dict[tuple, WarmStart],
-    progress: Reporter = QUIET,
-) -> dict:
+    progress: Reporter,
+) -> TrainResult:
     one = replace(cfg, variants=(variant,))
-    with progress.stage(f"Harmony placement {variant}"):
-        trained = train_placement_stage(
-            warehouse, one, reward["reward_model"]["policy_id"], progress, warm
-        )
-    return asdict(trained[variant])
+    rid = reward["reward_model"]["policy_id"]
+    return train_placement_stage(warehouse, one, rid, progress, warm)[variant]
 
 
-@task(name="harmony-train-arena", **IO_RETRIES)
-def arena_task(
+def _arena(
     warehouse: str | None,
     cfg: HarmonyArenaConfig,
     reward: dict,
     own: dict | None,
-    progress: Reporter = QUIET,
-) -> dict:
-    with progress.stage(f"Harmony placement {ARENA_SYSTEM} ({cfg.workload_set})"):
-        trained = train_arena_stage(
-            warehouse,
-            cfg,
-            reward["reward_model"]["policy_id"],
-            own["policy_id"] if own else None,
-            progress,
-        )
-    return asdict(trained)
+    progress: Reporter,
+) -> TrainResult:
+    rid, own_id = reward["reward_model"]["policy_id"], own["policy_id"] if own else None
+    return train_arena_stage(warehouse, cfg, rid, own_id, progress)
 
 
 @task(name="harmony-evaluate", **IO_RETRIES)
@@ -128,14 +117,31 @@ def train(run: RunContext, cfg: HarmonyRunConfig, pending: Pending) -> Pending:
     task finishes first). The variants share one warm start, made first (`warm_task`)."""
     warm = warm_task.submit(run.warehouse, cfg.stage, pending["reward"], run.progress)
     placement = {
-        v: placement_task.submit(run.warehouse, cfg.stage, v, pending["reward"], warm, run.progress)
+        v: submit_stage(
+            "harmony-train-placement",
+            f"Harmony placement {v}",
+            _placement,
+            run,
+            cfg.stage,
+            v,
+            pending["reward"],
+            warm,
+        )
         for v in cfg.stage.variants
     }
     if cfg.arena.train.updates <= 0:
         return {"placement": placement}
     own = placement.get("harmony")
     arena = {
-        name: arena_task.submit(run.warehouse, one, pending["reward"], own, run.progress)
+        name: submit_stage(
+            "harmony-train-arena",
+            f"Harmony placement {ARENA_SYSTEM} ({one.workload_set})",
+            _arena,
+            run,
+            one,
+            pending["reward"],
+            own,
+        )
         for name, one in arena_configs(run, cfg.arena).items()
     }
     return {"placement": placement, "arena": arena}

@@ -44,21 +44,23 @@ import numpy as np
 import polars as pl
 
 from models.checkpoints import Resumed, policy_id_for, register_policy, resume_from
-from models.rltaps.arena import RLTapsArenaPolicy, arena_policy_from_checkpoint
+from models.rltaps.arena import arena_policy_from_checkpoint, why_not_continued
 from models.rltaps.arena_reinforce import train_arena
 from models.rltaps.config import (
     ARENA_SYSTEM,
     MODES,
+    RLTAPS_REINFORCE,
     ArenaTrainConfig,
     ReinforceConfig,
+    arena_training,
     system_of,
 )
 from models.rltaps.contracts import RLTapsLearningCurves
 from models.rltaps.policy import (
     BASELINES,
     PREEMPTIVE,
-    Episode,
     RLTapsPolicy,
+    episode_job_rows,
     job_sequences,
     policy_from_checkpoint,
     scheduler_episodes,
@@ -87,37 +89,18 @@ from pipelines.trained import (
     newest_usable,
     parent_of,
     policies_dir,
-    replace_policy_rows,
     train_and_register,
 )
 from tracelib.envs.gpu import GpuEnvConfig
-from tracelib.envs.gpu_arena import ArenaEnvConfig
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
 from tracelib.scenarios import RL_TAPS_SET
-from tracelib.scenarios.rltaps import job_length_s
 from tracelib.sim import SimConfig
-from tracelib.sim.jobs import JobSpec
 from tracelib.sim.topology import RLTAPS_STEP_S
 from warehouse import connect, read_frame
 
 _TEST_STREAM = 0x7E57
 """Spawn key of the test sequences' seeds (independent of the trainer's streams)."""
-
-
-RLTAPS_REINFORCE = ReinforceConfig(
-    env=GpuEnvConfig(max_steps=200),
-    n_jobs=30,
-    train_sequences=6,
-    val_sequences=4,
-    episodes=6,
-    batch_sequences=2,
-    epochs=4,
-    refresh_every=2,
-)
-"""`RLTapsStageConfig.reinforce`'s default: the paper's network, topology, state and reward
-with a small budget (30 jobs per sequence, T_max 200, 6 training and 4 validation
-sequences, 6 episodes, 4 epochs; the scenario's resume cost, which the paper has not)."""
 
 
 @dataclass(frozen=True)
@@ -311,9 +294,7 @@ def train_rltaps_stage(
             for seeds in trained.metrics["train_seeds"]
             for s in seeds
         },
-        write=lambda con, policy_id, trained: replace_policy_rows(
-            con, RLTapsLearningCurves, trained.curve, policy_id=policy_id
-        ),
+        curves=RLTapsLearningCurves,
         register=register,
     )
     return RLTapsTrainResult(**vars(result), system=system)
@@ -341,32 +322,6 @@ def _register_shipped(con, shipped: Shipped, path: Path, policy_id: str) -> None
 
 SCENARIO = "rl-taps"
 """eval_summary.scenario of RL-TAPS' own evaluation; its set is rl-taps-bimodal."""
-
-
-def episode_job_rows(episode: Episode, jobs: tuple[JobSpec, ...]) -> pl.DataFrame:
-    """eval_jobs rows of one RL-TAPS episode: eq. 17's finish (its step's end, T_max if
-    unfinished) and slowdown ((finish - arrival) / len(j), len(j) the `ideal_s`). The
-    episode does not record when a job first got GPUs (start_s is its arrival) nor the
-    GPU-seconds it held (0)."""
-    finish = [episode.finish_s[j.job_id] for j in jobs]
-    arrival = [j.arrival_s for j in jobs]
-    ideal = [job_length_s(j) for j in jobs]
-    jct = [f - a for f, a in zip(finish, arrival, strict=True)]
-    return pl.DataFrame(
-        {
-            "job_index": [j.job_id for j in jobs],
-            "job_id": [j.name or str(j.job_id) for j in jobs],
-            "model": [j.model for j in jobs],
-            "arrival_s": arrival,
-            "start_s": arrival,
-            "finish_s": finish,
-            "jct_s": jct,
-            "ideal_s": ideal,
-            "slowdown": [t / i for t, i in zip(jct, ideal, strict=True)],
-            "gpu_time_s": [0.0] * len(jobs),
-        },
-        schema_overrides={"job_index": pl.Int32},
-    )
 
 
 def rltaps_tables(
@@ -526,26 +481,6 @@ def _evaluation_result(
 # -- the arena: RL-TAPS' decision on the evaluation's cluster ------------------------------
 
 
-def _arena_reinforce() -> ArenaTrainConfig:
-    """`RLTapsArenaConfig.reinforce`'s default, in the evaluation's setting. The learning
-    rate is RL-TAPS' 0.001 x 10: a budget of seconds makes a handful of updates, and 0.03
-    and more diverged in trials on the validation split."""
-    sim = eval_setting()
-    return ArenaTrainConfig(
-        sim=sim,
-        env=ArenaEnvConfig(
-            cluster=sim.cluster, window=sim.window or 20, ps_rule="at-least-workers"
-        ),
-        hidden=64,
-        context=32,
-        prior=6.0,
-        episodes=3,
-        batch_sequences=1,
-        epochs=3,
-        lr=0.01,
-    )
-
-
 @dataclass(frozen=True)
 class RLTapsArenaConfig:
     """RL-TAPS trained for the evaluation on every workload set (system `rl-taps-arena`):
@@ -563,7 +498,7 @@ class RLTapsArenaConfig:
     """Derivation whose train split is trained on and whose validation split validates."""
     sim: SimConfig = field(default_factory=eval_setting)
     """Simulator of training and validation (default: the evaluation's)."""
-    reinforce: ArenaTrainConfig = field(default_factory=_arena_reinforce)
+    reinforce: ArenaTrainConfig = field(default_factory=arena_training)
     """REINFORCE in the arena (its simulator, its decision's cluster and window, and its
     seed are this config's). Default: 3 episodes per sequence (RL-TAPS: 20), 1 sequence per
     update, 3 epochs (RL-TAPS: 50), Adam at 0.01, a job-slot layer of 64 and a
@@ -591,14 +526,6 @@ class RLTapsArenaConfig:
         return asdict(self)
 
 
-def _fits(policy: RLTapsArenaPolicy, cfg: ArenaTrainConfig) -> str:
-    """Why a registered arena policy cannot continue this training ("" when it can)."""
-    if policy.env != cfg.env:
-        return f"it reads {policy.env}, this training {cfg.env}"
-    shape, want = replace(policy.cfg, prior=0.0), replace(cfg.net, prior=0.0)
-    return "" if shape == want else f"its network is {policy.cfg}, this training's {cfg.net}"
-
-
 def train_arena_stage(
     warehouse: str | Path | None, cfg: RLTapsArenaConfig, progress: Reporter = QUIET
 ) -> TrainResult:
@@ -611,7 +538,7 @@ def train_arena_stage(
     def start(con) -> Resumed:
         parent = parent_of(cfg.init, lambda: newest_policy(con, ARENA_SYSTEM, cfg.workload_set))
         resumed = resume_from(con, parent, arena_policy_from_checkpoint)
-        why = resumed.policy is not None and _fits(resumed.policy, tr_cfg)
+        why = resumed.policy is not None and why_not_continued(resumed.policy, tr_cfg)
         if not why:
             return resumed
         if cfg.init not in ("latest", "scratch"):

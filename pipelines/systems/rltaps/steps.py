@@ -11,7 +11,14 @@ from models.rltaps.config import MODES
 from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
 from pipelines.sections import Section
 from pipelines.system import ArenaPolicies, Pending, RunContext, arena_configs
-from pipelines.system_steps import arena_entry, nothing, results, submit_stage, view_section
+from pipelines.system_steps import (
+    arena_entry,
+    nothing,
+    of_system,
+    results,
+    submit_stage,
+    view_section,
+)
 from pipelines.systems.rltaps.stages import (
     RLTapsArenaConfig,
     RLTapsStageConfig,
@@ -113,9 +120,7 @@ def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
     from models.heuristics.registry import PLACEMENTS
     from models.rltaps.arena import load_arena_policy as load
 
-    policy = load(ref.checkpoint_path, sha256=ref.sha256)
-    if policy.system != ref.system:
-        raise NotApplicable(f"{ref.policy_id}: checkpoint of system {policy.system!r}")
+    policy = of_system(load(ref.checkpoint_path, sha256=ref.sha256), ref)
     if cfg.window is None:
         policy.transfer = True
     elif policy.env.cluster != cfg.cluster or policy.env.window != cfg.window:
