@@ -10,7 +10,8 @@ rows after taking out what legitimately differs between two runs of different co
   that are checkpoint hashes, the evaluation ids that name the policies, and the run ids
   that hash those): each such id is replaced, wherever it appears (in a column or inside a
   JSON text), by a label that only depends on content (`dl2#0` is the first DL2 policy
-  created, `eval#3` the fourth evaluation stored, `run#0` the first pipeline run);
+  created, `eval#3` the fourth evaluation ordered by workload set and then by when it was
+  stored, `run#0` the first pipeline run);
 - clock times and durations (`*_at`, `wall_s`, keys naming wall time in a JSON text), the
   process that ran (`host`, `pid`, `process_started`), file locations (`checkpoint_path`,
   `path`) and checkpoint bytes' hashes (`sha256`);
@@ -108,8 +109,10 @@ def _labels(con) -> dict[str, str]:
         counts[system] += 1
     evals = read_frame(
         con,
+        # By workload set first: the sets' evaluations run side by side on a task runner
+        # with worker processes, so which is stored first differs from run to run.
         "SELECT eval_id FROM eval_summary GROUP BY eval_id "
-        "ORDER BY min(evaluated_at), min(workload_set), eval_id",
+        "ORDER BY min(workload_set), min(evaluated_at), eval_id",
     )
     for k, (eval_id,) in enumerate(evals.iter_rows()):
         labels[eval_id] = f"eval#{k}"

@@ -60,3 +60,21 @@ def test_one_ulp_in_one_result_is_found(reference_run, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "eval_runs" in out and repr(nudged) in out
     assert main([str(reference_run.warehouse), str(after)]) == 1
+
+
+def test_evaluations_stored_in_another_order_compare_equal(reference_run, tmp_path, capsys):
+    # With worker processes, the workload sets' evaluations run side by side: which one is
+    # stored first differs between two runs of the same code.
+    after = _copy(reference_run, tmp_path, "after.duckdb")
+    _restamp(after)
+    with connect(after) as con:
+        [(last,)] = con.sql(
+            "SELECT eval_id FROM eval_summary GROUP BY eval_id "
+            "ORDER BY max(evaluated_at) DESC, eval_id LIMIT 1"
+        ).fetchall()
+        con.execute(
+            "UPDATE eval_summary SET evaluated_at = evaluated_at - INTERVAL 30 DAY "
+            "WHERE eval_id = ?",
+            [last],
+        )
+    assert compare(str(reference_run.warehouse), str(after), show=3) == 0
