@@ -843,6 +843,7 @@ def replay(
         # that ranked below the one that found none), so asking as much finds no room
         # either. Not kept under `skip_settled=False`, the reference that tries them all.
         no_room: dict[tuple[str, bool], float] = {}
+        narrow = servers.g + _EPS  # the most GPUs a narrow job asks
         while True:
             if tiresias:
                 # A promotion re-queued some jobs under a new rank: drop the old entries.
@@ -862,24 +863,27 @@ def replay(
                 heads.sort(key=lambda h: (h[1][0], (-h[0][0], -h[0][1])), reverse=True)
             else:
                 heads.sort()
-            # `may_fit`'s bound for narrow heads, read once: until a head starts or a
-            # preemption moves jobs (both end this pass), nothing changes the free GPUs.
-            most = servers.most_free()
+            # `may_fit`'s bounds, read once (the wide one when a wide head asks: most passes
+            # have none): until a head starts or a preemption moves jobs (both end this
+            # pass), nothing changes the free GPUs.
+            most, whole = servers.most_free(), None
             for head, key in heads:
-                i = head[-1]
-                need = gpus[i]
-                wide = need > servers.g + _EPS
-                shape = (types[i], wide)
-                try_preempt = may_preempt and need < no_room.get(shape, math.inf)
+                # A class's key is its jobs' GPUs and type: all a head's checks read.
+                need, gpu_type = key
+                wide = need > narrow
+                if wide and whole is None:
+                    whole = servers.whole_free()
                 # The head stays in its heap until it starts: the victims a preemption
                 # puts back rank below it, so it is still the heap's first entry then.
-                if need <= (servers.whole_free() if wide else most) + _EPS and start_placed(i, now):
+                if need <= (whole if wide else most) + _EPS and start_placed(head[-1], now):
                     started(key, head)
                     break
                 moved = False
-                if try_preempt:
+                shape = (gpu_type, wide)
+                # (A start that failed changed nothing: whether to preempt is read now.)
+                if may_preempt and need < no_room.get(shape, math.inf):
                     before = changes[0]
-                    paused = _preempt_ranked(head, now) if tiresias else _preempt_for(i, now)
+                    paused = _preempt_ranked(head, now) if tiresias else _preempt_for(head[-1], now)
                     if paused:
                         started(key, head)
                         break
@@ -889,7 +893,7 @@ def replay(
                     # Nobody runs below this head, so nobody runs below the heads after it.
                     may_preempt = paused is not None
                     if skip_settled and (tiresias or not moved):
-                        no_room[shape] = min(gpus[i], no_room.get(shape, math.inf))
+                        no_room[shape] = need  # below what was there: the test above
                 if not rule.backfill:
                     return
                 blocked.add(key)
