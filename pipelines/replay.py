@@ -21,6 +21,7 @@ import math
 import re
 import time
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -1020,22 +1021,35 @@ def headline(source_id: str, summary: pl.DataFrame, config: dict) -> str:
 def capacity_frame(capacities: list[CapacityOutcome]) -> pl.DataFrame:
     """One row per (capacity, rule): factor, servers, GPUs, average JCT and mean queueing
     delay (hours), mean slowdown, utilization."""
-    rows = []
-    for c in capacities:
-        for row in c.summary.iter_rows(named=True):
-            rows.append(
-                {
-                    "capacity": c.factor,
-                    "servers": c.cluster.n_servers,
-                    "gpus": c.cluster.total_gpus,
-                    "scheduler": row["scheduler"],
-                    "avg_jct_h": row["avg_jct_s"] / 3600,
-                    "queueing_h": c.queueing_s[row["scheduler"]] / 3600,
-                    "mean_slowdown": row["mean_slowdown"],
-                    "utilization": row["utilization"],
-                }
-            )
-    return pl.DataFrame(rows)
+    return what_if_frame(
+        (c.factor, c.cluster.n_servers, c.cluster.total_gpus, c.summary, c.queueing_s)
+        for c in capacities
+    )
+
+
+def what_if_frame(
+    runs: Iterable[tuple[float, int, float, pl.DataFrame, Mapping[str, float]]],
+) -> pl.DataFrame:
+    """The what-if rows `capacity_figure` draws, one per (capacity, scheduler), of runs given
+    as (factor, servers, GPUs, evaluation summary, scheduler -> mean queueing delay in
+    seconds): the rules' (`capacity_frame`) or the learned families' in the arena's
+    simulator (`pipelines.replay_learned.arena_capacity_frame`)."""
+    return pl.DataFrame(
+        [
+            {
+                "capacity": factor,
+                "servers": servers,
+                "gpus": gpus,
+                "scheduler": row["scheduler"],
+                "avg_jct_h": row["avg_jct_s"] / 3600,
+                "queueing_h": queueing_s[row["scheduler"]] / 3600,
+                "mean_slowdown": row["mean_slowdown"],
+                "utilization": row["utilization"],
+            }
+            for factor, servers, gpus, summary, queueing_s in runs
+            for row in summary.iter_rows(named=True)
+        ]
+    )
 
 
 def capacity_figure(rows: pl.DataFrame, title: str):

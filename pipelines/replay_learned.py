@@ -62,6 +62,7 @@ from pipelines.replay import (
     headline,
     load_trace,
     offered_load,
+    what_if_frame,
     with_block_intervals,
 )
 from pipelines.stages import learned_policies
@@ -394,21 +395,8 @@ def learned_replay_stage(
 
 
 def arena_capacity_frame(outcomes: list[tuple[float, LearnedReplayOutcome]]) -> pl.DataFrame:
-    """The what-if rows of learned replays, one per (capacity, scheduler), as
-    `pipelines.replay.capacity_frame` makes the rules' (`capacity_figure` draws either)."""
-    return pl.DataFrame(
-        [
-            {
-                "capacity": factor,
-                "servers": outcome.servers,
-                "gpus": outcome.gpus,
-                "scheduler": row["scheduler"],
-                "avg_jct_h": row["avg_jct_s"] / 3600,
-                "queueing_h": outcome.queueing_s[row["scheduler"]] / 3600,
-                "mean_slowdown": row["mean_slowdown"],
-                "utilization": row["utilization"],
-            }
-            for factor, outcome in outcomes
-            for row in outcome.summary.iter_rows(named=True)
-        ]
+    """The what-if rows of learned replays, one per (capacity, scheduler), as the rules'
+    (`pipelines.replay.what_if_frame`; `capacity_figure` draws either)."""
+    return what_if_frame(
+        (factor, o.servers, o.gpus, o.summary, o.queueing_s) for factor, o in outcomes
     )
