@@ -80,6 +80,14 @@ def test_loader_runs_the_policy_beside_the_heuristics(trained):
     assert evaluate(jobs, workloads, cfg).runs.equals(tables.runs)  # deterministic
 
 
+def test_the_whole_trace_replay_schedules_every_job_in_batches(trained):
+    path, first = trained
+    [ref] = learned_policies(path, {"chic": first.policy_id}, SYSTEMS.loaders())
+    windowed = steps.load_arena_policy(ref, EvalConfig())
+    whole = steps.load_arena_policy(ref, replace(EvalConfig(), window=None))
+    assert not windowed.allocation.batches and whole.allocation.batches
+
+
 def test_steps_enter_each_variant_and_load_both_systems():
     class Done:
         def __init__(self, value):

@@ -31,6 +31,7 @@ from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.envs.chic import ChicEnv, ChicEnvConfig, average_jct_s
 from tracelib.envs.chic_arena import ChicArenaEnv, ChicArenaSchedule, play_schedule
 from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario
+from tracelib.sim.builder import any_task_fits
 from tracelib.sim.engine import SimResult
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.snapshot import Allocation, Snapshot
@@ -211,18 +212,33 @@ class ChicArenaPolicy:
     schedule of the first I visible jobs (`tracelib.envs.chic_arena.ChicArenaSchedule`),
     actions from the network until void or S', absent jobs masked. Sampled actions come
     from a generator seeded by (`seed`, decision number), so a decision does not depend on
-    which runs this object made before; `greedy` takes the most probable valid action."""
+    which runs this object made before; `greedy` takes the most probable valid action.
+
+    `batches`: where every job in the system is visible (the whole-trace replay, hundreds
+    of jobs on hundreds of GPUs), the first I jobs alone would leave most of the cluster
+    idle. Then a decision plays one schedule per I jobs in arrival order, each from the
+    resources the schedules before it left (as DL2 allocates J jobs at a time), its
+    backlog the jobs after it; the fallback (module doc of `tracelib.envs.chic_arena`,
+    5) applies to the first schedule only, and a batch that no task fits any more is
+    skipped without an inference. The first schedule is the one `batches` off plays."""
 
     interval_s: float | None = None
     uses_oracle: bool = False
 
     def __init__(
-        self, policy: ChicPolicy, *, name: str, greedy: bool = False, seed: int = 0
+        self,
+        policy: ChicPolicy,
+        *,
+        name: str,
+        greedy: bool = False,
+        seed: int = 0,
+        batches: bool = False,
     ) -> None:
         self.policy = policy
         self.name = name
         self.greedy = greedy
         self.seed = seed
+        self.batches = batches
         self.window = policy.net.cfg.window
         self.env_cfg = policy.env_config()
         self.actor = policy.numpy()
@@ -237,5 +253,21 @@ class ChicArenaPolicy:
                 f"is {ordered}"
             )
         rng = None if self.greedy else np.random.default_rng([self.seed, snap.decision])
-        schedule = ChicArenaSchedule(snap, self.env_cfg, self.window)
-        return play_schedule(schedule, lambda obs, mask: self.actor.act(obs, mask, rng))
+
+        def choose(obs: np.ndarray, mask: np.ndarray) -> int:
+            return self.actor.act(obs, mask, rng)
+
+        if not self.batches:
+            return play_schedule(ChicArenaSchedule(snap, self.env_cfg, self.window), choose)
+        counts: dict[int, tuple[int, int]] = {}
+        pool = None
+        full: set[tuple] = set()  # task shapes that no longer fit (the pool only shrinks)
+        for start in range(0, len(snap.jobs), self.window):
+            batch = snap.jobs[start : start + self.window]
+            if pool is not None and not any_task_fits(pool, batch, full):
+                continue
+            rest = replace(snap, jobs=snap.jobs[start:])
+            schedule = ChicArenaSchedule(rest, self.env_cfg, self.window, pool=pool)
+            counts.update(play_schedule(schedule, choose, fallback=pool is None).counts)
+            pool = schedule.builder.pool
+        return Allocation.of(counts)

@@ -35,12 +35,12 @@ from models.dl2.networks import (
 )
 from models.heuristics.registry import PLACEMENTS
 from tracelib.envs.observation import AllocationActions, encode_allocation, refresh_allocation_row
-from tracelib.sim.builder import Action, AllocationBuilder
+from tracelib.sim.builder import Action, AllocationBuilder, any_task_fits
 from tracelib.sim.config import SimConfig
 from tracelib.sim.engine import SimResult, Simulator
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.policy import AllocationPolicy, Scheduler
-from tracelib.sim.snapshot import Allocation, JobView, Snapshot
+from tracelib.sim.snapshot import Allocation, Snapshot
 
 _MAX_MOVES = 8192
 """First-layer changes `DL2Policy` keeps (1 KB each with 256 units) before starting afresh."""
@@ -56,23 +56,6 @@ def _split(actions: AllocationActions) -> tuple[tuple[int, int, int, int], ...]:
         (row, int(kind), *_KIND_TASKS[kind])
         for row, kind in map(actions.decode, range(actions.stop))
     )
-
-
-def _any_task_fits(pool, jobs: Sequence[JobView], full: set[tuple]) -> bool:
-    """Whether one worker or one PS of some job of `jobs` below its cap fits `pool` (what
-    any valid action but stop needs: `AllocationBuilder.mask`); shapes found not to fit are
-    added to `full`."""
-    for job in jobs:
-        if job.max_workers <= 0:
-            continue
-        for demand in (job.worker_demand, job.ps_demand):
-            shape = (tuple(map(float, demand)), job.gpu_types)
-            if shape in full:
-                continue
-            if pool.any_fit(*shape):
-                return True
-            full.add(shape)
-    return False
 
 
 class _Steps:
@@ -230,7 +213,7 @@ class DL2Policy:
         self.inferences = 0
         for start in range(0, len(snap.jobs), window):
             batch = snap.jobs[start : start + window]
-            if pool is not None and not _any_task_fits(pool, batch, full):
+            if pool is not None and not any_task_fits(pool, batch, full):
                 # Every action but stop is invalid: `fill` would stop at once, with no
                 # inference and no draw. Once the cluster is full (most batches of a long
                 # queue) this skips building, encoding and the network's first pass.

@@ -139,5 +139,45 @@ def test_sampled_decisions_depend_on_the_decision_not_on_the_past():
         ChicPolicy(ChicPolicyNet(ChicNetConfig()), {}).arena()
 
 
+def test_batches_schedule_every_visible_job_from_what_earlier_ones_left():
+    jobs = tuple(JobSpec(i, "dssm", 30.0, 0.0, 1, 1) for i in range(6))
+    cluster = ClusterConfig(n_servers=48)  # room for every job's 16 workers and 16 PSs
+    snap = snapshot(jobs, cluster)
+    policy = _policy(window=2)
+    first = ChicArenaPolicy(policy, name="chic", greedy=True).allocate(snap)
+    batched = ChicArenaPolicy(policy, name="chic", greedy=True, batches=True)
+    every = batched.allocate(snap)
+    assert first.counts and set(first.counts) <= {0, 1}  # I = 2: the rest wait
+    # the same first schedule
+    assert {j: c for j, c in every.counts.items() if j < 2} == dict(first.counts)
+    # Void is masked until a job of the schedule trains: each later batch trains one too.
+    trained = {j // 2 for j, (w, p) in every.counts.items() if w and p}
+    assert trained == {0, 1, 2}
+    sim = replace(SIM, cluster=cluster, window=None)
+    result = Simulator(jobs, Scheduler(batched, LoadBalancing()), sim).run()
+    assert len(result.jobs) == len(jobs)  # every allocation fit and every job finished
+
+
+def test_batches_stop_where_nothing_fits(monkeypatch):
+    # One server holds four tasks; eight jobs in four batches of I = 2.
+    jobs = tuple(JobSpec(i, "dssm", 30.0, 0.0, 1, 1) for i in range(8))
+    snap = snapshot(jobs, ClusterConfig(n_servers=1))
+    built = []
+
+    class Counted(ChicArenaSchedule):
+        def __init__(self, snap, cfg, window, pool=None):
+            built.append(len(snap.jobs))
+            super().__init__(snap, cfg, window, pool)
+
+    monkeypatch.setattr("models.chic.policy.ChicArenaSchedule", Counted)
+    every = ChicArenaPolicy(_policy(window=2), name="chic", greedy=True, batches=True)
+    counts = every.allocate(snap).counts
+    assert sum(w + p for w, p in counts.values()) == 4  # the server is full
+    # Each schedule's backlog is the jobs after it; none is built once nothing fits.
+    assert built == [8, 6][: len(built)] and max(counts) < 2 * len(built)
+    with pytest.raises(ValueError, match="cannot restart"):
+        ChicArenaSchedule(snap, ChicEnvConfig(), 2, pool=snap.cluster.pool()).fallback()
+
+
 def test_arena_env_is_torch_free():
     assert packages_loaded_by("import tracelib.envs.chic_arena", "torch") == []

@@ -52,6 +52,7 @@ from tracelib.envs.chic import (
 )
 from tracelib.scenarios.chic import ChicArenaScenario
 from tracelib.sim.builder import AllocationBuilder
+from tracelib.sim.cluster import FreePool
 from tracelib.sim.config import SimConfig
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.placement import LoadBalancing
@@ -76,9 +77,17 @@ class ChicArenaSchedule(ChicSchedule):
     penalties and masks are `ChicSchedule`'s; resources, the void rule and the encoding are
     the arena's (module doc)."""
 
-    def __init__(self, snap: Snapshot, cfg: ChicEnvConfig, window: int) -> None:
+    def __init__(
+        self, snap: Snapshot, cfg: ChicEnvConfig, window: int, pool: FreePool | None = None
+    ) -> None:
+        """`pool`: the free resources to schedule from (default: what the snapshot's decision
+        may hand out); a schedule of later jobs of the same decision passes what the
+        schedules before it left (`ChicArenaPolicy` with `batches`). Such a schedule has no
+        fallback: `fallback` takes every task back, and a pool shared with earlier
+        schedules cannot be restored to this schedule's start."""
         jobs = tuple(snap.jobs[:window])
         self.snap = snap
+        self._pool = pool
         self.jobs = jobs
         self.cfg = cfg
         self.window = window
@@ -93,7 +102,7 @@ class ChicArenaSchedule(ChicSchedule):
         self._start()
 
     def _start(self) -> None:
-        self.builder = AllocationBuilder(self.snap, self.jobs)
+        self.builder = AllocationBuilder(self.snap, self.jobs, pool=self._pool)
         # The builder's own lists: an action updates counts and resources at once.
         self.workers = self.builder.workers
         self.ps = self.builder.ps
@@ -168,6 +177,8 @@ class ChicArenaSchedule(ChicSchedule):
             self._encode_tasks(self._obs, row)
 
     def _clear(self) -> None:
+        if self._pool is not None:
+            raise ValueError("a schedule on a pool shared with earlier schedules cannot restart")
         self._start()
         self._obs = None
 
@@ -208,16 +219,16 @@ class ChicArenaSchedule(ChicSchedule):
             obs[at + 1] = self.ps[i] / cap
 
 
-def play_schedule(schedule: ChicArenaSchedule, choose) -> Allocation:
+def play_schedule(schedule: ChicArenaSchedule, choose, fallback: bool = True) -> Allocation:
     """Run one schedule to its end with `choose(observation, mask) -> action`: until void,
-    S' or `max_phase_steps`; a schedule training nothing falls back (module doc, 5).
-    What the deployed policy does at every decision."""
+    S' or `max_phase_steps`; a schedule training nothing falls back (module doc, 5) unless
+    `fallback` is False. What the deployed policy does at every decision."""
     while not schedule.finished() and schedule.steps < schedule.cfg.max_phase_steps:
         action = choose(schedule.observation(), schedule.mask())
         if schedule.actions.decode(action) is None:
             break
         schedule.apply(action)
-    if schedule.jobs and not schedule.trainable():
+    if fallback and schedule.jobs and not schedule.trainable():
         schedule.fallback()
     return schedule.allocation()
 

@@ -238,3 +238,22 @@ class AllocationBuilder:
         return Allocation.of(
             {j.job_id: (self.workers[i], self.ps[i]) for i, j in enumerate(self.jobs)}
         )
+
+
+def any_task_fits(pool: FreePool, jobs: Sequence[JobView], full: set[tuple]) -> bool:
+    """Whether one worker or one PS of some job of `jobs` below its cap fits `pool` (what
+    any step of an `AllocationBuilder` on those jobs needs: `mask`); shapes found not to
+    fit are added to `full`. A policy deciding a long queue in batches asks this before
+    each batch: within one decision the pool only shrinks, so a shape in `full` never fits
+    again and a batch that nothing fits is skipped without building it."""
+    for job in jobs:
+        if job.max_workers <= 0:
+            continue
+        for demand in (job.worker_demand, job.ps_demand):
+            shape = (tuple(map(float, demand)), job.gpu_types)
+            if shape in full:
+                continue
+            if pool.any_fit(*shape):
+                return True
+            full.add(shape)
+    return False

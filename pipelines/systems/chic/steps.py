@@ -131,11 +131,15 @@ def arena(run: RunContext, pending: Pending) -> ArenaPolicies:
 
 def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
     """An arena Chic / Chic-Pair checkpoint allocating in the evaluation, placed by the
-    evaluation's default placement (load balancing, as in its training)."""
+    evaluation's default placement (load balancing, as in its training). Where every job
+    is visible (the whole-trace replay: no window) it schedules them I at a time
+    (`ChicArenaPolicy.batches`)."""
     from models.chic.policy import load_policy
 
     policy = of_system(load_policy(ref.checkpoint_path, sha256=ref.sha256), ref)
-    return placed(policy.arena(name=ref.policy_id), cfg)
+    arena = policy.arena(name=ref.policy_id)
+    arena.batches = cfg.window is None
+    return placed(arena, cfg)
 
 
 def loaders() -> dict[str, Loader]:
