@@ -650,7 +650,7 @@ def _learned_replay(args, learned: tuple[str, ...], every: bool, clusters, windo
     from pipelines.replay_learned import (
         FAMILIES,
         LearnedReplayConfig,
-        learned_replay_stage,
+        learned_replays,
         newest_policies,
     )
     from warehouse import connect
@@ -661,9 +661,8 @@ def _learned_replay(args, learned: tuple[str, ...], every: bool, clusters, windo
         learned = tuple(dict.fromkeys((*learned, *(f for f, p in found.items() if p))))
     if not learned:
         return []
-    outcomes = []
-    for factor, cluster in clusters:
-        cfg = LearnedReplayConfig(
+    cfgs = [
+        LearnedReplayConfig(
             args.source_id,
             learned,
             gpus=cluster.total_gpus,
@@ -674,10 +673,18 @@ def _learned_replay(args, learned: tuple[str, ...], every: bool, clusters, windo
             skip_refused=every,  # "all": the families that can run here
             capacity=factor if len(clusters) > 1 else None,
         )
-        stage = f"arena replay {args.source_id} at capacity {factor:g}"
-        with _display(args) as display, display.reporter.stage(stage):
-            outcomes.append((factor, learned_replay_stage(args.warehouse, cfg, display.reporter)))
-    return outcomes
+        for factor, cluster in clusters
+    ]
+    with _display(args) as display:
+        outcomes = learned_replays(
+            args.warehouse,
+            cfgs,
+            runner=args.task_runner,
+            workers=args.workers,
+            ray_address=args.ray_address,
+            progress=display.reporter,
+        )
+    return [(factor, o) for (factor, _), o in zip(clusters, outcomes, strict=True)]
 
 
 def cmd_collect(args) -> int:
@@ -1141,8 +1148,9 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         "--task-runner",
         choices=("processes", "sequential", "ray"),
         default="processes",
-        help="where the independent replays (rules x capacities) run: local processes "
-        "(default), this process one after another, or a Ray cluster",
+        help="where the independent replays (rules x capacities, and the learned families' "
+        "runs at each capacity) run: local processes (default), this process one after "
+        "another, or a Ray cluster",
     )
     replay.add_argument(
         "--block",

@@ -21,11 +21,13 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -704,16 +706,8 @@ def _on_ray(
     cfg: ReplayConfig,
     progress: Reporter,
 ) -> list[tuple[pl.DataFrame, float]]:
-    """The replays as Ray tasks (the jobs put in Ray's object store once); a Ray instance
-    this call starts (no address given, none running) is shut down after."""
-    try:
-        import ray
-    except ImportError:  # an optional extra: keep the error actionable
-        raise ReplayInputError("--task-runner ray needs ray: pip install -e '.[ray]'") from None
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address=cfg.ray_address, include_dashboard=False, log_to_driver=False)
-    try:
+    """The replays as Ray tasks (the jobs put in Ray's object store once)."""
+    with ray_session(cfg.ray_address) as ray:
         remote = ray.remote(_replay_task)
         jobs_ref = ray.put(engine_jobs)
         refs = [
@@ -724,6 +718,22 @@ def _on_ray(
             results.append(ray.get(ref))
             progress.line(f"replay {name} on {cluster.n_servers:,} servers: {results[-1][1]:.1f} s")
         return results
+
+
+@contextmanager
+def ray_session(address: str | None) -> Iterator[Any]:
+    """The `ray` module, connected to `address` (None: a local instance) unless Ray is
+    already running; a Ray instance this session starts is shut down when it ends.
+    ReplayInputError when Ray is not installed (an optional extra)."""
+    try:
+        import ray
+    except ImportError:  # an optional extra: keep the error actionable
+        raise ReplayInputError("--task-runner ray needs ray: pip install -e '.[ray]'") from None
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
     finally:
         if started:
             ray.shutdown()

@@ -28,14 +28,16 @@ The simulator shows every job in the system at each decision (no arena window: a
 20 would let at most 20 jobs run on a cluster of hundreds of GPUs). A policy that sees a
 bounded window of jobs decides as it does when more jobs wait than it sees: DL2 allocates
 J = 20 jobs at a time in arrival order, each batch taking what the earlier ones left
-(`models.dl2.policy`); Chic allocates to its first I = 20 jobs and the rest wait (its
-backlog feature counts them); Harmony places the arena's default allocation (every job
-its requested workers and PSs while they fit) with its network sized to the window it was
-trained with; RL-TAPS decides N = 20 jobs at a time in arrival order, each batch on the GPUs
-the earlier ones left, its cluster image resampled to the cluster it was trained on
-(`models.rltaps.arena`); the heuristics see every job.
+(`models.dl2.policy`); Chic plays one schedule per I = 20 jobs in arrival order, each from
+what the schedules before it left (`models.chic.policy.ChicArenaPolicy`, `batches`);
+Harmony places the arena's default allocation (every job its requested workers and PSs
+while they fit) with its network sized to the window it was trained with; RL-TAPS decides
+N = 20 jobs at a time in arrival order, each batch on the GPUs the earlier ones left, its
+cluster image resampled to the cluster it was trained on (`models.rltaps.arena`); the
+heuristics see every job.
 Rows go to the evaluation tables in workload set `replay-arena:<source>`, each learned
-scheduler's `policy` naming its policy id.
+scheduler's `policy` naming its policy id. The what-if's runs (one per capacity) are
+independent: `learned_replays` runs them on the task runner the user picks, as the rules'.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -65,7 +68,9 @@ from pipelines.replay import (
     what_if_frame,
     with_block_intervals,
 )
+from pipelines.runners import available_cores
 from pipelines.stages import learned_policies
+from tracelib.provenance import pin_code_version
 from tracelib.scenarios.dl2 import DL2_SMALL
 from tracelib.sim import ClusterConfig
 from tracelib.sim.config import ServerGroup
@@ -321,10 +326,13 @@ def learned_replay_stage(
     # One workload, one seed: evaluate's runs are the schedulers, in `names` order.
     marks = [t]
 
+    # The what-if's runs may go side by side (`learned_replays`): a line names its capacity.
+    at = f" at capacity {cfg.capacity:g}" if cfg.capacity is not None else ""
+
     def finished(done: int, total: int | None = None) -> None:
         marks.append(time.perf_counter())
         name = eval_cfg.names[done - 1]
-        progress.line(f"  {name}: {marks[-1] - marks[-2]:,.1f} s ({done}/{total})")
+        progress.line(f"  {name}{at}: {marks[-1] - marks[-2]:,.1f} s ({done}/{total})")
         advance(done, total)
 
     said = [t]
@@ -334,7 +342,7 @@ def learned_replay_stage(
         if done < total and now - said[0] >= 30.0:  # a line every half minute at most
             said[0] = now
             progress.line(
-                f"  {name}: {done:,} of {total:,} jobs finished ({now - marks[-1]:,.0f} s)"
+                f"  {name}{at}: {done:,} of {total:,} jobs finished ({now - marks[-1]:,.0f} s)"
             )
 
     try:
@@ -400,3 +408,67 @@ def arena_capacity_frame(outcomes: list[tuple[float, LearnedReplayOutcome]]) -> 
     return what_if_frame(
         (factor, o.servers, o.gpus, o.summary, o.queueing_s) for factor, o in outcomes
     )
+
+
+def learned_replays(
+    warehouse: str | Path | None,
+    cfgs: Sequence[LearnedReplayConfig],
+    *,
+    runner: str = "processes",
+    workers: int | None = None,
+    ray_address: str | None = None,
+    progress: Reporter = QUIET,
+) -> list[LearnedReplayOutcome]:
+    """`learned_replay_stage` of each config (the what-if's capacities), outcomes in `cfgs`
+    order, on `runner`: the runs are independent, so local worker processes (default, one
+    per available core at most) or Ray (`ray_address`, None: a local instance) run them
+    side by side; "sequential", a single worker or a single config, one after another in
+    this process. Each run reads the warehouse, simulates with it closed and stores its
+    rows in one transaction (a writer waits out another's), so the tables are those of a
+    sequential sweep. A worker's progress lines name the capacity they are for."""
+    if runner == "ray":
+        from pipelines.replay import ray_session
+
+        pin_code_version()  # Ray's workers stamp this process's code version
+        with ray_session(ray_address) as ray:
+            remote = ray.remote(_replay_task)
+            refs = [remote.remote(warehouse, cfg, progress.mode, progress.t0) for cfg in cfgs]
+            outcomes = []
+            for cfg, ref in zip(cfgs, refs, strict=True):
+                outcomes.append(ray.get(ref))  # a Ray worker's own lines stay in its log
+                at = f" at capacity {cfg.capacity:g}" if cfg.capacity is not None else ""
+                progress.line(
+                    f"arena replay {cfg.source_id}{at} on Ray: {outcomes[-1].seconds:,.1f} s"
+                )
+            return outcomes
+    n = min(workers or available_cores(), len(cfgs))
+    if runner == "sequential" or n <= 1:
+        return [_staged(warehouse, cfg, progress) for cfg in cfgs]
+    import multiprocessing
+
+    pin_code_version()
+    # Spawned, not forked: a fork of a process whose polars or torch threads have run can
+    # deadlock.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(n, mp_context=context) as pool:
+        futures = [
+            pool.submit(_replay_task, warehouse, cfg, progress.mode, progress.t0) for cfg in cfgs
+        ]
+        return [future.result() for future in futures]
+
+
+def _staged(
+    warehouse: str | Path | None, cfg: LearnedReplayConfig, progress: Reporter
+) -> LearnedReplayOutcome:
+    """One run in this process, bracketed as a stage."""
+    at = f" at capacity {cfg.capacity:g}" if cfg.capacity is not None else ""
+    with progress.stage(f"arena replay {cfg.source_id}{at}"):
+        return learned_replay_stage(warehouse, cfg, progress)
+
+
+def _replay_task(
+    warehouse: str | Path | None, cfg: LearnedReplayConfig, mode: str, t0: float
+) -> LearnedReplayOutcome:
+    """One run in a worker (a process or a Ray task): stage lines rather than bars, which
+    only the command's own display draws."""
+    return _staged(warehouse, cfg, Reporter("lines" if mode != "quiet" else "quiet", t0=t0))

@@ -198,6 +198,35 @@ def test_the_what_if_capacities_run_the_learned_families_too(trained, capsys):
     assert len(section.figures) == len(section.tables) == 2
 
 
+def test_the_what_if_runs_side_by_side_with_the_same_tables(trained, monkeypatch):
+    """The learned what-if's runs (one per capacity) go to worker processes as the rules'
+    do, and store what one after another in this process stores."""
+    import pipelines.replay_learned as replay_learned
+
+    warehouse, source = trained
+    argv = ["replay", source, "--servers", "4", "--capacity", "0.5,1", "--scheduler", "chic"]
+    query = (
+        "SELECT eval_id, scheduler, policy, avg_jct_s, config FROM eval_runs "
+        "WHERE workload_set = ? ORDER BY eval_id, scheduler"
+    )
+    assert main([*argv, "--task-runner", "sequential", "--quiet"]) == 0
+    with connect(warehouse, read_only=True) as con:
+        sequential = read_frame(con, query, [f"replay-arena:{source}"])
+    submitted = []
+
+    class Pool(replay_learned.ProcessPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            submitted.append(args[1].capacity)
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(replay_learned, "ProcessPoolExecutor", Pool)
+    assert main([*argv, "--task-runner", "processes", "--workers", "2", "--quiet"]) == 0
+    assert submitted == [0.5, 1.0]
+    with connect(warehouse, read_only=True) as con:
+        side_by_side = read_frame(con, query, [f"replay-arena:{source}"])
+    assert sequential.height == 8 and side_by_side.equals(sequential)
+
+
 def test_a_policy_whose_checkpoint_is_gone_is_passed_over_with_a_clear_error(trained, capsys):
     """The newest policy's checkpoint file lost: marked in checkpoint_problems and passed
     over for the next newest; none left: never a traceback, asked for by name exit 2
