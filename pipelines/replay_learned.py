@@ -76,7 +76,7 @@ from tracelib.sim import ClusterConfig
 from tracelib.sim.config import ServerGroup
 from tracelib.sim.replay import ReplayCluster
 from tracelib.workloads import DeriveConfig, derive_workloads
-from warehouse import connect, read_frame, transaction
+from warehouse import connect, read_frame, resolve_path, transaction
 
 FAMILIES = {
     "dl2": "dl2",
@@ -426,6 +426,8 @@ def learned_replays(
     this process. Each run reads the warehouse, simulates with it closed and stores its
     rows in one transaction (a writer waits out another's), so the tables are those of a
     sequential sweep. A worker's progress lines name the capacity they are for."""
+    # A worker's own working directory and environment need not be this process's.
+    warehouse = resolve_path(warehouse).absolute()
     if runner == "ray":
         from pipelines.replay import ray_session
 

@@ -225,6 +225,11 @@ def test_the_what_if_runs_side_by_side_with_the_same_tables(trained, monkeypatch
     with connect(warehouse, read_only=True) as con:
         side_by_side = read_frame(con, query, [f"replay-arena:{source}"])
     assert sequential.height == 8 and side_by_side.equals(sequential)
+    monkeypatch.chdir(warehouse.parent.parent)  # a Ray worker's folder is not the command's
+    relative = Path(warehouse.parent.name) / warehouse.name
+    assert main([*argv, "--warehouse", str(relative), "--task-runner", "ray", "--quiet"]) == 0
+    with connect(warehouse, read_only=True) as con:
+        assert read_frame(con, query, [f"replay-arena:{source}"]).equals(sequential)
 
 
 def test_a_policy_whose_checkpoint_is_gone_is_passed_over_with_a_clear_error(trained, capsys):
