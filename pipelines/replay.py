@@ -21,11 +21,13 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -671,7 +673,15 @@ def _run_replays(
     processes or a Ray cluster run them side by side; in this process (sequential, or a
     single worker) one after another with a progress bar each. Results in `tasks` order."""
     if cfg.runner == "ray":
-        return _on_ray(engine_jobs, tasks, cfg, progress)
+        # Ray tasks, the jobs put in Ray's object store once.
+        with _ray_session(cfg.ray_address) as ray:
+            remote = ray.remote(_replay_task)
+            jobs_ref = ray.put(engine_jobs)
+            refs = [
+                remote.remote(jobs_ref, cluster, name, cfg.preempt_cost_s)
+                for cluster, name in tasks
+            ]
+            return _collected(tasks, map(ray.get, refs), progress)
     workers = min(cfg.workers or available_cores(), len(tasks))
     if cfg.runner == "sequential" or workers <= 1:
         results = []
@@ -691,39 +701,36 @@ def _run_replays(
             pool.submit(_replay_task, engine_jobs, cluster, name, cfg.preempt_cost_s)
             for cluster, name in tasks
         ]
-        results = []
-        for (cluster, name), future in zip(tasks, futures, strict=True):
-            results.append(future.result())
-            progress.line(f"replay {name} on {cluster.n_servers:,} servers: {results[-1][1]:.1f} s")
-        return results
+        return _collected(tasks, (future.result() for future in futures), progress)
 
 
-def _on_ray(
-    engine_jobs: ReplayJobs,
+def _collected(
     tasks: list[tuple[ReplayCluster, str]],
-    cfg: ReplayConfig,
+    outcomes: Iterable[tuple[pl.DataFrame, float]],
     progress: Reporter,
 ) -> list[tuple[pl.DataFrame, float]]:
-    """The replays as Ray tasks (the jobs put in Ray's object store once); a Ray instance
-    this call starts (no address given, none running) is shut down after."""
+    """The replays' results from `outcomes` (one per task, in `tasks` order), each awaited
+    in turn and its seconds printed as it arrives."""
+    results = []
+    for (cluster, name), result in zip(tasks, outcomes, strict=True):
+        results.append(result)
+        progress.line(f"replay {name} on {cluster.n_servers:,} servers: {result[1]:.1f} s")
+    return results
+
+
+@contextmanager
+def _ray_session(address: str | None) -> Iterator[Any]:
+    """The `ray` module, connected to `address` (None: a local instance) unless Ray is
+    already running; a Ray instance this session starts is shut down when it ends."""
     try:
         import ray
     except ImportError:  # an optional extra: keep the error actionable
         raise ReplayInputError("--task-runner ray needs ray: pip install -e '.[ray]'") from None
     started = not ray.is_initialized()
     if started:
-        ray.init(address=cfg.ray_address, include_dashboard=False, log_to_driver=False)
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
     try:
-        remote = ray.remote(_replay_task)
-        jobs_ref = ray.put(engine_jobs)
-        refs = [
-            remote.remote(jobs_ref, cluster, name, cfg.preempt_cost_s) for cluster, name in tasks
-        ]
-        results = []
-        for (cluster, name), ref in zip(tasks, refs, strict=True):
-            results.append(ray.get(ref))
-            progress.line(f"replay {name} on {cluster.n_servers:,} servers: {results[-1][1]:.1f} s")
-        return results
+        yield ray
     finally:
         if started:
             ray.shutdown()
