@@ -673,7 +673,15 @@ def _run_replays(
     processes or a Ray cluster run them side by side; in this process (sequential, or a
     single worker) one after another with a progress bar each. Results in `tasks` order."""
     if cfg.runner == "ray":
-        return _on_ray(engine_jobs, tasks, cfg, progress)
+        # Ray tasks, the jobs put in Ray's object store once.
+        with ray_session(cfg.ray_address) as ray:
+            remote = ray.remote(_replay_task)
+            jobs_ref = ray.put(engine_jobs)
+            refs = [
+                remote.remote(jobs_ref, cluster, name, cfg.preempt_cost_s)
+                for cluster, name in tasks
+            ]
+            return _collected(tasks, map(ray.get, refs), progress)
     workers = min(cfg.workers or available_cores(), len(tasks))
     if cfg.runner == "sequential" or workers <= 1:
         results = []
@@ -693,31 +701,21 @@ def _run_replays(
             pool.submit(_replay_task, engine_jobs, cluster, name, cfg.preempt_cost_s)
             for cluster, name in tasks
         ]
-        results = []
-        for (cluster, name), future in zip(tasks, futures, strict=True):
-            results.append(future.result())
-            progress.line(f"replay {name} on {cluster.n_servers:,} servers: {results[-1][1]:.1f} s")
-        return results
+        return _collected(tasks, (future.result() for future in futures), progress)
 
 
-def _on_ray(
-    engine_jobs: ReplayJobs,
+def _collected(
     tasks: list[tuple[ReplayCluster, str]],
-    cfg: ReplayConfig,
+    outcomes: Iterable[tuple[pl.DataFrame, float]],
     progress: Reporter,
 ) -> list[tuple[pl.DataFrame, float]]:
-    """The replays as Ray tasks (the jobs put in Ray's object store once)."""
-    with ray_session(cfg.ray_address) as ray:
-        remote = ray.remote(_replay_task)
-        jobs_ref = ray.put(engine_jobs)
-        refs = [
-            remote.remote(jobs_ref, cluster, name, cfg.preempt_cost_s) for cluster, name in tasks
-        ]
-        results = []
-        for (cluster, name), ref in zip(tasks, refs, strict=True):
-            results.append(ray.get(ref))
-            progress.line(f"replay {name} on {cluster.n_servers:,} servers: {results[-1][1]:.1f} s")
-        return results
+    """The replays' results from `outcomes` (one per task, in `tasks` order), each awaited
+    in turn and its seconds printed as it arrives."""
+    results = []
+    for (cluster, name), result in zip(tasks, outcomes, strict=True):
+        results.append(result)
+        progress.line(f"replay {name} on {cluster.n_servers:,} servers: {result[1]:.1f} s")
+    return results
 
 
 @contextmanager

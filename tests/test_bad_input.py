@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Self
 
 import polars as pl
 import pytest
@@ -86,6 +87,12 @@ class Case:
     raw: dict[int, str] = field(default_factory=dict)
     """record number -> the exact raw record expected in the quarantine."""
 
+    @classmethod
+    def generic(cls, *lines: str, **expected: Any) -> Self:
+        """A case of one generic CSV, t.csv (the sample mapping's columns): `G_HEADER`, then
+        `lines`; `expected` holds the other fields (records, quarantined, ...)."""
+        return cls("generic", {"t.csv": text(G_HEADER, *lines)}, **expected)
+
 
 def text(*lines: str, end: str = "\n") -> bytes:
     return (end.join(lines) + end).encode()
@@ -103,44 +110,45 @@ def refusal(path: Path, content: bytes, fmt: str, **options) -> IngestError:
 
 CASES = {
     # -- generic CSV ----------------------------------------------------------------------
-    "generic-extra-field": Case(
-        "generic",
-        {"t.csv": text(G_HEADER, g("a1"), g("a2") + ",EXTRA", g("a3"))},
+    "generic-extra-field": Case.generic(
+        g("a1"),
+        g("a2") + ",EXTRA",
+        g("a3"),
         records=3,
         quarantined={3: ("record", "record has 10 fields, the header has 9: extra fields")},
         raw={3: g("a2") + ",EXTRA"},
     ),
-    "generic-missing-fields": Case(
-        "generic",
-        {"t.csv": text(G_HEADER, g("a1"), "a2,1700000100,1700000200", g("a3"))},
+    "generic-missing-fields": Case.generic(
+        g("a1"),
+        "a2,1700000100,1700000200",
+        g("a3"),
         records=3,
         quarantined={3: ("end_time", "record has 3 field(s), the header has 9: 'Ended'")},
     ),
-    "generic-one-field-short": Case(
+    "generic-one-field-short": Case.generic(
         # The last column is optional (Model), but a cut-off record is still not trusted.
-        "generic",
-        {"t.csv": text(G_HEADER, g("a1"), g("a2").rsplit(",", 1)[0])},
+        g("a1"),
+        g("a2").rsplit(",", 1)[0],
         records=2,
         quarantined={3: ("model", "'Model' missing")},
     ),
-    "generic-blank-lines": Case(
-        "generic",
-        {"t.csv": text(G_HEADER, "", g("a1"), "   ", "\t", g("a2", gpus="x"), "", "")},
+    "generic-blank-lines": Case.generic(
+        "",
+        g("a1"),
+        "   ",
+        "\t",
+        g("a2", gpus="x"),
+        "",
+        "",
         records=2,
         quarantined={6: ("num_gpus", "cannot parse 'x' as a number")},
     ),
-    "generic-quoted-newline": Case(
-        "generic",
-        {
-            "t.csv": text(
-                G_HEADER,
-                g("a1", user='"ann\nand bob"'),
-                g("a2", gpus="two"),
-                g("a3", user='"carl, jr"'),
-                g("a4", gpus="-1", user='"dan\n\nand eve"'),
-                g("a5"),
-            )
-        },
+    "generic-quoted-newline": Case.generic(
+        g("a1", user='"ann\nand bob"'),
+        g("a2", gpus="two"),
+        g("a3", user='"carl, jr"'),
+        g("a4", gpus="-1", user='"dan\n\nand eve"'),
+        g("a5"),
         records=5,
         # a2 is on line 4 (a1 spans lines 2-3); a4 starts on line 6 and spans 6-8.
         quarantined={
@@ -149,9 +157,11 @@ CASES = {
         },
         raw={4: g("a2", gpus="two"), 6: g("a4", gpus="-1", user='"dan\n\nand eve"')},
     ),
-    "generic-unterminated-quote": Case(
-        "generic",
-        {"t.csv": text(G_HEADER, g("a1"), g("a2", user='"bob'), g("a3"), g("a4"))},
+    "generic-unterminated-quote": Case.generic(
+        g("a1"),
+        g("a2", user='"bob'),
+        g("a3"),
+        g("a4"),
         records=4,  # the line that opens the quote is one record, the lines after it too
         quarantined={3: ("record", "a quote opened in this record is never closed")},
         raw={3: g("a2", user='"bob')},
@@ -170,31 +180,26 @@ CASES = {
         quarantined={3: ("num_gpus", "cannot parse '?'")},
         raw={3: g("a2", gpus="?")},
     ),
-    "generic-nul-byte": Case(
-        "generic",
-        {"t.csv": text(G_HEADER, g("a1"), g("a2", gpus="1\x002"))},
+    "generic-nul-byte": Case.generic(
+        g("a1"),
+        g("a2", gpus="1\x002"),
         records=2,
         quarantined={3: ("num_gpus", "cannot parse")},
     ),
-    "generic-huge-numbers": Case(
-        "generic",
-        {
-            "t.csv": text(
-                G_HEADER,
-                g("a1", gpus="1e400"),
-                "a2,1e30,1700000060,1700003660,60,1,ann,EXIT_OK,",
-                g("a3"),
-            )
-        },
+    "generic-huge-numbers": Case.generic(
+        g("a1", gpus="1e400"),
+        "a2,1e30,1700000060,1700003660,60,1,ann,EXIT_OK,",
+        g("a3"),
         records=3,
         quarantined={
             2: ("num_gpus", "cannot parse '1e400' as a number"),
             3: ("submit_time", "cannot parse '1e30' as epoch s"),
         },
     ),
-    "generic-field-too-long-for-csv": Case(
-        "generic",
-        {"t.csv": text(G_HEADER, g("a1"), g("a2", user='"' + "x" * 200_000 + '"'), g("a3"))},
+    "generic-field-too-long-for-csv": Case.generic(
+        g("a1"),
+        g("a2", user='"' + "x" * 200_000 + '"'),
+        g("a3"),
         records=3,
         quarantined={3: ("record", "cannot split the record into fields")},
     ),

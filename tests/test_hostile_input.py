@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -32,6 +32,7 @@ from tests.test_bad_input import (
     pai_task,
     text,
 )
+from tests.test_bad_input import Case as BadInputCase
 from tracelib.ingest import IngestError
 from warehouse import connect, read_frame
 
@@ -43,59 +44,42 @@ def rec(job: str, submit: str = "1700000000", minutes: str = "60", gpus: str = "
 
 
 @dataclass
-class Case:
-    fmt: str
-    files: dict[str, bytes]
-    """File name -> content; the first one is ingested (PAI: the folder)."""
-    records: int
-    quarantined: dict[int, tuple[str, str]] = field(default_factory=dict)
-    """record number -> (field, a phrase of the reason)."""
+class Case(BadInputCase):
+    """A bad-input case with, where it sets one, a mapping of its own."""
+
     mapping: str | None = None
     """Mapping TOML (default: tests/data/traces/generic_sample.toml)."""
 
 
+def impossible(records: int, bad: int, fld: str, phrase: str, **value: str) -> Case:
+    """A generic CSV of `records` records (`rec`), the `bad`-th of them (from 1) with the
+    impossible `value`: that record alone is quarantined, under `fld` with `phrase`."""
+    lines = (rec(f"a{k}", **(value if k == bad else {})) for k in range(1, records + 1))
+    # Record k stands on line k + 1, after the header.
+    return Case.generic(*lines, records=records, quarantined={bad + 1: (fld, phrase)})
+
+
 RECORDS = {
-    "epoch-milliseconds": Case(
-        "generic",
-        {"t.csv": text(G_HEADER, rec("a1"), rec("a2", submit="1700000000000"), rec("a3"))},
-        records=3,
-        quarantined={3: ("submit_time", "1.7e+12 looks like epoch milliseconds")},
+    "epoch-milliseconds": impossible(
+        3, 2, "submit_time", "1.7e+12 looks like epoch milliseconds", submit="1700000000000"
     ),
-    "epoch-11-digits": Case(
-        "generic",
-        {"t.csv": text(G_HEADER, rec("a1"), rec("a2", submit="99999999999"))},
-        records=2,
-        quarantined={3: ("submit_time", "outside the plausible era 2000-01-01 to 2100-01-01")},
+    "epoch-11-digits": impossible(
+        2,
+        2,
+        "submit_time",
+        "outside the plausible era 2000-01-01 to 2100-01-01",
+        submit="99999999999",
     ),
-    "gpus-1e308": Case(
-        "generic",
-        {"t.csv": text(G_HEADER, rec("a1", gpus="1e308"), rec("a2"))},
-        records=2,
-        quarantined={2: ("num_gpus", "above the ceiling of 100000 GPUs")},
+    "gpus-1e308": impossible(2, 1, "num_gpus", "above the ceiling of 100000 GPUs", gpus="1e308"),
+    "duration-subnormal": impossible(2, 2, "duration_s", "subnormal", minutes="6e-319"),
+    "duration-over-ceiling": impossible(
+        2, 1, "duration_s", "absurd duration", minutes=str(2 * 525_600)
     ),
-    "duration-subnormal": Case(
-        "generic",
-        {"t.csv": text(G_HEADER, rec("a1"), rec("a2", minutes="6e-319"))},
-        records=2,
-        quarantined={3: ("duration_s", "subnormal")},
-    ),
-    "duration-over-ceiling": Case(
-        "generic",
-        {"t.csv": text(G_HEADER, rec("a1", minutes=str(2 * 525_600)), rec("a2"))},
-        records=2,
-        quarantined={2: ("duration_s", "absurd duration")},
-    ),
-    "unterminated-quote": Case(
+    "unterminated-quote": Case.generic(
         # The quote opened on line 5 never closes: that line alone is quarantined.
-        "generic",
-        {
-            "t.csv": text(
-                G_HEADER,
-                *(g(f"a{i}") for i in range(1, 4)),
-                g("a4", user='"bob'),
-                *(g(f"a{i}") for i in range(5, 11)),
-            )
-        },
+        *(g(f"a{i}") for i in range(1, 4)),
+        g("a4", user='"bob'),
+        *(g(f"a{i}") for i in range(5, 11)),
         records=10,
         quarantined={5: ("record", "a quote opened in this record is never closed")},
     ),
@@ -119,29 +103,31 @@ RECORDS = {
         {"t.csv": text(G_HEADER, g("a1"), g("a2"), g("a3"), end="\r")},
         records=3,
     ),
-    "nul-in-user-name": Case(
-        "generic",
-        {"t.csv": text(G_HEADER, g("a1"), g("a2", user="b\x00ob"), g("a3"))},
+    "nul-in-user-name": Case.generic(
+        g("a1"),
+        g("a2", user="b\x00ob"),
+        g("a3"),
         records=3,
         quarantined={3: ("user_name", "NUL byte")},
     ),
-    "bounds-raised-in-the-mapping": Case(
+    "bounds-raised-in-the-mapping": Case.generic(
         # [bounds] widens the era and the GPU ceiling: both records are accepted.
-        "generic",
-        {"t.csv": text(G_HEADER, rec("a1", submit="1000"), rec("a2", gpus="500000"))},
-        records=2,
+        rec("a1", submit="1000"),
+        rec("a2", gpus="500000"),
         mapping=GENERIC_MAPPING.read_text()
         + "\n[bounds]\nearliest = 1970-01-01\nnum_gpus = 1000000\n",
+        records=2,
     ),
-    "bounds-lowered-in-the-mapping": Case(
-        "generic",
-        {"t.csv": text(G_HEADER, rec("a1", gpus="64"), rec("a2", minutes="600"), rec("a3"))},
+    "bounds-lowered-in-the-mapping": Case.generic(
+        rec("a1", gpus="64"),
+        rec("a2", minutes="600"),
+        rec("a3"),
+        mapping=GENERIC_MAPPING.read_text() + "\n[bounds]\nnum_gpus = 32\nduration = 3600\n",
         records=3,
         quarantined={
             2: ("num_gpus", "above the ceiling of 32 GPUs"),
             3: ("duration_s", "absurd duration"),
         },
-        mapping=GENERIC_MAPPING.read_text() + "\n[bounds]\nnum_gpus = 32\nduration = 3600\n",
     ),
 }
 
@@ -226,6 +212,15 @@ def _fifo(tmp_path: Path, name: str) -> Path:
     return path
 
 
+SOURCE_IDS = {
+    "empty-source-id": ("", "--source-id '' is empty"),
+    "blank-source-id": ("   ", "is empty"),
+    "ansi-source-id": ("\x1b[31mred\x1b[0m", "'\\x1b[31mred\\x1b[0m' holds control characters"),
+    "source-id-20000-chars": ("x" * 20_000, "has 20,000 characters; at most 200"),
+}
+"""Refused --source-id values of a good file: name -> (the value, a phrase of the message)."""
+
+
 def _refused(tmp_path: Path, name: str) -> tuple[list[str], str, str]:
     """(argv, the path the message must name, a phrase of the message)."""
     good = _good_csv(tmp_path)
@@ -259,30 +254,10 @@ def _refused(tmp_path: Path, name: str) -> tuple[list[str], str, str]:
             str(path),
             "column 'GPUs' (mapped to field 'num_gpus') appears more than once",
         )
-    if name == "empty-source-id":
-        return (
-            _argv(good, "generic", GENERIC_MAPPING, "--source-id", ""),
-            str(good),
-            "--source-id '' is empty",
-        )
-    if name == "blank-source-id":
-        return (
-            _argv(good, "generic", GENERIC_MAPPING, "--source-id", "   "),
-            str(good),
-            "is empty",
-        )
-    if name == "ansi-source-id":
-        return (
-            _argv(good, "generic", GENERIC_MAPPING, "--source-id", "\x1b[31mred\x1b[0m"),
-            str(good),
-            "'\\x1b[31mred\\x1b[0m' holds control characters",
-        )
-    if name == "source-id-20000-chars":
-        return (
-            _argv(good, "generic", GENERIC_MAPPING, "--source-id", "x" * 20_000),
-            str(good),
-            "has 20,000 characters; at most 200",
-        )
+    if name in SOURCE_IDS:
+        source_id, phrase = SOURCE_IDS[name]
+        argv = _argv(good, "generic", GENERIC_MAPPING, "--source-id", source_id)
+        return argv, str(good), phrase
     raise AssertionError(name)
 
 

@@ -198,19 +198,25 @@ def _train(train, validation, cfg, init, gen, episode_rng, action_rng, progress,
     def snapshot() -> dict[str, torch.Tensor]:
         return {k: v.detach().clone() for k, v in net.state_dict().items()}
 
+    def validation_act() -> float:
+        """Mean ACT (seconds) of the net as it is now over the validation sequences."""
+        acts = evaluate_policy(
+            NumpyPolicy(net),
+            validation,
+            cfg.scenario,
+            cfg.env_config,
+            greedy=cfg.greedy,
+            seed=cfg.seed,
+        )
+        return float(np.mean(acts))
+
     best_state, best_act, best_iteration = snapshot(), math.inf, 0
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     clone_act = math.nan
     if warm is not None:
         # The clone is a candidate: iteration 0, kept unless an iteration beats it.
-        clone_act = float(
-            np.mean(
-                evaluate_policy(
-                    NumpyPolicy(net), validation, cfg.scenario, cfg.env_config, cfg.greedy, cfg.seed
-                )
-            )
-        )
+        clone_act = validation_act()
         best_act = clone_act
     total_steps = 0
     for k in range(1, cfg.iterations + 1):
@@ -247,10 +253,7 @@ def _train(train, validation, cfg, init, gen, episode_rng, action_rng, progress,
                     param.mul_(cfg.smoothing).add_(before[name], alpha=1.0 - cfg.smoothing)
         val_act = math.nan
         if k % cfg.val_every == 0 or k == cfg.iterations:
-            acts = evaluate_policy(
-                NumpyPolicy(net), validation, cfg.scenario, cfg.env_config, cfg.greedy, cfg.seed
-            )
-            val_act = float(np.mean(acts))
+            val_act = validation_act()
             if val_act < best_act:
                 best_state, best_act, best_iteration = snapshot(), val_act, k
         rows.append(

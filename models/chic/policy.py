@@ -199,11 +199,11 @@ def evaluate_policy(
     sequences: Sequence[Sequence[JobSpec]],
     scenario: ChicScenario | ChicArenaScenario,
     env_cfg: ChicEnvConfig | None = None,
-    greedy: bool = False,
-    seed: int = 0,
+    **options: Any,
 ) -> list[float]:
-    """ACT (seconds) of the policy on each sequence, in order (`episode_results`)."""
-    results = episode_results(policy, sequences, scenario, env_cfg, greedy, seed)
+    """ACT (seconds) of the policy on each sequence, in order: of `episode_results` with
+    the same arguments (`options`: its `greedy` and `seed`)."""
+    results = episode_results(policy, sequences, scenario, env_cfg, **options)
     return [average_jct_s(result) for result in results]
 
 

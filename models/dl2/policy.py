@@ -431,12 +431,11 @@ def average_jct(
     policy: AllocationPolicy,
     workloads: Sequence[Sequence[JobSpec]],
     sim: SimConfig,
-    *,
-    seed: int = 0,
-    placement: str = "load-balancing",
+    **options: Any,
 ) -> float:
-    """Mean over workloads of the average JCT (seconds)."""
-    results = run_workloads(policy, workloads, sim, seed=seed, placement=placement)
+    """Mean over workloads of the average JCT (seconds) of `run_workloads` with the same
+    arguments (`options`: its keyword options, `seed` and `placement`)."""
+    results = run_workloads(policy, workloads, sim, **options)
     return float(np.mean([r.avg_jct_s for r in results]))
 
 

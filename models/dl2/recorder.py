@@ -63,16 +63,13 @@ def record_decisions(
     workloads: Workloads,
     teacher: AllocationPolicy | str | None = None,
     cfg: RecorderConfig | None = None,
-    *,
-    run_id: str = "adhoc",
-    trace_version: str = "",
-    progress: ProgressFn = no_progress,
+    **options: Any,
 ) -> pl.DataFrame:
-    """`decision_traces` rows of `teacher` (default `cfg.teacher`) run over every workload
-    (`progress(workloads done, total)` after each)."""
-    frame, _ = record_runs(
-        workloads, teacher, cfg, run_id=run_id, trace_version=trace_version, progress=progress
-    )
+    """`decision_traces` rows of `teacher` (default `cfg.teacher`) run over every workload:
+    the frame of `record_runs` with the same arguments (`options`: its keyword options,
+    `run_id`, `trace_version` and `progress`, called with (workloads done, total) after
+    each)."""
+    frame, _ = record_runs(workloads, teacher, cfg, **options)
     return frame
 
 
