@@ -297,8 +297,8 @@ node-2,32000,131072,0,
 def test_a_node_list_is_the_learned_replay_s_cluster_with_every_phase(trained, tmp_path, capsys):
     """On a pod list with its node list, the learned families run on the node list's
     servers (their GPUs and GPU types), every pod phase replayed (a running pod held to the
-    trace's end, a pending one with its recorded times); Harmony, whose placement knows no
-    GPU types, is left out and says why."""
+    trace's end, a pending one with its recorded times); Harmony's network, which reads no
+    GPU types, is offered only the servers of the types a pod accepts."""
     warehouse, _ = trained
     pods, nodes = tmp_path / "openb_pod_list_tiny.csv", tmp_path / "openb_node_list_tiny.csv"
     pods.write_text(PODS)
@@ -308,19 +308,16 @@ def test_a_node_list_is_the_learned_replay_s_cluster_with_every_phase(trained, t
     source = "generic:openb_pod_list_tiny"
     argv = ["replay", source, "--nodes", str(nodes), "--scheduler", "fifo", "--quiet"]
     capsys.readouterr()
-    assert main([*argv, "--scheduler", "harmony"]) == 2
-    assert "does not know GPU types" in capsys.readouterr().err
     assert main([*argv, "--scheduler", "all"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^  harmony +not replayed: .*GPU types", out, re.M)
+    assert "not replayed" not in out
     assert "6 jobs on 3 servers (12 GPUs)" in out
     with connect(warehouse, read_only=True) as con:
         runs = _runs(con, source)
         replayed, _ = replayed_jobs(con, source, None)
         sources = read_frame(con, "SELECT * FROM trace_sources WHERE source_id = ?", [source])
     assert set(runs["n_jobs"]) == {6}  # the running and the pending pod too
-    assert {"dl2", "chic", "rl-taps", "optimus-events"} <= set(runs["scheduler"])
-    assert "harmony" not in set(runs["scheduler"])
+    assert {"dl2", "chic", "harmony", "rl-taps", "optimus-events"} <= set(runs["scheduler"])
     # What the arena's simulator ran: each pod's GPU type and share of a GPU as recorded.
     _, jobs = whole_trace_workload(replayed, sources, "x")
     by_id = {r["job_id"]: r for r in jobs.iter_rows(named=True)}

@@ -14,7 +14,10 @@ that stay) waits for the next slot; the heuristics would move the running jobs i
 which Harmony never does.
 
 A policy is sized to the evaluation's cluster and window when loaded
-(`HarmonyPolicy.resized`): the pair head's weights do not depend on either.
+(`HarmonyPolicy.resized`): the pair head's weights do not depend on either. On servers with
+GPU types (a trace's node list) the network, which reads no types, is offered only the
+servers of the types a job accepts (`PlacementDraft.allowed`: its mask, as every other
+scheduler's placement is checked).
 """
 
 from __future__ import annotations
@@ -78,9 +81,6 @@ class ArenaPlacement:
 
     def place(self, snap: Snapshot, alloc: Allocation, rng: np.random.Generator) -> Placement:
         """Jobs whose counts are unchanged stay; the network places the others greedily."""
-        if snap.cluster.gpu_types is not None and any(j.gpu_types for j in snap.jobs):
-            # The placement mask knows no GPU types; the arena's cluster has none.
-            raise ValueError("Harmony's arena placement does not support typed GPU servers")
         view, counts, kept = harmony_view(snap, alloc)
         if not counts:
             return Placement.of(kept)

@@ -225,7 +225,13 @@ def _first_fit_completable(draft, i: int, role: int, server: int) -> bool:
     """The placement mask's rule task by task: job i's next `role` task on `server`, then
     its other remaining tasks (workers, then PSs) each on the first server with room."""
     free = draft.free.copy()
-    if not np.all(free[server] >= draft.demand(i, role) - 1e-9):
+    allowed = draft.allowed[i] if draft.allowed else (None, None)
+
+    def ok(r: int) -> np.ndarray:  # (M,) servers with room for one task of role r
+        fits = np.all(free >= draft.demand(i, r) - 1e-9, axis=1)
+        return fits if allowed[r] is None else fits & allowed[r]
+
+    if not ok(role)[server]:
         return False
     free[server] -= draft.demand(i, role)
     need = draft.need[i].copy()
@@ -233,7 +239,7 @@ def _first_fit_completable(draft, i: int, role: int, server: int) -> bool:
     for r in (0, 1):
         demand = draft.demand(i, r)
         for _ in range(int(need[r])):
-            fits = np.flatnonzero(np.all(free >= demand - 1e-9, axis=1))
+            fits = np.flatnonzero(ok(r))
             if not len(fits):
                 return False
             free[fits[0]] -= demand
@@ -263,6 +269,34 @@ def test_placement_mask_is_first_fit_on_large_clusters(seed):
             want = [_first_fit_completable(draft, 0, role, s) for s in range(m)]
             assert got.tolist() == want
             assert np.array_equal(draft.free, free)  # the check changes nothing
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_placement_mask_offers_a_job_only_the_gpu_types_it_accepts(seed):
+    # Servers of three types (one untyped); a job accepting some of them: its workers may go
+    # only there and its PSs (no GPU) anywhere, and the first-fit check of its other tasks
+    # counts only those servers too. Task by task, first fit agrees.
+    rng = np.random.default_rng(seed)
+    cap = np.array([8.0, 32.0, 64.0])
+    for _ in range(100):
+        m = int(rng.integers(20, 60))
+        types = rng.choice(np.array(["T4", "V100", None], dtype=object), m)
+        accepts = frozenset(rng.choice(["T4", "V100"], int(rng.integers(1, 3)), replace=False))
+        free = np.round(cap * rng.random((m, 3)) ** rng.choice([0.3, 1.0, 3.0]))
+        worker = np.array([rng.choice([1, 2]), rng.choice([1, 4]), rng.choice([2, 8])])
+        ps = np.array([0.0, rng.choice([1, 2]), rng.choice([2, 4])])
+        need = np.array([[rng.integers(1, 30), rng.integers(0, 6)]])
+        draft = PlacementDraft.__new__(PlacementDraft)
+        draft.free, draft.need = free.copy(), need
+        draft.demand = lambda i, role, w=worker, p=ps: (w if role == 0 else p).astype(float)
+        draft.allowed = ((np.array([t in accepts for t in types]), None),)
+        for role in (0, 1):
+            if need[0, role] == 0:
+                continue
+            got = draft._completable(0, role)
+            assert got.tolist() == [_first_fit_completable(draft, 0, role, s) for s in range(m)]
+            if role == 0:
+                assert not (got & ~draft.allowed[0][0]).any()
 
 
 @pytest.mark.parametrize("n_servers", [3, 6, 24])

@@ -275,17 +275,23 @@ def _room(free: np.ndarray, demand: np.ndarray) -> np.ndarray:
 
 
 def _first_fit(
-    free: np.ndarray, demands: tuple[np.ndarray, np.ndarray], need: np.ndarray
+    free: np.ndarray,
+    demands: tuple[np.ndarray, np.ndarray],
+    need: np.ndarray,
+    allowed: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
 ) -> tuple[np.ndarray, np.ndarray]:
     """First fit of `need` (2,) workers then PSs of `demands` on each row of `free`
     (C, M, 3), changed in place: whether each row takes them all (C,), and the last server
-    a task went to (C,; -1 if none, meaningful where all are taken)."""
+    a task went to (C,; -1 if none, meaningful where all are taken). `allowed`: per role,
+    the servers (M,) bool its tasks may use (GPU types; None: any)."""
     feasible = np.ones(free.shape[0], dtype=bool)
     last = np.full(free.shape[0], -1, dtype=np.int64)
     for r in (0, 1):
         if need[r] == 0:
             continue
         room = _room(free, demands[r])  # (C, M) tasks of this kind each server takes
+        if allowed[r] is not None:
+            room = np.where(allowed[r], room, 0)
         before = np.cumsum(room, axis=1) - room
         take = np.clip(need[r] - before, 0, room)  # (C, M) first fit's tasks per server
         taken = np.cumsum(take, axis=1)
@@ -310,6 +316,10 @@ class PlacementDraft:
     """(n_servers, 3) free resources."""
     tasks: np.ndarray
     """(n_servers, L) tasks per model on each server, running jobs included."""
+    allowed: tuple[tuple[np.ndarray | None, np.ndarray | None], ...] = ()
+    """Per job, per role: the servers (n_servers,) bool its tasks may use, where the job
+    names GPU types and the task uses a GPU (as `tracelib.sim.cluster.FreePool` allows
+    them); None (or no entry): any server."""
 
     @classmethod
     def start(cls, snap: Snapshot, counts: dict[int, tuple[int, int]], window: int):
@@ -321,7 +331,19 @@ class PlacementDraft:
             for server in job.placement.workers + job.placement.ps:
                 tasks[server, job.type_index] += 1
         free = np.array(snap.cluster.available, dtype=float, copy=True)
-        return cls(snap, jobs, need, [([], []) for _ in jobs], free, tasks)
+        allowed = ()
+        types = snap.cluster.gpu_types
+        if types is not None and any(j.gpu_types is not None for j in jobs):
+            allowed = tuple(
+                tuple(
+                    None
+                    if job.gpu_types is None or demand[0] <= _TOL
+                    else np.array([t in job.gpu_types for t in types], dtype=bool)
+                    for demand in (job.worker_demand, job.ps_demand)
+                )
+                for job in jobs
+            )
+        return cls(snap, jobs, need, [([], []) for _ in jobs], free, tasks, allowed)
 
     def demand(self, i: int, role: int) -> np.ndarray:
         """(3,) demand of one worker (role 0) or PS (role 1) of job i."""
@@ -360,14 +382,17 @@ class PlacementDraft:
         m = self.free.shape[0]
         demands = (self.demand(i, 0), self.demand(i, 1))
         own = demands[role]
+        allowed = self.allowed[i] if self.allowed else (None, None)
         fits = np.all(self.free >= own - _TOL, axis=1)  # (M,)
+        if allowed[role] is not None:
+            fits &= allowed[role]
         need = self.need[i].copy()
         need[role] -= 1
         cand = np.flatnonzero(fits)
         ok = np.zeros(m, dtype=bool)
         if not len(cand):
             return ok
-        done, last = _first_fit(self.free[None].copy(), demands, need)
+        done, last = _first_fit(self.free[None].copy(), demands, need, allowed)
         if done[0]:
             ok[cand[cand > last[0]]] = True
             cand = cand[cand <= last[0]]
@@ -375,7 +400,7 @@ class PlacementDraft:
                 return ok
         free = np.broadcast_to(self.free, (len(cand), m, 3)).copy()  # (C, M, 3)
         free[np.arange(len(cand)), cand] -= own
-        ok[cand] = _first_fit(free, demands, need)[0]
+        ok[cand] = _first_fit(free, demands, need, allowed)[0]
         return ok
 
     def place(self, i: int, role: int, server: int) -> None:

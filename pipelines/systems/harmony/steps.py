@@ -197,18 +197,13 @@ def load_arena_policy(ref: LearnedPolicy, cfg: EvalConfig) -> DecisionPolicy:
     """A Harmony placement checkpoint placing in the evaluation, sized to its cluster and
     window (`HarmonyPolicy.resized`: the pair head fits any), composed with the
     evaluation's default allocation (the jobs' requested workers and PSs: Harmony's own
-    setting); see `models.harmony.arena`."""
+    setting); on servers with GPU types its mask offers a job only the types it accepts.
+    See `models.harmony.arena`."""
     from models.checkpoints import load_checkpoint
     from models.harmony.arena import ArenaPlacement
     from models.harmony.placement import policy_from_checkpoint
     from models.heuristics.registry import ALLOCATIONS
 
-    if cfg.cluster.server_gpu_types() is not None:
-        # Its placement mask offers a task every server with room, whatever its GPU type.
-        raise NotApplicable(
-            f"{ref.policy_id}: Harmony's placement does not know GPU types, and this "
-            "cluster's servers have them"
-        )
     ckpt = load_checkpoint(ref.checkpoint_path, sha256=ref.sha256, system=ref.system)
     policy = policy_from_checkpoint(ckpt, name=ref.policy_id)
     window = cfg.window or policy.cfg.window
