@@ -5,6 +5,7 @@ per-task and Counter versions they replaced, bit for bit."""
 from __future__ import annotations
 
 from collections import Counter
+from functools import reduce
 
 import numpy as np
 import polars as pl
@@ -223,6 +224,27 @@ def test_a_pool_groups_servers_as_a_dict_of_their_rows_would():
     got = {(*b.cap, *b.free): b.servers for b in pool._active.values()}
     assert got == groups
     assert FreePool(np.zeros((0, 3))).first_fit(PS) == -1
+
+
+def test_a_typed_pool_groups_servers_by_their_rows_types_and_shares():
+    rng = np.random.default_rng(4)
+    n = 300
+    cap = np.array([[2.0, 16.0, 48.0], [8.0, 64.0, 256.0]])[rng.integers(0, 2, n)]
+    free = cap - rng.integers(0, 3, (n, 3)) * np.array([1.0, 4.0, 10.0])
+    types = [("V100", "T4", "A10", None)[int(k)] for k in rng.integers(0, 4, n)]
+    held = {int(s): (0.5,) if s % 2 else (0.25, 0.25) for s in rng.choice(n, 30, replace=False)}
+    for s, shares in held.items():
+        free[s, 0] -= sum(shares)
+    pool = FreePool(cap, free, gpu_types=types, shares=held)
+    # A server's shares as the pool packs them: first fit decreasing onto its GPUs.
+    packed = {s: reduce(_share_add, sorted(v, reverse=True), ()) for s, v in held.items()}
+    groups: dict[tuple, list[int]] = {}
+    for s in range(n):
+        key = (tuple(cap[s].tolist()), tuple(free[s].tolist()), packed.get(s, ()), types[s])
+        groups.setdefault(key, []).append(s)
+    assert {b.key: b.servers for b in pool._active.values()} == groups
+    assert not pool.plain
+    assert {pool._of[s].gtype for s in range(n)} == {"V100", "T4", "A10", None}
 
 
 def test_summed_demands_add_in_task_order_like_add_at():

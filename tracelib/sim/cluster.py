@@ -162,15 +162,7 @@ class FreePool:
         self._sig = 0
         self._feasible: dict[int, dict[Vec, _Bucket | tuple[_Bucket, ...] | None]] = {}
         self._least: dict[int, dict[Vec, _Bucket | tuple[_Bucket, ...] | None]] = {}
-        if self._plain:
-            groups = _group_rows(cap, fr)
-        else:
-            caps, frees = cap.tolist(), fr.tolist()
-            by_key: dict[tuple, list[int]] = {}
-            for s in range(n):
-                key = (tuple(caps[s]), tuple(frees[s]), shared.get(s, ()), types[s])
-                by_key.setdefault(key, []).append(s)
-            groups = list(by_key.items())
+        groups = _group_rows(cap, fr) if self._plain else _group_typed(cap, fr, types, shared)
         self._of: list[_Bucket] = [None] * n  # type: ignore[list-item]  # filled below
         for key, servers in groups:
             bucket = self._all[key] = _Bucket(key, 1 << len(self._all))
@@ -507,6 +499,39 @@ def _group_rows(cap: np.ndarray, free: np.ndarray) -> list[tuple[tuple, list[int
         ((tuple(k[:3]), tuple(k[3:]), (), None), servers.tolist())
         for k, servers in zip(keys, np.split(order, starts[1:]), strict=True)
     ]
+
+
+def _group_typed(
+    cap: np.ndarray, free: np.ndarray, types: Sequence[str | None], shared: Mapping[int, Shared]
+) -> list[tuple[tuple, list[int]]]:
+    """Buckets of servers by (capacity, free, shared GPUs, GPU type), each with its sorted
+    server indices: the servers holding no GPU share grouped as `_group_rows` groups them,
+    with the GPU type as one more column (a node list of a thousand servers would otherwise
+    cost a Python loop over every server at each decision, twice), and the few holding
+    shares one by one. Which bucket comes first does not matter: every chooser breaks ties
+    by server index."""
+    names = sorted({t for t in types if t is not None})
+    code = {t: float(k) for k, t in enumerate(names)}
+    codes = np.array([-1.0 if t is None else code[t] for t in types])  # (n,)
+    plain = np.ones(cap.shape[0], dtype=bool)
+    plain[list(shared)] = False
+    idx = np.flatnonzero(plain)
+    groups: list[tuple[tuple, list[int]]] = []
+    if len(idx):
+        rows = np.concatenate([cap[idx], free[idx], codes[idx, None]], axis=1)  # (n', 7)
+        order = np.lexsort(rows.T[::-1])  # stable: equal rows keep ascending server order
+        ranked = rows[order]
+        starts = np.flatnonzero(np.concatenate(([True], (ranked[1:] != ranked[:-1]).any(axis=1))))
+        for k, servers in zip(
+            ranked[starts].tolist(), np.split(idx[order], starts[1:]), strict=True
+        ):
+            gtype = None if k[6] < 0 else names[int(k[6])]
+            groups.append(((tuple(k[:3]), tuple(k[3:6]), (), gtype), servers.tolist()))
+    by_key: dict[tuple, list[int]] = {}
+    for s in sorted(shared):
+        key = (tuple(cap[s].tolist()), tuple(free[s].tolist()), shared[s], types[s])
+        by_key.setdefault(key, []).append(s)
+    return groups + list(by_key.items())
 
 
 def task_arrays(groups: Iterable[tuple[Sequence[int], Vec]]) -> tuple[np.ndarray, np.ndarray]:
