@@ -21,7 +21,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -48,7 +48,7 @@ from tracelib.describe import peak_gpu_demand, readable_jobs
 from tracelib.ingest.base import IngestError, printable
 from tracelib.ingest.nodes import read_node_list
 from tracelib.progress import ProgressFn
-from tracelib.provenance import canonical_json, code_version
+from tracelib.provenance import canonical_json, code_version, pin_code_version
 from tracelib.seeds import named_streams
 from tracelib.sim.replay import ReplayCluster, ReplayJobs, replay
 from tracelib.stats import PairedRatio, block_bootstrap_ratio
@@ -672,18 +672,8 @@ def _run_replays(
     """Every (cluster, rule) replay, on `cfg.runner`: they are independent, so local
     processes or a Ray cluster run them side by side; in this process (sequential, or a
     single worker) one after another with a progress bar each. Results in `tasks` order."""
-    if cfg.runner == "ray":
-        # Ray tasks, the jobs put in Ray's object store once.
-        with ray_session(cfg.ray_address) as ray:
-            remote = ray.remote(_replay_task)
-            jobs_ref = ray.put(engine_jobs)
-            refs = [
-                remote.remote(jobs_ref, cluster, name, cfg.preempt_cost_s)
-                for cluster, name in tasks
-            ]
-            return _collected(tasks, map(ray.get, refs), progress)
     workers = min(cfg.workers or available_cores(), len(tasks))
-    if cfg.runner == "sequential" or workers <= 1:
+    if cfg.runner != "ray" and (cfg.runner == "sequential" or workers <= 1):
         results = []
         for cluster, name in tasks:
             with progress.bar(f"replay {name}", len(engine_jobs)) as advance:
@@ -691,17 +681,45 @@ def _run_replays(
                     _replay_task(engine_jobs, cluster, name, cfg.preempt_cost_s, advance)
                 )
         return results
+    outcomes = side_by_side(
+        _replay_task,
+        [(cluster, name, cfg.preempt_cost_s) for cluster, name in tasks],
+        runner=cfg.runner,
+        workers=workers,
+        ray_address=cfg.ray_address,
+        shared=(engine_jobs,),
+    )
+    return _collected(tasks, outcomes, progress)
+
+
+def side_by_side(
+    fn: Callable[..., Any],
+    calls: Sequence[tuple],
+    *,
+    runner: str,
+    workers: int,
+    ray_address: str | None = None,
+    shared: tuple = (),
+) -> Iterator[Any]:
+    """`fn(*shared, *call)` of each of `calls`, independent runs side by side: as Ray tasks
+    (`runner` "ray"; `shared` put in Ray's object store once) or else in `workers` spawned
+    local processes. Results in `calls` order, each as it can be awaited. The workers stamp
+    this process's code version (`pin_code_version`)."""
+    pin_code_version()
+    if runner == "ray":
+        with ray_session(ray_address) as ray:
+            remote = ray.remote(fn)
+            refs = [ray.put(value) for value in shared]
+            yield from map(ray.get, [remote.remote(*refs, *call) for call in calls])
+        return
     import multiprocessing
 
-    # Spawned, not forked: a forked child of a process whose polars thread pool has run can
-    # deadlock; a spawned one imports the replay modules (no torch) in about a second.
+    # Spawned, not forked: a forked child of a process whose polars or torch threads have
+    # run can deadlock; a spawned one imports the replay modules in about a second.
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        futures = [
-            pool.submit(_replay_task, engine_jobs, cluster, name, cfg.preempt_cost_s)
-            for cluster, name in tasks
-        ]
-        return _collected(tasks, (future.result() for future in futures), progress)
+        futures = [pool.submit(fn, *shared, *call) for call in calls]
+        yield from (future.result() for future in futures)
 
 
 def _collected(

@@ -46,7 +46,6 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -65,12 +64,12 @@ from pipelines.replay import (
     headline,
     load_trace,
     offered_load,
+    side_by_side,
     what_if_frame,
     with_block_intervals,
 )
 from pipelines.runners import available_cores
 from pipelines.stages import learned_policies
-from tracelib.provenance import pin_code_version
 from tracelib.scenarios.dl2 import DL2_SMALL
 from tracelib.sim import ClusterConfig
 from tracelib.sim.config import ServerGroup
@@ -130,6 +129,12 @@ class LearnedReplayConfig:
     @property
     def workload_set(self) -> str:
         return f"replay-arena:{self.source_id}"
+
+    @property
+    def at(self) -> str:
+        """What a what-if run's progress lines add to say its capacity ("at capacity F");
+        empty for a single run."""
+        return f" at capacity {self.capacity:g}" if self.capacity is not None else ""
 
 
 @dataclass(frozen=True)
@@ -326,13 +331,12 @@ def learned_replay_stage(
     # One workload, one seed: evaluate's runs are the schedulers, in `names` order.
     marks = [t]
 
-    # The what-if's runs may go side by side (`learned_replays`): a line names its capacity.
-    at = f" at capacity {cfg.capacity:g}" if cfg.capacity is not None else ""
-
+    # The what-if's runs may go side by side (`learned_replays`): a line names its capacity
+    # (`cfg.at`).
     def finished(done: int, total: int | None = None) -> None:
         marks.append(time.perf_counter())
         name = eval_cfg.names[done - 1]
-        progress.line(f"  {name}{at}: {marks[-1] - marks[-2]:,.1f} s ({done}/{total})")
+        progress.line(f"  {name}{cfg.at}: {marks[-1] - marks[-2]:,.1f} s ({done}/{total})")
         advance(done, total)
 
     said = [t]
@@ -342,7 +346,7 @@ def learned_replay_stage(
         if done < total and now - said[0] >= 30.0:  # a line every half minute at most
             said[0] = now
             progress.line(
-                f"  {name}{at}: {done:,} of {total:,} jobs finished ({now - marks[-1]:,.0f} s)"
+                f"  {name}{cfg.at}: {done:,} of {total:,} jobs finished ({now - marks[-1]:,.0f} s)"
             )
 
     try:
@@ -428,43 +432,24 @@ def learned_replays(
     sequential sweep. A worker's progress lines name the capacity they are for."""
     # A worker's own working directory and environment need not be this process's.
     warehouse = resolve_path(warehouse).absolute()
-    if runner == "ray":
-        from pipelines.replay import ray_session
-
-        pin_code_version()  # Ray's workers stamp this process's code version
-        with ray_session(ray_address) as ray:
-            remote = ray.remote(_replay_task)
-            refs = [remote.remote(warehouse, cfg, progress.mode, progress.t0) for cfg in cfgs]
-            outcomes = []
-            for cfg, ref in zip(cfgs, refs, strict=True):
-                outcomes.append(ray.get(ref))  # a Ray worker's own lines stay in its log
-                at = f" at capacity {cfg.capacity:g}" if cfg.capacity is not None else ""
-                progress.line(
-                    f"arena replay {cfg.source_id}{at} on Ray: {outcomes[-1].seconds:,.1f} s"
-                )
-            return outcomes
     n = min(workers or available_cores(), len(cfgs))
-    if runner == "sequential" or n <= 1:
+    if runner != "ray" and (runner == "sequential" or n <= 1):
         return [_staged(warehouse, cfg, progress) for cfg in cfgs]
-    import multiprocessing
-
-    pin_code_version()
-    # Spawned, not forked: a fork of a process whose polars or torch threads have run can
-    # deadlock.
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(n, mp_context=context) as pool:
-        futures = [
-            pool.submit(_replay_task, warehouse, cfg, progress.mode, progress.t0) for cfg in cfgs
-        ]
-        return [future.result() for future in futures]
+    outcomes = []
+    calls = [(warehouse, cfg, progress.mode, progress.t0) for cfg in cfgs]
+    done = side_by_side(_replay_task, calls, runner=runner, workers=n, ray_address=ray_address)
+    for cfg, outcome in zip(cfgs, done, strict=True):
+        outcomes.append(outcome)
+        if runner == "ray":  # a Ray worker's own lines stay in its log
+            progress.line(f"arena replay {cfg.source_id}{cfg.at} on Ray: {outcome.seconds:,.1f} s")
+    return outcomes
 
 
 def _staged(
     warehouse: str | Path | None, cfg: LearnedReplayConfig, progress: Reporter
 ) -> LearnedReplayOutcome:
     """One run in this process, bracketed as a stage."""
-    at = f" at capacity {cfg.capacity:g}" if cfg.capacity is not None else ""
-    with progress.stage(f"arena replay {cfg.source_id}{at}"):
+    with progress.stage(f"arena replay {cfg.source_id}{cfg.at}"):
         return learned_replay_stage(warehouse, cfg, progress)
 
 

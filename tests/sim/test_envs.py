@@ -246,6 +246,26 @@ def _first_fit_completable(draft, i: int, role: int, server: int) -> bool:
     return True
 
 
+def _bare_draft(free, need, worker, ps, allowed=()) -> PlacementDraft:
+    """A draft of one job with these free resources, needs and task demands (no snapshot)."""
+    draft = PlacementDraft.__new__(PlacementDraft)
+    draft.free, draft.need, draft.allowed = free.copy(), need, allowed
+    draft.demand = lambda i, role: (worker if role == 0 else ps).astype(float)
+    return draft
+
+
+def _assert_mask_is_first_fit(draft) -> None:
+    """Each role's mask of job 0 is task-by-task first fit, and computing it changes nothing."""
+    free = draft.free.copy()
+    for role in (0, 1):
+        if draft.need[0, role] == 0:
+            continue
+        got = draft._completable(0, role)
+        want = [_first_fit_completable(draft, 0, role, s) for s in range(len(free))]
+        assert got.tolist() == want
+        assert np.array_equal(draft.free, free)  # the check changes nothing
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_placement_mask_is_first_fit_on_large_clusters(seed):
     # Drafts of 30-80 servers in random states (full, empty, between), tasks that use some
@@ -259,16 +279,7 @@ def test_placement_mask_is_first_fit_on_large_clusters(seed):
         worker = np.array([rng.choice([0, 1, 2]), rng.choice([0, 1, 4]), rng.choice([0, 2, 8])])
         ps = np.array([0, rng.choice([0, 1, 2]), rng.choice([0, 2, 4])])
         need = np.array([[rng.integers(0, 30), rng.integers(0, 6)]])
-        draft = PlacementDraft.__new__(PlacementDraft)
-        draft.free, draft.need = free.copy(), need
-        draft.demand = lambda i, role, w=worker, p=ps: (w if role == 0 else p).astype(float)
-        for role in (0, 1):
-            if need[0, role] == 0:
-                continue
-            got = draft._completable(0, role)
-            want = [_first_fit_completable(draft, 0, role, s) for s in range(m)]
-            assert got.tolist() == want
-            assert np.array_equal(draft.free, free)  # the check changes nothing
+        _assert_mask_is_first_fit(_bare_draft(free, need, worker, ps))
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -286,17 +297,10 @@ def test_placement_mask_offers_a_job_only_the_gpu_types_it_accepts(seed):
         worker = np.array([rng.choice([1, 2]), rng.choice([1, 4]), rng.choice([2, 8])])
         ps = np.array([0.0, rng.choice([1, 2]), rng.choice([2, 4])])
         need = np.array([[rng.integers(1, 30), rng.integers(0, 6)]])
-        draft = PlacementDraft.__new__(PlacementDraft)
-        draft.free, draft.need = free.copy(), need
-        draft.demand = lambda i, role, w=worker, p=ps: (w if role == 0 else p).astype(float)
-        draft.allowed = ((np.array([t in accepts for t in types]), None),)
-        for role in (0, 1):
-            if need[0, role] == 0:
-                continue
-            got = draft._completable(0, role)
-            assert got.tolist() == [_first_fit_completable(draft, 0, role, s) for s in range(m)]
-            if role == 0:
-                assert not (got & ~draft.allowed[0][0]).any()
+        allowed = np.array([t in accepts for t in types])
+        draft = _bare_draft(free, need, worker, ps, ((allowed, None),))
+        _assert_mask_is_first_fit(draft)
+        assert not (draft._completable(0, 0) & ~allowed).any()
 
 
 @pytest.mark.parametrize("n_servers", [3, 6, 24])
