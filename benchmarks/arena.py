@@ -11,8 +11,8 @@ from pathlib import Path
 
 import polars as pl
 
+from models.evaluation import EvalConfig, default_schedulers, evaluate
 from pipelines.config import RunConfig
-from pipelines.evaluation import EvalConfig, default_schedulers, evaluate
 from pipelines.registry import SYSTEMS
 from pipelines.stages import derive_stage, learned_policies, synthetic_stage
 from tracelib.stats import nested_ratio, paired_ratio

@@ -31,11 +31,8 @@ import polars as pl
 
 from benchmarks.options import parse, positional
 from models.chic.config import CHIC_CEM, PUBLISHED, REFERENCE_RATE, ChicEvalConfig
-from pipelines.systems.chic.stages import (
-    ChicTrainConfig,
-    evaluate_chic_stage,
-    train_chic_stage,
-)
+from models.chic.stage_config import ChicTrainConfig
+from pipelines.systems.chic.stages import evaluate_chic_stage, train_chic_stage
 from tracelib.stats import nested_ratio
 from warehouse import connect, read_frame
 

@@ -28,10 +28,11 @@ from dataclasses import dataclass, replace
 from benchmarks.arena import evaluate_with_heuristics, make_warehouse, print_ratios
 from benchmarks.options import parse
 from models.chic.config import PUBLISHED
+from models.chic.stage_config import ChicArenaConfig
 from pipelines.config import run_config
 from pipelines.registry import SYSTEMS
-from pipelines.system import resized
-from pipelines.systems.chic.stages import ChicArenaConfig, train_chic_arena_stage
+from pipelines.systems.chic.stages import train_chic_arena_stage
+from tracelib.configs import resized
 
 CONFIGS = (
     "default",

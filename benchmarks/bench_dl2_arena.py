@@ -34,15 +34,11 @@ from dataclasses import dataclass, replace
 from benchmarks.arena import evaluate_with_heuristics, make_warehouse, print_ratios
 from benchmarks.options import parse, repeated, setting
 from models.dl2.config import PUBLISHED_DEVIATIONS
+from models.dl2.stage_config import DL2StageConfig
 from pipelines.config import run_config
 from pipelines.registry import SYSTEMS
-from pipelines.system import resized
-from pipelines.systems.dl2.stages import (
-    DL2StageConfig,
-    finetune_stage,
-    record_stage,
-    warmup_stage,
-)
+from pipelines.systems.dl2.stages import finetune_stage, record_stage, warmup_stage
+from tracelib.configs import resized
 
 DEVIATIONS = {path.rpartition(".")[2]: path for path in PUBLISHED_DEVIATIONS}
 """Each deviation by its field's name (`clip`) -> its dotted path (`finetune.clip`)."""

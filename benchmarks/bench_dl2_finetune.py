@@ -37,8 +37,8 @@ from models.dl2.config import GroupedConfig
 from models.dl2.grouped import finetune_grouped
 from models.dl2.policy import policy_from_checkpoint
 from models.dl2.recorder import as_workloads
+from models.dl2.stage_config import DL2StageConfig
 from models.heuristics.registry import ALLOCATIONS, PLACEMENTS
-from pipelines.systems.dl2.stages import DL2StageConfig
 from pipelines.trained import set_workloads
 from tracelib.sim.engine import Simulator
 from tracelib.sim.policy import Scheduler

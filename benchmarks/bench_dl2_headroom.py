@@ -49,9 +49,10 @@ from benchmarks.bench_scoreboard import run_seed
 from benchmarks.options import parse
 from models.dl2.recorder import as_workloads
 from models.dl2.search import ConfigTable, table_of
+from models.dl2.stage_config import DL2StageConfig
 from models.heuristics.common import remaining_epochs
 from models.heuristics.optimus import Optimus, OptimusOracle, SpeedFn
-from pipelines.systems.dl2.stages import DL2StageConfig, newest_teacher_configs
+from pipelines.systems.dl2.stages import newest_teacher_configs
 from pipelines.trained import set_workloads
 from tracelib.sim.measured import load_measured_speeds
 from tracelib.sim.policy import WatchedAllocation

@@ -49,10 +49,10 @@ from benchmarks.options import parse
 from models.dl2.networks import policy_mask
 from models.dl2.policy import workload_seeds
 from models.dl2.recorder import as_workloads, replay
+from models.dl2.stage_config import DL2StageConfig
 from models.heuristics.common import remaining_epochs
 from models.heuristics.optimus import Optimus
 from models.heuristics.registry import ALLOCATIONS, PLACEMENTS
-from pipelines.systems.dl2.stages import DL2StageConfig
 from pipelines.trained import set_workloads
 from tracelib.envs.observation import ACTION_KINDS, encode_allocation, refresh_allocation_row
 from tracelib.sim.builder import AllocationBuilder

@@ -57,12 +57,13 @@ import torch
 
 from benchmarks.options import parse, parsed, repeated, setting
 from models.harmony.config import ORDERED_BASELINES, VARIANTS, HarmonyEvalConfig
+from models.harmony.evaluate import harmony_tables
 from models.harmony.placement import GreedySpeedPlacement, RulePlacement
 from models.harmony.reward import RewardTrainConfig, compare_estimators, fit_reward_model
 from models.harmony.search import search_teacher
+from models.harmony.stage_config import HarmonyStageConfig
 from models.harmony.train import PlacementTrainConfig, train_placement, warm_key, warm_start
 from pipelines.system import at_least
-from pipelines.systems.harmony.stages import HarmonyStageConfig, harmony_tables
 from tracelib.gavel import read_gavel
 from tracelib.interference import InterferenceConfig, collect_samples
 from tracelib.scenarios.harmony import ArrivalConfig, sequences, split_seed

@@ -41,12 +41,9 @@ from benchmarks.options import parse, positional
 from models.rltaps.config import MODES, RLTAPS_REINFORCE
 from models.rltaps.policy import BASELINES, PREEMPTIVE
 from models.rltaps.pretrained import pretrain_config
-from pipelines.system import resized
-from pipelines.systems.rltaps.stages import (
-    RLTapsStageConfig,
-    evaluate_rltaps_stage,
-    train_rltaps_stage,
-)
+from models.rltaps.stage_config import RLTapsStageConfig
+from pipelines.systems.rltaps.stages import evaluate_rltaps_stage, train_rltaps_stage
+from tracelib.configs import resized
 from tracelib.stats import PairedRatio, ci_half_width, nested_ratio, paired_ratio
 from warehouse import connect, read_frame
 

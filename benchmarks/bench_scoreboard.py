@@ -40,7 +40,7 @@ from typing import Literal
 import polars as pl
 
 from benchmarks.options import parse
-from pipelines.evaluation import summarize_runs
+from models.evaluation import summarize_runs
 from tracelib.stats import nested_ratio
 from warehouse import connect, read_frame
 

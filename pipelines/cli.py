@@ -290,7 +290,7 @@ def _print_evaluation(result: dict) -> None:
 def cmd_evaluate(args) -> int:
     from dataclasses import asdict
 
-    from pipelines.evaluation import eval_config
+    from models.evaluation import eval_config
     from pipelines.registry import SYSTEMS
     from pipelines.stages import evaluate_stage, finish_run, learned_policies, start_run
 

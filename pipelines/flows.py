@@ -13,9 +13,9 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from models.evaluation import EvalConfig, eval_config
 from models.fidelity import FidelityConfig
 from pipelines.config import SYNTHETIC_JOBS, TraceInput, run_config, stage_seed
-from pipelines.evaluation import EvalConfig, eval_config
 from pipelines.progress import QUIET, Reporter
 from pipelines.registry import SYSTEMS
 from pipelines.report import write_report

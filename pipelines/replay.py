@@ -32,9 +32,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from models.heuristics import REPLAYS
-from pipelines.contracts import EvalJobs, EvalRuns, EvalSummary
-from pipelines.evaluation import (
+from models.evaluation import (
     EvalTables,
     cast_to_contract,
     is_oracle,
@@ -42,6 +40,8 @@ from pipelines.evaluation import (
     store_evaluation,
     summarize_runs,
 )
+from models.evaluation.contracts import EvalJobs, EvalRuns, EvalSummary
+from models.heuristics import REPLAYS
 from pipelines.progress import QUIET, Reporter
 from pipelines.runners import available_cores
 from tracelib.describe import peak_gpu_demand, readable_jobs

@@ -4,7 +4,7 @@ The replay rules (`pipelines.replay`) keep each job's recorded GPUs and run time
 leaves nothing for DL2, Chic or Harmony to decide: they choose workers and parameter
 servers, or where tasks go, and a job's speed follows from that. So a learned family runs
 where it runs in the arena, the event simulator of the DL2 setting
-(`pipelines.evaluation.evaluate`), on the whole trace as one workload instead of 60-job
+(`models.evaluation.evaluate`), on the whole trace as one workload instead of 60-job
 windows:
 
 - the trace's jobs become one sequence by the same derivation as any workload set
@@ -54,7 +54,7 @@ import numpy as np
 import polars as pl
 
 from models.checkpoints import verify_registered
-from pipelines.evaluation import EvalConfig, NotApplicable, evaluate, store_evaluation
+from models.evaluation import EvalConfig, NotApplicable, evaluate, store_evaluation
 from pipelines.progress import QUIET, Reporter
 from pipelines.replay import (
     BLOCKS,

@@ -23,7 +23,7 @@ import jinja2
 import numpy as np
 import polars as pl
 
-from pipelines.evaluation import jct_cdf_figure
+from models.evaluation import jct_cdf_figure
 from pipelines.sections import Figure, Plots, Section, Table, exists, fmt, frame_table
 from pipelines.system import LearnedSystem
 from tracelib.provenance import code_version

@@ -20,9 +20,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from models.checkpoints import checkpoint_file
-from models.torch_scope import scoped_torch
-from pipelines.contracts import FidelityChecks, PipelineRuns
-from pipelines.evaluation import (
+from models.evaluation import (
     ArenaLoader,
     EvalConfig,
     EvalTables,
@@ -37,6 +35,8 @@ from pipelines.evaluation import (
     store_evaluation,
     write_jct_cdf_plots,
 )
+from models.torch_scope import scoped_torch
+from pipelines.contracts import FidelityChecks, PipelineRuns
 from pipelines.progress import QUIET, Reporter
 from tracelib.contracts import Quarantine
 from tracelib.ingest import (

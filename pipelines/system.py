@@ -53,10 +53,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from tracelib.configs import resized
+
 if TYPE_CHECKING:
     import duckdb
 
-    from pipelines.evaluation import ArenaLoader, Loader
+    from models.evaluation import ArenaLoader, Loader
     from pipelines.progress import Reporter
     from pipelines.sections import Section
 
@@ -149,7 +151,7 @@ class Steps(Protocol):
 
     def loaders(self) -> dict[str, Loader | ArenaLoader]:
         """How its checkpoints run in that evaluation: `policies.system` -> loader
-        (`pipelines.evaluation.Loader`, or an `ArenaLoader` naming what a policy learned
+        (`models.evaluation.Loader`, or an `ArenaLoader` naming what a policy learned
         from, or marking a baseline it builds); {} when none of its policies runs there."""
 
     def collect(self, run: RunContext, cfg: Any, pending: Pending) -> dict:
@@ -319,22 +321,6 @@ class Registry:
                     raise ValueError(f"two systems load policies of system {name!r}")
                 out[name] = loader
         return out
-
-
-def resized(cfg: Any, changes: Mapping[str, Any]) -> Any:
-    """`cfg` (a frozen dataclass) with `changes` applied; a dotted name ("train.updates")
-    changes a field of a nested config."""
-    nested: dict[str, dict[str, Any]] = {}
-    flat = {}
-    for name, value in changes.items():
-        head, _, rest = name.partition(".")
-        if rest:
-            nested.setdefault(head, {})[rest] = value
-        else:
-            flat[head] = value
-    for head, inner in nested.items():
-        flat[head] = resized(getattr(cfg, head), inner)
-    return replace(cfg, **flat)
 
 
 @dataclass(frozen=True)

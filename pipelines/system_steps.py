@@ -16,7 +16,7 @@ from typing import Any
 
 from prefect import task
 
-from pipelines.evaluation import EvalConfig, LearnedPolicy, NotApplicable
+from models.evaluation import EvalConfig, LearnedPolicy, NotApplicable
 from pipelines.progress import QUIET, Reporter
 from pipelines.retries import IO_RETRIES
 from pipelines.sections import Section, exists, frame_table

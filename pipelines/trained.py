@@ -45,8 +45,8 @@ from models.checkpoints import (
     resume_from,
     verify_registered,
 )
+from models.evaluation import EvalTables, store_evaluation
 from models.torch_scope import scoped_torch
-from pipelines.evaluation import EvalTables, store_evaluation
 from pipelines.progress import QUIET, Reporter
 from tracelib.progress import ProgressFn
 from tracelib.provenance import canonical_json

@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipelines.evaluation import EvalConfig
+from models.evaluation import EvalConfig
 from pipelines.stages import derive_stage, synthetic_stage
 from tracelib.sim import ClusterConfig
 from tracelib.synthetic import DiurnalConfig

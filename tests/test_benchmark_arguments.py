@@ -129,7 +129,7 @@ def test_harmony_options_reach_the_systems() -> None:
 
 def test_dl2_arena_sets_nested_fields_and_names_deviations_by_their_field():
     from benchmarks.bench_dl2_arena import Options, config_named
-    from pipelines.systems.dl2.stages import DL2StageConfig
+    from models.dl2.stage_config import DL2StageConfig
 
     opts = parse(Options, ["--set", "finetune.clip=0.1", "--set", "net.hidden=[32,32]"])
     assert opts.set == (("finetune.clip", 0.1), ("net.hidden", (32, 32)))

@@ -8,15 +8,17 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from models.chic.stage_config import ChicArenaConfig
+from models.evaluation import EvalConfig, evaluate
 from pipelines.config import run_config
-from pipelines.evaluation import EvalConfig, evaluate
 from pipelines.progress import QUIET
 from pipelines.registry import SYSTEMS
 from pipelines.stages import learned_policies
-from pipelines.system import RunContext, resized
+from pipelines.system import RunContext
 from pipelines.systems.chic import plugin, steps
-from pipelines.systems.chic.stages import ChicArenaConfig, train_chic_arena_stage
+from pipelines.systems.chic.stages import train_chic_arena_stage
 from tests.learned_eval import assert_cached, assert_reproducible, tiny_set_evaluation, tiny_trained
+from tracelib.configs import resized
 from tracelib.sim import ClusterConfig
 from warehouse import connect, read_frame
 

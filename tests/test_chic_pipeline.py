@@ -10,16 +10,12 @@ import polars as pl
 import pytest
 
 from models.chic.config import CEMConfig, ChicEvalConfig
-from pipelines.system import resized
+from models.chic.stage_config import ChicTrainConfig
 from pipelines.systems.chic import steps as chic_steps
-from pipelines.systems.chic.stages import (
-    ChicTrainConfig,
-    evaluate_chic_stage,
-    latest_chic_policy,
-    train_chic_stage,
-)
+from pipelines.systems.chic.stages import evaluate_chic_stage, latest_chic_policy, train_chic_stage
 from tests.learned_eval import stored_evaluation
 from tests.tables import assert_readme_queries_answer
+from tracelib.configs import resized
 from tracelib.scenarios.chic import ChicScenario
 from warehouse import connect, read_frame
 

@@ -9,14 +9,14 @@ import json
 import pytest
 
 from models.dl2.config import to_dict
+from models.dl2.stage_config import DL2StageConfig
 from pipelines.config import run_config
 from pipelines.registry import SYSTEMS
-from pipelines.system import resized
 from pipelines.systems.dl2.plugin import BUDGETS, DL2, DL2Options, apply
-from pipelines.systems.dl2.stages import DL2StageConfig
 from tests.flags import every_flag_set, nested_path
 from tests.frozen_configs import frozen_cases, learned_run_config
 from tests.imports import packages_loaded_by
+from tracelib.configs import resized
 
 OPTIONS = {
     "": {},

@@ -10,14 +10,13 @@ import pytest
 
 from models.dl2.policy import average_jct
 from models.dl2.recorder import as_workloads
-from pipelines.evaluation import EvalConfig, evaluate
+from models.dl2.stage_config import DL2StageConfig
+from models.evaluation import EvalConfig, evaluate
 from pipelines.registry import SYSTEMS
 from pipelines.stages import derive_stage, learned_policies, synthetic_stage
-from pipelines.system import resized
 from pipelines.systems.dl2 import stages
 from pipelines.systems.dl2 import steps as dl2_steps
 from pipelines.systems.dl2.stages import (
-    DL2StageConfig,
     finetune_stage,
     record_stage,
     table_stage,
@@ -26,6 +25,7 @@ from pipelines.systems.dl2.stages import (
 )
 from pipelines.trained import set_workloads
 from tests.learned_eval import row_counts, tiny_set_evaluation, tiny_warehouse
+from tracelib.configs import resized
 from tracelib.sim import ClusterConfig
 from tracelib.synthetic import DiurnalConfig
 from tracelib.workloads import DeriveConfig

@@ -9,9 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from models.heuristics import registry
-from pipelines.contracts import EvalJobs, EvalRuns, EvalSummary
-from pipelines.evaluation import (
+from models.evaluation import (
     EvalConfig,
     NotApplicable,
     default_schedulers,
@@ -22,6 +20,8 @@ from pipelines.evaluation import (
     store_evaluation,
     write_jct_cdf_plots,
 )
+from models.evaluation.contracts import EvalJobs, EvalRuns, EvalSummary
+from models.heuristics import registry
 from tests.tiny_run import SMALL_RUN
 from tracelib.catalogue import by_name
 from tracelib.contracts import WorkloadJobs, Workloads
@@ -641,7 +641,7 @@ def _two_replicate_runs(jct: dict[str, list[float]]) -> pl.DataFrame:
 def _summary_by_scheduler(jct: dict[str, list[float]], **labels) -> dict[str, dict]:
     """The summary rows, by scheduler, of `_two_replicate_runs(jct)` against drf at 95 %
     confidence; `labels` are the families and teachers `summarize_runs` takes."""
-    from pipelines.evaluation import summarize_runs
+    from models.evaluation import summarize_runs
 
     summary = summarize_runs(
         _two_replicate_runs(jct),
@@ -677,7 +677,7 @@ def test_the_best_heuristic_is_never_an_oracle_and_ratios_are_paired():
 
 
 def test_the_best_heuristic_is_the_best_on_held_out_runs_and_judged_on_the_test_runs():
-    from pipelines.evaluation import summarize_runs
+    from models.evaluation import summarize_runs
 
     # On the test runs drf is best; on the held-out runs fifo is (the oracle better still,
     # sjf never ran there): fifo is the best heuristic, every ratio on the test runs.
@@ -734,7 +734,7 @@ def test_a_learned_policy_is_compared_with_its_teacher_and_a_built_baseline_can_
 
 
 def test_an_ablation_or_arena_policy_belongs_to_its_system_family():
-    from pipelines.evaluation import family_of
+    from models.evaluation import family_of
 
     assert family_of("dl2-without-replay") == "dl2"
     assert family_of("harmony-arena") == "harmony"

@@ -11,18 +11,17 @@ import polars as pl
 import pytest
 import torch
 
+from models.evaluation import EvalConfig, evaluate
 from models.harmony.arena import ArenaPlacement, harmony_view
 from models.harmony.placement import HarmonyNetConfig, HarmonyPolicy, PolicyNet
 from models.harmony.reward import RewardTrainConfig
+from models.harmony.stage_config import HarmonyArenaConfig, HarmonyStageConfig
 from models.harmony.train import PlacementTrainConfig, train_placement
 from models.heuristics.registry import ALLOCATIONS
-from pipelines.evaluation import EvalConfig, evaluate
 from pipelines.registry import SYSTEMS
 from pipelines.stages import derive_stage, interference_stage, learned_policies, synthetic_stage
 from pipelines.systems.harmony.stages import (
     ARENA_SYSTEM,
-    HarmonyArenaConfig,
-    HarmonyStageConfig,
     fit_reward_model_stage,
     train_arena_stage,
     train_placement_stage,
@@ -250,8 +249,8 @@ def test_resizing_keeps_the_pair_weights_and_refuses_the_flat_head(warehouse):
 
 
 def test_the_arena_training_defaults_to_the_evaluations_simulator():
+    from models.evaluation import eval_setting
     from models.harmony.config import arena_training
-    from pipelines.evaluation import eval_setting
 
     trained = arena_training()
     assert trained.sim == replace(eval_setting(), fixed_placement=True)

@@ -13,13 +13,13 @@ import pytest
 from models.harmony.config import HarmonyEvalConfig
 from models.harmony.placement import HarmonyNetConfig
 from models.harmony.reward import ESTIMATORS, RewardTrainConfig
+from models.harmony.stage_config import HarmonyStageConfig
 from models.harmony.train import PlacementTrainConfig
 from pipelines.progress import Reporter
 from pipelines.stages import interference_stage
 from pipelines.systems.harmony import steps as harmony_steps
 from pipelines.systems.harmony.plugin import summary_lines
 from pipelines.systems.harmony.stages import (
-    HarmonyStageConfig,
     evaluate_harmony_stage,
     fit_reward_model_stage,
     online_update_stage,

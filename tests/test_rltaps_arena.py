@@ -13,16 +13,15 @@ import polars as pl
 import pytest
 import torch
 
+from models.evaluation import EvalConfig, NotApplicable, evaluate
 from models.rltaps.arena import ArenaNet, RLTapsArenaPolicy, batch_of
 from models.rltaps.arena_reinforce import run_episode, slot_rewards
 from models.rltaps.config import ArenaNetConfig
-from pipelines.evaluation import EvalConfig, NotApplicable, evaluate
+from models.rltaps.stage_config import RLTapsArenaConfig, RLTapsRunConfig
 from pipelines.registry import SYSTEMS
 from pipelines.stages import derive_stage, learned_policies, synthetic_stage
-from pipelines.system import resized
 from pipelines.systems.rltaps import plugin
-from pipelines.systems.rltaps.stages import RLTapsArenaConfig, train_arena_stage
-from pipelines.systems.rltaps.steps import RLTapsRunConfig
+from pipelines.systems.rltaps.stages import train_arena_stage
 from tests.learned_eval import (
     assert_cached,
     assert_reproducible,
@@ -30,6 +29,7 @@ from tests.learned_eval import (
     tiny_trained,
     tiny_warehouse,
 )
+from tracelib.configs import resized
 from tracelib.envs.gpu_arena import ArenaEnvConfig, GpuLayout, resample_image
 from tracelib.sim import ClusterConfig, JobSpec, Simulator
 from tracelib.synthetic import DiurnalConfig

@@ -52,8 +52,8 @@ def test_the_trainers_get_the_configs_the_copying_stage_configs_gave_them():
 
 
 def test_the_arena_training_defaults_to_the_evaluations_simulator():
+    from models.evaluation import eval_setting
     from models.rltaps.config import arena_training
-    from pipelines.evaluation import eval_setting
 
     trained = arena_training()
     assert trained.sim == eval_setting()

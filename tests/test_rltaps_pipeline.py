@@ -8,14 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from pipelines.system import resized
-from pipelines.systems.rltaps.stages import (
-    RLTapsStageConfig,
-    evaluate_rltaps_stage,
-    train_rltaps_stage,
-)
+from models.rltaps.stage_config import RLTapsStageConfig
+from pipelines.systems.rltaps.stages import evaluate_rltaps_stage, train_rltaps_stage
 from tests.learned_eval import row_counts, stored_evaluation
 from tests.tables import assert_readme_queries_answer
+from tracelib.configs import resized
 from warehouse import connect, read_frame
 
 CFG = resized(

@@ -7,8 +7,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from models.evaluation import EvalTables, scenario_workloads
 from pipelines import trained
-from pipelines.evaluation import EvalTables, scenario_workloads
 from pipelines.system_steps import arena_entry, results
 from pipelines.trained import evaluate_once
 from tests.toy_system import TOY, plugin, steps

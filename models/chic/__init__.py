@@ -8,7 +8,8 @@ allocation policy (`policy.arena()`).
 
 Modules: config (CEMConfig, ChicNetConfig), networks (the 64-32-4 policy net, numpy
 inference), cem (the training algorithm), policy (checkpoints, episodes, evaluation),
-contracts (tables).
+evaluate (its own scenario through the one evaluation), stage_config (the configs of
+`schedlab run`), contracts (tables).
 
 The package itself holds only the configs (`models.chic.config`, no torch): `schedlab run`
 reads the algorithm configs' fields for its flags before it knows whether it trains

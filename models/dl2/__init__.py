@@ -11,7 +11,7 @@ fine-tuned by actor-critic RL in the simulator. Pure functions, frames in and fr
 Modules: config (dataclasses, every algorithm's config included), networks (policy/value
 nets, fast inference), recorder (decision logs), warmup (supervised), finetune
 (actor-critic and its switches), grouped (grouped PPO), policy (`DL2Policy`, checkpoints,
-evaluation helpers).
+evaluation helpers), stage_config (`DL2StageConfig`, the config of `schedlab run`).
 
 The package itself holds only the configs (`models.dl2.config`, no torch): `schedlab run`
 reads the algorithm configs' fields for its flags before it knows whether it trains

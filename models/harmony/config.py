@@ -411,7 +411,7 @@ class HarmonyEvalConfig:
 
 def arena_training() -> PlacementTrainConfig:
     """`HarmonyArenaConfig.train`'s default: the actor-critic in the evaluation's setting
-    (DL2's small cluster, `DL2_SMALL`, as `pipelines.evaluation.eval_setting` is)."""
+    (DL2's small cluster, `DL2_SMALL`, as `models.evaluation.eval_setting` is)."""
     # Fixed placement, as Harmony's own setting: the training environment forces it, and
     # validation must run the policy the same way (in the re-decided mode its greedy loop
     # would move every running job each slot; the arena's `ArenaPlacement` keeps them).

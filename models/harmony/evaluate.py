@@ -2,8 +2,8 @@
 arrival patterns, sequences, baselines, the simulator with the TRUE speed model), and the
 speeds Harmony observes there, as new interference samples (online update).
 
-The runs and their summary go through the one evaluation (pipelines/evaluation.py, called
-by pipelines/systems/harmony/stages.py `harmony_tables`): every scheduler on the same job
+The runs and their summary go through the one evaluation (`models.evaluation`) in
+`harmony_tables`, which pipelines/systems/harmony/stages.py calls: every scheduler on the same job
 sequences of each arrival pattern with the same simulator seeds (common random numbers),
 into eval_runs / eval_jobs / eval_summary with paired ratios to the best baseline.
 """
@@ -11,13 +11,30 @@ into eval_runs / eval_jobs / eval_summary with paired ratios to the best baselin
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from models.evaluation import (
+    VALIDATION_STREAM,
+    EvalTables,
+    best_rates,
+    scenario_tables,
+    scenario_workloads,
+    simulated,
+)
+from models.harmony.config import HarmonyEvalConfig
+from models.harmony.placement import (
+    RulePlacement,
+)
 from tracelib.catalogue import DL2_CATALOGUE
+from tracelib.contracts import InterferenceSamples
+from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
+from tracelib.scenarios import harmony_set
+from tracelib.scenarios.harmony import sequences
 from tracelib.sim import SimResult
 from tracelib.sim.snapshot import JobPlacement
 from tracelib.sim.speed import SpeedModel
@@ -99,7 +116,83 @@ def observed_samples(
 
 
 def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
-    from tracelib.contracts import InterferenceSamples
     from warehouse.io import column_types
 
     return pl.DataFrame(rows, schema=column_types(InterferenceSamples))
+
+
+SCENARIO = "harmony"
+"""eval_summary.scenario of Harmony's own evaluation; its sets are harmony-<pattern>."""
+
+
+def harmony_tables(
+    learned: dict[str, tuple[Any, str | None]],
+    cfg: HarmonyEvalConfig,
+    eval_id: str,
+    progress: ProgressFn = no_progress,
+) -> tuple[EvalTables, dict[str, list[SimResult]]]:
+    """Harmony's own scenario (Fig. 8, Table II) through the one evaluation: the baselines
+    and `learned` (name -> (decision policy, policy id or None)) on `cfg.n_sequences`
+    sequences of every arrival pattern (set harmony-<pattern>), sequence k with simulator
+    seed `cfg.seed + k` under every scheduler (common random numbers, one replicate).
+    Returns the three tables and the simulations of the learned policies (what Harmony
+    observes for its online update). Pure: same inputs, same tables."""
+    rates = best_rates(cfg.sim.cluster, cfg.sim.speed)
+    baselines = {b: (RulePlacement.named(b), None) for b in cfg.baselines}
+    schedulers = {
+        name: simulated(
+            lambda policy=policy: policy,
+            lambda seed: replace(cfg.sim, seed=seed),
+            rates=rates,
+            start_delay_s=cfg.sim.speed.start_delay_s,
+            policy_name=policy_id or name,
+            keep_result=name in learned,
+        )
+        for name, (policy, policy_id) in {**baselines, **learned}.items()
+    }
+    workloads, held_out = [], []
+    for p_idx, pattern in enumerate(cfg.patterns):
+        arrivals = replace(cfg.arrivals, pattern=pattern)
+        root = cfg.seed + 7919 * p_idx
+        seqs = sequences(arrivals, cfg.n_sequences, root)
+        ids = [f"{harmony_set(pattern)}:{root}:{k}" for k in range(len(seqs))]
+        seeds = [cfg.seed + k for k in range(len(seqs))]
+        workloads += scenario_workloads(harmony_set(pattern), ids, seeds, seqs)
+        if cfg.n_validation:
+            # A stream of its own: no validation sequence or seed is a test one.
+            state = np.random.SeedSequence(cfg.seed, spawn_key=(VALIDATION_STREAM, p_idx))
+            val_root, *val_seeds = (int(x) for x in state.generate_state(1 + cfg.n_validation))
+            val_seqs = sequences(arrivals, cfg.n_validation, val_root)
+            val_ids = [
+                f"{harmony_set(pattern)}:validation:{val_root}:{k}" for k in range(len(val_seqs))
+            ]
+            held_out += scenario_workloads(
+                harmony_set(pattern), val_ids, val_seeds, val_seqs, split="validation"
+            )
+    results: dict[str, list[SimResult]] = {name: [] for name in learned}
+
+    def keep(name, _workload, outcome) -> None:
+        if name in results:
+            results[name].append(outcome.result)
+
+    tables = scenario_tables(
+        eval_id,
+        [(schedulers, workloads, cfg.sim.cluster.gpus * cfg.sim.cluster.n_servers)],
+        config=cfg.to_json(),
+        scenario=SCENARIO,
+        reference=cfg.baselines[0] if cfg.baselines else next(iter(schedulers)),
+        slot_s=cfg.sim.slot_s,
+        families={name: SCENARIO for name in learned},
+        progress=progress,
+        on_result=keep,
+        selection=[
+            (
+                {name: schedulers[name] for name in baselines},
+                held_out,
+                cfg.sim.cluster.gpus * cfg.sim.cluster.n_servers,
+            )
+        ]
+        if held_out
+        else (),
+    )
+    return tables, results

@@ -8,7 +8,8 @@ with a per-time-step baseline, without or with streaming job sequences.
 
 Modules: config (dataclasses), networks (per-GPU softmax policy, numpy inference), reinforce
 (the trainer, both modes), policy (`RLTapsPolicy`, checkpoints, episodes, baselines,
-evaluation), contracts (its tables). The package itself holds only the configs (no torch):
+evaluation), evaluate (its own scenario through the one evaluation), stage_config (the configs of
+`schedlab run`), contracts (its tables). The package itself holds only the configs (no torch):
 the command line reads them to build its flags.
 """
 

@@ -7,7 +7,7 @@ steps, T_max = 1000, 50 epochs; 200 training / 200 testing sequences without str
 fresh ones every 10 epochs (testing: every epoch) with streaming. The paper leaves the
 discount and the number of sequences per update B unsaid: we take DeepRM's discount 1 (its
 code's `discount = 1`) and B = 10. Those sizes take hours here; the pipeline stage runs a
-small budget (`RLTAPS_REINFORCE`, held by `pipelines.systems.rltaps.stages.RLTapsStageConfig`).
+small budget (`RLTAPS_REINFORCE`, held by `models.rltaps.stage_config.RLTapsStageConfig`).
 """
 
 from __future__ import annotations
@@ -312,7 +312,7 @@ class ArenaTrainConfig:
 
 def arena_training() -> ArenaTrainConfig:
     """`RLTapsArenaConfig.reinforce`'s default, in the evaluation's setting (DL2's small
-    cluster, `DL2_SMALL`, as `pipelines.evaluation.eval_setting` is). The learning
+    cluster, `DL2_SMALL`, as `models.evaluation.eval_setting` is). The learning
     rate is RL-TAPS' 0.001 x 10: a budget of seconds makes a handful of updates, and 0.03
     and more diverged in trials on the validation split."""
     sim = DL2_SMALL.sim_config()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipelines.evaluation import (
+from models.evaluation import (
     EvalConfig,
     LearnedPolicy,
     NotApplicable,

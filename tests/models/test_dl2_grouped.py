@@ -22,8 +22,8 @@ from models.dl2.grouped import (
 )
 from models.dl2.policy import average_jct
 from models.dl2.recorder import record_runs
+from models.dl2.stage_config import DL2StageConfig
 from models.dl2.warmup import warmup
-from pipelines.systems.dl2.stages import DL2StageConfig
 from tests.models.stalls import stall_steps
 from tracelib.sim import dl2_like_frame, jobs_from_frame
 

@@ -13,7 +13,7 @@ import torch
 
 from models.checkpoints import load_checkpoint
 from models.harmony.config import HarmonyEvalConfig
-from models.harmony.evaluate import observed_samples
+from models.harmony.evaluate import harmony_tables, observed_samples
 from models.harmony.placement import (
     MASKED,
     RULES,
@@ -44,7 +44,6 @@ from models.harmony.train import (
     _Worker,
     train_placement,
 )
-from pipelines.systems.harmony.stages import harmony_tables
 from tracelib.contracts import InterferenceSamples
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
 from tracelib.gavel import GavelConfig, gavel_samples, read_gavel

@@ -22,9 +22,9 @@ from models.rltaps.pretrained import (
     selection_seeds,
     weights_sha256,
 )
+from models.rltaps.stage_config import RLTapsStageConfig
 from pipelines.config import run_config
 from pipelines.registry import SYSTEMS
-from pipelines.systems.rltaps.stages import RLTapsStageConfig
 from tracelib.envs.gpu import GpuEnvConfig
 
 TINY = {

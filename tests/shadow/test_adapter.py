@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from pipelines.evaluation import resolve_scheduler
+from models.evaluation import resolve_scheduler
 from pipelines.shadow.adapter import decide, fit_live, proposed_starts, to_sim
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.shadow.schemas import Snapshot

@@ -2,7 +2,7 @@
 cluster picks one of the N visible jobs, or none. The one encoder and the one decoder of
 that decision, beside each other; no torch (the network is `models.rltaps.arena`).
 
-The DL2 setting (`pipelines.evaluation.EvalConfig`: 96 servers of 2 GPUs, window 20, 1200 s
+The DL2 setting (`models.evaluation.EvalConfig`: 96 servers of 2 GPUs, window 20, 1200 s
 slots, parameter-server jobs of the DL2 catalogue) is not RL-TAPS' topology of single-GPU
 "servers" (`tracelib.sim.topology`), so the decision is carried over as follows:
 

@@ -10,7 +10,7 @@ A scenario is what a paper evaluates in: its cluster, job catalogue, arrival pro
 decision trigger ("slots": every slot; "events": on arrivals and completions; "steps":
 fixed preemptive steps), how a sequence is drawn from a seed and the `SimConfig` it runs
 with. Its name is also the `workload_set` its own evaluation writes (eval_summary rows
-with `scenario` = its `paper`, pipelines/evaluation.py):
+with `scenario` = its `paper`, models/evaluation):
 
     dl2-small, dl2-large              DL2's settings (tracelib.scenarios.dl2)
     harmony-uniform/-poisson/-google  Harmony's arrival patterns (tracelib.scenarios.harmony)

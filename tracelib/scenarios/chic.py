@@ -31,7 +31,7 @@ seconds, not single mini-batches, and one epoch at one worker + one PS takes 7.6
 (ResNet-50), 12.6 s (VGG-16) and 1.0 s (ResNeXt-110) at the analytical speed.
 
 `ChicArenaScenario` is the other setting Chic trains in: the arena's (the DL2 setting every
-scheduler is evaluated in, `pipelines.evaluation`), whose episodes are derived workload
+scheduler is evaluated in, `models.evaluation`), whose episodes are derived workload
 sets' sequences; `tracelib.envs.chic_arena` says how the MDP reads it.
 
 Sequence seeds: `split_seeds` gives the train, validation and test sequences disjoint seed
@@ -210,7 +210,7 @@ def _dl2_setting() -> SimConfig:
 
 @dataclass(frozen=True)
 class ChicArenaScenario:
-    """The arena's DL2 setting (`pipelines.evaluation.EvalConfig`) as Chic's MDP sees it:
+    """The arena's DL2 setting (`models.evaluation.EvalConfig`) as Chic's MDP sees it:
     the evaluation's simulator (96 servers of 2 GPUs, 20-minute slots, the measured speeds
     with interference and run-to-run variation), the DL2 catalogue's parameter-server jobs,
     and the first `window` visible jobs allocated to (`tracelib.envs.chic_arena`). Its

@@ -4,7 +4,7 @@ concurrent jobs) and dl2-large (500 servers, 200 jobs, up to 10 arrivals, window
 the DL2 catalogue's PS jobs, decided every slot.
 
 The production-derived and synthetic workload sets of the warehouse are evaluated in the
-small setting's cluster (`pipelines.evaluation.EvalConfig`); `DL2Setting.sequence` draws a
+small setting's cluster (`models.evaluation.EvalConfig`); `DL2Setting.sequence` draws a
 DL2-style sequence from a seed for tests and benchmarks (`tracelib.sim.jobs.dl2_like_frame`).
 """
 

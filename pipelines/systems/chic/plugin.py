@@ -7,13 +7,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from models.chic.config import CEMConfig
-from pipelines.system import Nested, plugin, resized, trained_line
+from pipelines.system import Nested, plugin, trained_line
+from tracelib.configs import resized
 from tracelib.envs.chic import ChicEnvConfig
 from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario
 from tracelib.seeds import named_seeds
 
 if TYPE_CHECKING:
-    from pipelines.systems.chic.steps import ChicRunConfig
+    from models.chic.stage_config import ChicRunConfig
 
 
 @dataclass(frozen=True)

@@ -27,28 +27,20 @@ re-running it replaces nothing and writes nothing new.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import polars as pl
 
 from models.checkpoints import Resumed, resume_from
 from models.chic.cem import arena_sequences, train_cem, warm_start
-from models.chic.config import CHIC_CEM, REFERENCE_RATE, CEMConfig, ChicEvalConfig
+from models.chic.config import CEMConfig, ChicEvalConfig
 from models.chic.contracts import ChicLearningCurves
-from models.chic.policy import ARENA, ChicPolicy, episode_results, policy_from_checkpoint
-from models.heuristics.optimus import Optimus
-from pipelines.evaluation import (
-    EvalConfig,
+from models.chic.evaluate import OPTIMUS_EVENTS, chic_tables
+from models.chic.policy import ARENA, policy_from_checkpoint
+from models.chic.stage_config import ChicArenaConfig, ChicTrainConfig
+from models.evaluation import (
     EvalTables,
-    RunOutcome,
-    Workload,
-    best_rates,
-    eval_setting,
-    job_rows,
-    scenario_tables,
-    scenario_workloads,
-    simulated,
 )
 from pipelines.progress import QUIET, Reporter
 from pipelines.trained import (
@@ -62,57 +54,11 @@ from pipelines.trained import (
     parent_of,
     train_and_register,
 )
-from tracelib.envs.chic import ChicEnvConfig
-from tracelib.progress import ProgressFn, no_progress
+from tracelib.progress import ProgressFn
 from tracelib.provenance import canonical_json
 from tracelib.scenarios import chic_set
-from tracelib.scenarios.chic import ChicArenaScenario, ChicScenario, chic_speed, split_seeds
-from tracelib.sim import LoadBalancing, Scheduler, SimConfig
+from tracelib.scenarios.chic import split_seeds
 from warehouse import connect, read_frame
-
-
-@dataclass(frozen=True)
-class ChicTrainConfig:
-    """One Chic / Chic-Pair training run in `schedlab run`: which variant, at which arrival
-    rate, on how many sequences, and the cross-entropy method's config by value (what the
-    trainer gets is that config with this run's variant, rate and seed filled in,
-    `cem_config()`). The default budget is small (tens of seconds here); `iterations`
-    (paper: until converged, 19+ to beat Optimus) and the sequence counts make it larger.
-    Counted in iterations, so a seed gives one policy."""
-
-    variant: str = "chic"
-    """"chic" (2I + 1 actions) or "chic-pair" (I + 1)."""
-    rate_per_hour: float = REFERENCE_RATE
-    """Poisson arrival rate of the training and validation sequences."""
-    train_sequences: int = 100
-    """Training sequences episodes draw from."""
-    val_sequences: int = 30
-    """Validation sequences (paper: 30), every `cem.val_every` iterations."""
-    cem: CEMConfig = field(default_factory=lambda: CHIC_CEM)
-    """The modified cross-entropy method (`models.chic.cem`) in Chic's own scenario (its
-    variant, the scenario's arrival rate and its seed are this config's). Default: 6
-    iterations of N = 35 trajectories of W = 30 jobs, the five measured departures on
-    (`CEMConfig.as_published` undoes them)."""
-    seed: int = 0
-    """Root seed of the sequences' seeds, initialization and sampling."""
-    init: str = "latest"
-    """Start from "latest" (the newest registered policy of this variant and rate, else
-    random), "scratch", or a policy id."""
-
-    def as_published(self) -> ChicTrainConfig:
-        """This config with Chic's MDP and update as the paper writes them."""
-        return replace(self, cem=self.cem.as_published())
-
-    # What the stage hands the trainer: its config with the run-level values (variant,
-    # arrival rate, seed) filled in, here and nowhere else.
-
-    def scenario(self) -> ChicScenario:
-        """The CEM's scenario at this training's arrival rate."""
-        return replace(self.cem.scenario, rate_per_hour=self.rate_per_hour)
-
-    def cem_config(self) -> CEMConfig:
-        """The trainer's config."""
-        return replace(self.cem, variant=self.variant, scenario=self.scenario(), seed=self.seed)
 
 
 def _cem_training(
@@ -184,142 +130,6 @@ def train_chic_stage(
         metrics={"rate_per_hour": cfg.rate_per_hour, "val_seeds": list(val_seeds)},
         curves=ChicLearningCurves,
     )
-
-
-SCENARIO = "chic"
-"""eval_summary.scenario of Chic's own evaluation; its sets are chic@<rate>/h."""
-OPTIMUS_EVENTS = "optimus-events"
-"""Optimus deciding at every arrival and completion (`ChicEvalConfig.optimus_events`)."""
-
-
-def _replayed(
-    results: list, policy_id: str, rates: dict[str, float], delay: float, scenario: ChicScenario
-):
-    """A run function that reads each sequence's already simulated episode."""
-
-    def run(workload: Workload, _seed: int) -> RunOutcome:
-        result = results[workload.sequence_no]
-        return RunOutcome(job_rows(result, None, rates, delay, scenario.catalogue), policy_id)
-
-    return run
-
-
-def chic_tables(
-    cfg: ChicEvalConfig,
-    policies: dict[tuple[str, float], str],
-    loaded: dict[str, ChicPolicy],
-    eval_id: str,
-    progress: ProgressFn = no_progress,
-    teachers: dict[str, str] | None = None,
-) -> EvalTables:
-    """Chic's own scenario (section 6) through the one evaluation: at every rate (set
-    chic@<rate>/h), Optimus at each interval and every policy of `policies` ((variant,
-    trained-at rate) -> policy id, loaded in `loaded`) on the same unseen sequences (one
-    run each; Optimus' simulator seed is the sequence's seed, a policy's actions are sampled
-    per sequence from `cfg.seed`, as Chic's own evaluation always ran them). Paired ratios
-    to the best Optimus interval, and each policy's to its warm start's teacher
-    (`teachers`: policy id -> the teacher's scheduler name). Pure: same inputs, same
-    tables."""
-    seeds = split_seeds("test", cfg.test_sequences, cfg.seed)
-    val_seeds = split_seeds("validation", cfg.validation_sequences, cfg.seed)
-    config = canonical_json({**asdict(cfg), "sequence_seeds": list(seeds)})
-    families: dict[str, str] = {}
-    taught: dict[str, str] = {}
-
-    def parts():
-        for done, rate in enumerate(cfg.rates, 1):
-            scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
-            sequences = scenario.sequences(seeds)
-            rates = best_rates(scenario.cluster(), chic_speed(), scenario.catalogue)
-            delay = chic_speed().start_delay_s
-            schedulers = _optimus_schedulers(cfg, scenario)
-            for system, pid in _learned(cfg, policies, rate):
-                # One environment runs every sequence of the rate (as Chic's own evaluation
-                # always did): the episodes are simulated once, then read per sequence.
-                results = episode_results(
-                    loaded[pid], sequences, scenario, seed=cfg.seed, sim_seeds=seeds
-                )
-                schedulers[system] = _replayed(results, pid, rates, delay, scenario)
-                families[system] = SCENARIO
-                if (teacher := (teachers or {}).get(pid)) in schedulers:
-                    taught[system] = teacher
-            ids = [f"{chic_set(rate)}:{seed}" for seed in seeds]
-            yield (
-                schedulers,
-                scenario_workloads(chic_set(rate), ids, seeds, sequences),
-                scenario.gpus,
-            )
-            progress(done, len(cfg.rates))
-
-    def selection():
-        for rate in cfg.rates if val_seeds else ():
-            scenario = ChicScenario(rate_per_hour=rate, jobs_per_sequence=cfg.jobs_per_sequence)
-            ids = [f"{chic_set(rate)}:validation:{seed}" for seed in val_seeds]
-            workloads = scenario_workloads(
-                chic_set(rate), ids, val_seeds, scenario.sequences(val_seeds), "validation"
-            )
-            yield _optimus_schedulers(cfg, scenario), workloads, scenario.gpus
-
-    return scenario_tables(
-        eval_id,
-        parts(),
-        config=config,
-        scenario=SCENARIO,
-        reference="optimus-600",
-        slot_s=600.0,
-        families=families,
-        teachers=taught,
-        selection=selection(),
-    )
-
-
-def _learned(
-    cfg: ChicEvalConfig, policies: dict[tuple[str, float], str], rate: float
-) -> list[tuple[str, str]]:
-    """The policies Chic's evaluation runs at `rate`, by scheduler name: each variant's
-    trained at that rate and the one trained at the reference rate (where there is one)."""
-    out = []
-    for variant in ("chic", "chic-pair"):
-        for system, pid in (
-            (variant, policies.get((variant, rate))),
-            (
-                f"{variant}-trained-at-{cfg.reference_rate:g}",
-                policies.get((variant, cfg.reference_rate)),
-            ),
-        ):
-            if pid is not None:
-                out.append((system, pid))
-    return out
-
-
-def _optimus_schedulers(cfg: ChicEvalConfig, scenario: ChicScenario) -> dict:
-    """Optimus at each interval of `cfg` and at every event, each simulated with its
-    sequence's seed: the baselines of Chic's evaluation at one rate."""
-    rates = best_rates(scenario.cluster(), chic_speed(), scenario.catalogue)
-    delay = chic_speed().start_delay_s
-    schedulers = {
-        f"optimus-{interval:g}": simulated(
-            lambda interval=interval: Scheduler(Optimus(interval_s=interval), LoadBalancing()),
-            lambda seed, scenario=scenario: scenario.sim_config("interval", seed),
-            catalogue=scenario.catalogue,
-            rates=rates,
-            start_delay_s=delay,
-            policy_name=f"optimus-{interval:g}",
-        )
-        for interval in cfg.optimus_intervals
-    }
-    if cfg.optimus_events:
-        schedulers[OPTIMUS_EVENTS] = simulated(
-            lambda: Scheduler(Optimus(), LoadBalancing()),
-            lambda seed, scenario=scenario: replace(
-                scenario.sim_config("events", seed), window=None
-            ),
-            catalogue=scenario.catalogue,
-            rates=rates,
-            start_delay_s=delay,
-            policy_name=OPTIMUS_EVENTS,
-        )
-    return schedulers
 
 
 def warm_start_teacher(con, policy_id: str) -> str | None:
@@ -397,102 +207,6 @@ def _summary(eval_id: str, frame: pl.DataFrame) -> ChicEvalResult:
 
 
 # -- the arena ---------------------------------------------------------------------------
-
-
-def _arena_cem() -> CEMConfig:
-    return CEMConfig(
-        scenario=ChicArenaScenario(
-            sim=eval_setting(), window=20, placement=EvalConfig().default_placement
-        ),
-        iterations=6,
-        n_trajectories=8,
-        fit_epochs=10,
-        teacher=None,
-        env=ChicEnvConfig(max_phase_steps=1000),
-    )
-
-
-@dataclass(frozen=True)
-class ChicArenaConfig:
-    """Chic in the arena: the published MDP in the evaluation's DL2 setting
-    (`tracelib.envs.chic_arena`: I = the evaluation's window, the DL2 catalogue, a
-    schedule every slot, placed by the evaluation's default placement), trained by the
-    modified CEM on a workload set's train split and validated on its validation split.
-    The CEM's config is held by value (`cem`); what the trainer gets is it with this
-    config's variant, simulator and seed filled in (`cem_config()`).
-    At the default budget a training takes 20-27 s of one core here (Chic; Chic-Pair half:
-    a 30-job episode is ~5,000 actions at ~70 us); `large` runs the paper's N = 35 for 40
-    iterations."""
-
-    workload_set: str = "dl2-synthetic"
-    """Derivation whose train split is trained on and whose validation split validates."""
-    variants: tuple[str, ...] = ("chic", "chic-pair")
-    """Entered into the arena, each trained apart: "chic" (2I + 1 actions), "chic-pair"
-    (I + 1)."""
-    sim: SimConfig = field(default_factory=eval_setting)
-    """Simulator of training and validation (default: the evaluation's)."""
-    cem: CEMConfig = field(default_factory=_arena_cem)
-    """The modified CEM in the arena (its variant, its scenario's simulator and its seed
-    are this config's; its validation interval is capped by its iterations). Default: 6
-    iterations of N = 8 trajectories (paper: 35) plus the uniform one, 10 fit epochs; I =
-    20 visible jobs (the evaluation's window; Chic's own scenario: 3) placed by the
-    evaluation's default placement; at most 1000 actions in one schedule (the cluster holds
-    384 tasks); the measured departures on. No warm start (teacher None: random weights, as
-    the paper), measured: with the paper's 64-32-4 network the arena's 41 actions clone
-    poorly (held-out accuracy 0.60-0.77, the sampled clone's validation ACT 4,500-11,243 s
-    over 5 seeds against 4,860-5,306 s from scratch after 6 iterations), and 6 iterations
-    do not repair a bad clone: against Optimus 1.730 [1.542, 1.919] (Chic) and 1.907
-    [1.669, 2.145] (Chic-Pair) with it, 1.534 [1.481, 1.588] and 1.564 [1.516, 1.613]
-    without (docs/chic.md). 0 iterations: no arena training."""
-    train_sequences: int | None = None
-    """At most this many train sequences of the set (lowest numbers; None: all)."""
-    val_sequences: int | None = 2
-    """At most this many validation sequences (whole), every `cem.val_every` iterations."""
-    jobs_per_episode: int | None = 30
-    """Training episodes are the train sequences cut into runs of this many jobs, each
-    starting at time 0 (Chic's W = 30; the sets' sequences have 60); None: whole."""
-    init: str = "latest"
-    """Start from: "latest" (the newest "<variant>-arena" policy whose network fits, else
-    scratch), "scratch", or a policy id."""
-    seed: int = 0
-    """Root of initialization, dropout, minibatch order, episode choice and actions."""
-
-    def __post_init__(self) -> None:
-        unknown = set(self.variants) - {"chic", "chic-pair"}
-        if unknown:
-            raise ValueError(f"unknown Chic variant(s) {sorted(unknown)}")
-        if not isinstance(self.cem.scenario, ChicArenaScenario):
-            raise ValueError("the arena's CEM runs in a ChicArenaScenario")
-        if self.jobs_per_episode is not None and self.jobs_per_episode < 1:
-            raise ValueError("jobs_per_episode must be positive (or None)")
-
-    @property
-    def iterations(self) -> int:
-        """The CEM's iterations (0: no arena training)."""
-        return self.cem.iterations
-
-    def as_published(self) -> ChicArenaConfig:
-        """This config with Chic's MDP and update as the paper writes them."""
-        return replace(self, cem=self.cem.as_published())
-
-    # What the stage hands the trainer: its config with the run-level values (variant,
-    # simulator, seed) filled in, here and nowhere else.
-
-    def scenario(self) -> ChicArenaScenario:
-        """The CEM's scenario in this config's simulator."""
-        return replace(self.cem.scenario, sim=self.sim)
-
-    def cem_config(self, variant: str) -> CEMConfig:
-        """The trainer's config for one variant."""
-        cem = self.cem
-        return replace(
-            cem,
-            variant=variant,
-            scenario=self.scenario(),
-            val_every=max(min(cem.val_every, cem.iterations), 1),
-            env=None if cem.env is None else replace(cem.env, variant=variant),
-            seed=self.seed,
-        )
 
 
 def _resume_fitting(con, parent: str | None, cem: CEMConfig) -> Resumed:

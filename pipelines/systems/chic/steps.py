@@ -6,10 +6,8 @@ cross-entropy method in the arena's DL2 setting on each arena set, whose policie
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-
-from models.chic.config import ChicEvalConfig
-from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader
+from models.chic.stage_config import ChicRunConfig
+from models.evaluation import EvalConfig, LearnedPolicy, Loader
 from pipelines.sections import Section
 from pipelines.system import ArenaPolicies, Pending, RunContext, arena_configs
 from pipelines.system_steps import (
@@ -22,37 +20,11 @@ from pipelines.system_steps import (
     view_section,
 )
 from pipelines.systems.chic.stages import (
-    ChicArenaConfig,
-    ChicTrainConfig,
     evaluate_chic_stage,
     train_chic_arena_stage,
     train_chic_stage,
 )
 from tracelib.sim import DecisionPolicy
-
-
-@dataclass(frozen=True)
-class ChicRunConfig:
-    """Chic in `schedlab run`: which variants are trained at which arrival rates (each a
-    `ChicTrainConfig`), then one evaluation at every rate of `eval`."""
-
-    train: ChicTrainConfig = field(default_factory=ChicTrainConfig)
-    """Budget and MDP options shared by every trained policy."""
-    variants: tuple[str, ...] = ("chic", "chic-pair")
-    train_rates: tuple[float, ...] = (1.8,)
-    """Arrival rates (per hour) a policy is trained at; the evaluation also runs the one
-    trained at `eval.reference_rate` at every rate (the paper's generality check)."""
-    eval: ChicEvalConfig = field(default_factory=ChicEvalConfig)
-    arena: ChicArenaConfig = field(default_factory=ChicArenaConfig)
-    """Training in the arena (the DL2 setting of the evaluation on every workload set)."""
-
-    def train_configs(self) -> list[ChicTrainConfig]:
-        """One training config per variant and rate."""
-        return [
-            replace(self.train, variant=v, rate_per_hour=r)
-            for v in self.variants
-            for r in self.train_rates
-        ]
 
 
 def train(run: RunContext, cfg: ChicRunConfig, pending: Pending) -> Pending:

@@ -13,10 +13,11 @@ from models.dl2.config import (
     RecorderConfig,
     WarmupConfig,
 )
-from pipelines.system import Nested, plugin, resized, trained_line
+from pipelines.system import Nested, plugin, trained_line
+from tracelib.configs import resized
 
 if TYPE_CHECKING:
-    from pipelines.systems.dl2.stages import DL2StageConfig
+    from models.dl2.stage_config import DL2StageConfig
 
 
 @dataclass(frozen=True)

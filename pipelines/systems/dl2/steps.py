@@ -12,13 +12,13 @@ import polars as pl
 from models.dl2.config import VARIANTS
 from models.dl2.search import TABLE_SYSTEM
 from models.dl2.search import TEACHER as SEARCHED
-from pipelines.evaluation import ArenaLoader, EvalConfig, LearnedPolicy, Loader
+from models.dl2.stage_config import DL2StageConfig
+from models.evaluation import ArenaLoader, EvalConfig, LearnedPolicy, Loader
 from pipelines.progress import Reporter
 from pipelines.sections import Section, exists, frame_table
 from pipelines.system import ArenaPolicies, Pending, RunContext
 from pipelines.system_steps import nothing, of_system, placed, submit_stage
 from pipelines.systems.dl2.stages import (
-    DL2StageConfig,
     RecordResult,
     finetune_stage,
     newest_teacher_configs,

@@ -16,7 +16,7 @@ from pipelines.system import Nested, plugin
 from pipelines.systems.harmony.lines import gavel_line, skipped_line
 
 if TYPE_CHECKING:
-    from pipelines.systems.harmony.steps import HarmonyRunConfig
+    from models.harmony.stage_config import HarmonyRunConfig
 
 
 @dataclass(frozen=True)

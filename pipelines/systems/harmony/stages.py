@@ -37,33 +37,33 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import polars as pl
 
 from models.checkpoints import Resumed, load_registered, resume_from
-from models.harmony.config import VARIANTS, HarmonyEvalConfig, arena_training
+from models.evaluation import (
+    ARENA_SUFFIX,
+    EvalTables,
+)
 from models.harmony.contracts import HarmonyLearningCurves, RewardModelMetrics
-from models.harmony.evaluate import observed_samples
+from models.harmony.evaluate import harmony_tables, observed_samples
 from models.harmony.placement import (
     HarmonyNetConfig,
-    RulePlacement,
     policy_from_checkpoint,
 )
 from models.harmony.reward import (
     SYSTEM as REWARD_SYSTEM,
 )
 from models.harmony.reward import (
-    RewardTrainConfig,
     compare_estimators,
     fit_reward_model,
     metric_rows,
     predictor_from_checkpoint,
 )
+from models.harmony.stage_config import HarmonyArenaConfig, HarmonyStageConfig
 from models.harmony.train import (
     PlacementTrainConfig,
     WarmStart,
@@ -72,15 +72,6 @@ from models.harmony.train import (
     warm_start,
 )
 from models.torch_scope import scoped_torch
-from pipelines.evaluation import (
-    ARENA_SUFFIX,
-    VALIDATION_STREAM,
-    EvalTables,
-    best_rates,
-    scenario_tables,
-    scenario_workloads,
-    simulated,
-)
 from pipelines.progress import QUIET, Reporter
 from pipelines.systems.harmony.lines import gavel_line, skipped_line
 from pipelines.trained import (
@@ -101,9 +92,8 @@ from pipelines.trained import (
 from tracelib.contracts import InterferenceSamples
 from tracelib.gavel import GavelConfig, read_gavel
 from tracelib.interference import store_samples
-from tracelib.progress import ProgressFn, no_progress
-from tracelib.scenarios import harmony_set
-from tracelib.scenarios.harmony import ArrivalConfig, sequences, split_seed
+from tracelib.progress import ProgressFn
+from tracelib.scenarios.harmony import sequences, split_seed
 from tracelib.sim import SimResult
 from warehouse import connect, read_frame
 from warehouse.io import validate, write_frame
@@ -112,71 +102,6 @@ ONLINE_SOURCE = "harmony-online"
 PLACEMENT_PHASE = {"phase": "placement"}
 """`harmony_learning_curves.phase` of a placement policy's curve."""
 GAVEL_SYSTEM = "harmony-reward-model-gavel"
-
-
-@dataclass(frozen=True)
-class HarmonyStageConfig:
-    """Harmony in `schedlab run`: samples, budgets, evaluation, and its two algorithms'
-    configs by value: the reward predictor's (`reward`, handed to it as it is) and the
-    placement actor-critic's (`train`; what a variant's training gets is it with this
-    config's seed and the variant's switches filled in, `train_config()`). The default
-    budget runs the three stages in about five minutes here; `reward.epochs`,
-    `train.updates` and `eval.n_sequences` make it larger."""
-
-    sample_sources: tuple[str, ...] = ("synthetic",)
-    """`interference_samples.source` values the reward predictor trains on (the online
-    update adds harmony-online, the speeds observed in evaluations)."""
-    gavel_path: str | None = None
-    """Optional Gavel throughputs JSON (scheduler/simulation_throughputs.json) to ingest and
-    fit a predictor on, per GPU type."""
-    gavel_gpu_types: tuple[str, ...] = ()
-    """Keys of the Gavel file to read (empty: every key it has, `_unconsolidated` ones
-    included; see `tracelib.gavel` for how those are read or skipped)."""
-    reward: RewardTrainConfig = field(default_factory=RewardTrainConfig)
-    """The reward predictor's supervised training (`models.harmony.reward`). Its seed is
-    its own (`reward.seed`), not this config's."""
-    train: PlacementTrainConfig = field(default_factory=lambda: PlacementTrainConfig(updates=300))
-    """The placement policy's actor-critic (`models.harmony.train`) in Harmony's own
-    scenario: 300 updates; its seed is this config's, and each variant's switches
-    (value net, exploration, replay) are the variant's (`VARIANTS`)."""
-    variants: tuple[str, ...] = tuple(VARIANTS)
-    """Systems trained and evaluated (Harmony and its ablations)."""
-    arrivals: ArrivalConfig = field(default_factory=ArrivalConfig)
-    """Training sequences (uniform arrivals, as the paper's default)."""
-    n_train_sequences: int = 96
-    """Training sequences: the teacher's placements on them are the warm start's data.
-    The searched teacher on 24: 2,875 placements, 83-88% held-out accuracy; on 48 about
-    twice as many, on 96 (the default since the search forks the run instead of replaying
-    it, about 100 s of one core) 11,470. The clone's average JCT times LIF-Quad's on 16
-    held-out sequences per pattern, 8 seeds: 0.888 / 0.948 / 0.998 on 24, 0.869 / 0.923 /
-    0.968 on 48, 0.859 / 0.925 / 0.930 on 96, 0.885 / 0.914 / 0.932 on 192 (no further gain,
-    so the large budget keeps 96). LIF-Quad on 8: about 950 placements, 65%; on 24: about
-    2,900, 77%."""
-    n_val_sequences: int = 6
-    """Validation sequences (uniform arrivals): each validation runs the policy on all of
-    them, and the best validated weights are kept, an update over the warm start only when
-    significantly better on them (`PlacementTrainConfig.significant_update`; with 2, judged
-    by the predictor, updates worse on held-out sequences replaced the warm start:
-    docs/harmony.md)."""
-    eval: HarmonyEvalConfig = field(default_factory=HarmonyEvalConfig)
-    """The evaluation in Harmony's own scenario (held-out sequences, baselines)."""
-    init: str = "latest"
-    """Training starts from "latest" (newest registered policy of the same system) or
-    "scratch"."""
-    online_max_sets: int = 500
-    """Observed intervals appended to the samples per evaluation."""
-    seed: int = 0
-    """Root seed of the training and validation sequences and of the placement training."""
-
-    def train_config(self, variant: str) -> PlacementTrainConfig:
-        """The placement trainer's config for one variant (`VARIANTS`): `train` with this
-        config's seed and the variant's switches."""
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown Harmony variant {variant!r}; known: {', '.join(VARIANTS)}")
-        return replace(self.train, seed=self.seed, **VARIANTS[variant])
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -194,9 +119,6 @@ class RewardResult:
 
 _EVALUATION_ONLY = ("eval_id", "eval_config", "seed", "evaluated_at", "code_version")
 """harmony_evaluation columns that are not part of an evaluation's summary frame."""
-
-SCENARIO = "harmony"
-"""eval_summary.scenario of Harmony's own evaluation; its sets are harmony-<pattern>."""
 
 
 @dataclass(frozen=True)
@@ -456,79 +378,6 @@ def train_placement_stage(
     return out
 
 
-def harmony_tables(
-    learned: dict[str, tuple[Any, str | None]],
-    cfg: HarmonyEvalConfig,
-    eval_id: str,
-    progress: ProgressFn = no_progress,
-) -> tuple[EvalTables, dict[str, list[SimResult]]]:
-    """Harmony's own scenario (Fig. 8, Table II) through the one evaluation: the baselines
-    and `learned` (name -> (decision policy, policy id or None)) on `cfg.n_sequences`
-    sequences of every arrival pattern (set harmony-<pattern>), sequence k with simulator
-    seed `cfg.seed + k` under every scheduler (common random numbers, one replicate).
-    Returns the three tables and the simulations of the learned policies (what Harmony
-    observes for its online update). Pure: same inputs, same tables."""
-    rates = best_rates(cfg.sim.cluster, cfg.sim.speed)
-    baselines = {b: (RulePlacement.named(b), None) for b in cfg.baselines}
-    schedulers = {
-        name: simulated(
-            lambda policy=policy: policy,
-            lambda seed: replace(cfg.sim, seed=seed),
-            rates=rates,
-            start_delay_s=cfg.sim.speed.start_delay_s,
-            policy_name=policy_id or name,
-            keep_result=name in learned,
-        )
-        for name, (policy, policy_id) in {**baselines, **learned}.items()
-    }
-    workloads, held_out = [], []
-    for p_idx, pattern in enumerate(cfg.patterns):
-        arrivals = replace(cfg.arrivals, pattern=pattern)
-        root = cfg.seed + 7919 * p_idx
-        seqs = sequences(arrivals, cfg.n_sequences, root)
-        ids = [f"{harmony_set(pattern)}:{root}:{k}" for k in range(len(seqs))]
-        seeds = [cfg.seed + k for k in range(len(seqs))]
-        workloads += scenario_workloads(harmony_set(pattern), ids, seeds, seqs)
-        if cfg.n_validation:
-            # A stream of its own: no validation sequence or seed is a test one.
-            state = np.random.SeedSequence(cfg.seed, spawn_key=(VALIDATION_STREAM, p_idx))
-            val_root, *val_seeds = (int(x) for x in state.generate_state(1 + cfg.n_validation))
-            val_seqs = sequences(arrivals, cfg.n_validation, val_root)
-            val_ids = [
-                f"{harmony_set(pattern)}:validation:{val_root}:{k}" for k in range(len(val_seqs))
-            ]
-            held_out += scenario_workloads(
-                harmony_set(pattern), val_ids, val_seeds, val_seqs, split="validation"
-            )
-    results: dict[str, list[SimResult]] = {name: [] for name in learned}
-
-    def keep(name, _workload, outcome) -> None:
-        if name in results:
-            results[name].append(outcome.result)
-
-    tables = scenario_tables(
-        eval_id,
-        [(schedulers, workloads, cfg.sim.cluster.gpus * cfg.sim.cluster.n_servers)],
-        config=cfg.to_json(),
-        scenario=SCENARIO,
-        reference=cfg.baselines[0] if cfg.baselines else next(iter(schedulers)),
-        slot_s=cfg.sim.slot_s,
-        families={name: SCENARIO for name in learned},
-        progress=progress,
-        on_result=keep,
-        selection=[
-            (
-                {name: schedulers[name] for name in baselines},
-                held_out,
-                cfg.sim.cluster.gpus * cfg.sim.cluster.n_servers,
-            )
-        ]
-        if held_out
-        else (),
-    )
-    return tables, results
-
-
 def _stored_summary(con, eval_id: str) -> pl.DataFrame:
     frame = read_frame(
         con, "SELECT * FROM harmony_evaluation WHERE eval_id = ? ORDER BY ALL", [eval_id]
@@ -623,43 +472,6 @@ def online_update_stage(
 
 ARENA_SYSTEM = f"harmony{ARENA_SUFFIX}"
 """`policies.system` of the placement policies trained for the arena."""
-
-
-@dataclass(frozen=True)
-class HarmonyArenaConfig:
-    """Harmony's placement policy trained for the arena: the run's synthetic workload set
-    in the DL2 setting (96 servers, a window of 20), jobs at their requested workers and
-    PSs (`models.harmony.arena`). The default budget trains in about 32 s of one core here
-    (120 updates of 2 workers, 4 validations of 2 sequences)."""
-
-    workload_set: str = "dl2-synthetic"
-    """Derivation whose train split is trained on and whose validation split picks the
-    best weights (the evaluation runs its test split)."""
-    train: PlacementTrainConfig = field(default_factory=arena_training)
-    """The actor-critic of the own scenario (`models.harmony.train`) in the arena's
-    simulator. Its rollouts run on the simulator's own speeds (`rollout_speed`), not the
-    reward predictor's: the predictor is fitted on saturated 6-server co-location sets,
-    and on the 96-server cluster, where jobs mostly run on servers of their own, it ranks
-    contention well (correlation 0.94 with the true slowdown under bin packing) but not
-    the locality gain that separates placements there (correlation -0.06 under LIF, 11%
-    error on an effect of 1-6%). It still shares each interval's observed progress among
-    the interval's inferences (`credit`), resized to the cluster
-    (`RewardPredictor.for_cluster`). The starting policy is validated too and kept unless a
-    later validation beats it (`keep_start`): at this budget the updates do not improve on
-    it (docs/harmony.md), and a run must not leave the arena a worse policy than it had."""
-    train_sequences: int | None = 16
-    """At most this many training sequences (the lowest sequence numbers; None: all)."""
-    val_sequences: int | None = 2
-    """At most this many validation sequences (each validation simulates each of them)."""
-    init: str = "latest"
-    """"latest": from the newest `harmony-arena` policy, else the pair head of the newest
-    own-scenario `harmony` policy (`HarmonyPolicy.resized`), else from scratch; "scratch"."""
-    seed: int = 0
-    """Root seed of the arena's placement training."""
-
-    def train_config(self) -> PlacementTrainConfig:
-        """The trainer's config, with this config's seed."""
-        return replace(self.train, seed=self.seed)
 
 
 def _arena_start(

@@ -6,12 +6,13 @@ heuristics in the evaluation on every workload set (`arena`, `loaders`)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 
 from prefect import task
 
+from models.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
+from models.harmony.stage_config import HarmonyArenaConfig, HarmonyRunConfig, HarmonyStageConfig
 from models.harmony.train import WarmStart
-from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
 from pipelines.progress import QUIET, Reporter
 from pipelines.retries import IO_RETRIES
 from pipelines.sections import Section, exists, frame_table
@@ -19,8 +20,6 @@ from pipelines.system import ArenaPolicies, Pending, RunContext, arena_configs
 from pipelines.system_steps import arena_entry, results, submit_stage, view_section
 from pipelines.systems.harmony.stages import (
     ARENA_SYSTEM,
-    HarmonyArenaConfig,
-    HarmonyStageConfig,
     evaluate_harmony_stage,
     fit_reward_model_stage,
     online_update_stage,
@@ -31,17 +30,6 @@ from pipelines.systems.harmony.stages import (
 from pipelines.trained import TrainResult
 from tracelib.sim import DecisionPolicy, Scheduler
 from warehouse import read_frame
-
-
-@dataclass(frozen=True)
-class HarmonyRunConfig:
-    """Harmony in `schedlab run`: its stages' config and whether the online update runs."""
-
-    stage: HarmonyStageConfig = field(default_factory=HarmonyStageConfig)
-    arena: HarmonyArenaConfig = field(default_factory=HarmonyArenaConfig)
-    """Its placement policy trained for the evaluation on every workload set."""
-    online_update: bool = False
-    """After the evaluation, re-fit the predictor and the policies on the observed speeds."""
 
 
 @task(name="harmony-warm-start", **IO_RETRIES)

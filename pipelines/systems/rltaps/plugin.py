@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from models.rltaps.config import ArenaTrainConfig, ReinforceConfig
-from pipelines.system import Nested, plugin, resized, trained_line
+from pipelines.system import Nested, plugin, trained_line
+from tracelib.configs import resized
 from tracelib.envs.gpu import GpuEnvConfig, GpuObsConfig
 from tracelib.envs.gpu_arena import ArenaEnvConfig
 from tracelib.sim.topology import TopologyConfig
 
 if TYPE_CHECKING:
-    from pipelines.systems.rltaps.steps import RLTapsRunConfig
+    from models.rltaps.stage_config import RLTapsRunConfig
 
 
 @dataclass(frozen=True)

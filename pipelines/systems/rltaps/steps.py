@@ -5,10 +5,8 @@ workload set under the scheduler name "rl-taps"."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-
-from models.rltaps.config import MODES
-from pipelines.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
+from models.evaluation import EvalConfig, LearnedPolicy, Loader, NotApplicable
+from models.rltaps.stage_config import RLTapsRunConfig
 from pipelines.sections import Section
 from pipelines.system import ArenaPolicies, Pending, RunContext, arena_configs
 from pipelines.system_steps import (
@@ -20,27 +18,11 @@ from pipelines.system_steps import (
     view_section,
 )
 from pipelines.systems.rltaps.stages import (
-    RLTapsArenaConfig,
-    RLTapsStageConfig,
     evaluate_rltaps_stage,
     train_arena_stage,
     train_rltaps_stage,
 )
 from tracelib.sim import DecisionPolicy
-
-
-@dataclass(frozen=True)
-class RLTapsRunConfig:
-    """RL-TAPS in `schedlab run`: one policy per training mode, then the evaluation in its
-    own scenario; and its arena policy (None: not trained)."""
-
-    stage: RLTapsStageConfig = field(default_factory=RLTapsStageConfig)
-    modes: tuple[str, ...] = MODES
-    arena: RLTapsArenaConfig | None = field(default_factory=RLTapsArenaConfig)
-
-    def train_configs(self) -> list[RLTapsStageConfig]:
-        """One training config per mode."""
-        return [replace(self.stage, mode=m) for m in self.modes]
 
 
 def train(run: RunContext, cfg: RLTapsRunConfig, pending: Pending) -> Pending:

@@ -10,7 +10,7 @@ three tables in the caller's transaction, replacing the evaluation's previous ro
 One evaluation for every system: `run_schedulers` is the loop (every scheduler x workload x
 seed -> eval_runs and eval_jobs rows) and `summarize_runs` the summary (means, intervals,
 paired ratios) that `evaluate` and each learned system's own-scenario evaluation
-(pipelines/systems/{harmony,chic,rltaps}/stages.py `*_tables`) go through. A scheduler is a
+(`models.{harmony,chic,rltaps}.evaluate`, `*_tables`) go through. A scheduler is a
 `RunFn` (workload, seed) -> `RunOutcome`: `simulated` runs a DecisionPolicy in the
 simulator; a system whose policy acts through its own decision process (Chic's actions,
 RL-TAPS' per-GPU softmax) gives the episodes it ran. A paper's scenario is a workload set
@@ -103,14 +103,14 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from models.heuristics import registry
-from pipelines.contracts import (
+from models.evaluation.contracts import (
     SUMMARY_METRICS,
     EvalJobs,
     EvalRuns,
     EvalSelectionRuns,
     EvalSummary,
 )
+from models.heuristics import registry
 from tracelib.catalogue import DL2_CATALOGUE, JobType, by_name
 from tracelib.progress import ProgressFn, no_progress
 from tracelib.provenance import canonical_json, code_version
