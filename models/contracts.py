@@ -1,5 +1,6 @@
-"""Pandera contracts of the tables the learned schedulers write
-(DDL: warehouse/migrations/0004_learning.sql; tests/test_contracts.py checks they agree).
+"""Pandera contracts of the tables models/ writes: the learned schedulers' and the
+evaluation's (DDL: warehouse/migrations/0004_learning.sql and those named below;
+tests/test_contracts.py checks they agree).
 
 decision_traces  one row per inference step of a recorded heuristic (models/dl2/recorder.py)
 dl2_teacher_configs  per recording of DL2's searched teacher, each model's configuration
@@ -7,6 +8,8 @@ dl2_teacher_configs  per recording of DL2's searched teacher, each model's confi
 policies         every trained policy of every learned system (models/checkpoints.py)
 dl2_learning_curves  training curves of those policies (warm-up epochs, RL validation points)
 checkpoint_problems  policies whose checkpoint file was found missing or refused
+eval_runs, eval_selection_runs, eval_jobs, eval_summary  the evaluation's runs, jobs and
+                 summary (models/evaluation `store_evaluation`)
 """
 
 from __future__ import annotations
@@ -173,3 +176,186 @@ class LearningCurves(TableContract):
 
 CURVE_COLUMNS = [c for c in LearningCurves.to_schema().columns if c != "policy_id"]
 """Columns of a trainer's curve frame (a `learning_curves` row without its policy id)."""
+
+
+# --- evaluation (DDL: warehouse/migrations/0003_evaluation.sql, 0018, 0020; writer:
+# models.evaluation.store_evaluation)
+
+EVAL_SPLITS = ["train", "validation", "test"]
+_JCT_TOLERANCE_S = 1e-6
+
+
+class EvalRuns(TableContract):
+    """One simulator run of a scheduler on a workload with a seed, and its metrics."""
+
+    run_id: pl.Utf8 = pa.Field(unique=True, str_length={"min_value": 1})
+    eval_id: pl.Utf8 = pa.Field(str_length={"min_value": 1})
+    scheduler: pl.Utf8 = pa.Field(str_length={"min_value": 1})
+    policy: pl.Utf8
+    workload_set: pl.Utf8
+    workload_id: pl.Utf8
+    split: pl.Utf8 = pa.Field(isin=EVAL_SPLITS)
+    sequence_no: pl.Int32 = pa.Field(ge=0)
+    replicate: pl.Int32 = pa.Field(ge=0)
+    seed: pl.Int64
+    n_jobs: pl.Int32 = pa.Field(ge=1)
+    avg_jct_s: pl.Float64 = pa.Field(gt=0)
+    median_jct_s: pl.Float64 = pa.Field(gt=0)
+    p95_jct_s: pl.Float64 = pa.Field(gt=0)
+    makespan_s: pl.Float64 = pa.Field(gt=0)
+    mean_slowdown: pl.Float64 = pa.Field(gt=0)
+    gpu_time_s: pl.Float64 = pa.Field(ge=0)
+    utilization: pl.Float64 = pa.Field(ge=0, le=1)
+    trace_version: pl.Utf8
+    config: pl.Utf8
+    code_version: pl.Utf8
+    reward: pl.Float64 = pa.Field(nullable=True)
+    """The episode's return where the scenario's MDP defines one (RL-TAPS' G_1), else NULL."""
+
+    class Config:
+        name = "eval_runs"
+        unique = ["eval_id", "scheduler", "workload_id", "replicate"]
+
+
+class EvalSelectionRuns(EvalRuns):
+    """A baseline's run on a held-out validation sequence of an evaluation (DDL: migration
+    0028): where the set's best heuristic is chosen, apart from the runs it is judged on."""
+
+    class Config:
+        name = "eval_selection_runs"
+        unique = ["eval_id", "scheduler", "workload_id", "replicate"]
+
+
+class EvalJobs(TableContract):
+    """Every job of every evaluation run: times, JCT, slowdown and GPU-seconds held."""
+
+    run_id: pl.Utf8
+    eval_id: pl.Utf8
+    scheduler: pl.Utf8
+    workload_id: pl.Utf8
+    seed: pl.Int64
+    job_index: pl.Int32 = pa.Field(ge=0)
+    job_id: pl.Utf8
+    model: pl.Utf8
+    arrival_s: pl.Float64 = pa.Field(ge=0)
+    start_s: pl.Float64
+    finish_s: pl.Float64
+    jct_s: pl.Float64 = pa.Field(gt=0)
+    ideal_s: pl.Float64 = pa.Field(gt=0)
+    slowdown: pl.Float64 = pa.Field(gt=0)
+    gpu_time_s: pl.Float64 = pa.Field(ge=0)
+
+    class Config:
+        name = "eval_jobs"
+        unique = ["run_id", "job_index"]
+
+    @pa.dataframe_check
+    def started_between_arrival_and_finish(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(
+            (pl.col("start_s") >= pl.col("arrival_s")) & (pl.col("finish_s") >= pl.col("start_s"))
+        )
+
+    @pa.dataframe_check
+    def jct_is_finish_minus_arrival(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        gap = pl.col("finish_s") - pl.col("arrival_s") - pl.col("jct_s")
+        return data.lazyframe.select(gap.abs() <= _JCT_TOLERANCE_S)
+
+
+SUMMARY_METRICS = (
+    ("avg_jct_s", "avg_jct"),
+    ("median_jct_s", "median_jct"),
+    ("p95_jct_s", "p95_jct"),
+    ("makespan_s", "makespan"),
+    ("mean_slowdown", "mean_slowdown"),
+    ("utilization", "utilization"),
+)
+"""(eval_runs column, eval_summary stem): summary has `<column>`, `<stem>_ci_low/_high`."""
+
+
+def _within_ci(metric: str, low: str, high: str) -> pl.Expr:
+    return pl.col(low).is_null() | (
+        (pl.col(low) <= pl.col(metric)) & (pl.col(metric) <= pl.col(high))
+    )
+
+
+class EvalSummary(TableContract):
+    """Per (evaluation, workload set, scheduler): means over runs with confidence intervals."""
+
+    eval_id: pl.Utf8
+    workload_set: pl.Utf8
+    scheduler: pl.Utf8
+    policy: pl.Utf8
+    n_runs: pl.Int32 = pa.Field(ge=1)
+    n_sequences: pl.Int32 = pa.Field(ge=1)
+    n_seeds: pl.Int32 = pa.Field(ge=1)
+    n_jobs: pl.Int64 = pa.Field(ge=1)
+    confidence: pl.Float64 = pa.Field(gt=0, lt=1)
+    avg_jct_s: pl.Float64 = pa.Field(gt=0)
+    avg_jct_ci_low: pl.Float64 = pa.Field(nullable=True)
+    avg_jct_ci_high: pl.Float64 = pa.Field(nullable=True)
+    avg_jct_slots: pl.Float64 = pa.Field(gt=0)
+    median_jct_s: pl.Float64 = pa.Field(gt=0)
+    median_jct_ci_low: pl.Float64 = pa.Field(nullable=True)
+    median_jct_ci_high: pl.Float64 = pa.Field(nullable=True)
+    p95_jct_s: pl.Float64 = pa.Field(gt=0)
+    p95_jct_ci_low: pl.Float64 = pa.Field(nullable=True)
+    p95_jct_ci_high: pl.Float64 = pa.Field(nullable=True)
+    makespan_s: pl.Float64 = pa.Field(gt=0)
+    makespan_ci_low: pl.Float64 = pa.Field(nullable=True)
+    makespan_ci_high: pl.Float64 = pa.Field(nullable=True)
+    mean_slowdown: pl.Float64 = pa.Field(gt=0)
+    mean_slowdown_ci_low: pl.Float64 = pa.Field(nullable=True)
+    mean_slowdown_ci_high: pl.Float64 = pa.Field(nullable=True)
+    utilization: pl.Float64 = pa.Field(ge=0, le=1)
+    utilization_ci_low: pl.Float64 = pa.Field(nullable=True)
+    utilization_ci_high: pl.Float64 = pa.Field(nullable=True)
+    reference: pl.Utf8
+    jct_ratio: pl.Float64 = pa.Field(gt=0)
+    jct_ratio_ci_low: pl.Float64 = pa.Field(nullable=True)
+    jct_ratio_ci_high: pl.Float64 = pa.Field(nullable=True)
+    config: pl.Utf8
+    code_version: pl.Utf8
+    evaluated_at: pl.Datetime = pa.Field(nullable=True)
+    family: pl.Utf8 = pa.Field(nullable=True)
+    """"heuristic" or the learned system (dl2, ...)."""
+    best_heuristic: pl.Utf8 = pa.Field(nullable=True)
+    """The set's non-oracle heuristic with the lowest mean `ratio_metric` on the sequences
+    named by `best_heuristic_chosen_on`."""
+    ratio_to_best_heuristic: pl.Float64 = pa.Field(nullable=True, gt=0)
+    """Mean over (sequence, seed) pairs of JCT / the best heuristic's JCT."""
+    ratio_ci_low: pl.Float64 = pa.Field(nullable=True)
+    ratio_ci_high: pl.Float64 = pa.Field(nullable=True)
+    scenario: pl.Utf8 = pa.Field(nullable=True)
+    """The paper whose own scenario `workload_set` names (harmony, chic, rl-taps; the
+    scenario registry's sets); NULL for a workload set of the warehouse or a replay."""
+    ratio_metric: pl.Utf8 = pa.Field(nullable=True, isin=["avg_jct_s", "mean_slowdown"])
+    """The per-run cost `jct_ratio` and `ratio_to_best_heuristic` pair (RL-TAPS' scenario:
+    mean slowdown; NULL in rows written before migration 0020: avg_jct_s)."""
+    mean_reward: pl.Float64 = pa.Field(nullable=True)
+    """Mean of eval_runs.reward where every run has one."""
+    mean_reward_ci_low: pl.Float64 = pa.Field(nullable=True)
+    mean_reward_ci_high: pl.Float64 = pa.Field(nullable=True)
+    teacher: pl.Utf8 = pa.Field(nullable=True)
+    """The scheduler this one imitated or searched with, where it ran in the same
+    evaluation (DL2's searched table "dl2-table"); NULL for a heuristic or without one."""
+    ratio_to_teacher: pl.Float64 = pa.Field(nullable=True, gt=0)
+    """Paired ratio of `ratio_metric` to the teacher's, the test sequence as the unit (as
+    `ratio_to_best_heuristic`): below 1, the learning added something over its teacher."""
+    teacher_ci_low: pl.Float64 = pa.Field(nullable=True)
+    teacher_ci_high: pl.Float64 = pa.Field(nullable=True)
+    best_heuristic_chosen_on: pl.Utf8 = pa.Field(nullable=True, isin=EVAL_SPLITS)
+    """The split whose sequences chose `best_heuristic`: "validation" (held out from the
+    ratios, eval_selection_runs) or the evaluated split itself (a choice favouring the
+    heuristic; a whole-trace replay, or rows written before migration 0028: NULL there)."""
+
+    class Config:
+        name = "eval_summary"
+        unique = ["eval_id", "workload_set", "scheduler"]
+
+    @pa.dataframe_check
+    def mean_inside_its_interval(cls, data: pa.PolarsData) -> pl.LazyFrame:
+        metrics = (*SUMMARY_METRICS, ("jct_ratio", "jct_ratio"), ("ratio_to_teacher", "teacher"))
+        ok = pl.lit(True)
+        for metric, stem in metrics:
+            ok = ok & _within_ci(metric, f"{stem}_ci_low", f"{stem}_ci_high")
+        return data.lazyframe.select(ok.alias("mean_inside_its_interval"))

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from models.contracts import EvalJobs, EvalRuns, EvalSummary
 from models.evaluation import (
     EvalTables,
     cast_to_contract,
@@ -40,7 +41,6 @@ from models.evaluation import (
     store_evaluation,
     summarize_runs,
 )
-from models.evaluation.contracts import EvalJobs, EvalRuns, EvalSummary
 from models.heuristics import REPLAYS
 from pipelines.progress import QUIET, Reporter
 from pipelines.runners import available_cores

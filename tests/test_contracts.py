@@ -8,7 +8,6 @@ import pytest
 
 import models.chic.contracts
 import models.contracts
-import models.evaluation.contracts
 import models.harmony.contracts
 import models.rltaps.contracts
 import pipelines.contracts
@@ -20,7 +19,6 @@ CONTRACT_MODULES = [
     tracelib.contracts,
     pipelines.contracts,
     models.contracts,
-    models.evaluation.contracts,
     models.harmony.contracts,
     models.rltaps.contracts,
     models.chic.contracts,

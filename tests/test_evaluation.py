@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from models.contracts import EvalJobs, EvalRuns, EvalSummary
 from models.evaluation import (
     EvalConfig,
     NotApplicable,
@@ -20,7 +21,6 @@ from models.evaluation import (
     store_evaluation,
     write_jct_cdf_plots,
 )
-from models.evaluation.contracts import EvalJobs, EvalRuns, EvalSummary
 from models.heuristics import registry
 from tests.tiny_run import SMALL_RUN
 from tracelib.catalogue import by_name

@@ -103,7 +103,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from models.evaluation.contracts import (
+from models.contracts import (
     SUMMARY_METRICS,
     EvalJobs,
     EvalRuns,
