@@ -44,6 +44,7 @@ never the simulator's truth (`Snapshot.oracle`).
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from dataclasses import dataclass, field, replace
 
@@ -174,6 +175,33 @@ class GpuLayout:
     def n_gpus(self) -> int:
         return len(self.server)
 
+    # Derived once per layout (a decision on a node list reads them for thousands of GPUs).
+
+    @functools.cached_property
+    def servers(self) -> np.ndarray:
+        """(M,) int64: `server` as an array."""
+        return np.asarray(self.server, dtype=np.int64)
+
+    @functools.cached_property
+    def indexes(self) -> np.ndarray:
+        """(M,) int64: `index` as an array."""
+        return np.asarray(self.index, dtype=np.int64)
+
+    @functools.cached_property
+    def first(self) -> dict[int, int]:
+        """Server -> its first GPU (servers with at least one)."""
+        return {
+            s: g for g, (s, i) in enumerate(zip(self.server, self.index, strict=True)) if i == 0
+        }
+
+    @functools.cached_property
+    def gpus_of(self) -> dict[int, tuple[int, ...]]:
+        """Server -> its GPUs, in index order."""
+        out: dict[int, list[int]] = {}
+        for g, s in enumerate(self.server):
+            out.setdefault(s, []).append(g)
+        return {s: tuple(gpus) for s, gpus in out.items()}
+
 
 def resample_image(image: np.ndarray, horizon: int, n_gpus: int) -> np.ndarray:
     """A (horizon * M',) cluster image of M' GPUs as the (horizon * n_gpus,) image of a
@@ -184,16 +212,29 @@ def resample_image(image: np.ndarray, horizon: int, n_gpus: int) -> np.ndarray:
     m = image.size // horizon
     if m == n_gpus:
         return image
-    # Overlap of source column g, [g/m, (g+1)/m), with target column j, [j/n, (j+1)/n),
-    # in units of the target's width: each target column's weights sum to 1.
+    rows = image.reshape(horizon, m)
+    # Only the rows where some GPU is held: a row of zeros resamples to zeros, and each
+    # output row is its own sums, so skipping the others changes no bit.
+    drawn = np.flatnonzero(rows.any(axis=1))
+    out = np.zeros((horizon, n_gpus), dtype=np.float32)
+    if len(drawn):
+        # einsum (numpy's own loops): the same sums whatever threads BLAS would use.
+        out[drawn] = np.einsum("hm,mn->hn", rows[drawn], _resampling(m, n_gpus))
+    return out.ravel()
+
+
+@functools.lru_cache(maxsize=8)
+def _resampling(m: int, n_gpus: int) -> np.ndarray:
+    """(m, n_gpus) float32 weights of `resample_image` (read-only: shared between calls).
+    Overlap of source column g, [g/m, (g+1)/m), with target column j, [j/n, (j+1)/n), in
+    units of the target's width: each target column's weights sum to 1."""
     edges_src = np.arange(m + 1) / m
     edges_dst = np.arange(n_gpus + 1) / n_gpus
     lo = np.maximum(edges_src[:-1, None], edges_dst[None, :-1])
     hi = np.minimum(edges_src[1:, None], edges_dst[None, 1:])
-    weight = (np.clip(hi - lo, 0.0, None) * n_gpus).astype(np.float32)  # (M', n_gpus)
-    # einsum (numpy's own loops): the same sums whatever threads BLAS would use.
-    out = np.einsum("hm,mn->hn", image.reshape(horizon, m), weight)
-    return out.astype(np.float32).ravel()
+    weight = (np.clip(hi - lo, 0.0, None) * n_gpus).astype(np.float32)
+    weight.flags.writeable = False
+    return weight
 
 
 def ps_count(job: JobView, workers: int, rule: str) -> int:
@@ -314,15 +355,15 @@ def encode(snap: Snapshot, cfg: ArenaEnvConfig, layout: GpuLayout) -> ArenaStep:
     load = ((capacity - snap.cluster.free) / np.where(capacity > 0, capacity, 1.0)).sum(axis=1)
     load = np.round(load, 9)  # equal loads compare equal
     free_gpus = np.flatnonzero(holders < 0)
-    server = np.asarray(layout.server)
-    index = np.asarray(layout.index)
+    server, index = layout.servers, layout.indexes
     # Free GPUs: least-loaded servers first, then each server's first free GPU before any
     # second (rank of the GPU among its server's free GPUs), then server order.
     rank = np.zeros(n_gpus, dtype=np.int64)
-    seen: dict[int, int] = {}
-    for g in free_gpus:
-        rank[g] = seen.get(server[g], 0)
-        seen[server[g]] = rank[g] + 1
+    by_server = np.argsort(server[free_gpus], kind="stable")  # free GPUs, server by server
+    grouped = server[free_gpus][by_server]
+    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])  # each server's first
+    within = np.arange(len(free_gpus)) - np.repeat(starts, np.diff(np.r_[starts, len(grouped)]))
+    rank[free_gpus[by_server]] = within
     keys = (index[free_gpus], server[free_gpus], rank[free_gpus], load[server[free_gpus]])
     free_order = free_gpus[np.lexsort(keys)]
     order = np.concatenate([np.flatnonzero(holders >= 0), free_order]).astype(np.int64)
@@ -330,16 +371,15 @@ def encode(snap: Snapshot, cfg: ArenaEnvConfig, layout: GpuLayout) -> ArenaStep:
     server_types = snap.cluster.gpu_types
     if server_types is not None:
         allowed = np.ones((n_slots, len(server_types)), dtype=bool)
+        # Each distinct type once (a node list has thousands of servers of a few types).
+        distinct: dict[str | None, int] = {}
+        code = np.array(
+            [distinct.setdefault(t, len(distinct)) for t in server_types], dtype=np.int64
+        )
         for n, job in enumerate(jobs):
             if job.gpu_types is not None and job.worker_demand[0] > 0:
-                allowed[n] = [t in job.gpu_types for t in server_types]
+                allowed[n] = np.array([t in job.gpu_types for t in distinct])[code]
     free = np.array(snap.cluster.available, dtype=float)
-    kinds: dict[tuple, int] = {}
-    columns = allowed.T.tolist() if allowed is not None else None
-    kind = [
-        kinds.setdefault((tuple(row), tuple(columns[s]) if columns else None), len(kinds))
-        for s, row in enumerate(free.tolist())
-    ]
     return ArenaStep(
         jobs=jobs,
         features=features,
@@ -351,8 +391,25 @@ def encode(snap: Snapshot, cfg: ArenaEnvConfig, layout: GpuLayout) -> ArenaStep:
         demand=demand,
         free=free,
         allowed=allowed,
-        kind=kind,
+        kind=_kinds(free, allowed),
     )
+
+
+def _kinds(free: np.ndarray, allowed: np.ndarray | None) -> list[int]:
+    """Per server, its kind: equal free resources (`free`, (servers, 3)) and equal columns
+    of `allowed` ((N, servers)) make one kind; kinds are numbered in order of their first
+    server."""
+    n = len(free)
+    # Bytes compare as the values do once -0.0 is +0.0 (adding 0.0 does that).
+    parts = [np.ascontiguousarray(free + 0.0).view(np.uint8).reshape(n, 8 * free.shape[1])]
+    if allowed is not None:
+        parts.append(np.ascontiguousarray(allowed.T, dtype=np.uint8))
+    keys = np.ascontiguousarray(np.concatenate(parts, axis=1))
+    rows = keys.view(np.dtype((np.void, keys.shape[1]))).ravel()
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    number = np.empty(len(first), dtype=np.int64)
+    number[np.argsort(first)] = np.arange(len(first))
+    return number[inverse.ravel()].tolist()
 
 
 def _holders(
@@ -361,17 +418,14 @@ def _holders(
     """The slot holding each GPU now: on every server, the workers there (jobs in slot
     order) take its GPUs from the first; -1 where no visible job's worker is."""
     holders = np.full(layout.n_gpus, -1, dtype=np.int64)
-    first = {}
-    for g, (s, i) in enumerate(zip(layout.server, layout.index, strict=True)):
-        if i == 0:
-            first[s] = g
-    per_server = {s: 0 for s in first}
+    first = layout.first
+    per_server: dict[int, int] = {}
     for job in jobs:
         n = slot_of[job.job_id]
         for s in job.placement.workers:
             if s not in first:
                 continue
-            i = per_server[s]
+            i = per_server.get(s, 0)
             g = first[s] + i
             if g < layout.n_gpus and layout.server[g] == s:
                 holders[g] = n
@@ -419,19 +473,18 @@ class GpuDraft:
         self.kind = step.kind
         self._position = np.empty(layout.n_gpus, dtype=np.int64)
         self._position[step.order] = np.arange(layout.n_gpus)
-        self._gpus_of: dict[int, list[int]] = {}
-        for g, srv in enumerate(self.server):
-            self._gpus_of.setdefault(srv, []).append(g)
+        self._gpus_of = layout.gpus_of
         # Plain runs: the next position (in step.order) where the GPU is held or of another
         # server kind than the one before it (static), and the sorted positions of GPUs whose
         # server got a choice in this decision (dynamic).
-        order = step.order.tolist()
-        held = ((step.holders >= 0) | self.closed)[step.order].tolist()
-        kinds = [self.kind[self.server[g]] for g in order]
-        self._next_break = [len(order)] * (len(order) + 1)
-        for p in range(len(order) - 2, -1, -1):
-            differs = held[p + 1] or kinds[p + 1] != kinds[p]
-            self._next_break[p] = p + 1 if differs else self._next_break[p + 1]
+        m = len(step.order)
+        held = ((step.holders >= 0) | self.closed)[step.order]
+        kinds = np.asarray(self.kind, dtype=np.int64)[layout.servers[step.order]]
+        # breaks[q]: position q starts a new run (q >= 1); the next break after p is the
+        # first such q > p, else m.
+        breaks = np.flatnonzero(held[1:] | (kinds[1:] != kinds[:-1])) + 1
+        after = np.searchsorted(breaks, np.arange(m), side="right")
+        self._next_break = [*np.append(breaks, m)[after].tolist(), m]
         self._touched: list[int] = []
 
     def plain(self, g: int) -> bool:
@@ -517,9 +570,9 @@ def decision(
     already had stay while they fit). Jobs left without a PS do not run."""
     n_slots = cfg.window
     workers: dict[int, list[int]] = {}
-    for g, n in enumerate(np.asarray(choices).tolist()):
-        if n < min(n_slots, len(step.jobs)):
-            workers.setdefault(n, []).append(layout.server[g])
+    choices = np.asarray(choices)
+    for g in np.flatnonzero(choices < min(n_slots, len(step.jobs))).tolist():
+        workers.setdefault(int(choices[g]), []).append(layout.server[g])
     capacity = snap.cluster.capacity
     pool = snap.cluster.pool()
     for n, servers in workers.items():
@@ -555,10 +608,11 @@ def decision(
     # Whatever the placement policy returned, keep only what fits the servers' summed
     # capacity (what the engine checks): a policy that ignores `reserved` must not
     # overfill a server.
-    free = [list(row) for row in np.asarray(snap.cluster.available, dtype=float).tolist()]
+    available = np.asarray(snap.cluster.available, dtype=float)
+    free: dict[int, list[float]] = {}  # the servers written so far (the rest: `available`)
 
     def take(server: int, demand: tuple[float, float, float]) -> bool:
-        row = free[server]
+        row = free[server] if server in free else available[server].tolist()
         if any(r + 1e-9 < d for r, d in zip(row, demand, strict=True)):
             return False
         free[server] = [r - d for r, d in zip(row, demand, strict=True)]
