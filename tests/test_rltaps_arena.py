@@ -30,7 +30,14 @@ from tests.learned_eval import (
     tiny_warehouse,
 )
 from tracelib.configs import resized
-from tracelib.envs.gpu_arena import ArenaEnvConfig, GpuLayout, resample_image
+from tracelib.envs.gpu_arena import (
+    ArenaEnvConfig,
+    GpuLayout,
+    _kinds,
+    _resampling,
+    next_breaks,
+    resample_image,
+)
 from tracelib.sim import ClusterConfig, JobSpec, Simulator
 from tracelib.synthetic import DiurnalConfig
 from tracelib.workloads import DeriveConfig
@@ -146,6 +153,74 @@ def test_a_resampled_image_keeps_what_the_cluster_holds():
     # Two GPUs on four columns: each covers two; four GPUs on two columns: pairs averaged.
     assert resample_image(np.array([1.0, 0.0], np.float32), 1, 4).tolist() == [1, 1, 0, 0]
     assert resample_image(np.array([1.0, 0.0, 0.0, 0.0], np.float32), 1, 2).tolist() == [0.5, 0]
+
+
+def test_resampling_skips_only_rows_of_zeros_bit_for_bit():
+    """Rows where no GPU is held resample to zeros and the others as the whole product
+    does, to the bit (the decisions of a transferred policy must not move)."""
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        m, n = int(rng.integers(20, 900)), int(rng.integers(5, 200))
+        image = np.zeros((10, m), dtype=np.float32)
+        rows, cols = int(rng.integers(0, 11)), rng.choice(m, int(rng.integers(1, m)))
+        image[:rows, cols] = rng.random((rows, len(cols)), dtype=np.float32)
+        dense = np.einsum("hm,mn->hn", image, _resampling(m, n)).astype(np.float32).ravel()
+        out = resample_image(image.ravel(), 10, n)
+        assert (
+            out.dtype == np.float32
+            and out.view(np.uint32).tolist() == dense.view(np.uint32).tolist()
+        )
+
+
+def test_server_kinds_are_equal_servers_numbered_by_first_appearance():
+    """A kind is a set of servers with equal free resources (0.0 and -0.0 alike) and equal
+    type masks, numbered in the order its first server comes."""
+
+    def kinds_by_dict(free, allowed):
+        seen: dict[tuple, int] = {}
+        columns = allowed.T.tolist() if allowed is not None else None
+        return [
+            seen.setdefault((tuple(row), tuple(columns[s]) if columns else None), len(seen))
+            for s, row in enumerate(free.tolist())
+        ]
+
+    rng = np.random.default_rng(6)
+    for _ in range(200):
+        servers, slots = int(rng.integers(0, 60)), int(rng.integers(1, 6))
+        free = rng.choice([0.0, -0.0, 0.5, 1.0, 8.0], size=(servers, 3))
+        allowed = rng.random((slots, servers)) < 0.7 if rng.random() < 0.5 else None
+        assert _kinds(free, allowed) == kinds_by_dict(free, allowed)
+    assert _kinds(np.array([[1.0, 0.0, 2.0], [1.0, -0.0, 2.0], [0.0, 0.0, 0.0]]), None) == [
+        0,
+        0,
+        1,
+    ]
+
+
+def test_plain_runs_break_at_held_gpus_and_at_a_new_kind():
+    """The next break after each position, against the backward scan it replaces."""
+
+    def by_scan(held, kinds):
+        m = len(held)
+        out = [m] * (m + 1)
+        for p in range(m - 2, -1, -1):
+            differs = held[p + 1] or kinds[p + 1] != kinds[p]
+            out[p] = p + 1 if differs else out[p + 1]
+        return out
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        m = int(rng.integers(0, 40))
+        held = rng.random(m) < 0.2
+        kinds = rng.integers(0, 3, m)
+        assert next_breaks(held, kinds) == by_scan(held.tolist(), kinds.tolist())
+    assert next_breaks(np.array([False, False, True, False]), np.array([0, 0, 0, 1])) == [
+        2,
+        2,
+        3,
+        4,
+        4,
+    ]
 
 
 def test_transferred_it_decides_as_before_on_its_own_cluster():

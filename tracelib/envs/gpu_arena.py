@@ -433,6 +433,16 @@ def _holders(
     return holders
 
 
+def next_breaks(held: np.ndarray, kinds: np.ndarray) -> list[int]:
+    """For each position p of a decoding order (M,) and one past its end, the first later
+    position that starts another plain run: a GPU `held` or of another `kinds` than the one
+    before it; M where none does."""
+    m = len(held)
+    breaks = np.flatnonzero(held[1:] | (kinds[1:] != kinds[:-1])) + 1  # (B,) sorted
+    after = np.searchsorted(breaks, np.arange(m), side="right")
+    return [*np.append(breaks, m)[after].tolist(), m]
+
+
 class GpuDraft:
     """The decision being decoded: which GPUs chose which slot so far. The policy asks for
     each GPU's mask and features in `step.order`, then records its choice.
@@ -477,14 +487,9 @@ class GpuDraft:
         # Plain runs: the next position (in step.order) where the GPU is held or of another
         # server kind than the one before it (static), and the sorted positions of GPUs whose
         # server got a choice in this decision (dynamic).
-        m = len(step.order)
         held = ((step.holders >= 0) | self.closed)[step.order]
         kinds = np.asarray(self.kind, dtype=np.int64)[layout.servers[step.order]]
-        # breaks[q]: position q starts a new run (q >= 1); the next break after p is the
-        # first such q > p, else m.
-        breaks = np.flatnonzero(held[1:] | (kinds[1:] != kinds[:-1])) + 1
-        after = np.searchsorted(breaks, np.arange(m), side="right")
-        self._next_break = [*np.append(breaks, m)[after].tolist(), m]
+        self._next_break = next_breaks(held, kinds)
         self._touched: list[int] = []
 
     def plain(self, g: int) -> bool:
