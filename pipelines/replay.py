@@ -673,7 +673,7 @@ def _run_replays(
     processes or a Ray cluster run them side by side; in this process (sequential, or a
     single worker) one after another with a progress bar each. Results in `tasks` order."""
     workers = min(cfg.workers or available_cores(), len(tasks))
-    if cfg.runner != "ray" and (cfg.runner == "sequential" or workers <= 1):
+    if runs_here(cfg.runner, workers):
         results = []
         for cluster, name in tasks:
             with progress.bar(f"replay {name}", len(engine_jobs)) as advance:
@@ -690,6 +690,12 @@ def _run_replays(
         shared=(engine_jobs,),
     )
     return _collected(tasks, outcomes, progress)
+
+
+def runs_here(runner: str, workers: int) -> bool:
+    """Whether independent runs go one after another in this process (with their progress
+    bars): asked for ("sequential"), or one local worker; Ray always runs them remotely."""
+    return runner != "ray" and (runner == "sequential" or workers <= 1)
 
 
 def side_by_side(

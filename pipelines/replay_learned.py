@@ -64,6 +64,7 @@ from pipelines.replay import (
     headline,
     load_trace,
     offered_load,
+    runs_here,
     side_by_side,
     what_if_frame,
     with_block_intervals,
@@ -433,7 +434,7 @@ def learned_replays(
     # A worker's own working directory and environment need not be this process's.
     warehouse = resolve_path(warehouse).absolute()
     n = min(workers or available_cores(), len(cfgs))
-    if runner != "ray" and (runner == "sequential" or n <= 1):
+    if runs_here(runner, n):
         return [_staged(warehouse, cfg, progress) for cfg in cfgs]
     outcomes = []
     calls = [(warehouse, cfg, progress.mode, progress.t0) for cfg in cfgs]

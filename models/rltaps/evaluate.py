@@ -1,4 +1,5 @@
-"""RL-TAPS' own scenario (its Fig. 5-7 setting) through the one evaluation (`models.evaluation`)."""
+"""RL-TAPS' own scenario (its section 5: held-out bimodal sequences) through the one evaluation
+(`models.evaluation`)."""
 
 from __future__ import annotations
 

@@ -188,13 +188,6 @@ class GpuLayout:
         return np.asarray(self.index, dtype=np.int64)
 
     @functools.cached_property
-    def first(self) -> dict[int, int]:
-        """Server -> its first GPU (servers with at least one)."""
-        return {
-            s: g for g, (s, i) in enumerate(zip(self.server, self.index, strict=True)) if i == 0
-        }
-
-    @functools.cached_property
     def gpus_of(self) -> dict[int, tuple[int, ...]]:
         """Server -> its GPUs, in index order."""
         out: dict[int, list[int]] = {}
@@ -400,7 +393,9 @@ def _kinds(free: np.ndarray, allowed: np.ndarray | None) -> list[int]:
     of `allowed` ((N, servers)) make one kind; kinds are numbered in order of their first
     server."""
     n = len(free)
-    # Bytes compare as the values do once -0.0 is +0.0 (adding 0.0 does that).
+    # Bytes compare as the values do once -0.0 is +0.0 (adding 0.0 does that). Not
+    # `equal_rows`: on a node list most servers are a kind of their own, and splitting the
+    # sorted rows into one array per kind costs ten times this at every decision.
     parts = [np.ascontiguousarray(free + 0.0).view(np.uint8).reshape(n, 8 * free.shape[1])]
     if allowed is not None:
         parts.append(np.ascontiguousarray(allowed.T, dtype=np.uint8))
@@ -418,17 +413,14 @@ def _holders(
     """The slot holding each GPU now: on every server, the workers there (jobs in slot
     order) take its GPUs from the first; -1 where no visible job's worker is."""
     holders = np.full(layout.n_gpus, -1, dtype=np.int64)
-    first = layout.first
     per_server: dict[int, int] = {}
     for job in jobs:
         n = slot_of[job.job_id]
         for s in job.placement.workers:
-            if s not in first:
-                continue
+            gpus = layout.gpus_of.get(s, ())
             i = per_server.get(s, 0)
-            g = first[s] + i
-            if g < layout.n_gpus and layout.server[g] == s:
-                holders[g] = n
+            if i < len(gpus):
+                holders[gpus[i]] = n
                 per_server[s] = i + 1
     return holders
 

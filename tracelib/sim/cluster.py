@@ -490,15 +490,22 @@ def _group_rows(cap: np.ndarray, free: np.ndarray) -> list[tuple[tuple, list[int
     if (cap == cap[0]).all() and (free == free[0]).all():
         # A whole idle homogeneous cluster (every decision's allocation builder): one bucket.
         return [((tuple(cap[0].tolist()), tuple(free[0].tolist()), (), None), list(range(n)))]
-    rows = np.concatenate([cap, free], axis=1)  # (n, 6)
-    order = np.lexsort(rows.T[::-1])  # stable: equal rows keep ascending server order
-    ranked = rows[order]
-    starts = np.flatnonzero(np.concatenate(([True], (ranked[1:] != ranked[:-1]).any(axis=1))))
-    keys = ranked[starts].tolist()
+    keys, members = equal_rows(np.concatenate([cap, free], axis=1))  # rows (n, 6)
     return [
         ((tuple(k[:3]), tuple(k[3:]), (), None), servers.tolist())
-        for k, servers in zip(keys, np.split(order, starts[1:]), strict=True)
+        for k, servers in zip(keys, members, strict=True)
     ]
+
+
+def equal_rows(rows: np.ndarray) -> tuple[list[list[float]], list[np.ndarray]]:
+    """The distinct rows of `rows` (n, k), in sorted order, and for each the ascending
+    indices of the rows equal to it (values compared as numbers: 0.0 equals -0.0)."""
+    if len(rows) == 0:
+        return [], []
+    order = np.lexsort(rows.T[::-1])  # stable: equal rows keep ascending order
+    ranked = rows[order]
+    starts = np.flatnonzero(np.concatenate(([True], (ranked[1:] != ranked[:-1]).any(axis=1))))
+    return ranked[starts].tolist(), np.split(order, starts[1:])
 
 
 def _group_typed(
@@ -518,15 +525,10 @@ def _group_typed(
     idx = np.flatnonzero(plain)
     groups: list[tuple[tuple, list[int]]] = []
     if len(idx):
-        rows = np.concatenate([cap[idx], free[idx], codes[idx, None]], axis=1)  # (n', 7)
-        order = np.lexsort(rows.T[::-1])  # stable: equal rows keep ascending server order
-        ranked = rows[order]
-        starts = np.flatnonzero(np.concatenate(([True], (ranked[1:] != ranked[:-1]).any(axis=1))))
-        for k, servers in zip(
-            ranked[starts].tolist(), np.split(idx[order], starts[1:]), strict=True
-        ):
+        keys, members = equal_rows(np.concatenate([cap[idx], free[idx], codes[idx, None]], axis=1))
+        for k, rows in zip(keys, members, strict=True):
             gtype = None if k[6] < 0 else names[int(k[6])]
-            groups.append(((tuple(k[:3]), tuple(k[3:6]), (), gtype), servers.tolist()))
+            groups.append(((tuple(k[:3]), tuple(k[3:6]), (), gtype), idx[rows].tolist()))
     by_key: dict[tuple, list[int]] = {}
     for s in sorted(shared):
         key = (tuple(cap[s].tolist()), tuple(free[s].tolist()), shared[s], types[s])
