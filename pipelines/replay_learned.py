@@ -55,6 +55,7 @@ import polars as pl
 
 from models.checkpoints import verify_registered
 from models.evaluation import EvalConfig, NotApplicable, evaluate, store_evaluation
+from models.torch_scope import scoped_torch
 from pipelines.progress import QUIET, Reporter
 from pipelines.replay import (
     BLOCKS,
@@ -351,7 +352,14 @@ def learned_replay_stage(
             )
 
     try:
-        with progress.bar("arena replay: schedulers", len(eval_cfg.names)) as advance:
+        # One intra-op thread, as in the evaluation stage: Harmony scores one small batch per
+        # action, where a second thread only adds synchronization (several times slower when
+        # the other core is busy, as in a what-if sweep's side-by-side runs), and the
+        # decisions must not depend on the machine.
+        with (
+            scoped_torch(threads=1),
+            progress.bar("arena replay: schedulers", len(eval_cfg.names)) as advance,
+        ):
             tables = evaluate(workload_jobs, workloads, eval_cfg, finished, within)
     except NotApplicable as exc:
         # A policy that cannot run on the replay's cluster (Harmony's placement on typed

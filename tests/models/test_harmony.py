@@ -430,6 +430,37 @@ def test_greedy_reference_with_the_true_model_beats_load_balancing():
     assert jct["greedy"] < jct["load-balancing"]
 
 
+def test_greedy_logits_score_each_distinct_pair_once_and_equal_the_masked_logits_bit_for_bit():
+    # The run's sizes (hidden layers, embedding) so the matrix products take the kernels a
+    # replay takes; servers repeat three templates, as idle and equally loaded servers do.
+    cfg = HarmonyNetConfig(window=6, n_servers=40)
+    torch.manual_seed(0)
+    net = PolicyNet(cfg)
+    rng = np.random.default_rng(0)
+    split = cfg.window * cfg.job_features
+    templates = rng.random((3, cfg.server_features), dtype=np.float32)
+    obs = np.concatenate(
+        [rng.random(split, dtype=np.float32), templates[rng.integers(0, 3, 40)].reshape(-1)]
+    )
+    obs = torch.from_numpy(obs)[None]
+    cases = []
+    for n_cells in (1, 2, 3, 4, 5, 17, 240):  # one distinct input up to every cell
+        grid = np.zeros((cfg.window, 2, 40), dtype=bool)
+        cells = rng.choice(cfg.window * 40, n_cells, replace=False)
+        for cell in cells:
+            grid[cell // 40, rng.integers(0, 2), cell % 40] = True
+        cases.append(grid)
+    one_template = np.zeros((cfg.window, 2, 40), dtype=bool)
+    one_template[2, 0, :] = True  # one job on every server: three distinct inputs
+    cases.append(one_template)
+    with torch.no_grad():
+        for grid in cases:
+            mask = torch.from_numpy(grid.reshape(1, -1))
+            fast = net.greedy_logits(obs, mask)
+            assert torch.equal(fast, net.masked_logits(obs, mask)), int(grid.sum())
+            assert int(fast.argmax()) == int(net.masked_logits(obs, mask).argmax())
+
+
 def test_pair_head_scores_only_the_rows_the_mask_allows_and_agrees_with_all_rows():
     cfg = HarmonyNetConfig(window=4, n_servers=3, hidden=(16, 16), row_embed=8)
     torch.manual_seed(0)
