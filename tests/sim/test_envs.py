@@ -4,6 +4,7 @@ simulator driven by the same decisions."""
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
@@ -301,6 +302,41 @@ def test_placement_mask_offers_a_job_only_the_gpu_types_it_accepts(seed):
         draft = _bare_draft(free, need, worker, ps, ((allowed, None),))
         _assert_mask_is_first_fit(draft)
         assert not (draft._completable(0, 0) & ~allowed).any()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_placement_mask_of_jobs_alike_and_unlike_is_each_jobs_first_fit(seed):
+    # Waiting jobs that differ in one thing only (PS demand, what they still need, the GPU
+    # types they accept) or in nothing: rows of jobs alike are counted once, and every row
+    # must still be that job's own first fit.
+    rng = np.random.default_rng(seed)
+    cap = np.array([8.0, 32.0, 64.0])
+    for _ in range(40):
+        m = int(rng.integers(10, 40))
+        free = np.round(cap * rng.random((m, 3)) ** rng.choice([0.3, 1.0, 3.0]))
+        typed = rng.random(m) < 0.5
+        worker = (float(rng.choice([1, 2])), float(rng.choice([1, 4])), float(rng.choice([2, 8])))
+        jobs, need, allowed = [], [], []
+        for _ in range(6):
+            ps = (0.0, float(rng.choice([1, 2])), float(rng.choice([2, 4])))
+            jobs.append(SimpleNamespace(worker_demand=worker, ps_demand=ps))
+            need.append([rng.integers(1, 12), rng.integers(0, 3)])
+            allowed.append((typed if rng.random() < 0.5 else None, None))
+        jobs += jobs[:4]  # two jobs exactly alike others, two needing more PSs
+        need += need[:2] + [[w, p + rng.integers(5, 40)] for w, p in need[2:4]]
+        allowed += allowed[:4]
+        draft = PlacementDraft.__new__(PlacementDraft)
+        draft.jobs, draft.free, draft.allowed = tuple(jobs), free, tuple(allowed)
+        draft.need = np.array(need, dtype=np.int64)
+        draft.placed = [([], []) for _ in jobs]
+        mask = draft.mask(SimpleNamespace(window=len(jobs))).reshape(len(jobs), 2, m)
+        for i in range(len(jobs)):
+            for role in (0, 1):
+                want = [
+                    bool(draft.need[i, role]) and _first_fit_completable(draft, i, role, s)
+                    for s in range(m)
+                ]
+                assert mask[i, role].tolist() == want, (i, role)
 
 
 @pytest.mark.parametrize("n_servers", [3, 6, 24])

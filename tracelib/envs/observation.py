@@ -361,11 +361,31 @@ class PlacementDraft:
         out = np.zeros((cfg.window, 2, m), dtype=bool)
         pending = [i for i in range(len(self.jobs)) if self.need[i].any()]
         started = [i for i in pending if self.placed[i][0] or self.placed[i][1]]
+        # A job's row depends only on the free resources, its demands, what it still needs
+        # and the servers it may use: jobs alike (same model and allocation, as most of a
+        # queue is) share one count (half the rows of a replay's decisions).
+        rows: dict[tuple, np.ndarray] = {}
         for i in started or pending:
             for role in (0, 1):
                 if self.need[i, role] > 0:
-                    out[i, role] = self._completable(i, role)
+                    key = self._row_key(i, role)
+                    if key not in rows:
+                        rows[key] = self._completable(i, role)
+                    out[i, role] = rows[key]
         return out.reshape(-1)
+
+    def _row_key(self, i: int, role: int) -> tuple:
+        """What job i's mask row of `role` depends on besides the free resources."""
+        job = self.jobs[i]
+        allowed = self.allowed[i] if self.allowed else (None, None)
+        return (
+            role,
+            tuple(job.worker_demand),
+            tuple(job.ps_demand),
+            int(self.need[i, 0]),
+            int(self.need[i, 1]),
+            *(None if a is None else a.tobytes() for a in allowed),
+        )
 
     def _completable(self, i: int, role: int) -> np.ndarray:
         """(M,) bool: job i's next task of `role` fits on server m and the job's other
