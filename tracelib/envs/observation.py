@@ -455,11 +455,14 @@ def encode_placement(draft: PlacementDraft, cfg: PlacementObsConfig) -> np.ndarr
     tasks = np.minimum(draft.tasks / cfg.tasks_scale, 1.0)
     parts = [np.clip(free, 0.0, 1.0), tasks]
     if cfg.job_placement:
-        own = np.zeros((len(free), cfg.window, 2))  # (M, N', worker/PS)
+        m = len(free)
+        own = np.zeros((m, cfg.window, 2))  # (M, N', worker/PS)
         for i, (w_on, p_on) in enumerate(draft.placed):
-            np.add.at(own[:, i, 0], w_on, 1.0)
-            np.add.at(own[:, i, 1], p_on, 1.0)
-            own[:, i] /= draft.jobs[i].max_workers
+            # Most rows have nothing placed yet; counts are whole numbers, exact as floats.
+            if w_on or p_on:
+                own[:, i, 0] = np.bincount(w_on, minlength=m)
+                own[:, i, 1] = np.bincount(p_on, minlength=m)
+                own[:, i] /= draft.jobs[i].max_workers
         parts.append(own.reshape(len(free), -1))
     servers = np.concatenate(parts, axis=1).astype(np.float32)
     return np.concatenate([jobs.reshape(-1), servers.reshape(-1)])
