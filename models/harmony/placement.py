@@ -329,18 +329,21 @@ class _PairBody(nn.Module):
         n, m = c.window, c.n_servers
         je, se, d, ctx = self._embed(obs)
         ni, mi = cells.nonzero(as_tuple=True)  # P scored cells
-        pairs = torch.cat(
-            [je[0, ni], se[0, mi], d[0, ni, mi], ctx[0][None].expand(len(ni), -1)], dim=-1
-        )  # (P, 3E + 2)
-        # Distinct inputs by their bytes (numpy's unique of a row-wide void view is several
-        # times faster than torch's unique over rows); equal bytes, equal logits.
-        rows = pairs.numpy()
+        # A cell's input is its row's job embedding, its server's embedding, their task
+        # counts and the context: cells alike in row, server embedding and counts have the
+        # same input. Found by the bytes of those (numpy's unique of a row-wide void view,
+        # several times faster than torch's unique over rows).
+        key = torch.cat([ni[:, None].float(), se[0, mi], d[0, ni, mi]], dim=1).numpy()
         _, first, which = np.unique(
-            rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel(),
+            key.view(np.dtype((np.void, key.shape[1] * key.itemsize))).ravel(),
             return_index=True,
             return_inverse=True,
         )
-        distinct = pairs[torch.from_numpy(first)]  # (U, 3E + 2)
+        first = torch.from_numpy(first)
+        dn, dm = ni[first], mi[first]  # U distinct cells
+        distinct = torch.cat(
+            [je[0, dn], se[0, dm], d[0, dn, dm], ctx[0][None].expand(len(dn), -1)], dim=-1
+        )  # (U, 3E + 2)
         if len(distinct) < MIN_ROWS:
             distinct = torch.cat([distinct, distinct[:1].expand(MIN_ROWS - len(distinct), -1)])
         scored = self.head(distinct)[torch.from_numpy(which.ravel())]  # (P, 2)

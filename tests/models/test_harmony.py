@@ -432,16 +432,19 @@ def test_greedy_reference_with_the_true_model_beats_load_balancing():
 
 def test_greedy_logits_score_each_distinct_pair_once_and_equal_the_masked_logits_bit_for_bit():
     # The run's sizes (hidden layers, embedding) so the matrix products take the kernels a
-    # replay takes; servers repeat three templates, as idle and equally loaded servers do.
+    # replay takes; servers repeat three templates of resources and, independently, two of
+    # the window jobs' task counts, as idle and equally loaded servers do.
     cfg = HarmonyNetConfig(window=6, n_servers=40)
     torch.manual_seed(0)
     net = PolicyNet(cfg)
     rng = np.random.default_rng(0)
     split = cfg.window * cfg.job_features
-    templates = rng.random((3, cfg.server_features), dtype=np.float32)
-    obs = np.concatenate(
-        [rng.random(split, dtype=np.float32), templates[rng.integers(0, 3, 40)].reshape(-1)]
-    )
+    counts = 2 * cfg.window  # a server row's last entries: each window job's tasks there
+    base = rng.random((3, cfg.server_features - counts), dtype=np.float32)
+    tasks = rng.random((2, counts), dtype=np.float32)
+    tasks[0] = 0.0  # none of the window's tasks: every row sees the same counts there
+    servers = np.concatenate([base[rng.integers(0, 3, 40)], tasks[rng.integers(0, 2, 40)]], axis=1)
+    obs = np.concatenate([rng.random(split, dtype=np.float32), servers.reshape(-1)])
     obs = torch.from_numpy(obs)[None]
     cases = []
     for n_cells in (1, 2, 3, 4, 5, 17, 240):  # one distinct input up to every cell
