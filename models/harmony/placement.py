@@ -50,12 +50,12 @@ from tracelib.envs.observation import (
 from tracelib.sim.snapshot import Allocation, JobPlacement, JobView, Placement, Snapshot
 
 MASKED = torch.finfo(torch.float32).min
-MIN_ROWS = 4
-"""Fewest rows `_PairBody.cell_logits` hands the pair MLP: torch's matrix product of 1 to 3
-rows takes another kernel than that of more rows, whose sums can differ in the last bit."""
 """Logit of an invalid action: the lowest float32, so no valid logit can fall below it
 however far training pushes the logits (with a fixed -1e9, logits beyond it let masked
 actions be sampled)."""
+MIN_ROWS = 4
+"""Fewest rows `_PairBody.cell_logits` hands the pair MLP: torch's matrix product of 1 to 3
+rows takes another kernel than that of more rows, whose sums can differ in the last bit."""
 
 Rule = Callable[[PlacementDraft, int, int, np.ndarray], int]
 """(draft, job row, role, allowed servers) -> server."""
