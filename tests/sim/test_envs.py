@@ -12,6 +12,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from models.heuristics import make_scheduler
+from tests.sim.views import random_pool, random_snapshot
 from tests.sim.workloads import NOISY, dl2_jobs
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.envs import (
@@ -220,6 +221,32 @@ def test_builder_mask_agrees_with_can_add():
             break
         i, kind = valid[rng.integers(len(valid))]
         assert b.step(int(i), kind)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_builder_fit_mask_kept_per_signature_matches_can_add(seed):
+    # `fit_mask` keeps its answers per pool signature and room: at every step of random
+    # builds (random jobs, caps, GPU shares and types, pools partly taken, pairs that only
+    # fit on two servers), it must equal what `can_add` finds job by job.
+    rng = np.random.default_rng(seed)
+    steps = 0
+    for _ in range(60):
+        snap = random_snapshot(rng)
+        b = AllocationBuilder(snap, pool=random_pool(snap, rng) if rng.random() < 0.7 else None)
+        while True:
+            fit = b.fit_mask()
+            plain = [
+                [b.can_add(i, 1, 0), b.can_add(i, 0, 1), b.can_add(i, 1, 1)]
+                for i in range(len(b.jobs))
+            ]
+            assert fit.tolist() == plain and b.mask().tolist() == plain
+            valid = np.argwhere(fit)
+            if not len(valid):
+                break
+            i, kind = valid[rng.integers(len(valid))]
+            assert b.step(int(i), kind)
+            steps += 1
+    assert steps > 200
 
 
 def _first_fit_completable(draft, i: int, role: int, server: int) -> bool:

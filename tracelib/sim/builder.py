@@ -81,6 +81,13 @@ class AllocationBuilder:
         self._caps = [j.max_workers for j in self.jobs]
         cap = np.array(self._caps, dtype=np.int64)  # (n,)
         self._room = np.repeat(cap[:, None] > 0, 2, axis=1)  # (n, 2): workers, PSs below cap
+        self._room_version = 0  # counts the changes of `_room` (a key of `fit_mask`'s answer)
+        # `fit_mask`'s answers: per pool signature, the shapes' fits and the pairs' fits
+        # (None where a pair's fit depends on more than the signature); the last mask and
+        # the (signature, room version) it holds for.
+        self._by_sig: dict[int, tuple[np.ndarray, list[bool | None]]] = {}
+        self._fit: np.ndarray | None = None
+        self._fit_key: tuple[int, int] | None = None
 
     def _mask_tables(self) -> None:
         """The vectorized mask's tables (`mask`; heuristics that only `add` never need
@@ -153,20 +160,51 @@ class AllocationBuilder:
 
     def mask(self) -> np.ndarray:
         """Valid actions as a (n_jobs, 3) bool array over (WORKER, PS, BOTH)."""
+        return self.fit_mask().copy()
+
+    def fit_mask(self) -> np.ndarray:
+        """`mask()` without the copy, for a caller asking after every step: the same array
+        while neither the pool's signature nor a job's room changed. Read-only, and valid
+        only until the next `add`."""
+        key = (self.pool.signature, self._room_version)
+        if key == self._fit_key:
+            return self._fit
         if self._shapes is None:
             self._mask_tables()
+        known = self._by_sig.get(key[0])
+        if known is None:
+            known = self._by_sig[key[0]] = self._signature_fits()
+        fits, pair_known = known
+        if None in pair_known:
+            # Some pair fits only on two servers, which depends on how many servers each
+            # bucket holds: checked now, and this mask is not kept.
+            pair = [
+                self._pair_fits(i) if ok is None else ok
+                for i, ok in zip(self._pair_rep, pair_known, strict=True)
+            ]
+            self._fit_key = None
+            return self._compose(fits, np.array(pair, dtype=bool))
+        self._fit = self._compose(fits, np.array(pair_known, dtype=bool))
+        self._fit_key = key
+        return self._fit
+
+    def _signature_fits(self) -> tuple[np.ndarray, list[bool | None]]:
+        """Which task shapes fit the pool now, and which worker+PS pairs do (None: each task
+        fits, both on one server do not, so it takes a tentative placement to tell)."""
         pool = self.pool
         fits = np.array([pool.any_fit(*shape) for shape in self._shapes], dtype=bool)
         # A worker+PS pair may fail where each alone fits (the same last free slot): check
         # each pair of shapes once, on a job that has that pair.
-        pair = np.array(
-            [
-                bool(fits[self._w_sid[i]] and fits[self._p_sid[i]])
-                and (pool.any_fit(*both) or self._pair_fits(i))
-                for i, both in zip(self._pair_rep, self._pair_shape, strict=True)
-            ],
-            dtype=bool,
-        )
+        pair: list[bool | None] = [
+            (True if pool.any_fit(*both) else None)
+            if fits[self._w_sid[i]] and fits[self._p_sid[i]]
+            else False
+            for i, both in zip(self._pair_rep, self._pair_shape, strict=True)
+        ]
+        return fits, pair
+
+    def _compose(self, fits: np.ndarray, pair: np.ndarray) -> np.ndarray:
+        """The (n_jobs, 3) mask from the shapes' and pairs' fits and the jobs' room."""
         out = np.empty((len(self.jobs), 3), dtype=bool)
         np.logical_and(fits[self._w_sid], self._room[:, 0], out=out[:, 0])
         np.logical_and(fits[self._p_sid], self._room[:, 1], out=out[:, 1])
@@ -214,6 +252,10 @@ class AllocationBuilder:
             if pool.take_feasible(self._p_dem[i], allowed) < 0:
                 pool.give(s_w, wd)
                 return False
+        elif workers + ps == 1 and workers >= 0 and ps >= 0:  # one task: `_take` without a list
+            demand = self._w_dem[i] if workers else self._p_dem[i]
+            if self.pool.take_feasible(demand, self._allowed[i]) < 0:
+                return False
         elif self._take(i, workers, ps) is None:
             return False
         self.workers[i] = n_w
@@ -221,8 +263,10 @@ class AllocationBuilder:
         # Counts only grow, so a job's room only ever closes: write it then, not every step.
         if n_w >= cap:
             self._room[i, 0] = False
+            self._room_version += 1
         if n_p >= cap:
             self._room[i, 1] = False
+            self._room_version += 1
         return True
 
     def step(self, i: int, action: Action) -> bool:

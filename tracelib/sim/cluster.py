@@ -177,6 +177,12 @@ class FreePool:
         """No GPU types and no shared GPU: every server is a plain vector of free amounts."""
         return self._plain
 
+    @property
+    def signature(self) -> int:
+        """Which buckets are non-empty, as a bitmask: whether a demand fits somewhere
+        (`any_fit`) depends only on it, so a caller may keep such answers per signature."""
+        return self._sig
+
     # -- state -------------------------------------------------------------------------
 
     def free_of(self, server: int) -> Vec:
