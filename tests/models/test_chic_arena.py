@@ -13,8 +13,9 @@ from models.chic.config import ChicNetConfig
 from models.chic.networks import ChicPolicyNet
 from models.chic.policy import ChicArenaPolicy, ChicPolicy, make_env, run_episode
 from tests.imports import packages_loaded_by
+from tests.sim.views import random_pool, random_snapshot
 from tracelib.catalogue import DL2_CATALOGUE
-from tracelib.envs.chic import ChicEnvConfig
+from tracelib.envs.chic import ChicEnvConfig, ChicSchedule
 from tracelib.envs.chic_arena import (
     ChicArenaEnv,
     ChicArenaSchedule,
@@ -24,6 +25,7 @@ from tracelib.envs.chic_arena import (
 from tracelib.envs.environments import ExternalPolicy
 from tracelib.scenarios.chic import ChicArenaScenario, iteration_time_s
 from tracelib.sim import ClusterConfig, Scheduler, SimConfig, Simulator
+from tracelib.sim.builder import AllocationBuilder
 from tracelib.sim.jobs import JobSpec
 from tracelib.sim.placement import LoadBalancing
 
@@ -177,6 +179,72 @@ def test_batches_stop_where_nothing_fits(monkeypatch):
     assert built == [8, 6][: len(built)] and max(counts) < 2 * len(built)
     with pytest.raises(ValueError, match="cannot restart"):
         ChicArenaSchedule(snap, ChicEnvConfig(), 2, pool=snap.cluster.pool()).fallback()
+
+
+def _plain_state(s: ChicArenaSchedule):
+    """(mask, exhausted, finished, trainable, observation) of `s` computed afresh from its builder's
+    counts and pool, job by job: what the schedule keeps up to date step by step."""
+    b, cfg, actions, n = s.builder, s.cfg, s.actions, len(s.jobs)
+    out = np.zeros(actions.n, dtype=bool)
+    for row in range(s.window):
+        if row >= n:
+            out[actions.row(row)] = not cfg.mask_absent
+        elif cfg.pair:
+            out[actions.add_pair(row)] = b.can_add(row, 1, 1)
+        else:
+            out[actions.add_worker(row)] = b.can_add(row, 1, 0)
+            out[actions.add_ps(row)] = b.can_add(row, 0, 1)
+    counts = list(zip(b.workers, b.ps, strict=True))
+    trainable = any(w > 0 and p > 0 for w, p in counts)
+    lacking = [b.can_add(i, int(w == 0), int(p == 0)) for i, (w, p) in enumerate(counts)]
+    void = trainable or not any(lacking)
+    idle_fits = any(ok for ok, (w, p) in zip(lacking, counts, strict=True) if not (w and p))
+    out[actions.void] = void and not (cfg.work_conserving and idle_fits)
+    if cfg.pair:
+        exhausted = not any(b.can_add(i, 1, 1) for i in range(n))
+    else:
+        exhausted = not any(b.can_add(i, 1, 0) or b.can_add(i, 0, 1) for i in range(n))
+    no_gain = not any(ChicSchedule.improvable(s, i) for i in range(n))
+    finished = not n or exhausted or no_gain
+    return out, not n or exhausted, finished, trainable, s._encode()
+
+
+@pytest.mark.parametrize("variant", ["chic", "chic-pair"])
+def test_schedule_kept_up_to_date_matches_a_fresh_computation(variant):
+    # Masks, S', trainable jobs and the observation are kept up to date action by action
+    # (fits only change when the pool's signature or a job's room does; the void rule from
+    # the jobs that changed): at every step of random schedules on random snapshots (pools
+    # partly taken, GPU shares and types, small caps) they must equal a fresh computation.
+    rng = np.random.default_rng(11 if variant == "chic" else 12)
+    steps = 0
+    for _ in range(200):
+        snap = random_snapshot(rng, int(rng.integers(0, 7)))
+        cfg = ChicEnvConfig(
+            variant=variant,
+            work_conserving=bool(rng.random() < 0.5),
+            mask_absent=bool(rng.random() < 0.5),
+        )
+        shared = rng.random() < 0.5
+        pool = random_pool(snap, rng) if shared else None
+        s = ChicArenaSchedule(snap, cfg, int(rng.integers(max(len(snap.jobs), 1), 8)), pool=pool)
+        for _ in range(300):
+            mask, exhausted, finished, trainable, obs = _plain_state(s)
+            assert s.mask().tolist() == mask.tolist()
+            assert (s.finished(), s.trainable()) == (finished, trainable)
+            assert s.observation().tolist() == obs.tolist()
+            assert s.resources_exhausted() == exhausted
+            if finished:
+                fresh = AllocationBuilder(snap, s.jobs)
+                if not shared and s.jobs and not trainable and fresh.can_add(0, 1, 1):
+                    s.fallback()
+                    continue
+                break
+            choices = np.flatnonzero(mask[:-1])
+            if not len(choices):
+                break
+            s.apply(int(rng.choice(choices)))
+            steps += 1
+    assert steps > 250
 
 
 def test_arena_env_is_torch_free():

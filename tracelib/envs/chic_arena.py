@@ -92,6 +92,8 @@ class ChicArenaSchedule(ChicSchedule):
         self.cfg = cfg
         self.window = window
         self.actions = ChicActions(cfg.variant, window)
+        # The layout's numbers, read at every step (`apply`, `play_schedule`).
+        self._n_actions, self._void, self._pair = self.actions.n, self.actions.void, cfg.pair
         self.backlog = max(len(snap.jobs) - window, 0)
         self.pending_arrivals = 0  # not in a snapshot; never idle on them (module doc, 5)
         self.types = [snap.job_types[j.model] for j in jobs]
@@ -106,16 +108,40 @@ class ChicArenaSchedule(ChicSchedule):
         # The builder's own lists: an action updates counts and resources at once.
         self.workers = self.builder.workers
         self.ps = self.builder.ps
-        self._mask: np.ndarray | None = None
+        n = len(self.jobs)
+        # What a step asks is kept up to date as actions change it, not recomputed from
+        # every job at every step: the builder's fit mask (the same array while no fit
+        # changed) and what is derived from it, the trainable jobs, and condition (2).
         self._fit: np.ndarray | None = None
-        self._gain: list[bool | None] = [None] * len(self.jobs)
+        self._exhausted = True
+        self._job_mask: np.ndarray | None = None  # the mask's job rows, void left out
+        self._mask: np.ndarray | None = None
+        self._mask_key: tuple[np.ndarray, bool] | None = None
+        self._trainable = 0  # jobs with a worker and a PS
+        self._idle_fits: bool | None = None  # `_idle_job_fits` for `_fit`; None: not known
+        self._gain: list[bool | None] = [None] * n
+        self._gainers: set[int] = set()  # jobs known improvable
+        self._unknown: set[int] = set(range(n))  # jobs whose `improvable` is not known
+        if n:
+            self._refresh()
 
     # -- resources: the builder's tentative placement ----------------------------------
 
+    def _refresh(self) -> None:
+        """Read the builder's fit mask after the pool changed (only this schedule's actions
+        change it); what is derived from it is recomputed when it is a new array."""
+        fit = self.builder.fit_mask()
+        if fit is not self._fit:
+            self._fit = fit
+            self._exhausted = not (fit[:, 2].any() if self.cfg.pair else fit[:, :2].any())
+            self._job_mask = None
+            self._idle_fits = None
+
     def fits(self) -> np.ndarray:
-        """(n_jobs, 3) bool over (worker, PS, pair): fits on some server within the cap."""
-        if self._fit is None:
-            self._fit = self.builder.mask() if self.jobs else np.zeros((0, 3), dtype=bool)
+        """(n_jobs, 3) bool over (worker, PS, pair): fits on some server within the cap.
+        Read-only, valid until the next action."""
+        if not self.jobs:
+            return np.zeros((0, 3), dtype=bool)
         return self._fit
 
     def can_add(self, i: int, workers: int, ps: int) -> bool:
@@ -130,10 +156,7 @@ class ChicArenaSchedule(ChicSchedule):
 
     def resources_exhausted(self) -> bool:
         """Condition (1) on servers: no task (Chic-Pair: pair) of a visible job fits."""
-        if not self.jobs:
-            return True
-        fit = self.fits()
-        return not (fit[:, 2].any() if self.cfg.pair else fit[:, :2].any())
+        return not self.jobs or self._exhausted
 
     def improvable(self, i: int) -> bool:
         """`ChicSchedule.improvable`, remembered until job i changes (it is asked for every
@@ -141,19 +164,68 @@ class ChicArenaSchedule(ChicSchedule):
         gain = self._gain[i]
         if gain is None:
             gain = self._gain[i] = super().improvable(i)
+            self._unknown.discard(i)
+            if gain:
+                self._gainers.add(i)
         return gain
 
-    def _compute_mask(self) -> np.ndarray:
+    def no_gain(self) -> bool:
+        """Condition (2): asks `improvable` only of the jobs changed since it last knew."""
+        if self._gainers:
+            return False
+        unknown = self._unknown
+        while unknown:
+            if self.improvable(next(iter(unknown))):
+                return False
+        return True
+
+    def trainable(self) -> bool:
+        """Some visible job has a worker and a PS."""
+        return self._trainable > 0
+
+    def finished(self) -> bool:
+        """The state is in S': the policy must take void."""
+        return not self.jobs or self._exhausted or (not self._gainers and self.no_gain())
+
+    def mask(self) -> np.ndarray:
+        """Valid actions (bool, `ChicActions.n`); void last."""
+        if not self.jobs:
+            return super().mask()
+        fit = self.fits()
+        idle = self._idle_fits
+        if idle is None:
+            idle = self._idle_fits = self._idle_job_fits()
+        # Void (`_compute_mask`): allowed while some job trains or none could; with
+        # work_conserving, also not while an idle job's missing task fits. With nothing
+        # training, "some job could train" is that same test (every job is idle).
+        void = (not idle) if self.cfg.work_conserving else (self._trainable > 0 or not idle)
+        key = self._mask_key
+        if key is None or key[0] is not fit or key[1] != void:
+            if self._job_mask is None:
+                self._job_mask = self._jobs_part(fit)
+            out = self._job_mask.copy()
+            out[self.actions.void] = void
+            self._mask = out
+            self._mask_key = (fit, void)
+        return self._mask.copy()
+
+    def _jobs_part(self, fit: np.ndarray) -> np.ndarray:
+        """The mask's rows of jobs and of absent jobs, void False."""
         actions = self.actions
         out = np.zeros(actions.n, dtype=bool)
         n = len(self.jobs)
-        fit = self.fits()
         if self.cfg.pair:
             out[actions.rows(0, n)] = fit[:, 2]
         else:
             out[actions.workers(n)] = fit[:, 0]
             out[actions.ps(n)] = fit[:, 1]
         out[actions.rows(n, self.window)] = not self.cfg.mask_absent
+        return out
+
+    def _compute_mask(self) -> np.ndarray:
+        """The mask computed from every job (what `mask` keeps up to date)."""
+        actions = self.actions
+        out = self._jobs_part(self.fits())
         void = actions.void
         out[void] = self.trainable() or not self._could_train()
         if out[void] and self.cfg.work_conserving and self._idle_job_fits():
@@ -167,12 +239,48 @@ class ChicArenaSchedule(ChicSchedule):
             for i, (w, p) in enumerate(zip(self.workers, self.ps, strict=True))
         )
 
+    def apply(self, action: int) -> float:
+        """Take one non-void action; returns its reward (penalties; 0 otherwise)."""
+        # `ChicSchedule.apply` with the layout's decoding written out (the same checks,
+        # errors and rewards): it runs at every step of every schedule.
+        if not 0 <= action < self._n_actions:
+            raise ValueError(f"action {action} outside 0..{self._n_actions - 1}")
+        if action == self._void:
+            raise ValueError("void ends the phase; it is not applied to the schedule")
+        self.steps += 1
+        cfg = self.cfg
+        pair = self._pair
+        if pair:
+            row, dw, dp = action, 1, 1
+        else:
+            row, dw, dp = action >> 1, 1 - (action & 1), action & 1
+        if row >= len(self.jobs):
+            return -cfg.p1
+        if not self.can_add(row, dw, dp):
+            raise ValueError(f"action {action} does not fit (it is masked)")
+        w, p = self.workers[row], self.ps[row]
+        self._commit(row, dw, dp)
+        if pair:
+            return 0.0
+        if w == 0 and p == 0:
+            return -cfg.p2
+        if (w == 0 or p == 0) and self.workers[row] > 0 and self.ps[row] > 0:
+            return cfg.p2
+        return 0.0
+
     def _commit(self, row: int, dw: int, dp: int) -> None:
+        w, p = self.workers[row], self.ps[row]
         if not self.builder.add(row, dw, dp):
             raise ValueError(f"job row {row}: {dw} worker(s), {dp} PS(s) do not fit")
-        self._mask = None
-        self._fit = None
+        self._refresh()
+        if (w == 0) != (self.workers[row] == 0) or (p == 0) != (self.ps[row] == 0):
+            # What the job lacks changed: `_idle_job_fits` may change with it.
+            self._idle_fits = None
+            if self.workers[row] > 0 and self.ps[row] > 0:
+                self._trainable += 1
         self._gain[row] = None
+        self._gainers.discard(row)
+        self._unknown.add(row)
         if self._obs is not None:
             self._encode_tasks(self._obs, row)
 
@@ -223,9 +331,10 @@ def play_schedule(schedule: ChicArenaSchedule, choose, fallback: bool = True) ->
     """Run one schedule to its end with `choose(observation, mask) -> action`: until void,
     S' or `max_phase_steps`; a schedule training nothing falls back (module doc, 5) unless
     `fallback` is False. What the deployed policy does at every decision."""
-    while not schedule.finished() and schedule.steps < schedule.cfg.max_phase_steps:
+    limit, void = schedule.cfg.max_phase_steps, schedule.actions.void
+    while not schedule.finished() and schedule.steps < limit:
         action = choose(schedule.observation(), schedule.mask())
-        if schedule.actions.decode(action) is None:
+        if action == void:  # anything else outside the layout: `apply` raises
             break
         schedule.apply(action)
     if fallback and schedule.jobs and not schedule.trainable():
