@@ -68,32 +68,54 @@ class ChicPolicyNet(nn.Module):
 
 
 class NumpyPolicy:
-    """Inference copy of a `ChicPolicyNet` (eval mode: no dropout)."""
+    """Inference copy of a `ChicPolicyNet` (eval mode: no dropout). One instance holds
+    its layers' buffers, so it serves one caller at a time."""
 
     def __init__(self, net: ChicPolicyNet) -> None:
         linears = [m for m in net.body if isinstance(m, nn.Linear)]
         self.weights = [m.weight.detach().double().numpy().T.copy() for m in linears]
         self.biases = [m.bias.detach().double().numpy().copy() for m in linears]
+        # A rollout is hundreds of thousands of single-state inferences of a small network,
+        # where allocating each layer's output costs as much as computing it: every layer
+        # writes into its own buffer.
+        self._x = np.empty(self.weights[0].shape[0])
+        self._layers = [
+            (w, b, np.empty(w.shape[1])) for w, b in zip(self.weights, self.biases, strict=True)
+        ]
+
+    def _forward(self, obs: np.ndarray) -> np.ndarray:
+        """`logits` into the last layer's buffer (overwritten by the next call)."""
+        x = self._x
+        np.copyto(x, obs)  # float32 -> float64, as astype
+        layers = self._layers
+        last = len(layers) - 1
+        for k, (w, b, out) in enumerate(layers):
+            np.dot(x, w, out=out)
+            np.add(out, b, out=out)
+            if k < last:
+                np.maximum(out, 0.0, out=out)
+            x = out
+        return x
 
     def logits(self, obs: np.ndarray) -> np.ndarray:
         """(input_dim,) -> (n_actions,) logits."""
-        x = obs.astype(np.float64)
-        last = len(self.weights) - 1
-        for k, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
-            x = x @ w + b
-            if k < last:
-                np.maximum(x, 0.0, out=x)
-        return x
+        return self._forward(obs).copy()
+
+    def _probs(self, logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Masked softmax of `logits` (a new array)."""
+        z = np.where(mask, logits, -np.inf)
+        np.subtract(z, z.max(), out=z)
+        np.exp(z, out=z)
+        np.divide(z, z.sum(), out=z)
+        return z
 
     def probs(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """(input_dim,), (n_actions,) bool -> masked softmax (n_actions,)."""
-        z = np.where(mask, self.logits(obs), -np.inf)
-        z = np.exp(z - z.max())
-        return z / z.sum()
+        return self._probs(self._forward(obs), mask)
 
     def act(self, obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator | None) -> int:
         """Sample an action (greedy, the most probable valid one, when rng is None)."""
         if rng is None:
-            return int(np.argmax(np.where(mask, self.logits(obs), -np.inf)))
-        p = self.probs(obs, mask)
-        return int(min(np.searchsorted(np.cumsum(p), rng.random() * p.sum()), len(p) - 1))
+            return int(np.argmax(np.where(mask, self._forward(obs), -np.inf)))
+        p = self._probs(self._forward(obs), mask)
+        return int(min(p.cumsum().searchsorted(rng.random() * p.sum()), len(p) - 1))

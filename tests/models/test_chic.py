@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from models.chic.cem import elite_bound, train_cem
-from models.chic.config import CEMConfig
+from models.chic.config import CEMConfig, ChicNetConfig
+from models.chic.networks import ChicPolicyNet, NumpyPolicy
 from models.chic.policy import ChicPolicy, evaluate_policy, load_policy
 from tests.imports import packages_loaded_by
 from tests.sim.views import job_view
@@ -259,3 +260,50 @@ def test_chics_configs_are_torch_free():
         "assert ChicNetConfig(setting='dl2').input_dim > 0"
     )
     assert packages_loaded_by(code, "torch") == []
+
+
+def _plain_logits(actor: NumpyPolicy, obs: np.ndarray) -> np.ndarray:
+    """The network's layers as written, one new array per operation."""
+    x = obs.astype(np.float64)
+    for k, (w, b) in enumerate(zip(actor.weights, actor.biases, strict=True)):
+        x = x @ w + b
+        if k < len(actor.weights) - 1:
+            np.maximum(x, 0.0, out=x)
+    return x
+
+
+def _plain_act(actor: NumpyPolicy, obs, mask, rng) -> int:
+    z = np.where(mask, _plain_logits(actor, obs), -np.inf)
+    if rng is None:
+        return int(np.argmax(z))
+    z = np.exp(z - z.max())
+    p = z / z.sum()
+    return int(min(np.searchsorted(np.cumsum(p), rng.random() * p.sum()), len(p) - 1))
+
+
+@pytest.mark.parametrize("variant", ["chic", "chic-pair"])
+def test_numpy_policy_buffers_give_the_plain_layers_bit_for_bit(variant):
+    # Inference writes each layer into a buffer: logits, probabilities and actions (greedy,
+    # and sampled from the same generator state, one draw per action) must be exactly
+    # those of the plain layers, on observations like the arena's (mostly zero rows).
+    torch.manual_seed(3)
+    net = ChicPolicyNet(ChicNetConfig(variant=variant, window=6, setting="dl2"))
+    actor = NumpyPolicy(net)
+    rng = np.random.default_rng(5)
+    fast_rng, plain_rng = np.random.default_rng(9), np.random.default_rng(9)
+    dim, n = net.cfg.input_dim, net.cfg.n_actions
+    for _ in range(500):
+        obs = (rng.random(dim) * (rng.random(dim) < 0.3) * 3).astype(np.float32)
+        mask = rng.random(n) < rng.random()
+        mask[rng.integers(n)] = True
+        first = actor.logits(obs)
+        kept = first.copy()
+        assert first.tobytes() == _plain_logits(actor, obs).tobytes()
+        z = np.where(mask, first, -np.inf)
+        plain_p = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+        assert actor.probs(obs, mask).tobytes() == plain_p.tobytes()
+        assert actor.act(obs, mask, None) == _plain_act(actor, obs, mask, None)
+        assert actor.act(obs, mask, fast_rng) == _plain_act(actor, obs, mask, plain_rng)
+        actor.logits(obs * 2)
+        assert first.tobytes() == kept.tobytes()  # a copy, not the buffer later calls reuse
+    assert fast_rng.random() == plain_rng.random()
