@@ -191,7 +191,7 @@ class ChicArenaSchedule(ChicSchedule):
         """Valid actions (bool, `ChicActions.n`); void last."""
         if not self.jobs:
             return super().mask()
-        fit = self.fits()
+        fit = self._fit
         idle = self._idle_fits
         if idle is None:
             idle = self._idle_fits = self._idle_job_fits()
@@ -256,7 +256,7 @@ class ChicArenaSchedule(ChicSchedule):
             row, dw, dp = action >> 1, 1 - (action & 1), action & 1
         if row >= len(self.jobs):
             return -cfg.p1
-        if not self.can_add(row, dw, dp):
+        if not self._fit[row, 2 if pair else 1 - dw]:  # `can_add` of this action
             raise ValueError(f"action {action} does not fit (it is masked)")
         w, p = self.workers[row], self.ps[row]
         self._commit(row, dw, dp)
