@@ -83,7 +83,8 @@ class NumpyPolicy:
         # writes into its own buffer.
         self._x = np.empty(self.weights[0].shape[0])
         self._layers = [
-            (w, b, np.empty(w.shape[1])) for w, b in zip(self.weights, self.biases, strict=True)
+            (w, b, np.empty(w.shape[1]), np.zeros(w.shape[1]))
+            for w, b in zip(self.weights, self.biases, strict=True)
         ]
 
     def _forward(self, obs: np.ndarray) -> np.ndarray:
@@ -92,11 +93,14 @@ class NumpyPolicy:
         np.copyto(x, obs)  # float32 -> float64, as astype
         layers = self._layers
         last = len(layers) - 1
-        for k, (w, b, out) in enumerate(layers):
-            np.dot(x, w, out=out)
-            np.add(out, b, out=out)
+        # ndarray.dot is np.dot without its dispatch, and a ufunc takes its output
+        # positionally, or against an array of zeros, at less cost per call than by keyword
+        # or against a scalar: the same products, sums and ReLU.
+        for k, (w, b, out, zeros) in enumerate(layers):
+            x.dot(w, out)
+            np.add(out, b, out)
             if k < last:
-                np.maximum(out, 0.0, out=out)
+                np.maximum(out, zeros, out=out)
             x = out
         return x
 
