@@ -294,16 +294,21 @@ def _assert_mask_is_first_fit(draft) -> None:
         assert np.array_equal(draft.free, free)  # the check changes nothing
 
 
+def _random_free(rng: np.random.Generator, low: int, high: int) -> np.ndarray:
+    """(M, 3) free resources of low..high servers in random states (full, empty, between)."""
+    cap = np.array([8.0, 32.0, 64.0])
+    m = int(rng.integers(low, high))
+    return np.round(cap * rng.random((m, 3)) ** rng.choice([0.3, 1.0, 3.0]))
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_placement_mask_is_first_fit_on_large_clusters(seed):
     # Drafts of 30-80 servers in random states (full, empty, between), tasks that use some
     # resources or none: most candidate servers lie past where first fit of the remaining
     # tasks stops, the case the mask settles without counting each candidate.
     rng = np.random.default_rng(seed)
-    cap = np.array([8.0, 32.0, 64.0])
     for _ in range(150):
-        m = int(rng.integers(30, 80))
-        free = np.round(cap * rng.random((m, 3)) ** rng.choice([0.3, 1.0, 3.0]))
+        free = _random_free(rng, 30, 80)
         worker = np.array([rng.choice([0, 1, 2]), rng.choice([0, 1, 4]), rng.choice([0, 2, 8])])
         ps = np.array([0, rng.choice([0, 1, 2]), rng.choice([0, 2, 4])])
         need = np.array([[rng.integers(0, 30), rng.integers(0, 6)]])
@@ -316,12 +321,10 @@ def test_placement_mask_offers_a_job_only_the_gpu_types_it_accepts(seed):
     # only there and its PSs (no GPU) anywhere, and the first-fit check of its other tasks
     # counts only those servers too. Task by task, first fit agrees.
     rng = np.random.default_rng(seed)
-    cap = np.array([8.0, 32.0, 64.0])
     for _ in range(100):
-        m = int(rng.integers(20, 60))
-        types = rng.choice(np.array(["T4", "V100", None], dtype=object), m)
+        free = _random_free(rng, 20, 60)
+        types = rng.choice(np.array(["T4", "V100", None], dtype=object), len(free))
         accepts = frozenset(rng.choice(["T4", "V100"], int(rng.integers(1, 3)), replace=False))
-        free = np.round(cap * rng.random((m, 3)) ** rng.choice([0.3, 1.0, 3.0]))
         worker = np.array([rng.choice([1, 2]), rng.choice([1, 4]), rng.choice([2, 8])])
         ps = np.array([0.0, rng.choice([1, 2]), rng.choice([2, 4])])
         need = np.array([[rng.integers(1, 30), rng.integers(0, 6)]])
@@ -337,10 +340,9 @@ def test_placement_mask_of_jobs_alike_and_unlike_is_each_jobs_first_fit(seed):
     # types they accept) or in nothing: rows of jobs alike are counted once, and every row
     # must still be that job's own first fit.
     rng = np.random.default_rng(seed)
-    cap = np.array([8.0, 32.0, 64.0])
     for _ in range(40):
-        m = int(rng.integers(10, 40))
-        free = np.round(cap * rng.random((m, 3)) ** rng.choice([0.3, 1.0, 3.0]))
+        free = _random_free(rng, 10, 40)
+        m = len(free)
         typed = rng.random(m) < 0.5
         worker = (float(rng.choice([1, 2])), float(rng.choice([1, 4])), float(rng.choice([2, 8])))
         jobs, need, allowed = [], [], []
