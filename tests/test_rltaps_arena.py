@@ -32,6 +32,7 @@ from tests.learned_eval import (
 from tracelib.configs import resized
 from tracelib.envs.gpu_arena import (
     ArenaEnvConfig,
+    GpuDraft,
     GpuLayout,
     _kinds,
     _resampling,
@@ -258,6 +259,50 @@ def test_transferred_it_runs_every_job_on_a_larger_cluster_in_batches():
     policy.sample_rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="greedily"):
         Simulator(jobs, policy, sim).run()
+
+
+class _WalkEveryGpu(GpuDraft):
+    """The draft with the GPUs earlier batches took walked one by one, as any GPU whose
+    mask is the null slot alone: what the decoder's jump over them must equal."""
+
+    def __init__(self, step, layout, n_slots, closed=None) -> None:
+        super().__init__(step, layout, n_slots, closed)
+        self.shut, self.closed = self.closed, np.zeros_like(self.closed)
+
+    def plain(self, g: int) -> bool:
+        return not self.shut[g] and super().plain(g)
+
+    def mask(self, g: int) -> np.ndarray:
+        if self.shut[g]:
+            return np.append(np.zeros(self.n_slots, dtype=bool), True)
+        return super().mask(g)
+
+
+def test_batches_jump_over_the_gpus_earlier_batches_took(monkeypatch):
+    """Many jobs of several shapes on a larger cluster, decided 4 at a time: skipping the
+    GPUs earlier batches took gives the run of walking them one by one, bit for bit."""
+    env = replace(ENV, window=4)
+    sim = replace(SIM, cluster=ClusterConfig(n_servers=16), window=None)
+    models = ["resnet-50", "vgg-16", "cnn-text", "seq2seq", "wlm"]
+    jobs = tuple(
+        JobSpec(
+            job_id=i,
+            model=models[i % 5],
+            epochs=2.0 + i % 7,
+            arrival_s=300.0 * (i // 6),
+            num_workers=1 + i % 4,
+            num_ps=1 + i % 2,
+        )
+        for i in range(40)
+    )
+    runs = []
+    for draft in (GpuDraft, _WalkEveryGpu):
+        monkeypatch.setattr("models.rltaps.arena.GpuDraft", draft)
+        policy = _policy(prior=2.0, env=env)
+        policy.transfer = True
+        runs.append(Simulator(jobs, policy, sim).run())
+    assert runs[0].jobs.equals(runs[1].jobs)
+    assert runs[0].events_frame().equals(runs[1].events_frame())
 
 
 def test_the_policy_refuses_another_network_shape():

@@ -356,8 +356,21 @@ class RLTapsArenaPolicy(SavesPolicyNet):
         rng = self.sample_rng
         rows: list[tuple] = []
         order = step.order.tolist()
+        # A GPU an earlier batch took (`closed`) offers only the null slot: no decision, no
+        # draw, no record. Once a long queue's first batches fill the cluster, every later
+        # batch would walk them one by one; each run of them is jumped over at once.
+        shut = draft.closed[step.order]  # (M',) by position
+        if shut.any():
+            ahead = np.where(shut, len(order), np.arange(len(order)))
+            next_open = np.minimum.accumulate(ahead[::-1])[::-1].tolist()
+            shut = shut.tolist()
+        else:
+            shut = None
         position = 0
         while position < len(order):
+            if shut is not None and shut[position]:
+                position = next_open[position]
+                continue
             g = order[position]
             mask = draft.mask(g)
             run = draft.plain_run(position)
