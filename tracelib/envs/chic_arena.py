@@ -112,7 +112,8 @@ class ChicArenaSchedule(ChicSchedule):
         # What a step asks is kept up to date as actions change it, not recomputed from
         # every job at every step: the builder's fit mask (the same array while no fit
         # changed) and what is derived from it, the trainable jobs, and condition (2).
-        self._fit: np.ndarray | None = None
+        # With no job, nothing fits and condition (1) holds: the builder is never asked.
+        self._fit = np.zeros((0, 3), dtype=bool)
         self._exhausted = True
         self._job_mask: np.ndarray | None = None  # the mask's job rows, void left out
         self._mask: np.ndarray | None = None
@@ -140,8 +141,6 @@ class ChicArenaSchedule(ChicSchedule):
     def fits(self) -> np.ndarray:
         """(n_jobs, 3) bool over (worker, PS, pair): fits on some server within the cap.
         Read-only, valid until the next action."""
-        if not self.jobs:
-            return np.zeros((0, 3), dtype=bool)
         return self._fit
 
     def can_add(self, i: int, workers: int, ps: int) -> bool:
@@ -156,7 +155,7 @@ class ChicArenaSchedule(ChicSchedule):
 
     def resources_exhausted(self) -> bool:
         """Condition (1) on servers: no task (Chic-Pair: pair) of a visible job fits."""
-        return not self.jobs or self._exhausted
+        return self._exhausted
 
     def improvable(self, i: int) -> bool:
         """`ChicSchedule.improvable`, remembered until job i changes (it is asked for every
@@ -185,17 +184,15 @@ class ChicArenaSchedule(ChicSchedule):
 
     def finished(self) -> bool:
         """The state is in S': the policy must take void."""
-        return not self.jobs or self._exhausted or (not self._gainers and self.no_gain())
+        return self._exhausted or self.no_gain()
 
     def mask(self) -> np.ndarray:
         """Valid actions (bool, `ChicActions.n`); void last."""
-        if not self.jobs:
-            return super().mask()
         fit = self._fit
         idle = self._idle_fits
         if idle is None:
             idle = self._idle_fits = self._idle_job_fits()
-        # Void (`_compute_mask`): allowed while some job trains or none could; with
+        # Void: allowed while some job trains or none could get what it lacks; with
         # work_conserving, also not while an idle job's missing task fits. With nothing
         # training, "some job could train" is that same test (every job is idle).
         void = (not idle) if self.cfg.work_conserving else (self._trainable > 0 or not idle)
@@ -221,23 +218,6 @@ class ChicArenaSchedule(ChicSchedule):
             out[actions.ps(n)] = fit[:, 1]
         out[actions.rows(n, self.window)] = not self.cfg.mask_absent
         return out
-
-    def _compute_mask(self) -> np.ndarray:
-        """The mask computed from every job (what `mask` keeps up to date)."""
-        actions = self.actions
-        out = self._jobs_part(self.fits())
-        void = actions.void
-        out[void] = self.trainable() or not self._could_train()
-        if out[void] and self.cfg.work_conserving and self._idle_job_fits():
-            out[void] = False
-        return out
-
-    def _could_train(self) -> bool:
-        """Some visible job can still get what it lacks to train."""
-        return any(
-            self.can_add(i, int(w == 0), int(p == 0))
-            for i, (w, p) in enumerate(zip(self.workers, self.ps, strict=True))
-        )
 
     def apply(self, action: int) -> float:
         """Take one non-void action; returns its reward (penalties; 0 otherwise)."""
