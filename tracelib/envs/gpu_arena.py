@@ -52,6 +52,7 @@ import numpy as np
 
 from tracelib.catalogue import DL2_CATALOGUE, JobType
 from tracelib.scenarios.dl2 import dl2_small
+from tracelib.sim.cluster import byte_rows
 from tracelib.sim.config import ClusterConfig
 from tracelib.sim.policy import PlacementPolicy
 from tracelib.sim.snapshot import (
@@ -399,12 +400,10 @@ def _kinds(free: np.ndarray, allowed: np.ndarray | None) -> list[int]:
     parts = [np.ascontiguousarray(free + 0.0).view(np.uint8).reshape(n, 8 * free.shape[1])]
     if allowed is not None:
         parts.append(np.ascontiguousarray(allowed.T, dtype=np.uint8))
-    keys = np.ascontiguousarray(np.concatenate(parts, axis=1))
-    rows = keys.view(np.dtype((np.void, keys.shape[1]))).ravel()
-    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    first, which = byte_rows(np.ascontiguousarray(np.concatenate(parts, axis=1)))
     number = np.empty(len(first), dtype=np.int64)
     number[np.argsort(first)] = np.arange(len(first))
-    return number[inverse.ravel()].tolist()
+    return number[which].tolist()
 
 
 def _holders(

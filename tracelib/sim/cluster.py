@@ -514,6 +514,15 @@ def equal_rows(rows: np.ndarray) -> tuple[list[list[float]], list[np.ndarray]]:
     return ranked[starts].tolist(), np.split(order, starts[1:])
 
 
+def byte_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of a C-contiguous (n, k) array grouped by their bytes (unlike `equal_rows`,
+    -0.0 and 0.0 differ): the index of each distinct row's first occurrence (in the rows'
+    sorted byte order) and, per row, which distinct row it is."""
+    keys = rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel()
+    _, first, which = np.unique(keys, return_index=True, return_inverse=True)
+    return first, which.ravel()
+
+
 def _group_typed(
     cap: np.ndarray, free: np.ndarray, types: Sequence[str | None], shared: Mapping[int, Shared]
 ) -> list[tuple[tuple, list[int]]]:
