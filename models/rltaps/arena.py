@@ -360,15 +360,13 @@ class RLTapsArenaPolicy(SavesPolicyNet):
         # draw, no record. Once a long queue's first batches fill the cluster, every later
         # batch would walk them one by one; each run of them is jumped over at once.
         shut = draft.closed[step.order]  # (M',) by position
+        next_open = None  # per position, the first open one at or after it
         if shut.any():
             ahead = np.where(shut, len(order), np.arange(len(order)))
             next_open = np.minimum.accumulate(ahead[::-1])[::-1].tolist()
-            shut = shut.tolist()
-        else:
-            shut = None
         position = 0
         while position < len(order):
-            if shut is not None and shut[position]:
+            if next_open is not None and next_open[position] > position:
                 position = next_open[position]
                 continue
             g = order[position]
