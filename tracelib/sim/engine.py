@@ -37,9 +37,9 @@ from __future__ import annotations
 import copy
 import heapq
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import chain
+from itertools import chain, islice
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -161,7 +161,8 @@ class _Job:
     started_s: float | None = None
     history: list[SpeedSample] = field(default_factory=list)
     view: JobView | None = None
-    """The view last built of this job (`Simulator._views`), valid while `view_key` holds."""
+    """The view last built of this job (`Simulator._refresh_views`), valid while `view_key`
+    holds."""
     view_key: tuple | None = None
     """(done, workers, PSs, placement, samples in history, started) when `view` was built:
     everything of a view that changes in a run."""
@@ -190,6 +191,16 @@ def _view(j: _Job) -> JobView:
         started_s=j.started_s,
         gpu_types=j.gpu_types,
     )
+
+
+def _view_key(j: _Job) -> tuple:
+    """Everything of a job's view that changes in a run (`_Job.view_key`)."""
+    return (j.done, j.workers, j.ps, j.placement, len(j.history), j.started_s)
+
+
+def _arrival_order(j: _Job) -> tuple[float, int]:
+    """The order of jobs in a snapshot: by arrival, then job id."""
+    return (j.arrival_s, j.spec.job_id)
 
 
 def _shares(jobs) -> dict[int, tuple[float, ...]]:
@@ -293,14 +304,33 @@ class _RunState:
     idle_streak: int = 0
     """Decisions in a row at which nothing trained and nothing was still to arrive."""
     pending_arrivals: int = 0
-    waiting: tuple[Decide, list[_Job]] | None = None
-    """The decision awaiting `_decide`: its event and the jobs it decides for."""
+    waiting: Decide | None = None
+    """The decision event awaiting `_decide`."""
     live: dict[int, _Job] = field(default_factory=dict)
-    """Arrived, unfinished jobs: what a decision advances, so its cost follows the jobs in
-    the system, not the trace's length."""
+    """Arrived, unfinished jobs, by arrival (then job id): the order they arrive in, since
+    arrivals leave the heap in that order (`_start` pushes them so)."""
     rank: dict[int, int] = field(default_factory=dict)
     """job id -> its place in `jobs` (the order a decision advances jobs and logs their
     progress in)."""
+    # What a decision reads and changes is kept up to date as it changes, so a decision
+    # costs what changed (the jobs training, the jobs decided for), not the jobs waiting in
+    # a long queue, which stay as they were decision after decision.
+    running: dict[int, _Job] = field(default_factory=dict)
+    """Live jobs training at a positive rate since the last decision: the only ones a
+    decision advances (`_advance`)."""
+    holding: dict[int, _Job] = field(default_factory=dict)
+    """Live jobs holding tasks, by arrival: what the cluster's use sums, and the jobs the
+    next decision changes besides those it names (it takes their tasks if it names none)."""
+    started: dict[int, _Job] = field(default_factory=dict)
+    """Live jobs that have started (`fixed_placement`: the fixed ones)."""
+    views: dict[int, JobView] = field(default_factory=dict)
+    """Every live job's view, by arrival (then job id)."""
+    stale: set[int] = field(default_factory=set)
+    """Live jobs whose view may have changed since it was built: those the last decision
+    changed or left training (`_apply`); no other job changes before the next snapshot."""
+    unlogged: dict[int, _Job] = field(default_factory=dict)
+    """Live jobs with no tasks and no rate whose last "alloc" record (if any) says they had
+    some: each is recorded once, at the next decision that shows it (`_record_allocs`)."""
 
     def push(self, time_s: float, priority: int, event: object) -> None:
         heapq.heappush(self.heap, _Entry(time_s, priority, self.seq, event))
@@ -310,21 +340,33 @@ class _RunState:
         """An independent copy: jobs, random streams, logs and heap copied; the oracle
         shared (it reads only what never changes in a run: types and speed multipliers)."""
         jobs = {job_id: _copy_job(job) for job_id, job in self.jobs.items()}
-        waiting = None
-        if self.waiting is not None:
-            event, active = self.waiting
-            waiting = (event, [jobs[j.spec.job_id] for j in active])
+
+        def same(part: dict[int, _Job]) -> dict[int, _Job]:
+            return {job_id: jobs[job_id] for job_id in part}
+
         return replace(
             self,
             rng={name: copy.deepcopy(g) for name, g in self.rng.items()},
             jobs=jobs,
-            live={job_id: jobs[job_id] for job_id in self.live},
+            live=same(self.live),
+            running=same(self.running),
+            holding=same(self.holding),
+            started=same(self.started),
+            unlogged=same(self.unlogged),
+            views=dict(self.views),
+            stale=set(self.stale),
             log=list(self.log),
             placement_rows=list(self.placement_rows),
             finished=list(self.finished),
             heap=list(self.heap),
-            waiting=waiting,
         )
+
+    def leave(self, job_id: int) -> None:
+        """Take a finished job out of everything kept of the live ones."""
+        for part in (self.live, self.running, self.holding, self.started, self.views):
+            part.pop(job_id, None)
+        self.unlogged.pop(job_id, None)
+        self.stale.discard(job_id)
 
 
 def _copy_job(job: _Job) -> _Job:
@@ -510,8 +552,7 @@ class Simulator:
             if isinstance(event, Finish):
                 job = jobs[event.job_id]
                 if job.finish_s is None and job.version == event.version:
-                    self._complete(job, t, log, state.finished)
-                    del state.live[event.job_id]
+                    self._complete(job, t, state)
                     if self.trigger == "events":
                         self._request_decision(state, t)
             elif isinstance(event, Arrival):
@@ -519,6 +560,9 @@ class Simulator:
                 job.arrived = True
                 job.last_s = t
                 state.live[event.job_id] = job
+                job.view, job.view_key = _view(job), _view_key(job)
+                state.views[event.job_id] = job.view
+                state.unlogged[event.job_id] = job
                 state.pending_arrivals -= 1
                 log.append(EventRecord(t, "arrive", job.spec.job_id, 0, 0, job.arrival_s))
                 self._request_decision(state, t)
@@ -530,13 +574,11 @@ class Simulator:
                         f"more than {self.cfg.max_decisions} decisions; "
                         f"{sum(j.finish_s is None for j in jobs.values())} jobs unfinished"
                     )
-                active = self._advance(state.live, state.rank, t, log, state.finished)
-                if not active:
+                self._advance(state, t)
+                if not state.live:
                     continue
-                state.waiting = (event, active)
-                return self._snapshot(
-                    active, t, state.decisions - 1, state.oracle, Finished(state.finished)
-                )
+                state.waiting = event
+                return self._snapshot(state, t)
         return None
 
     def _decide(
@@ -545,10 +587,10 @@ class Simulator:
         """Apply the decision waiting at `snap` and schedule what follows from it."""
         if state.waiting is None:
             raise RuntimeError("no decision is waiting")
-        event, active = state.waiting
+        event = state.waiting
         t = snap.time_s
         events_mode = self.trigger == "events"
-        training = self._apply(state.jobs, active, snap, alloc, placement, state)
+        training = self._apply(state, snap, alloc, placement)
         state.waiting = None
         next_t = math.inf if events_mode else (event.index + 1) * self.interval_s
         # Completions before the next decision are known now: speeds are fixed until then
@@ -563,7 +605,7 @@ class Simulator:
         limit = 1 if events_mode else self.cfg.stall_decisions
         if limit and state.idle_streak >= limit:
             raise SimulationStalled(
-                f"at t={t:.0f}s {len(active)} jobs wait, none runs and none arrives "
+                f"at t={t:.0f}s {len(state.live)} jobs wait, none runs and none arrives "
                 f"(scheduler {self.scheduler.name})"
             )
         if not events_mode:
@@ -572,42 +614,33 @@ class Simulator:
 
     # -- steps -------------------------------------------------------------------------
 
-    def _advance(
-        self,
-        live: dict[int, _Job],
-        rank: dict[int, int],
-        t: float,
-        log: list[EventRecord],
-        finished: list[FinishedJob],
-    ) -> list[_Job]:
-        """Bring every live job's progress to time t; returns the unfinished ones (and
-        takes the jobs that finish by t out of `live`, onto `finished`)."""
-        active = []
-        for job in sorted(live.values(), key=lambda j: rank[j.spec.job_id]):
-            if job.rate > 0:
-                productive = max(0.0, t - max(job.last_s, job.pause_until))
-                gained = job.rate * productive
-                if job.done + gained >= job.real_epochs * (1.0 - 1e-12):
-                    # Rounding put the exact finish a hair past the decision: finish now.
-                    self._complete(job, t, log, finished)
-                    del live[job.spec.job_id]
-                    continue
-                if productive > 0:
-                    job.done += gained
-                    self._observe(job, productive, gained, t, log)
+    def _advance(self, state: _RunState, t: float) -> None:
+        """Bring the progress of every job training since the last decision to time t
+        (taking those that finish by t out of the run, onto `finished`). A job training at
+        no rate has nothing to advance; its clock (`last_s`) is set when it starts again
+        (`_apply`)."""
+        rank = state.rank
+        for job in sorted(state.running.values(), key=lambda j: rank[j.spec.job_id]):
+            productive = max(0.0, t - max(job.last_s, job.pause_until))
+            gained = job.rate * productive
+            if job.done + gained >= job.real_epochs * (1.0 - 1e-12):
+                # Rounding put the exact finish a hair past the decision: finish now.
+                self._complete(job, t, state)
+                continue
+            if productive > 0:
+                job.done += gained
+                self._observe(job, productive, gained, t, state.log)
             job.last_s = t
-            active.append(job)
-        active.sort(key=lambda j: (j.arrival_s, j.spec.job_id))
-        return active
 
     def _observe(self, job: _Job, productive: float, gained: float, t: float, log) -> None:
         log.append(EventRecord(t, "progress", job.spec.job_id, job.workers, job.ps, gained))
         speed = gained * job.jt.iters_per_epoch / productive
         job.history.append(SpeedSample(job.workers, job.ps, speed, productive, t))
 
-    def _complete(
-        self, job: _Job, t: float, log: list[EventRecord], finished: list[FinishedJob]
-    ) -> None:
+    def _complete(self, job: _Job, t: float, state: _RunState) -> None:
+        """`job` finishes at t: its last progress and its finish are logged, and it leaves
+        the live jobs."""
+        log = state.log
         productive = max(0.0, t - max(job.last_s, job.pause_until))
         gained = job.real_epochs - job.done
         job.done = job.real_epochs  # exactly: no overshoot, no rounding residue
@@ -620,7 +653,7 @@ class Simulator:
         job.workers = job.ps = 0
         job.placement = EMPTY_PLACEMENT
         log.append(EventRecord(t, "finish", job.spec.job_id, 0, 0, t - job.arrival_s))
-        finished.append(
+        state.finished.append(
             FinishedJob(
                 job.spec.job_id,
                 job.jt.model,
@@ -630,9 +663,10 @@ class Simulator:
                 tuple(job.history),
             )
         )
+        state.leave(job.spec.job_id)
 
-    def _used(self, jobs: Sequence[_Job]) -> np.ndarray:
-        # Only placed jobs hold resources (most jobs of a long queue hold none).
+    def _used(self, jobs: Iterable[_Job]) -> np.ndarray:
+        # Only placed jobs hold resources.
         servers, demands = task_arrays(
             group
             for job in jobs
@@ -644,53 +678,63 @@ class Simulator:
         )
         return summed_demands(servers, demands, self._capacity.shape[0])
 
-    def _snapshot(
-        self,
-        active: list[_Job],
-        t: float,
-        decision: int,
-        oracle,
-        finished: Sequence[FinishedJob] = (),
-    ) -> Snapshot:
+    def _snapshot(self, state: _RunState, t: float) -> Snapshot:
+        self._refresh_views(state)
+        views, window = state.views, self.cfg.window
+        holding = list(state.holding.values())
         fixed: list[_Job] = []
         if self.cfg.fixed_placement:
             # Running jobs keep their placement: context for the decision, not part of it.
-            fixed = [j for j in active if j.started_s is not None]
-            active = [j for j in active if j.started_s is None]
-        visible = active if self.cfg.window is None else active[: self.cfg.window]
+            fixed = sorted(state.started.values(), key=_arrival_order)
+            waiting = (v for job_id, v in views.items() if job_id not in state.started)
+            visible = tuple(waiting if window is None else islice(waiting, window))
+            # The waiting jobs' tasks, then the fixed ones', each by arrival.
+            holding = [j for j in holding if j.started_s is None] + [
+                j for j in holding if j.started_s is not None
+            ]
+        else:
+            visible = tuple(views.values() if window is None else islice(views.values(), window))
+        fixed_holding = [j for j in holding if j.started_s is not None] if fixed else []
         return Snapshot(
             time_s=t,
             slot=int(t // self.cfg.slot_s),
             slot_s=self.cfg.slot_s,
-            decision=decision,
+            decision=state.decisions - 1,
             cluster=ClusterView(
                 self._capacity,
-                read_only(self._used(active + fixed)),
-                read_only(self._used(fixed)) if self.cfg.fixed_placement else None,
+                read_only(self._used(holding)),
+                read_only(self._used(fixed_holding)) if self.cfg.fixed_placement else None,
                 gpu_types=self._server_types,
                 reserved_shares=_shares(fixed) if self.cfg.fixed_placement else None,
             ),
-            jobs=self._views(visible),
+            jobs=visible,
             catalogue=self.catalogue,
-            oracle=oracle,
-            fixed_jobs=self._views(fixed),
-            finished=finished,
+            oracle=state.oracle,
+            fixed_jobs=tuple(views[j.spec.job_id] for j in fixed),
+            finished=Finished(state.finished),
         )
 
-    def _views(self, jobs: list[_Job]) -> tuple[JobView, ...]:
-        """The jobs' views. A job's view is built again only when something it shows has
-        changed (a queue of waiting jobs shows the same views decision after decision)."""
-        out = []
-        for j in jobs:
-            key = (j.done, j.workers, j.ps, j.placement, len(j.history), j.started_s)
-            if j.view is None or j.view_key != key:
+    def _refresh_views(self, state: _RunState) -> None:
+        """Build again the views of the jobs whose view may have changed (`stale`), each
+        only when something it shows has (a queue of waiting jobs shows the same views
+        decision after decision)."""
+        for job_id in state.stale:
+            j = state.live[job_id]
+            key = _view_key(j)
+            if j.view_key != key:
                 j.view, j.view_key = _view(j), key
-            out.append(j.view)
-        return tuple(out)
+                state.views[job_id] = j.view
+        state.stale.clear()
 
-    def _validate(self, snap: Snapshot, alloc: Allocation, placement: Placement) -> None:
+    def _validate(
+        self,
+        snap: Snapshot,
+        alloc: Allocation,
+        placement: Placement,
+        visible: Mapping[int, JobView],
+    ) -> None:
         for job_id, (w, p) in alloc.counts.items():
-            view = snap.by_id.get(job_id)
+            view = visible.get(job_id)
             if view is None:
                 raise InvalidDecision(f"allocation names job {job_id}, which is not visible")
             if not (0 <= w <= view.max_workers and 0 <= p <= view.max_workers):
@@ -701,7 +745,7 @@ class Simulator:
         groups: list[tuple[tuple[int, ...], tuple[float, float, float]]] = []
         for job_id, pl_ in placement.jobs.items():
             w, p = alloc.get(job_id)
-            view = snap.by_id.get(job_id)
+            view = visible.get(job_id)
             if view is None or len(pl_.workers) > w or len(pl_.ps) > p:
                 raise InvalidDecision(
                     f"placement of job {job_id} has {len(pl_.workers)} workers / "
@@ -716,7 +760,7 @@ class Simulator:
                 f"placement names servers that do not exist: {sorted(set(bad.tolist()))}"
             )
         for job_id, pl_ in placement.jobs.items():
-            view = snap.by_id[job_id]
+            view = visible[job_id]
             if view.gpu_types is not None and view.worker_demand[0] > 0:
                 wrong = [s for s in pl_.workers if self._server_types[s] not in view.gpu_types]
                 if wrong:
@@ -743,8 +787,7 @@ class Simulator:
         positive isolated speed (DL2 jobs need a worker and a PS; all-reduce jobs only
         workers). One vectorized call for all jobs (the speed models are elementwise)."""
         out = [False] * len(jobs)
-        # Only placed jobs can train: the speed model runs on those (most jobs of a long
-        # queue have no placement).
+        # Only placed jobs can train: the speed model runs on those.
         idx = [i for i, pl_ in enumerate(placements) if pl_.workers]
         if not idx:
             return out
@@ -757,11 +800,23 @@ class Simulator:
             out[i] = speed > 0
         return out
 
-    def _apply(self, jobs, active, snap, alloc, placement, state: _RunState) -> list[_Job]:
-        """Validate and apply one decision; returns the jobs that train this interval."""
-        t, decision = snap.time_s, snap.decision
-        log, placement_rows, speed_rng = state.log, state.placement_rows, state.rng["speed"]
-        self._validate(snap, alloc, placement)
+    def _visible(self, state: _RunState, snap: Snapshot) -> Mapping[int, JobView]:
+        """The jobs `snap` shows to decide for, by id."""
+        if self.cfg.window is None and not self.cfg.fixed_placement:
+            return state.views  # every live job, unchanged since the snapshot
+        return {v.job_id: v for v in snap.jobs}
+
+    def _apply(
+        self, state: _RunState, snap: Snapshot, alloc: Allocation, placement: Placement
+    ) -> list[_Job]:
+        """Validate and apply one decision; returns the jobs that train this interval.
+
+        Only the jobs the decision names and those holding tasks can change: every other
+        live job waited with nothing before and waits with nothing after."""
+        jobs, t, decision = state.jobs, snap.time_s, snap.decision
+        log, speed_rng = state.log, state.rng["speed"]
+        visible = self._visible(state, snap)
+        self._validate(snap, alloc, placement, visible)
         if snap.fixed_jobs:
             kept = {v.job_id: jobs[v.job_id] for v in snap.fixed_jobs}
             alloc = Allocation.of(
@@ -772,9 +827,13 @@ class Simulator:
             )
         log.append(EventRecord(t, "decide", -1, 0, 0, float(len(snap.jobs))))
         pause = self.cfg.speed.realloc_pause_s
-        news = [placement.get(job.spec.job_id) for job in active]
-        trainable = self._trainable(active, news)
-        for job, new, can_train in zip(active, news, trainable, strict=True):
+        named = {*alloc.counts, *placement.jobs, *state.holding}
+        # By arrival, as every live job would be: the speed model and the speed stream's
+        # draws see the placed jobs in this order.
+        touched = sorted((jobs[i] for i in named), key=_arrival_order)
+        news = [placement.get(job.spec.job_id) for job in touched]
+        trainable = self._trainable(touched, news)
+        for job, new, can_train in zip(touched, news, trainable, strict=True):
             w, p = alloc.get(job.spec.job_id)
             if (len(new.workers), len(new.ps)) != (w, p):
                 log.append(
@@ -792,8 +851,11 @@ class Simulator:
             job.workers, job.ps = len(new.workers), len(new.ps)
             if job.started_s is None and can_train:
                 job.started_s = t
+                state.started[job.spec.job_id] = job
+            job.rate = 0.0
+            state.stale.add(job.spec.job_id)
 
-        placed = [j for j in active if j.placement.workers or j.placement.ps]
+        placed = [j for j in touched if j.placement.workers or j.placement.ps]
         speeds = self.model.placed(
             [j.jt.type_index for j in placed],
             [j.workers for j in placed],
@@ -803,22 +865,56 @@ class Simulator:
         )
         # One draw per placed job each decision; the speed stream's order is job order.
         noise = 1.0 + self.cfg.speed.slot_noise * speed_rng.uniform(-1.0, 1.0, len(placed))
-        for job in active:
-            job.rate = 0.0
         for job, speed, eps in zip(placed, speeds, noise, strict=True):
             job.rate = float(speed * job.speed_mult * eps / job.jt.iters_per_epoch)
-        for view in snap.fixed_jobs + snap.jobs:
-            job = jobs[view.job_id]
-            # A job that waits on, with nothing and no rate, is logged once, not at every
-            # decision: a queue of thousands over a whole trace would fill the log.
+        self._record_allocs(state, snap, touched, visible)
+        # The placements log is built once at the end of the run (`_placements_frame`).
+        state.placement_rows.extend((decision, t, job.spec.job_id, job.placement) for job in placed)
+        training = [j for j in placed if j.rate > 0]
+        for job in training:
+            job.last_s = t  # its progress counts from now (`_advance`)
+        state.holding = {j.spec.job_id: j for j in placed}
+        state.running = {j.spec.job_id: j for j in training}
+        return training
+
+    def _record_allocs(
+        self,
+        state: _RunState,
+        snap: Snapshot,
+        touched: list[_Job],
+        visible: Mapping[int, JobView],
+    ) -> None:
+        """An "alloc" record per job the decision showed (fixed ones first, each by
+        arrival), but that a job left with no tasks and no rate is recorded at the first
+        such decision only: a queue of thousands over a whole trace would fill the log.
+        The jobs to record are those decided for and those not recorded since they last
+        had nothing (`unlogged`; with a window, those it shows)."""
+        jobs = state.jobs
+        fixed = {v.job_id for v in snap.fixed_jobs}
+        if self.cfg.window is None:
+            waiting = state.unlogged
+        else:
+            waiting = {
+                v.job_id: jobs[v.job_id] for v in snap.jobs if not jobs[v.job_id].logged_idle
+            }
+        shown = {j.spec.job_id: j for j in touched} | waiting
+        order = sorted(
+            (j for i, j in shown.items() if i in fixed or i in visible),
+            key=lambda j: (j.spec.job_id not in fixed, *_arrival_order(j)),
+        )
+        for job in order:
             idle = not (job.workers or job.ps or job.rate)
             if idle and job.logged_idle:
                 continue
             job.logged_idle = idle
-            log.append(EventRecord(t, "alloc", view.job_id, job.workers, job.ps, job.rate))
-        # The placements log is built once at the end of the run (`_placements_frame`).
-        placement_rows.extend((decision, t, job.spec.job_id, job.placement) for job in placed)
-        return [j for j in placed if j.rate > 0]
+            state.log.append(
+                EventRecord(snap.time_s, "alloc", job.spec.job_id, job.workers, job.ps, job.rate)
+            )
+        for job_id, job in shown.items():
+            if not (job.workers or job.ps or job.rate or job.logged_idle):
+                state.unlogged[job_id] = job
+            else:
+                state.unlogged.pop(job_id, None)
 
     def _result(self, jobs: dict[int, _Job], log, placement_rows) -> SimResult:
         ordered = sorted(jobs.values(), key=lambda j: j.spec.job_id)
