@@ -216,8 +216,8 @@ class DL2Policy:
             if pool is not None and not any_task_fits(pool, batch, full):
                 # Every action but stop is invalid: `fill` would stop at once, with no
                 # inference and no draw. Once the cluster is full (most batches of a long
-                # queue) this skips building, encoding and the network's first pass.
-                counts.update((job.job_id, (0, 0)) for job in batch)
+                # queue) this skips building, encoding and the network's first pass; the
+                # batch's jobs get nothing, which `Allocation.of` would drop if listed.
                 continue
             # this batch takes what the earlier ones left
             builder = AllocationBuilder(snap, batch, pool=pool)

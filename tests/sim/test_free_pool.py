@@ -12,7 +12,10 @@ import polars as pl
 import pytest
 
 from models.heuristics import make_scheduler
+from tests.sim.views import job_view
+from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.sim import ClusterConfig, SimConfig, Simulator, dl2_like_frame, jobs_from_frame
+from tracelib.sim.builder import any_task_fits
 from tracelib.sim.cluster import (
     FreePool,
     _share_add,
@@ -317,3 +320,56 @@ def test_placements_log_counts_each_jobs_tasks_per_server():
         if e.kind == "alloc" and (e.workers or e.ps)
     ]
     assert sorted(totals.rows()) == sorted(allocs)
+
+
+def reference_any_task_fits(pool: FreePool, jobs, full: set) -> bool:
+    """`any_task_fits` as it reads: every job's two shapes, those in `full` passed over."""
+    for job in jobs:
+        if job.max_workers <= 0:
+            continue
+        for demand in (job.worker_demand, job.ps_demand):
+            shape = (tuple(map(float, demand)), job.gpu_types)
+            if shape in full:
+                continue
+            if pool.any_fit(*shape):
+                return True
+            full.add(shape)
+    return False
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_any_task_fits_passing_over_known_kinds_answers_as_every_job_is_checked(seed):
+    """Batches of a queue asked in turn while a decision's pool shrinks: `any_task_fits`,
+    which passes over jobs of a kind whose two shapes are known not to fit, answers as
+    checking every job does, and finds the same shapes full."""
+    rng = np.random.default_rng(seed)
+    types = [None, "a", "b"]
+    cap = np.array([[4.0, 16.0, 64.0]] * 6)
+    pool = FreePool(cap, gpu_types=[types[k % 3] for k in range(6)])
+    catalogue = list(DL2_CATALOGUE)
+    jobs = [
+        job_view(
+            catalogue[rng.integers(len(catalogue))],
+            k,
+            max_workers=int(rng.integers(0, 3)),
+            gpu_types=[None, frozenset({"a"}), frozenset({"b"})][rng.integers(3)],
+            # a fresh but equal tuple now and then: kinds are compared by value
+            worker_demand=tuple(float(x) for x in catalogue[k % 3].worker_demand),
+        )
+        for k in range(200)
+    ]
+    full, ref_full, answers = set(), set(), []
+    for step in range(60):
+        batch = jobs[(step * 20) % 200 :][:20]
+        got = any_task_fits(pool, batch, full)
+        assert got == reference_any_task_fits(pool, batch, ref_full)
+        assert {key for key in full if len(key) == 2} == ref_full
+        answers.append(got)
+        # the pool shrinks: take a random fitting task from it
+        job = jobs[rng.integers(200)]
+        for demand in (job.worker_demand, job.ps_demand):
+            server = pool.feasible_fit(demand, job.gpu_types)
+            if server >= 0:
+                pool.take_unchecked(server, demand)
+    assert True in answers and False in answers  # both answers were checked
+    assert any(len(key) == 3 for key in full)  # kinds were passed over

@@ -289,9 +289,16 @@ def any_task_fits(pool: FreePool, jobs: Sequence[JobView], full: set[tuple]) -> 
     any step of an `AllocationBuilder` on those jobs needs: `mask`); shapes found not to
     fit are added to `full`. A policy deciding a long queue in batches asks this before
     each batch: within one decision the pool only shrinks, so a shape in `full` never fits
-    again and a batch that nothing fits is skipped without building it."""
+    again and a batch that nothing fits is skipped without building it.
+
+    `full` also holds each job kind (worker demand, PS demand, GPU types, as the view gives
+    them) both of whose shapes are in it: a queue of thousands has a few kinds, and a job
+    of a known kind is then passed over without converting its demands."""
     for job in jobs:
         if job.max_workers <= 0:
+            continue
+        kind = (job.worker_demand, job.ps_demand, job.gpu_types)  # never equals a shape
+        if kind in full:
             continue
         for demand in (job.worker_demand, job.ps_demand):
             shape = (tuple(map(float, demand)), job.gpu_types)
@@ -300,4 +307,5 @@ def any_task_fits(pool: FreePool, jobs: Sequence[JobView], full: set[tuple]) -> 
             if pool.any_fit(*shape):
                 return True
             full.add(shape)
+        full.add(kind)
     return False
