@@ -161,6 +161,8 @@ class DL2Policy:
     interval_s: float | None = None
     trigger: str = "interval"
     uses_oracle: bool = False
+    reads_history: bool = False
+    """Decides from the observation (`encode_allocation`), which shows no job history."""
 
     def __init__(
         self,

@@ -776,3 +776,41 @@ def test_batches_left_nothing_to_place_decide_as_fill_would(greedy):
     # batch skipped while something fits is caught); greedy, this network fills the
     # cluster from the first batch, and every later batch is skipped.
     assert crowded > 5 and later_given > 0 if not greedy else crowded > 5
+
+
+@pytest.mark.parametrize("head", ["flat", "rows"])
+def test_a_run_without_job_histories_decides_as_one_with_them(head):
+    """DL2 declares that it reads no job history, so `Simulator.run` gives it views without
+    one: the same jobs, events and placements as a run whose views carry every history. A
+    session driven from outside keeps them (whoever reads its snapshots may need them)."""
+    jobs = jobs_from_frame(dl2_like_frame(30, 7, max_arrivals_per_slot=6))
+    sim = replace(SIM, window=None)
+    net = PolicyNet(replace(NET, head=head))
+    seen: dict[bool, int] = {}
+
+    def run(reads: bool):
+        policy = DL2Policy(net, greedy=False, seed=3)
+        policy.reads_history = reads
+        allocate = policy.allocate
+
+        def watched(snap):
+            # the longest history shown, per kind of run
+            longest = max((len(j.history) for j in snap.jobs), default=0)
+            seen[reads] = max(seen.get(reads, 0), longest)
+            return allocate(snap)
+
+        policy.allocate = watched
+        return Simulator(jobs, Scheduler(policy, LoadBalancing()), sim).run()
+
+    without, with_ = run(False), run(True)
+    assert seen[False] == 0 and seen[True] > 3  # the run without showed none
+    assert without.jobs.equals(with_.jobs)
+    assert without.events == with_.events
+    assert without.placements.equals(with_.placements)
+    session = Simulator(jobs, Scheduler(DL2Policy(net), LoadBalancing()), sim).session()
+    longest = 0
+    while not session.done:
+        snap = session.snapshot
+        longest = max([longest, *(len(j.history) for j in snap.jobs)])
+        session.submit(*session.sim.scheduler.decide(snap, session.rng))
+    assert longest > 3

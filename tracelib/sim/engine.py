@@ -170,8 +170,10 @@ class _Job:
     """Its last "alloc" record says it has no tasks and no rate (`Simulator._apply`)."""
 
 
-def _view(j: _Job) -> JobView:
-    """A job's view as of now, built afresh."""
+def _view(j: _Job, history: bool = True) -> JobView:
+    """A job's view as of now, built afresh; without `history`, its history is empty (a
+    running job's grows by a sample at every decision, and copying it into every view cost
+    more than the rest of the view once jobs have run through thousands of decisions)."""
     return JobView(
         job_id=j.spec.job_id,
         model=j.jt.model,
@@ -187,7 +189,7 @@ def _view(j: _Job) -> JobView:
         worker_demand=j.worker_demand,
         ps_demand=j.jt.ps_demand,
         placement=j.placement,
-        history=tuple(j.history),
+        history=tuple(j.history) if history else (),
         started_s=j.started_s,
         gpu_types=j.gpu_types,
     )
@@ -328,6 +330,9 @@ class _RunState:
     stale: set[int] = field(default_factory=set)
     """Live jobs whose view may have changed since it was built: those the last decision
     changed or left training (`_apply`); no other job changes before the next snapshot."""
+    histories: bool = True
+    """Views show the jobs' histories (False: a run whose policy declares it reads none,
+    `DecisionPolicy.reads_history`)."""
     unlogged: dict[int, _Job] = field(default_factory=dict)
     """Live jobs with no tasks and no rate whose last "alloc" record (if any) says they had
     some: each is recorded once, at the next decision that shows it (`_record_allocs`)."""
@@ -506,7 +511,11 @@ class Simulator:
         """Simulate until every job has finished, or only the events up to `until_s` (then
         unfinished jobs have no finish time). `progress(finished jobs, jobs)` is called
         every `every` decisions and at the end (a whole trace runs for minutes)."""
-        session = self.session(until_s)
+        # The scheduler is the only reader of this run's snapshots: a policy declaring that
+        # it reads no job history is given views without it.
+        session = SimSession(
+            self, until_s, histories=bool(getattr(self.scheduler, "reads_history", True))
+        )
         decisions = 0
         while not session.done:
             session.submit(*self.scheduler.decide(session.snapshot, session.rng))
@@ -560,7 +569,7 @@ class Simulator:
                 job.arrived = True
                 job.last_s = t
                 state.live[event.job_id] = job
-                job.view, job.view_key = _view(job), _view_key(job)
+                job.view, job.view_key = _view(job, state.histories), _view_key(job)
                 state.views[event.job_id] = job.view
                 state.unlogged[event.job_id] = job
                 state.pending_arrivals -= 1
@@ -722,7 +731,7 @@ class Simulator:
             j = state.live[job_id]
             key = _view_key(j)
             if j.view_key != key:
-                j.view, j.view_key = _view(j), key
+                j.view, j.view_key = _view(j, state.histories), key
                 state.views[job_id] = j.view
         state.stale.clear()
 
@@ -941,7 +950,11 @@ class SimSession:
     placement)` applies a decision and runs to the next one. Progress figures a reward
     needs (epochs trained, jobs in the system) are read here, never by the policy."""
 
-    def __init__(self, sim: Simulator, until_s: float | None = None) -> None:
+    def __init__(
+        self, sim: Simulator, until_s: float | None = None, *, histories: bool = True
+    ) -> None:
+        """`histories`: whether the snapshots' views show the jobs' histories (a session
+        driven from outside may be read by anything: `session` keeps them)."""
         self.sim = sim
         rng = sim._streams()
         jobs = sim._init_jobs(rng)
@@ -952,6 +965,7 @@ class SimSession:
             oracle=oracle,
             until_s=until_s,
             rank={job_id: i for i, job_id in enumerate(jobs)},
+            histories=histories,
         )
         self._result: SimResult | None = None
         self.snapshot: Snapshot | None = None

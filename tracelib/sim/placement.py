@@ -128,6 +128,7 @@ class LoadBalancing:
     """Each task to the least-loaded server it fits (ties at random): DL2's default."""
 
     name: str = "load-balancing"
+    reads_history = False  # not a field: what `Scheduler.reads_history` asks
 
     def place(self, snap: Snapshot, alloc: Allocation, rng: np.random.Generator) -> Placement:
         """Place `alloc`, GPU tasks first, each on the least-loaded server it fits."""
@@ -141,6 +142,7 @@ class BinPacking:
     """Multi-resource bin packing: first-fit decreasing on the jobs' dominant share."""
 
     name: str = "bin-packing"
+    reads_history = False  # not a field: what `Scheduler.reads_history` asks
 
     def place(self, snap: Snapshot, alloc: Allocation, rng: np.random.Generator) -> Placement:
         """Place `alloc` first-fit, jobs by decreasing dominant share."""
@@ -154,6 +156,7 @@ class RandomPlacement:
     """Each task to a fitting server drawn uniformly at random."""
 
     name: str = "random"
+    reads_history = False  # not a field: what `Scheduler.reads_history` asks
 
     def place(self, snap: Snapshot, alloc: Allocation, rng: np.random.Generator) -> Placement:
         """Place `alloc`, GPU tasks first, each on a uniformly drawn fitting server."""

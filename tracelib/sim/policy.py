@@ -62,6 +62,9 @@ class DecisionPolicy(Protocol):
     also have a `trigger` attribute ("events": decide at every arrival and completion
     instead, whatever `SimConfig.trigger` says; None or absent: the config's)."""
     uses_oracle: bool
+    # A policy may also have a `reads_history` attribute: False declares that it never reads
+    # `JobView.history`, and `Simulator.run` then builds its views without one (absent:
+    # True).
 
     def decide(self, snap: Snapshot, rng: np.random.Generator) -> tuple[Allocation, Placement]:
         """Allocation and placement for `snap`; `rng` is the simulator's placement stream."""
@@ -89,6 +92,15 @@ class Scheduler:
     def uses_oracle(self) -> bool:
         """True when the allocation policy reads the true speed model."""
         return self.allocation.uses_oracle
+
+    @property
+    def reads_history(self) -> bool:
+        """Whether the allocation or the placement policy reads `JobView.history` (one
+        without a `reads_history` attribute is taken to)."""
+        return bool(
+            getattr(self.allocation, "reads_history", True)
+            or getattr(self.placement, "reads_history", True)
+        )
 
     @property
     def trigger(self) -> str | None:
