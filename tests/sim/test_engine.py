@@ -22,6 +22,7 @@ from tracelib.sim import (
     AllocationBuilder,
     BinPacking,
     ClusterConfig,
+    EventRecord,
     InvalidDecision,
     JobPlacement,
     JobSpec,
@@ -414,3 +415,25 @@ def test_job_views_kept_across_decisions_equal_views_built_afresh(mode):
             assert view == _view(fork._state.jobs[view.job_id])
         fork.submit(*sim.scheduler.decide(fork.snapshot, fork.rng))
     assert fork.result().events == session.result().events
+
+
+def test_a_runs_records_are_left_untracked_by_the_garbage_collector():
+    """The event log and the placement rows of a run in progress hold plain tuples of
+    numbers and strings, which the collector stops tracking (millions of records are not
+    walked at each full collection); the result still gives `EventRecord`s."""
+    import gc
+
+    session = Simulator(dl2_jobs(8, 1), make_scheduler("fifo"), cfg()).session()
+    for _ in range(4):
+        session.submit(*session.sim.scheduler.decide(session.snapshot, session.rng))
+    # A tuple is let go once what it holds is: a row's server tuples at one pass, the row
+    # at the next (a long run collects many times).
+    gc.collect()
+    gc.collect()
+    state = session._state
+    assert state.log and state.placement_rows
+    assert not any(gc.is_tracked(r) for r in state.log)
+    assert not any(gc.is_tracked(r) for r in state.placement_rows)
+    while not session.done:
+        session.submit(*session.sim.scheduler.decide(session.snapshot, session.rng))
+    assert all(type(e) is EventRecord for e in session.result().events)

@@ -216,22 +216,22 @@ def _shares(jobs) -> dict[int, tuple[float, ...]]:
 
 
 def _placements_frame(
-    rows: Sequence[tuple[int, float, int, JobPlacement]], n_servers: int
+    rows: Sequence[tuple[int, float, int, tuple[int, ...], tuple[int, ...]]], n_servers: int
 ) -> pl.DataFrame:
     """`SimResult.placements`: one row per (decision, job, server holding its tasks), in
     the order of `rows`, then by server, with the job's workers and PSs there; counted for
     the whole run at once (numpy) rather than with a Counter per job and decision."""
-    columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * 4
-    decision, time_s, job_id, places = columns
-    n_w = np.array([len(p.workers) for p in places], dtype=np.int64)  # (E,)
-    n_p = np.array([len(p.ps) for p in places], dtype=np.int64)
-    entry = np.arange(len(places), dtype=np.int64)
+    columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * 5
+    decision, time_s, job_id, workers, ps = columns
+    n_w = np.array([len(w) for w in workers], dtype=np.int64)  # (E,)
+    n_p = np.array([len(p) for p in ps], dtype=np.int64)
+    entry = np.arange(len(workers), dtype=np.int64)
     # key = entry * n_servers + server: sorted keys are entries in order, servers ascending
     keys_w = np.repeat(entry, n_w) * n_servers + np.fromiter(
-        chain.from_iterable(p.workers for p in places), np.int64, int(n_w.sum())
+        chain.from_iterable(workers), np.int64, int(n_w.sum())
     )
     keys_p = np.repeat(entry, n_p) * n_servers + np.fromiter(
-        chain.from_iterable(p.ps for p in places), np.int64, int(n_p.sum())
+        chain.from_iterable(ps), np.int64, int(n_p.sum())
     )
     keys, inv = np.unique(np.concatenate([keys_w, keys_p]), return_inverse=True)
     at = keys // n_servers
@@ -289,9 +289,16 @@ class _RunState:
     oracle: _Oracle | None
     until_s: float | None = None
     """Events after this time are not simulated (None: until every job has finished)."""
-    log: list[EventRecord] = field(default_factory=list)
-    placement_rows: list[tuple[int, float, int, JobPlacement]] = field(default_factory=list)
-    """(decision, time, job id, placement) of every placed job at every decision."""
+    # The two logs of a run hold plain tuples of numbers and strings, which the garbage
+    # collector stops tracking: a run's millions of records would otherwise be walked at
+    # every full collection. `Simulator._result` makes them `EventRecord`s and a frame.
+    log: list[tuple] = field(default_factory=list)
+    """The fields of each `EventRecord` of the run so far."""
+    placement_rows: list[tuple[int, float, int, tuple[int, ...], tuple[int, ...]]] = field(
+        default_factory=list
+    )
+    """(decision, time, job id, servers of its workers, of its PSs) of every placed job at
+    every decision."""
     finished: list[FinishedJob] = field(default_factory=list)
     """Completed jobs in completion order (`Snapshot.finished`)."""
     time_s: float = 0.0
@@ -573,7 +580,7 @@ class Simulator:
                 state.views[event.job_id] = job.view
                 state.unlogged[event.job_id] = job
                 state.pending_arrivals -= 1
-                log.append(EventRecord(t, "arrive", job.spec.job_id, 0, 0, job.arrival_s))
+                log.append((t, "arrive", job.spec.job_id, 0, 0, job.arrival_s))
                 self._request_decision(state, t)
             elif isinstance(event, Decide):
                 state.decide_pending = False
@@ -642,7 +649,7 @@ class Simulator:
             job.last_s = t
 
     def _observe(self, job: _Job, productive: float, gained: float, t: float, log) -> None:
-        log.append(EventRecord(t, "progress", job.spec.job_id, job.workers, job.ps, gained))
+        log.append((t, "progress", job.spec.job_id, job.workers, job.ps, gained))
         speed = gained * job.jt.iters_per_epoch / productive
         job.history.append(SpeedSample(job.workers, job.ps, speed, productive, t))
 
@@ -661,7 +668,7 @@ class Simulator:
         job.version += 1
         job.workers = job.ps = 0
         job.placement = EMPTY_PLACEMENT
-        log.append(EventRecord(t, "finish", job.spec.job_id, 0, 0, t - job.arrival_s))
+        log.append((t, "finish", job.spec.job_id, 0, 0, t - job.arrival_s))
         state.finished.append(
             FinishedJob(
                 job.spec.job_id,
@@ -834,7 +841,7 @@ class Simulator:
             placement = Placement.of(
                 {**placement.jobs, **{i: j.placement for i, j in kept.items()}}
             )
-        log.append(EventRecord(t, "decide", -1, 0, 0, float(len(snap.jobs))))
+        log.append((t, "decide", -1, 0, 0, float(len(snap.jobs))))
         pause = self.cfg.speed.realloc_pause_s
         named = {*alloc.counts, *placement.jobs, *state.holding}
         # By arrival, as every live job would be: the speed model and the speed stream's
@@ -846,9 +853,7 @@ class Simulator:
             w, p = alloc.get(job.spec.job_id)
             if (len(new.workers), len(new.ps)) != (w, p):
                 log.append(
-                    EventRecord(
-                        t, "unplaced", job.spec.job_id, w - len(new.workers), p - len(new.ps), 0.0
-                    )
+                    (t, "unplaced", job.spec.job_id, w - len(new.workers), p - len(new.ps), 0.0)
                 )
             # Every decision recomputes every speed (interference changes even when this
             # job's placement does not), so any completion scheduled before is stale.
@@ -878,7 +883,10 @@ class Simulator:
             job.rate = float(speed * job.speed_mult * eps / job.jt.iters_per_epoch)
         self._record_allocs(state, snap, touched, visible)
         # The placements log is built once at the end of the run (`_placements_frame`).
-        state.placement_rows.extend((decision, t, job.spec.job_id, job.placement) for job in placed)
+        state.placement_rows.extend(
+            (decision, t, job.spec.job_id, job.placement.workers, job.placement.ps)
+            for job in placed
+        )
         training = [j for j in placed if j.rate > 0]
         for job in training:
             job.last_s = t  # its progress counts from now (`_advance`)
@@ -916,9 +924,7 @@ class Simulator:
             if idle and job.logged_idle:
                 continue
             job.logged_idle = idle
-            state.log.append(
-                EventRecord(snap.time_s, "alloc", job.spec.job_id, job.workers, job.ps, job.rate)
-            )
+            state.log.append((snap.time_s, "alloc", job.spec.job_id, job.workers, job.ps, job.rate))
         for job_id, job in shown.items():
             if not (job.workers or job.ps or job.rate or job.logged_idle):
                 state.unlogged[job_id] = job
@@ -940,7 +946,8 @@ class Simulator:
             schema_overrides={"finish_s": pl.Float64},
         ).with_columns((pl.col("finish_s") - pl.col("arrival_s")).alias("jct_s"))
         placements = _placements_frame(placement_rows, self._capacity.shape[0])
-        return SimResult(self.scheduler.name, self.cfg, frame, tuple(log), placements)
+        events = tuple(map(EventRecord._make, log))
+        return SimResult(self.scheduler.name, self.cfg, frame, events, placements)
 
 
 class SimSession:

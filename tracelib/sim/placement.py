@@ -74,7 +74,14 @@ def _place(
     rule: Rule,
     order: Callable[[Snapshot, list[tuple[JobView, int, int]]], list[Task]],
 ) -> Placement:
-    jobs = [(j, *alloc.get(j.job_id)) for j in snap.jobs if alloc.get(j.job_id) != (0, 0)]
+    # `alloc.get` read once per visible job, from the dict itself (a long queue is read
+    # at every decision, and most of it gets nothing)
+    counts = alloc.counts
+    jobs = []
+    for j in snap.jobs:
+        c = counts.get(j.job_id)
+        if c is not None and c != (0, 0):
+            jobs.append((j, *c))
     out: dict[int, tuple[list[int], list[int]]] = {}
     missing: list[tuple[JobView, int, int]] = []
     kept: list[tuple[list[int], Vec]] = []
