@@ -35,7 +35,7 @@ from models.dl2.networks import (
 )
 from models.heuristics.registry import PLACEMENTS
 from tracelib.envs.observation import AllocationActions, encode_allocation, refresh_allocation_row
-from tracelib.sim.builder import Action, AllocationBuilder, any_task_fits
+from tracelib.sim.builder import Action, AllocationBuilder, any_task_fits, no_task_fits
 from tracelib.sim.config import SimConfig
 from tracelib.sim.engine import SimResult, Simulator
 from tracelib.sim.jobs import JobSpec
@@ -213,6 +213,7 @@ class DL2Policy:
         # only shrinks within a decision, so they never fit again.
         full: set[tuple] = set()
         self.inferences = 0
+        rest_asked = False  # whether the jobs after a skipped batch were asked of this pool
         for start in range(0, len(snap.jobs), window):
             batch = snap.jobs[start : start + window]
             if pool is not None and not any_task_fits(pool, batch, full):
@@ -220,11 +221,18 @@ class DL2Policy:
                 # inference and no draw. Once the cluster is full (most batches of a long
                 # queue) this skips building, encoding and the network's first pass; the
                 # batch's jobs get nothing, which `Allocation.of` would drop if listed.
+                if not rest_asked:
+                    # Nothing changes the pool until a batch is filled: if no job after
+                    # this batch can take a task either, every later batch is skipped.
+                    rest_asked = True
+                    if no_task_fits(pool, snap.jobs[start + window :], full):
+                        break
                 continue
             # this batch takes what the earlier ones left
             builder = AllocationBuilder(snap, batch, pool=pool)
             self.inferences += self.fill(builder)
             pool = builder.pool
+            rest_asked = False
             counts.update(builder.allocation().counts)
         return Allocation.of(counts)
 

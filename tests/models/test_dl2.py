@@ -51,6 +51,7 @@ from models.dl2.recorder import ReplayMismatch, record_runs, replay
 from models.dl2.warmup import decode_traces, warmup
 from models.heuristics import make_scheduler
 from tests.models.stalls import stall_steps
+from tests.sim.views import random_snapshot
 from tracelib.envs.observation import allocation_mask, encode_allocation
 from tracelib.sim import (
     Allocation,
@@ -814,3 +815,33 @@ def test_a_run_without_job_histories_decides_as_one_with_them(head):
         longest = max([longest, *(len(j.history) for j in snap.jobs)])
         session.submit(*session.sim.scheduler.decide(snap, session.rng))
     assert longest > 3
+
+
+@pytest.mark.parametrize("greedy", [True, False])
+def test_stopping_once_no_later_job_can_take_a_task_decides_as_fill_would(greedy):
+    """`allocate` stops at a skipped batch when no later job can take a task either
+    (`no_task_fits`): on queues of jobs of many kinds (demands, caps, GPU types) over small
+    clusters, a batch among them that nothing fits, the allocation, the inferences and the
+    sampling stream are those of running `fill` on every batch (later batches get tasks)."""
+    rng = np.random.default_rng(11)
+    net = PolicyNet(NET)
+    gap = 0  # decisions where a batch got nothing and a later one got tasks
+    huge = {"worker_demand": (64.0, 1e3, 1e6), "ps_demand": (0.0, 1e3, 1e6)}
+    for _ in range(40):
+        snap = random_snapshot(rng, n_jobs=int(rng.integers(3 * WINDOW, 6 * WINDOW)))
+        # the second batch asks for more than any server has: skipped, whatever is left
+        views = list(snap.jobs)
+        views[WINDOW : 2 * WINDOW] = [replace(v, **huge) for v in views[WINDOW : 2 * WINDOW]]
+        snap = replace(snap, jobs=tuple(views))
+        seed = int(rng.integers(1000))
+        policy = DL2Policy(net, greedy=greedy, seed=seed)
+        brute = DL2Policy(net, greedy=greedy, seed=seed)
+        alloc = policy.allocate(snap)
+        assert (alloc, policy.inferences) == _allocate_every_batch(brute, snap)
+        assert policy._rng.bit_generator.state == brute._rng.bit_generator.state
+        given = [
+            any(alloc.get(j.job_id) != (0, 0) for j in snap.jobs[at : at + WINDOW])
+            for at in range(0, len(snap.jobs), WINDOW)
+        ]
+        gap += any(not g and any(given[k + 1 :]) for k, g in enumerate(given))
+    assert gap > 5

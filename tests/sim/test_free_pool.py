@@ -15,7 +15,7 @@ from models.heuristics import make_scheduler
 from tests.sim.views import job_view
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.sim import ClusterConfig, SimConfig, Simulator, dl2_like_frame, jobs_from_frame
-from tracelib.sim.builder import any_task_fits
+from tracelib.sim.builder import any_task_fits, no_task_fits
 from tracelib.sim.cluster import (
     FreePool,
     _share_add,
@@ -373,3 +373,39 @@ def test_any_task_fits_passing_over_known_kinds_answers_as_every_job_is_checked(
                 pool.take_unchecked(server, demand)
     assert True in answers and False in answers  # both answers were checked
     assert any(len(key) == 3 for key in full)  # kinds were passed over
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_no_task_fits_only_when_no_job_of_the_rest_can_take_a_task(seed):
+    """`no_task_fits` on the rest of a queue, as a decision's pool shrinks: True exactly
+    when checking every job finds none that can take a task (every job below its cap
+    here), whatever `full` already holds from earlier batches."""
+    rng = np.random.default_rng(seed)
+    cap = np.array([[2.0, 8.0, 32.0]] * 4)
+    pool = FreePool(cap, gpu_types=["a", "b", None, "a"])
+    catalogue = list(DL2_CATALOGUE)
+    # kinds of many sizes, so that some fit where others no longer do
+    jobs = [
+        job_view(
+            catalogue[rng.integers(len(catalogue))],
+            k,
+            gpu_types=[None, frozenset({"a"}), frozenset({"b"})][rng.integers(3)],
+            worker_demand=(float(rng.integers(1, 3)), float(rng.integers(1, 7)), 4.0),
+            ps_demand=(0.0, float(rng.integers(1, 7)), float(rng.integers(1, 25))),
+        )
+        for k in range(120)
+    ]
+    full, answers = set(), []
+    for _ in range(80):
+        start = int(rng.integers(100))
+        any_task_fits(pool, jobs[start : start + 20], full)  # what earlier batches leave
+        rest = jobs[start + 20 :]
+        got = no_task_fits(pool, rest, full)
+        assert got == (not reference_any_task_fits(pool, rest, set()))
+        answers.append(got)
+        job = jobs[rng.integers(120)]
+        for demand in (job.worker_demand, job.ps_demand):
+            server = pool.feasible_fit(demand, job.gpu_types)
+            if server >= 0:
+                pool.take_unchecked(server, demand)
+    assert True in answers and False in answers

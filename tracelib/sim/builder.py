@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import IntEnum
+from operator import attrgetter
 
 import numpy as np
 
@@ -291,21 +292,43 @@ def any_task_fits(pool: FreePool, jobs: Sequence[JobView], full: set[tuple]) -> 
     each batch: within one decision the pool only shrinks, so a shape in `full` never fits
     again and a batch that nothing fits is skipped without building it.
 
-    `full` also holds each job kind (worker demand, PS demand, GPU types, as the view gives
-    them) both of whose shapes are in it: a queue of thousands has a few kinds, and a job
-    of a known kind is then passed over without converting its demands."""
+    `full` also holds each job kind (`JobView.task_kind`) both of whose shapes are in it: a
+    queue of thousands has a few kinds, and a job of a known kind is then passed over
+    without converting its demands."""
     for job in jobs:
         if job.max_workers <= 0:
             continue
-        kind = (job.worker_demand, job.ps_demand, job.gpu_types)  # never equals a shape
+        kind = job.task_kind  # a 3-tuple: never equals a shape
         if kind in full:
             continue
-        for demand in (job.worker_demand, job.ps_demand):
-            shape = (tuple(map(float, demand)), job.gpu_types)
-            if shape in full:
-                continue
-            if pool.any_fit(*shape):
-                return True
-            full.add(shape)
-        full.add(kind)
+        if not _kind_full(pool, kind, full):
+            return True
     return False
+
+
+def _kind_full(pool: FreePool, kind: tuple, full: set[tuple]) -> bool:
+    """Whether neither a worker nor a PS of job kind `kind` fits `pool`; the shapes found
+    not to fit, and then the kind, are added to `full`."""
+    w_demand, p_demand, gpu_types = kind
+    for demand in (w_demand, p_demand):
+        shape = (tuple(map(float, demand)), gpu_types)
+        if shape in full:
+            continue
+        if pool.any_fit(*shape):
+            return False
+        full.add(shape)
+    full.add(kind)
+    return True
+
+
+def no_task_fits(pool: FreePool, jobs: Sequence[JobView], full: set[tuple]) -> bool:
+    """True only if no job of `jobs` can take a worker or a PS in `pool`: every job kind
+    among them is full (`full`, as `any_task_fits` fills it, or found so now). Then every
+    batch of these jobs would be skipped, and a policy may stop asking batch by batch: one
+    pass over a long queue's kinds instead of a Python loop over its jobs. False may also
+    mean only that a kind that fits belongs to jobs at their cap."""
+    kinds = set(map(_task_kind, jobs))
+    return all(kind in full or _kind_full(pool, kind, full) for kind in kinds)
+
+
+_task_kind = attrgetter("task_kind")

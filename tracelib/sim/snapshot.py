@@ -86,6 +86,13 @@ class JobView:
     gpu_types: frozenset[str] | None = None
     """GPU types its workers may use (the trace's), None for any server."""
 
+    @cached_property
+    def task_kind(self) -> tuple:
+        """(worker demand, PS demand, GPU types): where one of its tasks may go depends on
+        nothing else (`builder.any_task_fits`). Kept with the view, which a waiting job
+        keeps from decision to decision."""
+        return (self.worker_demand, self.ps_demand, self.gpu_types)
+
     @property
     def remaining_epochs_est(self) -> float:
         """Epochs left by the user's estimate (0 once the estimate is used up)."""
