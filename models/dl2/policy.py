@@ -35,7 +35,14 @@ from models.dl2.networks import (
 )
 from models.heuristics.registry import PLACEMENTS
 from tracelib.envs.observation import AllocationActions, encode_allocation, refresh_allocation_row
-from tracelib.sim.builder import Action, AllocationBuilder, any_task_fits, no_task_fits
+from tracelib.sim.builder import (
+    Action,
+    AllocationBuilder,
+    any_task_fits,
+    kinds_after,
+    kinds_full,
+    last_of_kinds,
+)
 from tracelib.sim.config import SimConfig
 from tracelib.sim.engine import SimResult, Simulator
 from tracelib.sim.jobs import JobSpec
@@ -214,6 +221,7 @@ class DL2Policy:
         full: set[tuple] = set()
         self.inferences = 0
         rest_asked = False  # whether the jobs after a skipped batch were asked of this pool
+        last_of: dict[tuple, int] | None = None  # job kind -> its last job's index
         for start in range(0, len(snap.jobs), window):
             batch = snap.jobs[start : start + window]
             if pool is not None and not any_task_fits(pool, batch, full):
@@ -223,9 +231,12 @@ class DL2Policy:
                 # batch's jobs get nothing, which `Allocation.of` would drop if listed.
                 if not rest_asked:
                     # Nothing changes the pool until a batch is filled: if no job after
-                    # this batch can take a task either, every later batch is skipped.
+                    # this batch can take a task either (`no_task_fits`, asked of the
+                    # kinds of the jobs after it), every later batch is skipped.
                     rest_asked = True
-                    if no_task_fits(pool, snap.jobs[start + window :], full):
+                    if last_of is None:
+                        last_of = last_of_kinds(snap.jobs)
+                    if kinds_full(pool, kinds_after(last_of, start + window), full):
                         break
                 continue
             # this batch takes what the earlier ones left

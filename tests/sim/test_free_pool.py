@@ -15,7 +15,13 @@ from models.heuristics import make_scheduler
 from tests.sim.views import job_view
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.sim import ClusterConfig, SimConfig, Simulator, dl2_like_frame, jobs_from_frame
-from tracelib.sim.builder import any_task_fits, no_task_fits
+from tracelib.sim.builder import (
+    any_task_fits,
+    kinds_after,
+    kinds_full,
+    last_of_kinds,
+    no_task_fits,
+)
 from tracelib.sim.cluster import (
     FreePool,
     _share_add,
@@ -402,6 +408,10 @@ def test_no_task_fits_only_when_no_job_of_the_rest_can_take_a_task(seed):
         rest = jobs[start + 20 :]
         got = no_task_fits(pool, rest, full)
         assert got == (not reference_any_task_fits(pool, rest, set()))
+        # the kinds after an index, as a policy reads them from each kind's last job
+        after = kinds_after(last_of_kinds(jobs), start + 20)
+        assert sorted(map(repr, after)) == sorted({repr(j.task_kind) for j in rest})
+        assert kinds_full(pool, after, set(full)) == got
         answers.append(got)
         job = jobs[rng.integers(120)]
         for demand in (job.worker_demand, job.ps_demand):

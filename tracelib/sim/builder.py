@@ -12,7 +12,7 @@ later by the placement policy; the tentative one only guarantees feasibility.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from enum import IntEnum
 from operator import attrgetter
 
@@ -327,8 +327,24 @@ def no_task_fits(pool: FreePool, jobs: Sequence[JobView], full: set[tuple]) -> b
     batch of these jobs would be skipped, and a policy may stop asking batch by batch: one
     pass over a long queue's kinds instead of a Python loop over its jobs. False may also
     mean only that a kind that fits belongs to jobs at their cap."""
-    kinds = set(map(_task_kind, jobs))
+    return kinds_full(pool, set(map(_task_kind, jobs)), full)
+
+
+def kinds_full(pool: FreePool, kinds: Iterable[tuple], full: set[tuple]) -> bool:
+    """Whether every job kind of `kinds` is full (`no_task_fits` for the jobs of these
+    kinds), each kind not yet in `full` checked now."""
     return all(kind in full or _kind_full(pool, kind, full) for kind in kinds)
+
+
+def last_of_kinds(jobs: Sequence[JobView]) -> dict[tuple, int]:
+    """Job kind -> the index of the last job of `jobs` of that kind: the kinds after index
+    i are those whose last job is after it (a queue of thousands has a few kinds)."""
+    return dict(zip(map(_task_kind, jobs), range(len(jobs)), strict=True))
+
+
+def kinds_after(last_of: dict[tuple, int], index: int) -> list[tuple]:
+    """The kinds of the jobs from `index` on, given `last_of_kinds` of all of them."""
+    return [kind for kind, last in last_of.items() if last >= index]
 
 
 _task_kind = attrgetter("task_kind")
