@@ -134,19 +134,14 @@ def engine_digests() -> dict[str, str]:
     without a window, with and without fixed placements, deciding every slot or at events;
     every noise source on."""
     out = {}
-    speed = SpeedConfig(speed_variation=0.1, epoch_error=0.1, slot_noise=0.05)
+    base = SimConfig(
+        speed=SpeedConfig(speed_variation=0.1, epoch_error=0.1, slot_noise=0.05), seed=3
+    )
     modes = itertools.product((None, 5), (False, True), ("interval", "events"))
     for (window, fixed, trigger), (name, (jobs, cluster)) in itertools.product(
         list(modes), engine_workloads().items()
     ):
-        cfg = SimConfig(
-            cluster=cluster,
-            speed=speed,
-            seed=3,
-            window=window,
-            fixed_placement=fixed,
-            trigger=trigger,
-        )
+        cfg = replace(base, cluster=cluster, window=window, fixed_placement=fixed, trigger=trigger)
         for scheduler in ENGINE_SCHEDULERS:
             key = f"{name} window={window} fixed={fixed} {trigger} {scheduler}"
             try:

@@ -328,6 +328,14 @@ def test_placements_log_counts_each_jobs_tasks_per_server():
     assert sorted(totals.rows()) == sorted(allocs)
 
 
+def _take_tasks(pool: FreePool, job) -> None:
+    """The pool shrinks: a worker and a PS of `job` taken where each fits, if it does."""
+    for demand in (job.worker_demand, job.ps_demand):
+        server = pool.feasible_fit(demand, job.gpu_types)
+        if server >= 0:
+            pool.take_unchecked(server, demand)
+
+
 def reference_any_task_fits(pool: FreePool, jobs, full: set) -> bool:
     """`any_task_fits` as it reads: every job's two shapes, those in `full` passed over."""
     for job in jobs:
@@ -371,12 +379,7 @@ def test_any_task_fits_passing_over_known_kinds_answers_as_every_job_is_checked(
         assert got == reference_any_task_fits(pool, batch, ref_full)
         assert {key for key in full if len(key) == 2} == ref_full
         answers.append(got)
-        # the pool shrinks: take a random fitting task from it
-        job = jobs[rng.integers(200)]
-        for demand in (job.worker_demand, job.ps_demand):
-            server = pool.feasible_fit(demand, job.gpu_types)
-            if server >= 0:
-                pool.take_unchecked(server, demand)
+        _take_tasks(pool, jobs[rng.integers(200)])
     assert True in answers and False in answers  # both answers were checked
     assert any(len(key) == 3 for key in full)  # kinds were passed over
 
@@ -413,9 +416,5 @@ def test_no_task_fits_only_when_no_job_of_the_rest_can_take_a_task(seed):
         assert sorted(map(repr, after)) == sorted({repr(j.task_kind) for j in rest})
         assert kinds_full(pool, after, set(full)) == got
         answers.append(got)
-        job = jobs[rng.integers(120)]
-        for demand in (job.worker_demand, job.ps_demand):
-            server = pool.feasible_fit(demand, job.gpu_types)
-            if server >= 0:
-                pool.take_unchecked(server, demand)
+        _take_tasks(pool, jobs[rng.integers(120)])
     assert True in answers and False in answers

@@ -130,12 +130,18 @@ def _decreasing_dominant(snap: Snapshot, jobs: list[tuple[JobView, int, int]]) -
     return [t for job, w, p in ordered for t in _tasks(job, w, p)]
 
 
+class _TaskRule:
+    """What the placement rules below share: they place by resources alone."""
+
+    reads_history = False
+    """They read no job history (`Scheduler.reads_history`); not a dataclass field."""
+
+
 @dataclass(frozen=True)
-class LoadBalancing:
+class LoadBalancing(_TaskRule):
     """Each task to the least-loaded server it fits (ties at random): DL2's default."""
 
     name: str = "load-balancing"
-    reads_history = False  # not a field: what `Scheduler.reads_history` asks
 
     def place(self, snap: Snapshot, alloc: Allocation, rng: np.random.Generator) -> Placement:
         """Place `alloc`, GPU tasks first, each on the least-loaded server it fits."""
@@ -145,11 +151,10 @@ class LoadBalancing:
 
 
 @dataclass(frozen=True)
-class BinPacking:
+class BinPacking(_TaskRule):
     """Multi-resource bin packing: first-fit decreasing on the jobs' dominant share."""
 
     name: str = "bin-packing"
-    reads_history = False  # not a field: what `Scheduler.reads_history` asks
 
     def place(self, snap: Snapshot, alloc: Allocation, rng: np.random.Generator) -> Placement:
         """Place `alloc` first-fit, jobs by decreasing dominant share."""
@@ -159,11 +164,10 @@ class BinPacking:
 
 
 @dataclass(frozen=True)
-class RandomPlacement:
+class RandomPlacement(_TaskRule):
     """Each task to a fitting server drawn uniformly at random."""
 
     name: str = "random"
-    reads_history = False  # not a field: what `Scheduler.reads_history` asks
 
     def place(self, snap: Snapshot, alloc: Allocation, rng: np.random.Generator) -> Placement:
         """Place `alloc`, GPU tasks first, each on a uniformly drawn fitting server."""
