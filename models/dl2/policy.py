@@ -231,7 +231,7 @@ class DL2Policy:
                 # batch's jobs get nothing, which `Allocation.of` would drop if listed.
                 if not rest_asked:
                     # Nothing changes the pool until a batch is filled: if no job after
-                    # this batch can take a task either (`no_task_fits`, asked of the
+                    # this batch can take a task either (`kinds_full`, asked of the
                     # kinds of the jobs after it), every later batch is skipped.
                     rest_asked = True
                     if last_of is None:

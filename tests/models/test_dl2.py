@@ -820,7 +820,7 @@ def test_a_run_without_job_histories_decides_as_one_with_them(head):
 @pytest.mark.parametrize("greedy", [True, False])
 def test_stopping_once_no_later_job_can_take_a_task_decides_as_fill_would(greedy):
     """`allocate` stops at a skipped batch when no later job can take a task either
-    (`no_task_fits`): on queues of jobs of many kinds (demands, caps, GPU types) over small
+    (`kinds_full`): on queues of jobs of many kinds (demands, caps, GPU types) over small
     clusters, a batch among them that nothing fits, the allocation, the inferences and the
     sampling stream are those of running `fill` on every batch (later batches get tasks)."""
     rng = np.random.default_rng(11)

@@ -20,7 +20,6 @@ from tracelib.sim.builder import (
     kinds_after,
     kinds_full,
     last_of_kinds,
-    no_task_fits,
 )
 from tracelib.sim.cluster import (
     FreePool,
@@ -385,8 +384,8 @@ def test_any_task_fits_passing_over_known_kinds_answers_as_every_job_is_checked(
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_no_task_fits_only_when_no_job_of_the_rest_can_take_a_task(seed):
-    """`no_task_fits` on the rest of a queue, as a decision's pool shrinks: True exactly
+def test_kinds_full_only_when_no_job_of_the_rest_can_take_a_task(seed):
+    """`kinds_full` of the kinds of the rest of a queue, as a decision's pool shrinks: True exactly
     when checking every job finds none that can take a task (every job below its cap
     here), whatever `full` already holds from earlier batches."""
     rng = np.random.default_rng(seed)
@@ -409,7 +408,7 @@ def test_no_task_fits_only_when_no_job_of_the_rest_can_take_a_task(seed):
         start = int(rng.integers(100))
         any_task_fits(pool, jobs[start : start + 20], full)  # what earlier batches leave
         rest = jobs[start + 20 :]
-        got = no_task_fits(pool, rest, full)
+        got = kinds_full(pool, {j.task_kind for j in rest}, full)
         assert got == (not reference_any_task_fits(pool, rest, set()))
         # the kinds after an index, as a policy reads them from each kind's last job
         after = kinds_after(last_of_kinds(jobs), start + 20)

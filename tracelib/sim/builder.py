@@ -321,18 +321,12 @@ def _kind_full(pool: FreePool, kind: tuple, full: set[tuple]) -> bool:
     return True
 
 
-def no_task_fits(pool: FreePool, jobs: Sequence[JobView], full: set[tuple]) -> bool:
-    """True only if no job of `jobs` can take a worker or a PS in `pool`: every job kind
-    among them is full (`full`, as `any_task_fits` fills it, or found so now). Then every
-    batch of these jobs would be skipped, and a policy may stop asking batch by batch: one
-    pass over a long queue's kinds instead of a Python loop over its jobs. False may also
-    mean only that a kind that fits belongs to jobs at their cap."""
-    return kinds_full(pool, set(map(_task_kind, jobs)), full)
-
-
 def kinds_full(pool: FreePool, kinds: Iterable[tuple], full: set[tuple]) -> bool:
-    """Whether every job kind of `kinds` is full (`no_task_fits` for the jobs of these
-    kinds), each kind not yet in `full` checked now."""
+    """Whether every job kind of `kinds` is full (`full`, as `any_task_fits` fills it, or
+    found so now): then no job of these kinds can take a worker or a PS in `pool`, and a
+    policy may stop asking batch by batch (one pass over a long queue's few kinds instead
+    of a Python loop over its jobs). False may also mean only that a kind that fits belongs
+    to jobs at their cap."""
     return all(kind in full or _kind_full(pool, kind, full) for kind in kinds)
 
 

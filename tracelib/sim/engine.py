@@ -375,9 +375,9 @@ class _RunState:
 
     def leave(self, job_id: int) -> None:
         """Take a finished job out of everything kept of the live ones."""
-        for part in (self.live, self.running, self.holding, self.started, self.views):
+        kept = (self.live, self.running, self.holding, self.started, self.views, self.unlogged)
+        for part in kept:
             part.pop(job_id, None)
-        self.unlogged.pop(job_id, None)
         self.stale.discard(job_id)
 
 
@@ -699,18 +699,18 @@ class Simulator:
         views, window = state.views, self.cfg.window
         holding = list(state.holding.values())
         fixed: list[_Job] = []
+        reserved = shares = None
         if self.cfg.fixed_placement:
             # Running jobs keep their placement: context for the decision, not part of it.
             fixed = sorted(state.started.values(), key=_arrival_order)
             waiting = (v for job_id, v in views.items() if job_id not in state.started)
             visible = tuple(waiting if window is None else islice(waiting, window))
             # The waiting jobs' tasks, then the fixed ones', each by arrival.
-            holding = [j for j in holding if j.started_s is None] + [
-                j for j in holding if j.started_s is not None
-            ]
+            kept = [j for j in holding if j.started_s is not None]
+            holding = [j for j in holding if j.started_s is None] + kept
+            reserved, shares = read_only(self._used(kept)), _shares(fixed)
         else:
             visible = tuple(views.values() if window is None else islice(views.values(), window))
-        fixed_holding = [j for j in holding if j.started_s is not None] if fixed else []
         return Snapshot(
             time_s=t,
             slot=int(t // self.cfg.slot_s),
@@ -719,9 +719,9 @@ class Simulator:
             cluster=ClusterView(
                 self._capacity,
                 read_only(self._used(holding)),
-                read_only(self._used(fixed_holding)) if self.cfg.fixed_placement else None,
+                reserved,
                 gpu_types=self._server_types,
-                reserved_shares=_shares(fixed) if self.cfg.fixed_placement else None,
+                reserved_shares=shares,
             ),
             jobs=visible,
             catalogue=self.catalogue,
