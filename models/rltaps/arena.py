@@ -66,6 +66,7 @@ from tracelib.envs.gpu_arena import (
     ArenaStep,
     GpuDraft,
     GpuLayout,
+    JobRows,
     decision,
     encode,
     resample_image,
@@ -252,6 +253,7 @@ class RLTapsArenaPolicy(SavesPolicyNet):
             raise ValueError(f"network {self.cfg} does not read the environment's states {want}")
         self.layout = GpuLayout.of(self.env.cluster)
         self._layouts: dict[bytes, GpuLayout] = {}
+        self._job_rows: dict[tuple, JobRows] = {}  # `encode`'s memo
         self.refresh()
 
     def refresh(self) -> None:
@@ -269,7 +271,7 @@ class RLTapsArenaPolicy(SavesPolicyNet):
                 f"policy for {self.env.cluster.n_servers} servers, the cluster has "
                 f"{snap.cluster.n_servers}"
             )
-        step = encode(snap, self.env, self.layout)
+        step = encode(snap, self.env, self.layout, self._job_rows)
         choices, rec = self._decode(step)
         alloc, placement = self._decision(snap, step, choices, rng)
         if not alloc.counts and step.jobs:
@@ -311,7 +313,9 @@ class RLTapsArenaPolicy(SavesPolicyNet):
             if start:
                 reserved = taken if base is None else base + taken
                 cluster = replace(snap.cluster, reserved=read_only(reserved.copy()))
-            step = encode(replace(snap, jobs=batch, cluster=cluster), self.env, layout)
+            step = encode(
+                replace(snap, jobs=batch, cluster=cluster), self.env, layout, self._job_rows
+            )
             if first is None:
                 first = step
             seen = replace(

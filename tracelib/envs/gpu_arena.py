@@ -285,8 +285,37 @@ class ArenaStep:
     """Per server, its kind: servers of equal free resources and GPU type mask alike."""
 
 
-def encode(snap: Snapshot, cfg: ArenaEnvConfig, layout: GpuLayout) -> ArenaStep:
-    """The state and decoder inputs of one decision."""
+JobRows = tuple[np.ndarray, np.ndarray]
+"""What `encode` computes of a job from its type and request alone: its nominal speed at
+1..max_workers workers (max_workers,) and its count-feature table (max_workers + 1,
+len(COUNT_FEATURES)) but the column of the workers it holds."""
+
+
+def _job_rows(jt: JobType, job: JobView, cfg: ArenaEnvConfig) -> JobRows:
+    k = np.arange(cfg.max_workers + 1, dtype=float)
+    req_w = max(job.requested_workers, 1)
+    speed = _nominal_speeds(jt, job, k[1:], cfg.ps_rule)  # (max_workers,): 1.. workers
+    gain = np.ones_like(k)  # gain[k]: from k to k + 1 workers (the last: masked by the cap)
+    gain[1:-1] = np.log(speed[1:] / speed[:-1])
+    gain[-1] = -1.0
+    table = np.zeros((cfg.max_workers + 1, len(COUNT_FEATURES)), dtype=np.float32)
+    table[:, 0] = k < job.requested_workers
+    table[:, 1] = k == 0
+    table[:, 2] = np.minimum(k / req_w / 4.0, 1.0)
+    table[:, 4] = np.clip(gain, -1.0, 1.0)
+    return speed, table
+
+
+def encode(
+    snap: Snapshot,
+    cfg: ArenaEnvConfig,
+    layout: GpuLayout,
+    memo: dict[tuple, JobRows] | None = None,
+) -> ArenaStep:
+    """The state and decoder inputs of one decision. `memo`: a caller's store of
+    `_job_rows` by what they depend on (jobs alike in type and request share them), kept
+    across decisions: a policy encoding a long queue batch by batch at every decision
+    computes them once per kind of job."""
     n_slots, n_gpus = cfg.window, layout.n_gpus
     jobs = snap.jobs[:n_slots]
     slot_of = {j.job_id: k for k, j in enumerate(jobs)}
@@ -304,7 +333,14 @@ def encode(snap: Snapshot, cfg: ArenaEnvConfig, layout: GpuLayout) -> ArenaStep:
         caps[n], demand[n] = cap, job.worker_demand
         req_w = max(job.requested_workers, 1)
         left = max(job.remaining_epochs_est, 0.01 * job.epochs_est)
-        speed = _nominal_speeds(jt, job, k[1:], cfg.ps_rule)  # (max_workers,): 1.. workers
+        if memo is None:
+            speed, table = _job_rows(jt, job, cfg)
+        else:
+            key = (jt, job.requested_workers, job.requested_ps, job.max_workers, job.ps_demand)
+            rows = memo.get(key)
+            if rows is None:
+                rows = memo[key] = _job_rows(jt, job, cfg)
+            speed, table = rows
         at_request = left / max(float(speed[min(req_w, cap, cfg.max_workers) - 1]), 1e-12)
         observed = 0.5
         if job.history and job.workers > 0:
@@ -331,14 +367,8 @@ def encode(snap: Snapshot, cfg: ArenaEnvConfig, layout: GpuLayout) -> ArenaStep:
             observed,
             float(job.worker_demand[0] <= 0),
         )
-        gain = np.ones_like(k)  # gain[k]: from k to k + 1 workers (the last: masked by the cap)
-        gain[1:-1] = np.log(speed[1:] / speed[:-1])
-        gain[-1] = -1.0
-        counts[n, :, 0] = k < job.requested_workers
-        counts[n, :, 1] = k == 0
-        counts[n, :, 2] = np.minimum(k / req_w / 4.0, 1.0)
+        counts[n] = table
         counts[n, :, 3] = k < len(job.placement.workers)
-        counts[n, :, 4] = np.clip(gain, -1.0, 1.0)
     holders = _holders(snap, jobs, slot_of, layout)
     image = np.zeros((cfg.horizon, n_gpus), dtype=np.float32)
     for g in np.flatnonzero(holders >= 0):
@@ -607,15 +637,19 @@ def decision(
     available = np.asarray(snap.cluster.available, dtype=float)
     free: dict[int, list[float]] = {}  # the servers written so far (the rest: `available`)
 
+    # Unrolled over (GPU, CPU, memory): this runs for every task of every decision.
     def take(server: int, demand: tuple[float, float, float]) -> bool:
-        row = free[server] if server in free else available[server].tolist()
-        if any(r + 1e-9 < d for r, d in zip(row, demand, strict=True)):
+        row = free.get(server)
+        g, c, m = available[server].tolist() if row is None else row
+        dg, dc, dm = demand
+        if g + 1e-9 < dg or c + 1e-9 < dc or m + 1e-9 < dm:
             return False
-        free[server] = [r - d for r, d in zip(row, demand, strict=True)]
+        free[server] = [g - dg, c - dc, m - dm]
         return True
 
     def give(server: int, demand: tuple[float, float, float]) -> None:
-        free[server] = [r + d for r, d in zip(free[server], demand, strict=True)]
+        (g, c, m), (dg, dc, dm) = free[server], demand
+        free[server] = [g + dg, c + dc, m + dm]
 
     counts: dict[int, tuple[int, int]] = {}
     jobs: dict[int, JobPlacement] = {}
