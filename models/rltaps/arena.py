@@ -357,6 +357,8 @@ class RLTapsArenaPolicy(SavesPolicyNet):
         null_w = self.fast.null_w
         draft = GpuDraft(step, layout, n, closed)
         level = base[np.arange(n), 0].copy()  # (N,) base at each slot's current count
+        plain = np.empty(n + 1, dtype=level.dtype)  # (N + 1,) a plain run's logits
+        other = np.empty(n + 1)  # (N + 1,) another GPU's
         rng = self.sample_rng
         rows: list[tuple] = []
         order = step.order.tolist()
@@ -379,25 +381,32 @@ class RLTapsArenaPolicy(SavesPolicyNet):
             if not mask[:-1].any():
                 position += max(run, 1)  # nothing but the null slot: no decision
                 continue
-            logits = level.copy()
             if run:
-                logits = np.append(logits, null_ctx + null_w[0])
+                # The job slots and the null slot's term in the network's float32.
+                logits = plain
+                logits[:n] = level
+                logits[n] = null_ctx + null_w[0]
             else:
+                job_part = level.copy()
                 h = int(step.holders[g])
                 if h >= 0:
-                    logits[h] += pair_w[h, 0]
+                    job_part[h] += pair_w[h, 0]
                 chosen = draft.on_server.get(layout.server[g])
                 if chosen:
-                    logits += pair_w[:, 2]
+                    job_part += pair_w[:, 2]
                     for c in set(chosen):
-                        logits[c] += pair_w[c, 1] - (
+                        job_part[c] += pair_w[c, 1] - (
                             0.0 if any(x != c for x in chosen) else pair_w[c, 2]
                         )
-                logits = np.append(logits, null_ctx + float(draft.null(g) @ null_w))
+                # The job slots in float32, the null slot's term in float64 (numpy's
+                # promotion of a float32 array and a Python float).
+                logits = other
+                logits[:n] = job_part
+                logits[n] = null_ctx + float(draft.null(g) @ null_w)
             z = np.where(mask, logits, -np.inf)
             nulls = 0
             if rng is None:
-                c = int(np.argmax(z))
+                c = int(z.argmax())
                 if run and c == n:
                     nulls = run
             else:

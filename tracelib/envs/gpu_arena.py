@@ -500,7 +500,14 @@ class GpuDraft:
         self.open = np.zeros(n_slots, dtype=bool)
         """Slots with a job below its cap."""
         self.open[: len(step.jobs)] = step.caps[: len(step.jobs)] > 0
-        self._fits: dict[int, np.ndarray] = {}
+        # (servers, N) bool: each slot's worker fits on each server as the draft stands
+        # (and its GPU type is allowed there), all at once; a choice marks its server's row
+        # for doing again when next read.
+        self._fits = (step.demand[None, :, :] <= self.free[:, None, :] + 1e-9).all(axis=2)
+        if step.allowed is not None:
+            self._fits &= step.allowed.T
+        self._stale: set[int] = set()
+        """Servers whose row of `_fits` a choice made out of date."""
         self.kind = step.kind
         self._position = np.empty(layout.n_gpus, dtype=np.int64)
         self._position[step.order] = np.arange(layout.n_gpus)
@@ -533,16 +540,20 @@ class GpuDraft:
     def mask(self, g: int) -> np.ndarray:
         """(N + 1,) bool: slots GPU g may choose (a present job below its cap whose worker
         fits on g's server next to those chosen before; the null slot always)."""
+        out = np.empty(self.n_slots + 1, dtype=bool)
+        out[-1] = True
         if self.closed[g]:
-            return np.append(np.zeros(self.n_slots, dtype=bool), True)
+            out[:-1] = False
+            return out
         s = self.server[g]
-        fits = self._fits.get(s)
-        if fits is None:
-            fits = np.all(self.step.demand <= self.free[s] + 1e-9, axis=1)
+        if s in self._stale:
+            self._stale.discard(s)
+            fits = (self.step.demand <= self.free[s] + 1e-9).all(axis=1)
             if self.step.allowed is not None:
                 fits &= self.step.allowed[:, s]
             self._fits[s] = fits
-        return np.append(fits & self.open, True)
+        np.logical_and(self._fits[s], self.open, out=out[:-1])
+        return out
 
     def pair(self, g: int) -> np.ndarray:
         """(N, len(PAIR_FEATURES)) bool features of GPU g with every slot."""
@@ -573,7 +584,7 @@ class GpuDraft:
         s = self.server[g]
         self.k[n] += 1
         self.free[s] -= self.step.demand[n]
-        self._fits.pop(s, None)
+        self._stale.add(s)
         self.on_server.setdefault(s, []).append(n)
         if len(self.on_server[s]) == 1:  # the server's GPUs are no longer plain
             for other in self._gpus_of[s]:
