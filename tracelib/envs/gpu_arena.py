@@ -371,10 +371,15 @@ def encode(
         counts[n, :, 3] = k < len(job.placement.workers)
     holders = _holders(snap, jobs, slot_of, layout)
     image = np.zeros((cfg.horizon, n_gpus), dtype=np.float32)
-    for g in np.flatnonzero(holders >= 0):
-        n = holders[g]
-        rows = min(math.ceil(left_slots[n] - 1e-9), cfg.horizon)
-        image[: max(rows, 1), g] = (n + 1) / (n_slots + 1)
+    held = np.flatnonzero(holders >= 0)
+    if len(held):
+        # Each held GPU's column: its holder's slot mark down to the slots it has left
+        # (at least one row), all columns at once.
+        slot = holders[held]
+        rows = np.maximum(np.minimum(np.ceil(left_slots[slot] - 1e-9), cfg.horizon), 1)
+        marks = (slot + 1) / (n_slots + 1)  # (H,)
+        down = np.arange(cfg.horizon)[:, None] < rows[None, :]  # (horizon, H)
+        image[:, held] = np.where(down, marks[None, :], 0.0)
     capacity = snap.cluster.capacity
     load = ((capacity - snap.cluster.free) / np.where(capacity > 0, capacity, 1.0)).sum(axis=1)
     load = np.round(load, 9)  # equal loads compare equal
