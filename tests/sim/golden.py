@@ -5,12 +5,19 @@ And the engine's whole output (job results, event log, placements, as digests) o
 of its modes (`engine_digests`): whatever the engine keeps to make a decision cost only what
 changed must leave every line of it as it was.
 
+The digests hash floats exactly, and some of numpy's float64 kernels (power, expm1, log1p)
+give other last bits where AVX-512 versions of them run: the digests are recorded per set of
+kernels (`float_kernels`), and a machine whose kernels have none recorded skips the check.
+
 Regenerate the expected values (after a deliberate change to the simulator or the
 heuristics, and after checking the new numbers are plausible) with
 
     python -m tests.sim.golden            # writes tests/sim/data/golden_expected.json and
-                                          # tests/sim/data/engine_digests.json
+                                          # this machine's kernels' engine_digests.json
     python -m tests.sim.golden --workload # also re-draws golden_workload.csv
+
+A deliberate change to the engine's output needs its digests recorded on every set of
+kernels (or the other sets removed from the file).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import platform
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -129,6 +137,17 @@ def engine_workloads() -> dict[str, tuple[tuple, ClusterConfig]]:
     return {"plain": (jobs, plain), "tied": (tied, plain), "typed": (typed, HETERO)}
 
 
+def float_kernels() -> str:
+    """Which float64 kernels numpy runs here for the functions whose last bits differ
+    between its dispatch targets (power, expm1, log1p: the AVX-512 versions differ from the
+    baseline ones, which the AVX2 machines also run), with the machine's architecture."""
+    from numpy.lib.introspect import opt_func_info
+
+    info = opt_func_info(func_name="^(power|expm1|log1p)$", signature="float64")
+    targets = sorted(f"{name}:{t['current']}" for name, sigs in info.items() for t in sigs.values())
+    return " ".join([platform.machine(), *targets])
+
+
 def engine_digests() -> dict[str, str]:
     """`digest` of every scheduler of `ENGINE_SCHEDULERS` on every workload, with and
     without a window, with and without fixed placements, deciding every slot or at events;
@@ -156,8 +175,9 @@ def main(argv: list[str]) -> None:
         golden_frame().write_csv(WORKLOAD)
     expected = run_all(pl.read_csv(WORKLOAD))
     EXPECTED.write_text(json.dumps(expected, indent=2, sort_keys=True) + "\n")
-    digests = engine_digests()
-    ENGINE_EXPECTED.write_text(json.dumps(digests, indent=2, sort_keys=True) + "\n")
+    recorded = json.loads(ENGINE_EXPECTED.read_text()) if ENGINE_EXPECTED.exists() else {}
+    recorded[float_kernels()] = engine_digests()
+    ENGINE_EXPECTED.write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n")
     for name, v in expected.items():
         print(f"{name:17s} avg JCT {v['avg_jct_s'] / CONFIG.slot_s:6.2f} slots")
 
