@@ -524,7 +524,7 @@ def cmd_replay(args) -> int:
         ratio_text,
         replay_stage,
     )
-    from pipelines.replay_learned import FAMILIES
+    from pipelines.replay_learned import BASELINES, FAMILIES, check_baselines
     from tracelib.sim.replay import Unplaceable
 
     named = tuple(args.scheduler or ())
@@ -534,6 +534,15 @@ def cmd_replay(args) -> int:
     rules = tuple(n for n in named if n not in FAMILIES)
 
     try:
+        baselines = BASELINES
+        if args.arena_baseline:
+            if not learned and "all" not in named:
+                raise ReplayInputError(
+                    "--arena-baseline names the heuristics a learned family is compared with: "
+                    "name a family with --scheduler (dl2, harmony, chic, chic-pair, rl-taps)"
+                )
+            # Before the rules run: a misspelt name is said at once, not after them.
+            baselines = check_baselines(args.arena_baseline)
         window = None
         if args.window:
             start, _, end = args.window.partition(",")
@@ -572,7 +581,7 @@ def cmd_replay(args) -> int:
         with _display(args) as display, display.reporter.stage(f"replay {args.source_id}"):
             outcome = replay_stage(args.warehouse, cfg, display.reporter)
         clusters = [(run.factor, run.cluster) for run in outcome.capacities]
-        arenas = _learned_replay(args, learned, "all" in named, clusters, window)
+        arenas = _learned_replay(args, learned, "all" in named, clusters, window, baselines)
     except (ReplayInputError, Unplaceable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -643,10 +652,13 @@ def cmd_replay(args) -> int:
     return 0
 
 
-def _learned_replay(args, learned: tuple[str, ...], every: bool, clusters, window) -> list:
+def _learned_replay(
+    args, learned: tuple[str, ...], every: bool, clusters, window, baselines: tuple[str, ...]
+) -> list:
     """The learned families' whole-trace runs, one per (capacity, replay cluster) of
-    `clusters`, as [(capacity, LearnedReplayOutcome)] (empty when none is asked for); with
-    "all", every family that has a policy for the source."""
+    `clusters`, beside the arena heuristics `baselines`, as [(capacity,
+    LearnedReplayOutcome)] (empty when none is asked for); with "all", every family that has
+    a policy for the source."""
     from pipelines.replay_learned import (
         FAMILIES,
         LearnedReplayConfig,
@@ -667,6 +679,7 @@ def _learned_replay(args, learned: tuple[str, ...], every: bool, clusters, windo
             learned,
             gpus=cluster.total_gpus,
             servers=cluster,
+            baselines=baselines,
             seed=args.seed,
             block=args.block,
             window=window,
@@ -1113,6 +1126,15 @@ def build_parser(registry: Registry | None = None) -> argparse.ArgumentParser:
         "dl2, harmony, chic, chic-pair, rl-taps; or all (every rule and every family with a "
         "policy); repeat for several (default: fifo, sjf, srtf, drf, tetris, tiresias-las, "
         "fifo-fgd)",
+    )
+    replay.add_argument(
+        "--arena-baseline",
+        action="append",
+        metavar="SCHEDULER",
+        help="arena heuristic the learned families are compared with, on the same simulator "
+        "(repeat for several; default: optimus-events, drf, fifo). Optimus at every event is "
+        "the arena's best and, on a long trace, its slowest: e.g. --arena-baseline drf for a "
+        "quicker first answer",
     )
     replay.add_argument(
         "--servers",

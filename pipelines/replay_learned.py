@@ -54,7 +54,13 @@ import numpy as np
 import polars as pl
 
 from models.checkpoints import verify_registered
-from models.evaluation import EvalConfig, NotApplicable, evaluate, store_evaluation
+from models.evaluation import (
+    EvalConfig,
+    NotApplicable,
+    evaluate,
+    resolve_scheduler,
+    store_evaluation,
+)
 from models.torch_scope import scoped_torch
 from pipelines.progress import QUIET, Reporter
 from pipelines.replay import (
@@ -89,8 +95,30 @@ FAMILIES = {
 """Learned family (a `--scheduler` name) -> the `policies.system` of its arena policies."""
 
 BASELINES = ("optimus-events", "drf", "fifo")
-"""The arena's heuristics a learned family is compared with on the same simulator: the
-arena's best heuristic (Optimus deciding at every event), DL2's paper baseline and FIFO."""
+"""The arena's heuristics a learned family is compared with on the same simulator by default
+(`schedlab replay --arena-baseline` names others): the arena's best heuristic (Optimus
+deciding at every event), DL2's paper baseline and FIFO. Optimus at every event fits a
+speed model for every running job at every arrival and completion, which makes it the
+slowest scheduler of a long trace's replay."""
+
+
+def check_baselines(names: Sequence[str]) -> tuple[str, ...]:
+    """`names` as arena heuristics a learned family can be compared with (duplicates
+    dropped), or ReplayInputError naming the first that is not one: unknown in the arena,
+    or an oracle (it reads the simulator's truth, so it is no heuristic to beat)."""
+    if not names:
+        raise ReplayInputError("a learned replay needs an arena heuristic to compare with")
+    for name in names:
+        try:
+            policy = resolve_scheduler(name)
+        except NotApplicable as exc:
+            raise ReplayInputError(f"arena baseline {name!r}: {exc}") from None
+        if policy.uses_oracle:
+            raise ReplayInputError(
+                f"arena baseline {name!r} reads the simulator's true speeds: an oracle is a "
+                "reference, not a heuristic a learned family is judged against"
+            )
+    return tuple(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
@@ -127,6 +155,7 @@ class LearnedReplayConfig:
             )
         if not self.gpus > 0:
             raise ReplayInputError("a learned replay needs a cluster with GPUs")
+        check_baselines(self.baselines)
 
     @property
     def workload_set(self) -> str:

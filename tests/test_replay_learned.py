@@ -152,6 +152,40 @@ def test_rl_taps_runs_on_a_cluster_it_was_not_trained_for(trained, capsys):
     assert runs["n_jobs"].n_unique() == 1
 
 
+def test_the_arena_baselines_are_the_user_s_to_name(trained, capsys):
+    """`--arena-baseline`: the learned family is judged against the heuristics named (a
+    name given twice runs once); an oracle, an unknown name, or the flag with no family is
+    a clear error before anything runs."""
+    warehouse, source = trained
+    argv = ["replay", source, "--servers", "4", "--scheduler", "fifo", "--quiet"]
+    for bad, message in (
+        (["--scheduler", "rl-taps", "--arena-baseline", "optimus-oracle"], "an oracle"),
+        (["--scheduler", "rl-taps", "--arena-baseline", "lottery"], "'lottery'"),
+        (["--arena-baseline", "drf"], "name a family with --scheduler"),
+    ):
+        assert main([*argv, *bad]) == 2
+        err = capsys.readouterr().err
+        assert message in err
+        assert "Traceback" not in err
+    with connect(warehouse, read_only=True) as con:
+        assert _runs(con, source).height == 0
+        [(rules,)] = con.sql("SELECT count(*) FROM eval_runs").fetchall()
+    chosen = ["--arena-baseline", "drf", "--arena-baseline", "tetris", "--arena-baseline", "drf"]
+    assert main([*argv, "--scheduler", "rl-taps", *chosen]) == 0
+    assert "best heuristic " in capsys.readouterr().out
+    with connect(warehouse, read_only=True) as con:
+        runs = _runs(con, source)
+        best = read_frame(
+            con,
+            "SELECT DISTINCT best_heuristic FROM eval_summary WHERE workload_set = ?",
+            [f"replay-arena:{source}"],
+        )["best_heuristic"].to_list()
+        [(after,)] = con.sql("SELECT count(*) FROM eval_runs").fetchall()
+    assert runs["scheduler"].to_list() == ["drf", "rl-taps", "tetris"]
+    assert len(best) == 1 and best[0] in ("drf", "tetris")
+    assert after > rules  # the rules' rows and the arena's
+
+
 def test_the_what_if_capacities_run_the_learned_families_too(trained, capsys):
     """`--capacity` replays a learned family at each capacity as it does the rules: one
     evaluation per capacity on that capacity's cluster, each printed with its factor, and
