@@ -539,7 +539,7 @@ def cmd_replay(args) -> int:
             if not learned and "all" not in named:
                 raise ReplayInputError(
                     "--arena-baseline names the heuristics a learned family is compared with: "
-                    "name a family with --scheduler (dl2, harmony, chic, chic-pair, rl-taps)"
+                    f"name a family with --scheduler ({', '.join(FAMILIES)})"
                 )
             # Before the rules run: a misspelt name is said at once, not after them.
             baselines = check_baselines(args.arena_baseline)
