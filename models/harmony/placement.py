@@ -42,12 +42,12 @@ from tracelib.envs.environments import PlacementEnv
 from tracelib.envs.observation import (
     PlacementActions,
     PlacementDraft,
+    PlacementEncoding,
     PlacementObsConfig,
-    encode_placement,
     placement_job_features,
     placement_server_features,
 )
-from tracelib.sim.cluster import byte_rows
+from tracelib.sim.cluster import row_classes
 from tracelib.sim.snapshot import Allocation, JobPlacement, JobView, Placement, Snapshot
 
 MASKED = torch.finfo(torch.float32).min
@@ -301,10 +301,12 @@ class _PairBody(nn.Module):
         self.head = nn.Sequential(*layers)
 
     def _embed(
-        self, obs: torch.Tensor
+        self, obs: torch.Tensor, classes: tuple[np.ndarray, np.ndarray] | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(B, obs_dim) -> job embeddings (B, N', E), server embeddings (B, M, E), each
-        pair's per-model task counts (B, N', M, 2) and the context (B, E)."""
+        pair's per-model task counts (B, N', M, 2) and the context (B, E). `classes`, for
+        B = 1: each server's class (M,) and one server of each class (K,), servers of a
+        class having equal rows; their rows are embedded once (the same numbers)."""
         c = self.cfg
         b, n, m = obs.shape[0], c.window, c.n_servers
         split = n * c.job_features
@@ -312,14 +314,21 @@ class _PairBody(nn.Module):
         servers = obs[:, split:].reshape(b, m, c.server_features)  # (B, M, Fs)
         d = servers[:, :, self.base :].reshape(b, m, n, 2).transpose(1, 2)  # (B, N', M, 2)
         je = torch.relu(self.job(jobs))  # (B, N', E)
-        se = torch.relu(self.server(servers[:, :, : self.base]))  # (B, M, E)
+        if classes is None:
+            se = torch.relu(self.server(servers[:, :, : self.base]))  # (B, M, E)
+        else:
+            which, first = classes
+            if len(first) < MIN_ROWS:  # see MIN_ROWS: repeats, never read
+                first = np.concatenate([first, np.repeat(first[:1], MIN_ROWS - len(first))])
+            once = torch.relu(self.server(servers[0, torch.from_numpy(first), : self.base]))
+            se = once[torch.from_numpy(which)][None]  # (1, M, E)
         ctx = torch.relu(self.summary(torch.cat([je.mean(1), se.mean(1)], dim=1)))  # (B, E)
         return je, se, d, ctx
 
-    def cell_logits(self, obs: torch.Tensor, cells: torch.Tensor) -> torch.Tensor:
-        """(1, obs_dim), (N', M) bool -> (1, 2N'M): the worker and PS logits of the
-        (job row, server) cells in `cells`, 0 elsewhere (the caller masks them), each
-        `forward`'s bit for bit. Inference only.
+    def cell_scores(self, obs: torch.Tensor, cells: np.ndarray) -> np.ndarray:
+        """(1, obs_dim), (N', M) bool -> (P, 2) float32: the worker and PS logits of the P
+        (job row, server) cells in `cells`, in `np.nonzero` order, each `forward`'s bit for
+        bit. Inference only.
 
         Most servers look alike to a job (idle ones, or those holding none of the window's
         tasks at the same load), and a pair's logits depend only on its input, so each
@@ -328,25 +337,42 @@ class _PairBody(nn.Module):
         can differ in the last bit, so at least `MIN_ROWS` rows are scored (repeats)."""
         c = self.cfg
         n, m = c.window, c.n_servers
-        je, se, d, ctx = self._embed(obs)
-        ni, mi = cells.nonzero(as_tuple=True)  # P scored cells
         # A cell's input is its row's job embedding, its server's embedding, their task
-        # counts and the context: cells alike in row, server embedding and counts have the
-        # same input. Found by the bytes of those (`byte_rows`, several times faster than
-        # torch's unique over rows).
-        first, which = byte_rows(
-            torch.cat([ni[:, None].float(), se[0, mi], d[0, ni, mi]], dim=1).numpy()
-        )
-        first = torch.from_numpy(first)
-        dn, dm = ni[first], mi[first]  # U distinct cells
-        distinct = torch.cat(
-            [je[0, dn], se[0, dm], d[0, dn, dm], ctx[0][None].expand(len(dn), -1)], dim=-1
-        )  # (U, 3E + 2)
-        if len(distinct) < MIN_ROWS:
-            distinct = torch.cat([distinct, distinct[:1].expand(MIN_ROWS - len(distinct), -1)])
-        scored = self.head(distinct)[torch.from_numpy(which)]  # (P, 2)
-        out = obs.new_zeros(n, m, 2).index_put((ni, mi), scored)  # (N', M, 2)
-        return out.permute(0, 2, 1).reshape(1, 2 * n * m)  # action (2i + role) * M + m
+        # counts and the context. Servers with equal observation rows (their resources and
+        # every window job's tasks there) form one class, embedded once, and cells of one
+        # row and one class have the same input. Cells of two classes may still share an
+        # input; they are scored twice, to the same bits.
+        rows = obs[0, n * c.job_features :].reshape(m, c.server_features).numpy()  # (M, Fs)
+        server_class, first_server = row_classes(rows)
+        je, se, _, ctx = self._embed(obs, (server_class, first_server))
+        ni, mi = np.nonzero(cells)  # P cells
+        k = len(first_server)
+        pair = ni * k + server_class[mi]  # (P,) its (row, class) pair
+        present = np.zeros(n * k, dtype=bool)
+        present[pair] = True
+        kinds = np.flatnonzero(present)  # U distinct pairs
+        which = (np.cumsum(present) - 1)[pair]  # (P,) each cell's pair among them
+        dn, dm = kinds // k, first_server[kinds % k]  # a cell of each
+        # The pair MLP's input rows, copied in numpy (a few calls instead of torch's gathers):
+        # job embedding, server embedding, the job's tasks on the server, context.
+        e = c.row_embed
+        distinct = np.zeros((max(len(kinds), MIN_ROWS), 3 * e + 2), dtype=np.float32)
+        distinct[: len(kinds), :e] = je[0].numpy()[dn]
+        distinct[: len(kinds), e : 2 * e] = se[0].numpy()[dm]
+        distinct[: len(kinds), 2 * e : 2 * e + 2] = rows[
+            dm[:, None], self.base + 2 * dn[:, None] + (0, 1)
+        ]
+        distinct[:, 2 * e + 2 :] = ctx[0].numpy()
+        distinct[len(kinds) :] = distinct[0]  # see MIN_ROWS: repeats, never read
+        return self.head(torch.from_numpy(distinct)).numpy()[which]  # (P, 2)
+
+    def cell_logits(self, obs: torch.Tensor, cells: np.ndarray) -> torch.Tensor:
+        """(1, obs_dim), (N', M) bool -> (1, 2N'M): `cell_scores` in the action layout, 0
+        outside `cells` (the caller masks them)."""
+        n, m = self.cfg.window, self.cfg.n_servers
+        out = np.zeros((n, m, 2), dtype=np.float32)
+        out[np.nonzero(cells)] = self.cell_scores(obs, cells)
+        return torch.from_numpy(out.transpose(0, 2, 1).reshape(1, 2 * n * m))
 
     def forward(self, obs: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         """Logits of every action; with `rows` (B, N') bool, only the pairs of those job
@@ -396,13 +422,47 @@ class PolicyNet(nn.Module):
     def greedy_logits(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """`masked_logits` of one observation (1, obs_dim), (1, 2N'M): the same numbers
         where `mask` allows. The pair head scores each distinct (job row, server) input the
-        mask allows once (`_PairBody.cell_logits`). Inference only: training's gradients
+        mask allows once (`_PairBody.cell_scores`). Inference only: training's gradients
         keep `masked_logits`' sums."""
         if self.cfg.head == "pair":
             c = self.cfg
-            cells = mask.reshape(c.window, 2, c.n_servers).any(dim=1)  # (N', M)
+            cells = mask.reshape(c.window, 2, c.n_servers).any(dim=1).numpy()  # (N', M)
             return self.body.cell_logits(obs, cells).masked_fill(~mask, MASKED)
         return self.masked_logits(obs, mask)
+
+    def greedy_action(
+        self,
+        obs: torch.Tensor,
+        mask: np.ndarray,
+        row: Callable[[int, int], np.ndarray] | None = None,
+    ) -> int | None:
+        """The argmax of `greedy_logits(obs, mask)` (the lowest action among equal logits)
+        for one observation (1, obs_dim) and its mask (2N'M,) bool with some action
+        allowed. With `row` (`PlacementDraft.candidates`), `mask` is a superset of the
+        allowed actions and `row(i, role)` (M,) tells which of job row i's `role` actions
+        are: the best action it allows, None if it allows none. The pair head reads the
+        candidates' logits from `cell_scores` without laying out all 2N'M of them."""
+        c = self.cfg
+        n, m = c.window, c.n_servers
+        allowed = np.flatnonzero(mask)  # ascending, as the argmax breaks ties
+        row_role, server = np.divmod(allowed, m)
+        if c.head == "pair":
+            cells = mask.reshape(n, 2, m).any(axis=1)  # (N', M)
+            scores = self.body.cell_scores(obs, cells)  # (P, 2)
+            at = np.zeros((n, m), dtype=np.intp)
+            at[cells] = np.arange(len(scores))
+            values = scores[at[row_role >> 1, server], row_role & 1]
+        else:
+            values = self.masked_logits(obs, torch.from_numpy(mask)[None])[0].numpy()[allowed]
+        if row is None:
+            return int(allowed[np.argmax(values)])
+        # Best first, equal logits in action order (a stable sort): the first allowed one is
+        # the argmax over the allowed actions.
+        for k in np.argsort(-values, kind="stable"):
+            rr = int(row_role[k])
+            if row(rr >> 1, rr & 1)[server[k]]:
+                return int(allowed[k])
+        return None
 
 
 class ValueNet(nn.Module):
@@ -457,15 +517,21 @@ class HarmonyPolicy:
         obs_cfg = self.cfg.obs_config()
         draft = PlacementDraft.start(snap, counts, obs_cfg.window)
         actions = PlacementActions(obs_cfg.window, snap.cluster.n_servers)
+        encoding = PlacementEncoding(draft, obs_cfg)
+        obs = torch.from_numpy(encoding.obs)[None]  # shares its memory: current at each step
         with torch.no_grad():
             while True:
-                mask = draft.mask(obs_cfg)
-                if not mask.any():
+                # Only the rows of the best candidates are checked (`PlacementDraft.candidates`):
+                # the same action as the argmax over `draft.mask`.
+                candidates, row = draft.candidates(obs_cfg)
+                if not candidates.any():
                     break
-                obs = torch.from_numpy(encode_placement(draft, obs_cfg))[None]
-                logits = self.net.greedy_logits(obs, torch.from_numpy(mask)[None])
-                i, role, server = actions.decode(int(logits.argmax()))
+                action = self.net.greedy_action(obs, candidates, row)
+                if action is None:
+                    break
+                i, role, server = actions.decode(action)
                 draft.place(i, role, server)
+                encoding.placed(i, server)
         return decision_of(draft)
 
     def resized(self, n_servers: int, window: int) -> HarmonyPolicy:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
@@ -44,6 +45,7 @@ from models.harmony.train import (
     _Worker,
     train_placement,
 )
+from tests.sim.views import queue_draft
 from tracelib.contracts import InterferenceSamples
 from tracelib.envs.environments import PlacementEnv, PlacementEnvConfig
 from tracelib.gavel import GavelConfig, gavel_samples, read_gavel
@@ -430,7 +432,7 @@ def test_greedy_reference_with_the_true_model_beats_load_balancing():
     assert jct["greedy"] < jct["load-balancing"]
 
 
-def test_greedy_logits_score_each_distinct_pair_once_and_equal_the_masked_logits_bit_for_bit():
+def test_greedy_inference_scores_each_distinct_pair_once_and_equals_the_masked_logits_bit_for_bit():
     # The run's sizes (hidden layers, embedding) so the matrix products take the kernels a
     # replay takes; servers repeat three templates of resources and, independently, two of
     # the window jobs' task counts, as idle and equally loaded servers do.
@@ -460,8 +462,37 @@ def test_greedy_logits_score_each_distinct_pair_once_and_equal_the_masked_logits
         for grid in cases:
             mask = torch.from_numpy(grid.reshape(1, -1))
             fast = net.greedy_logits(obs, mask)
-            assert torch.equal(fast, net.masked_logits(obs, mask)), int(grid.sum())
-            assert int(fast.argmax()) == int(net.masked_logits(obs, mask).argmax())
+            full = net.masked_logits(obs, mask)
+            assert torch.equal(fast, full), int(grid.sum())
+            assert net.greedy_action(obs, grid.reshape(-1)) == int(full.argmax())
+
+
+def test_greedy_action_over_candidates_is_the_argmax_over_the_mask():
+    # The policy scores the tasks that fit (`PlacementDraft.candidates`) and counts first
+    # fit only for the rows of its best candidates: its action must be the argmax over the
+    # mask (None when the mask allows nothing), also where its best candidates are not
+    # allowed.
+    rng = np.random.default_rng(0)
+    torch.manual_seed(0)
+    passed_over = nothing = 0
+    with torch.no_grad():
+        for _ in range(60):
+            draft = queue_draft(rng)
+            n, m = len(draft.jobs), len(draft.free)
+            net = PolicyNet(HarmonyNetConfig(window=n, n_servers=m))
+            obs = torch.rand(1, net.cfg.obs_dim)
+            mask = draft.mask(SimpleNamespace(window=n))
+            candidates, row = draft.candidates(SimpleNamespace(window=n))
+            got = net.greedy_action(obs, candidates, row)
+            if not mask.any():
+                assert got is None
+                nothing += 1
+                continue
+            want = int(net.masked_logits(obs, torch.from_numpy(mask)[None]).argmax())
+            assert got == want
+            best = int(net.masked_logits(obs, torch.from_numpy(candidates)[None]).argmax())
+            passed_over += best != want
+    assert passed_over and nothing, (passed_over, nothing)  # both cases were met
 
 
 def test_pair_head_scores_only_the_rows_the_mask_allows_and_agrees_with_all_rows():

@@ -12,7 +12,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from models.heuristics import make_scheduler
-from tests.sim.views import random_pool, random_snapshot
+from tests.sim.views import queue_draft, random_free, random_pool, random_snapshot
 from tests.sim.workloads import NOISY, dl2_jobs
 from tracelib.catalogue import DL2_CATALOGUE
 from tracelib.envs import (
@@ -24,9 +24,12 @@ from tracelib.envs import (
     PlacementObsConfig,
 )
 from tracelib.envs.observation import (
+    PlacementActions,
     PlacementDraft,
+    PlacementEncoding,
     allocation_features,
     encode_allocation,
+    encode_placement,
     placement_job_features,
     placement_server_features,
 )
@@ -294,13 +297,6 @@ def _assert_mask_is_first_fit(draft) -> None:
         assert np.array_equal(draft.free, free)  # the check changes nothing
 
 
-def _random_free(rng: np.random.Generator, low: int, high: int) -> np.ndarray:
-    """(M, 3) free resources of low..high servers in random states (full, empty, between)."""
-    cap = np.array([8.0, 32.0, 64.0])
-    m = int(rng.integers(low, high))
-    return np.round(cap * rng.random((m, 3)) ** rng.choice([0.3, 1.0, 3.0]))
-
-
 @pytest.mark.parametrize("seed", range(3))
 def test_placement_mask_is_first_fit_on_large_clusters(seed):
     # Drafts of 30-80 servers in random states (full, empty, between), tasks that use some
@@ -308,7 +304,7 @@ def test_placement_mask_is_first_fit_on_large_clusters(seed):
     # tasks stops, the case the mask settles without counting each candidate.
     rng = np.random.default_rng(seed)
     for _ in range(150):
-        free = _random_free(rng, 30, 80)
+        free = random_free(rng, 30, 80)
         worker = np.array([rng.choice([0, 1, 2]), rng.choice([0, 1, 4]), rng.choice([0, 2, 8])])
         ps = np.array([0, rng.choice([0, 1, 2]), rng.choice([0, 2, 4])])
         need = np.array([[rng.integers(0, 30), rng.integers(0, 6)]])
@@ -322,7 +318,7 @@ def test_placement_mask_offers_a_job_only_the_gpu_types_it_accepts(seed):
     # counts only those servers too. Task by task, first fit agrees.
     rng = np.random.default_rng(seed)
     for _ in range(100):
-        free = _random_free(rng, 20, 60)
+        free = random_free(rng, 20, 60)
         types = rng.choice(np.array(["T4", "V100", None], dtype=object), len(free))
         accepts = frozenset(rng.choice(["T4", "V100"], int(rng.integers(1, 3)), replace=False))
         worker = np.array([rng.choice([1, 2]), rng.choice([1, 4]), rng.choice([2, 8])])
@@ -341,23 +337,8 @@ def test_placement_mask_of_jobs_alike_and_unlike_is_each_jobs_first_fit(seed):
     # must still be that job's own first fit.
     rng = np.random.default_rng(seed)
     for _ in range(40):
-        free = _random_free(rng, 10, 40)
-        m = len(free)
-        typed = rng.random(m) < 0.5
-        worker = (float(rng.choice([1, 2])), float(rng.choice([1, 4])), float(rng.choice([2, 8])))
-        jobs, need, allowed = [], [], []
-        for _ in range(6):
-            ps = (0.0, float(rng.choice([1, 2])), float(rng.choice([2, 4])))
-            jobs.append(SimpleNamespace(worker_demand=worker, ps_demand=ps))
-            need.append([rng.integers(1, 12), rng.integers(0, 3)])
-            allowed.append((typed if rng.random() < 0.5 else None, None))
-        jobs += jobs[:4]  # two jobs exactly alike others, two needing more PSs
-        need += need[:2] + [[w, p + rng.integers(5, 40)] for w, p in need[2:4]]
-        allowed += allowed[:4]
-        draft = PlacementDraft.__new__(PlacementDraft)
-        draft.jobs, draft.free, draft.allowed = tuple(jobs), free, tuple(allowed)
-        draft.need = np.array(need, dtype=np.int64)
-        draft.placed = [([], []) for _ in jobs]
+        draft = queue_draft(rng)
+        jobs, m = draft.jobs, len(draft.free)
         mask = draft.mask(SimpleNamespace(window=len(jobs))).reshape(len(jobs), 2, m)
         for i in range(len(jobs)):
             for role in (0, 1):
@@ -366,6 +347,66 @@ def test_placement_mask_of_jobs_alike_and_unlike_is_each_jobs_first_fit(seed):
                     for s in range(m)
                 ]
                 assert mask[i, role].tolist() == want, (i, role)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_placement_candidates_hold_the_mask_and_give_its_rows(seed):
+    # `candidates` is what fits one task (a superset of the mask) on the mask's open rows,
+    # and its `row` is the mask's row: a greedy policy that checks only the rows of its
+    # best candidates picks from the mask. Before and after a job has a task placed (then
+    # only that job's rows are open).
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        draft = queue_draft(rng)
+        n, m = len(draft.jobs), len(draft.free)
+        cfg = SimpleNamespace(window=n)
+        for _step in range(3):
+            mask = draft.mask(cfg).reshape(n, 2, m)
+            candidates, row = draft.candidates(cfg)
+            candidates = candidates.reshape(n, 2, m)
+            pending = [i for i in range(n) if draft.need[i].any()]
+            started = [i for i in pending if draft.placed[i][0] or draft.placed[i][1]]
+            for i in range(n):
+                for role in (0, 1):
+                    if i not in (started or pending) or draft.need[i, role] == 0:
+                        assert not candidates[i, role].any()
+                        continue
+                    fits = np.all(draft.free >= draft.demand(i, role) - 1e-9, axis=1)
+                    if draft.allowed[i][role] is not None:
+                        fits &= draft.allowed[i][role]
+                    assert candidates[i, role].tolist() == fits.tolist(), (i, role)
+                    assert row(i, role).tolist() == mask[i, role].tolist(), (i, role)
+            assert not (mask & ~candidates).any()
+            if not mask.any():
+                break
+            i, role, server = np.unravel_index(rng.choice(np.flatnonzero(mask)), mask.shape)
+            draft.place(int(i), int(role), int(server))
+
+
+@pytest.mark.parametrize("job_placement", [True, False])
+def test_placement_encoding_kept_current_is_the_draft_encoded_anew_bit_for_bit(job_placement):
+    # Along random episodes: after each task, re-encoding only its job's and its server's
+    # rows must give every bit of encoding the whole draft again.
+    env = place_env(6)
+    env.cfg = replace(env.cfg, obs=replace(env.cfg.obs, job_placement=job_placement))
+    rng = np.random.default_rng(1)
+    env.reset(seed=1)
+    layout = PlacementActions(env.cfg.obs.window, env.n_servers)
+    encoding, checked = None, 0
+    for _ in range(300):
+        draft = env.draft
+        if encoding is None or encoding.draft is not draft:
+            encoding = PlacementEncoding(draft, env.cfg.obs)
+        assert encoding.obs.tobytes() == encode_placement(draft, env.cfg.obs).tobytes()
+        checked += 1
+        action = int(rng.choice(np.flatnonzero(env.action_masks())))
+        _, _, term, trunc, _ = env.step(action)
+        if term or trunc:
+            break
+        if env.draft is draft:
+            i, _, server = layout.decode(action)
+            encoding.placed(i, server)
+    assert checked > 50
 
 
 @pytest.mark.parametrize("n_servers", [3, 6, 24])

@@ -25,7 +25,9 @@ from tracelib.sim.cluster import (
     FreePool,
     _share_add,
     _share_remove,
+    byte_rows,
     is_share,
+    row_classes,
     summed_demands,
     task_arrays,
 )
@@ -417,3 +419,22 @@ def test_kinds_full_only_when_no_job_of_the_rest_can_take_a_task(seed):
         answers.append(got)
         _take_tasks(pool, jobs[rng.integers(120)])
     assert True in answers and False in answers
+
+
+def test_row_classes_group_rows_by_their_bytes_in_order_of_appearance():
+    rows = np.array([[1, 0], [2, 0], [1, 0], [0, -0.0], [0, 0], [2, 0]], dtype=np.float32)
+    which, first = row_classes(rows)
+    # -0.0 and 0.0 differ in their bytes: two classes, as `byte_rows` has them.
+    assert which.tolist() == [0, 1, 0, 2, 3, 1]
+    assert first.tolist() == [0, 1, 3, 4]
+    assert (rows[first][which] == rows).all()
+    rng = np.random.default_rng(0)
+    rows = rng.integers(0, 3, (300, 4)).astype(np.float64)
+    which, first = row_classes(rows)
+    _, groups = byte_rows(rows)
+    # The same partition as sorting by bytes; each class's first row is its lowest.
+    assert len(first) == len(set(groups.tolist()))
+    assert all(len(set(groups[which == k].tolist())) == 1 for k in range(len(first)))
+    assert [int(np.flatnonzero(which == k)[0]) for k in range(len(first))] == first.tolist()
+    which, first = row_classes(np.zeros((0, 3)))
+    assert which.tolist() == [] and first.tolist() == []

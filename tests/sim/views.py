@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from tracelib.catalogue import DL2_CATALOGUE, JobType
 from tracelib.envs.environments import ExternalPolicy
+from tracelib.envs.observation import PlacementDraft
 from tracelib.sim import ClusterConfig, SimConfig, Simulator
 from tracelib.sim.cluster import FreePool
 from tracelib.sim.config import ServerGroup
@@ -76,3 +78,36 @@ def random_pool(snap: Snapshot, rng: np.random.Generator) -> FreePool:
     cap = snap.cluster.capacity
     used = np.floor(rng.random(cap.shape) * rng.random() * (cap + 1.0))
     return snap.cluster.pool(free=cap - np.minimum(used, cap))
+
+
+def random_free(rng: np.random.Generator, low: int, high: int) -> np.ndarray:
+    """(M, 3) free resources of low..high servers in random states (full, empty, between)."""
+    cap = np.array([8.0, 32.0, 64.0])
+    m = int(rng.integers(low, high))
+    return np.round(cap * rng.random((m, 3)) ** rng.choice([0.3, 1.0, 3.0]))
+
+
+def queue_draft(rng: np.random.Generator, low: int = 10, high: int = 40) -> PlacementDraft:
+    """A placement draft without a snapshot: ten waiting jobs on low..high servers in random
+    states. Six jobs share a worker demand and differ in their PS demand, what they still
+    need and the GPU types they accept (half the servers are of a type some accept); two
+    more are exactly like the first two and two like the next two but needing more PSs.
+    Nothing is placed yet."""
+    free = random_free(rng, low, high)
+    typed = rng.random(len(free)) < 0.5
+    worker = (float(rng.choice([1, 2])), float(rng.choice([1, 4])), float(rng.choice([2, 8])))
+    jobs, need, allowed = [], [], []
+    for _ in range(6):
+        ps = (0.0, float(rng.choice([1, 2])), float(rng.choice([2, 4])))
+        jobs.append(SimpleNamespace(worker_demand=worker, ps_demand=ps, type_index=0))
+        need.append([rng.integers(1, 12), rng.integers(0, 3)])
+        allowed.append((typed if rng.random() < 0.5 else None, None))
+    jobs += jobs[:4]  # two jobs exactly alike others, two needing more PSs
+    need += need[:2] + [[w, p + rng.integers(5, 40)] for w, p in need[2:4]]
+    allowed += allowed[:4]
+    draft = PlacementDraft.__new__(PlacementDraft)
+    draft.jobs, draft.free, draft.allowed = tuple(jobs), free, tuple(allowed)
+    draft.need = np.array(need, dtype=np.int64)
+    draft.placed = [([], []) for _ in jobs]
+    draft.tasks = np.zeros((len(free), 1))
+    return draft

@@ -29,6 +29,7 @@ it (running jobs and this decision's) / `tasks_scale`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -357,22 +358,55 @@ class PlacementDraft:
         complete, and a task may go only where the job's remaining tasks still fit (checked
         by first fit), so a decision never ends with a half-placed job. First fit can miss
         a packing that exists; the mask is conservative, never permissive."""
-        m = self.free.shape[0]
-        out = np.zeros((cfg.window, 2, m), dtype=bool)
+        out = np.zeros((cfg.window, 2, self.free.shape[0]), dtype=bool)
+        row = self._mask_rows()
+        for i, role in self._open_rows():
+            out[i, role] = row(i, role)
+        return out.reshape(-1)
+
+    def candidates(
+        self, cfg: PlacementObsConfig
+    ) -> tuple[np.ndarray, Callable[[int, int], np.ndarray]]:
+        """`mask` in two parts, for a policy that needs only its best allowed action:
+        (2 * N' * M,) bool, where the task fits on the server (a superset of `mask`: its
+        rows, without the first-fit check of the job's other tasks), and `row(i, role)`,
+        `mask`'s row (M,) of job i's next task of `role`, counted when first asked. Both
+        hold until the next `place`. Most of `mask`'s cost is the first-fit counts of rows
+        a greedy policy does not pick; with these it counts only the rows of its best
+        candidates."""
+        out = np.zeros((cfg.window, 2, self.free.shape[0]), dtype=bool)
+        fits: dict[tuple, np.ndarray] = {}
+        for i, role in self._open_rows():
+            allowed = self.allowed[i][role] if self.allowed else None
+            demand = self.jobs[i].worker_demand if role == 0 else self.jobs[i].ps_demand
+            key = (tuple(demand), None if allowed is None else allowed.tobytes())
+            if key not in fits:
+                fits[key] = self._fits(i, role)
+            out[i, role] = fits[key]
+        return out.reshape(-1), self._mask_rows()
+
+    def _open_rows(self) -> list[tuple[int, int]]:
+        """The (job row, role) rows of the mask that may allow something: once a job has
+        a task placed, only its own; else every job's with a task of that role to place."""
         pending = [i for i in range(len(self.jobs)) if self.need[i].any()]
         started = [i for i in pending if self.placed[i][0] or self.placed[i][1]]
-        # A job's row depends only on the free resources, its demands, what it still needs
-        # and the servers it may use: jobs alike (same model and allocation, as most of a
-        # queue is) share one count (half the rows of a replay's decisions).
+        return [(i, role) for i in started or pending for role in (0, 1) if self.need[i, role] > 0]
+
+    def _mask_rows(self) -> Callable[[int, int], np.ndarray]:
+        """(i, role) -> the mask's row (M,), each counted once for the current state: a
+        job's row depends only on the free resources, its demands, what it still needs and
+        the servers it may use, so jobs alike (same model and allocation, as most of a
+        queue is) share one count (half the rows of a replay's decisions)."""
         rows: dict[tuple, np.ndarray] = {}
-        for i in started or pending:
-            for role in (0, 1):
-                if self.need[i, role] > 0:
-                    key = self._row_key(i, role)
-                    if key not in rows:
-                        rows[key] = self._completable(i, role)
-                    out[i, role] = rows[key]
-        return out.reshape(-1)
+
+        def row(i: int, role: int) -> np.ndarray:
+            key = self._row_key(i, role)
+            found = rows.get(key)
+            if found is None:
+                found = rows[key] = self._completable(i, role)
+            return found
+
+        return row
 
     def _row_key(self, i: int, role: int) -> tuple:
         """What job i's mask row of `role` depends on besides the free resources."""
@@ -403,9 +437,7 @@ class PlacementDraft:
         demands = (self.demand(i, 0), self.demand(i, 1))
         own = demands[role]
         allowed = self.allowed[i] if self.allowed else (None, None)
-        fits = np.all(self.free >= own - _TOL, axis=1)  # (M,)
-        if allowed[role] is not None:
-            fits &= allowed[role]
+        fits = self._fits(i, role)
         need = self.need[i].copy()
         need[role] -= 1
         cand = np.flatnonzero(fits)
@@ -423,6 +455,14 @@ class PlacementDraft:
         ok[cand] = _first_fit(free, demands, need, allowed)[0]
         return ok
 
+    def _fits(self, i: int, role: int) -> np.ndarray:
+        """(M,) bool: one task of job i's `role` fits on the server, of a type it may use."""
+        fits = np.all(self.free >= self.demand(i, role) - _TOL, axis=1)
+        allowed = self.allowed[i][role] if self.allowed else None
+        if allowed is not None:
+            fits &= allowed
+        return fits
+
     def place(self, i: int, role: int, server: int) -> None:
         """Put one task; the caller has checked the mask."""
         self.free[server] -= self.demand(i, role)
@@ -437,32 +477,74 @@ class PlacementDraft:
 
 def encode_placement(draft: PlacementDraft, cfg: PlacementObsConfig) -> np.ndarray:
     """Flat float32 observation: (N', L + 6) job rows then (M, 3 + L [+ 2N']) server rows."""
-    snap = draft.snap
-    n_types = len(snap.catalogue)
-    jobs = np.zeros((cfg.window, n_types + len(PLACEMENT_SCALARS)), dtype=np.float32)
-    log_scale = math.log1p(cfg.epochs_scale)
-    for i, job in enumerate(draft.jobs):
-        jobs[i, job.type_index] = 1.0
-        row = jobs[i, n_types:]
-        row[0] = min(math.log1p(job.remaining_epochs_est) / log_scale, 1.0)
-        row[1] = draft.need[i, 0] / job.max_workers
-        row[2] = draft.need[i, 1] / job.max_workers
-        row[3] = len(draft.placed[i][0]) / job.max_workers
-        row[4] = len(draft.placed[i][1]) / job.max_workers
-        row[5] = 1.0
-    cap = snap.cluster.capacity
-    free = np.divide(draft.free, cap, out=np.zeros_like(draft.free), where=cap > 0)
-    tasks = np.minimum(draft.tasks / cfg.tasks_scale, 1.0)
+    jobs = np.zeros((cfg.window, len(draft.snap.catalogue) + len(PLACEMENT_SCALARS)), np.float32)
+    for i in range(len(draft.jobs)):
+        _encode_job(draft, cfg, i, jobs[i])
+    servers = _encode_servers(draft, cfg, slice(None))
+    return np.concatenate([jobs.reshape(-1), servers.reshape(-1)])
+
+
+def _encode_job(draft: PlacementDraft, cfg: PlacementObsConfig, i: int, row: np.ndarray) -> None:
+    """Job row i (L + 6,) into `row` (zeros or the row's previous encoding)."""
+    job = draft.jobs[i]
+    n_types = len(draft.snap.catalogue)
+    row[job.type_index] = 1.0
+    scalars = row[n_types:]
+    scalars[0] = min(math.log1p(job.remaining_epochs_est) / math.log1p(cfg.epochs_scale), 1.0)
+    scalars[1] = draft.need[i, 0] / job.max_workers
+    scalars[2] = draft.need[i, 1] / job.max_workers
+    scalars[3] = len(draft.placed[i][0]) / job.max_workers
+    scalars[4] = len(draft.placed[i][1]) / job.max_workers
+    scalars[5] = 1.0
+
+
+def _encode_servers(
+    draft: PlacementDraft, cfg: PlacementObsConfig, rows: slice | list[int]
+) -> np.ndarray:
+    """The server rows `rows` of the observation, (len(rows), 3 + L [+ 2N']) float32: each
+    entry from its own server alone, so a few rows encode as they do among all."""
+    cap = draft.snap.cluster.capacity[rows]
+    held = draft.free[rows]
+    free = np.divide(held, cap, out=np.zeros_like(held), where=cap > 0)
+    tasks = np.minimum(draft.tasks[rows] / cfg.tasks_scale, 1.0)
     parts = [np.clip(free, 0.0, 1.0), tasks]
     if cfg.job_placement:
-        m = len(free)
-        own = np.zeros((m, cfg.window, 2))  # (M, N', worker/PS)
+        m = draft.free.shape[0]
+        own = np.zeros((len(free), cfg.window, 2))  # (rows, N', worker/PS)
         for i, (w_on, p_on) in enumerate(draft.placed):
             # Most rows have nothing placed yet; counts are whole numbers, exact as floats.
             if w_on or p_on:
-                own[:, i, 0] = np.bincount(w_on, minlength=m)
-                own[:, i, 1] = np.bincount(p_on, minlength=m)
+                own[:, i, 0] = _tasks_on(w_on, m, rows)
+                own[:, i, 1] = _tasks_on(p_on, m, rows)
                 own[:, i] /= draft.jobs[i].max_workers
         parts.append(own.reshape(len(free), -1))
-    servers = np.concatenate(parts, axis=1).astype(np.float32)
-    return np.concatenate([jobs.reshape(-1), servers.reshape(-1)])
+    return np.concatenate(parts, axis=1).astype(np.float32)
+
+
+def _tasks_on(on: list[int], m: int, rows: slice | list[int]) -> np.ndarray:
+    """Of the tasks on servers `on` (one entry per task), how many are on each of `rows`."""
+    if isinstance(rows, slice):
+        return np.bincount(on, minlength=m)[rows]
+    return np.array([on.count(s) for s in rows], dtype=float)  # a few rows: no (M,) count
+
+
+class PlacementEncoding:
+    """`encode_placement` of a draft kept current as its tasks are placed: a task changes
+    its job's row and its server's row only, so after `draft.place(i, role, server)`,
+    `placed(i, server)` encodes those two again (the same numbers as encoding the whole
+    draft anew; a decision on hundreds of servers places tasks one at a time)."""
+
+    def __init__(self, draft: PlacementDraft, cfg: PlacementObsConfig) -> None:
+        self.draft, self.cfg = draft, cfg
+        self.obs = encode_placement(draft, cfg)
+        """The observation, updated in place."""
+        width = len(draft.snap.catalogue) + len(PLACEMENT_SCALARS)
+        split = cfg.window * width
+        self._jobs = self.obs[:split].reshape(cfg.window, width)
+        self._servers = self.obs[split:].reshape(draft.free.shape[0], -1)
+
+    def placed(self, i: int, server: int) -> None:
+        """Encode job row i and server row `server` again (after a task of job i went
+        there)."""
+        _encode_job(self.draft, self.cfg, i, self._jobs[i])
+        self._servers[server] = _encode_servers(self.draft, self.cfg, [server])[0]

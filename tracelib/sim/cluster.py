@@ -523,6 +523,19 @@ def byte_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first, which.ravel()
 
 
+def row_classes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Classes of the equal rows of a C-contiguous (n, k) array by their bytes (as
+    `byte_rows`: -0.0 and 0.0 differ), numbered as they first appear: each row's class
+    (n,) and each class's first row (K,), ascending. A dict of the rows' bytes: on a few
+    hundred rows, half the time of sorting them."""
+    keys = rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel().tolist()
+    seen: dict[bytes, int] = {}
+    which = np.array([seen.setdefault(key, len(seen)) for key in keys], dtype=np.intp)
+    # The highest class so far rises exactly at each class's first row.
+    first = np.flatnonzero(np.diff(np.maximum.accumulate(which), prepend=-1) > 0)
+    return which, first
+
+
 def _group_typed(
     cap: np.ndarray, free: np.ndarray, types: Sequence[str | None], shared: Mapping[int, Shared]
 ) -> list[tuple[tuple, list[int]]]:
