@@ -364,7 +364,10 @@ class _PairBody(nn.Module):
         ]
         distinct[:, 2 * e + 2 :] = ctx[0].numpy()
         distinct[len(kinds) :] = distinct[0]  # see MIN_ROWS: repeats, never read
-        return self.head(torch.from_numpy(distinct)).numpy()[which]  # (P, 2)
+        x = torch.from_numpy(distinct)
+        for layer in self.head:  # `self.head(x)` without each module call's hook handling
+            x = layer.forward(x)
+        return x.numpy()[which]  # (P, 2)
 
     def cell_logits(self, obs: torch.Tensor, cells: np.ndarray) -> torch.Tensor:
         """(1, obs_dim), (N', M) bool -> (1, 2N'M): `cell_scores` in the action layout, 0
@@ -434,14 +437,14 @@ class PolicyNet(nn.Module):
         self,
         obs: torch.Tensor,
         mask: np.ndarray,
-        row: Callable[[int, int], np.ndarray] | None = None,
+        allows: Callable[[int, int, int], bool] | None = None,
     ) -> int | None:
         """The argmax of `greedy_logits(obs, mask)` (the lowest action among equal logits)
         for one observation (1, obs_dim) and its mask (2N'M,) bool with some action
-        allowed. With `row` (`PlacementDraft.candidates`), `mask` is a superset of the
-        allowed actions and `row(i, role)` (M,) tells which of job row i's `role` actions
-        are: the best action it allows, None if it allows none. The pair head reads the
-        candidates' logits from `cell_scores` without laying out all 2N'M of them."""
+        allowed. With `allows` (`PlacementDraft.candidates`), `mask` is a superset of the
+        allowed actions and `allows(i, role, server)` tells which are: the best action it
+        allows, None if it allows none. The pair head reads the candidates' logits from
+        `cell_scores` without laying out all 2N'M of them."""
         c = self.cfg
         n, m = c.window, c.n_servers
         allowed = np.flatnonzero(mask)  # ascending, as the argmax breaks ties
@@ -454,13 +457,20 @@ class PolicyNet(nn.Module):
             values = scores[at[row_role >> 1, server], row_role & 1]
         else:
             values = self.masked_logits(obs, torch.from_numpy(mask)[None])[0].numpy()[allowed]
-        if row is None:
-            return int(allowed[np.argmax(values)])
+        best = int(np.argmax(values))
+        if allows is None:
+            return int(allowed[best])
+
+        def ok(k: int) -> bool:
+            rr = int(row_role[k])
+            return allows(rr >> 1, rr & 1, int(server[k]))
+
+        if ok(best):  # the common case: the best candidate is allowed
+            return int(allowed[best])
         # Best first, equal logits in action order (a stable sort): the first allowed one is
         # the argmax over the allowed actions.
         for k in np.argsort(-values, kind="stable"):
-            rr = int(row_role[k])
-            if row(rr >> 1, rr & 1)[server[k]]:
+            if ok(k):
                 return int(allowed[k])
         return None
 
@@ -521,12 +531,12 @@ class HarmonyPolicy:
         obs = torch.from_numpy(encoding.obs)[None]  # shares its memory: current at each step
         with torch.no_grad():
             while True:
-                # Only the rows of the best candidates are checked (`PlacementDraft.candidates`):
+                # Only the best candidates are checked (`PlacementDraft.candidates`):
                 # the same action as the argmax over `draft.mask`.
-                candidates, row = draft.candidates(obs_cfg)
+                candidates, allows = draft.candidates(obs_cfg)
                 if not candidates.any():
                     break
-                action = self.net.greedy_action(obs, candidates, row)
+                action = self.net.greedy_action(obs, candidates, allows)
                 if action is None:
                     break
                 i, role, server = actions.decode(action)

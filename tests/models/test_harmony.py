@@ -469,7 +469,7 @@ def test_greedy_inference_scores_each_distinct_pair_once_and_equals_the_masked_l
 
 def test_greedy_action_over_candidates_is_the_argmax_over_the_mask():
     # The policy scores the tasks that fit (`PlacementDraft.candidates`) and counts first
-    # fit only for the rows of its best candidates: its action must be the argmax over the
+    # fit only for its best candidates: its action must be the argmax over the
     # mask (None when the mask allows nothing), also where its best candidates are not
     # allowed.
     rng = np.random.default_rng(0)
@@ -482,8 +482,8 @@ def test_greedy_action_over_candidates_is_the_argmax_over_the_mask():
             net = PolicyNet(HarmonyNetConfig(window=n, n_servers=m))
             obs = torch.rand(1, net.cfg.obs_dim)
             mask = draft.mask(SimpleNamespace(window=n))
-            candidates, row = draft.candidates(SimpleNamespace(window=n))
-            got = net.greedy_action(obs, candidates, row)
+            candidates, allows = draft.candidates(SimpleNamespace(window=n))
+            got = net.greedy_action(obs, candidates, allows)
             if not mask.any():
                 assert got is None
                 nothing += 1

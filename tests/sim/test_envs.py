@@ -350,11 +350,12 @@ def test_placement_mask_of_jobs_alike_and_unlike_is_each_jobs_first_fit(seed):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_placement_candidates_hold_the_mask_and_give_its_rows(seed):
+def test_placement_candidates_hold_the_mask_and_tell_its_entries(seed):
     # `candidates` is what fits one task (a superset of the mask) on the mask's open rows,
-    # and its `row` is the mask's row: a greedy policy that checks only the rows of its
-    # best candidates picks from the mask. Before and after a job has a task placed (then
-    # only that job's rows are open).
+    # and `allows` is the mask's entry, asked in any order (one server, or the whole row
+    # once an entry was refused): a greedy policy that checks only its best candidates
+    # picks from the mask. Before and after a job has a task placed (then only that job's
+    # rows are open).
     rng = np.random.default_rng(seed)
     for _ in range(40):
         draft = queue_draft(rng)
@@ -362,7 +363,7 @@ def test_placement_candidates_hold_the_mask_and_give_its_rows(seed):
         cfg = SimpleNamespace(window=n)
         for _step in range(3):
             mask = draft.mask(cfg).reshape(n, 2, m)
-            candidates, row = draft.candidates(cfg)
+            candidates, allows = draft.candidates(cfg)
             candidates = candidates.reshape(n, 2, m)
             pending = [i for i in range(n) if draft.need[i].any()]
             started = [i for i in pending if draft.placed[i][0] or draft.placed[i][1]]
@@ -375,7 +376,9 @@ def test_placement_candidates_hold_the_mask_and_give_its_rows(seed):
                     if draft.allowed[i][role] is not None:
                         fits &= draft.allowed[i][role]
                     assert candidates[i, role].tolist() == fits.tolist(), (i, role)
-                    assert row(i, role).tolist() == mask[i, role].tolist(), (i, role)
+                    servers = rng.permutation(np.flatnonzero(fits)).tolist()
+                    got = [allows(i, role, s) for s in servers]
+                    assert got == mask[i, role, servers].tolist(), (i, role)
             assert not (mask & ~candidates).any()
             if not mask.any():
                 break

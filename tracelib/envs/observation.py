@@ -29,7 +29,7 @@ it (running jobs and this decision's) / `tasks_scale`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -359,21 +359,26 @@ class PlacementDraft:
         by first fit), so a decision never ends with a half-placed job. First fit can miss
         a packing that exists; the mask is conservative, never permissive."""
         out = np.zeros((cfg.window, 2, self.free.shape[0]), dtype=bool)
-        row = self._mask_rows()
+        # A job's row depends only on the free resources, its demands, what it still needs
+        # and the servers it may use: jobs alike (same model and allocation, as most of a
+        # queue is) share one count (half the rows of a replay's decisions).
+        rows: dict[tuple, np.ndarray] = {}
         for i, role in self._open_rows():
-            out[i, role] = row(i, role)
+            key = self._row_key(i, role)
+            if key not in rows:
+                rows[key] = self._completable(i, role)
+            out[i, role] = rows[key]
         return out.reshape(-1)
 
     def candidates(
         self, cfg: PlacementObsConfig
-    ) -> tuple[np.ndarray, Callable[[int, int], np.ndarray]]:
+    ) -> tuple[np.ndarray, Callable[[int, int, int], bool]]:
         """`mask` in two parts, for a policy that needs only its best allowed action:
         (2 * N' * M,) bool, where the task fits on the server (a superset of `mask`: its
-        rows, without the first-fit check of the job's other tasks), and `row(i, role)`,
-        `mask`'s row (M,) of job i's next task of `role`, counted when first asked. Both
-        hold until the next `place`. Most of `mask`'s cost is the first-fit counts of rows
-        a greedy policy does not pick; with these it counts only the rows of its best
-        candidates."""
+        rows, without the first-fit check of the job's other tasks), and `allows(i, role,
+        server)`, `mask`'s entry of job i's next task of `role` on `server`. Both hold until
+        the next `place`. Most of `mask`'s cost is the first-fit counts of entries a greedy
+        policy does not pick; with these it counts only those of its best candidates."""
         out = np.zeros((cfg.window, 2, self.free.shape[0]), dtype=bool)
         fits: dict[tuple, np.ndarray] = {}
         for i, role in self._open_rows():
@@ -383,30 +388,35 @@ class PlacementDraft:
             if key not in fits:
                 fits[key] = self._fits(i, role)
             out[i, role] = fits[key]
-        return out.reshape(-1), self._mask_rows()
+        # Per row shape (`_row_key`): first fit of the row's other tasks, counted when the
+        # row is first asked; the whole row once one of its entries is refused (the rows a
+        # policy reads past its best candidate, as at a decision's last step, where nothing
+        # is allowed and every row is read).
+        others: dict[tuple, tuple] = {}
+        rows: dict[tuple, np.ndarray] = {}
+
+        def allows(i: int, role: int, server: int) -> bool:
+            key = self._row_key(i, role)
+            row = rows.get(key)
+            if row is not None:
+                return bool(row[server])
+            found = others.get(key)
+            if found is None:
+                found = others[key] = self._others(i, role)
+            if self._completes(i, role, server, found):
+                return True
+            rows[key] = self._completable(i, role, found)
+            return False
+
+        return out.reshape(-1), allows
 
     def _open_rows(self) -> list[tuple[int, int]]:
         """The (job row, role) rows of the mask that may allow something: once a job has
         a task placed, only its own; else every job's with a task of that role to place."""
-        pending = [i for i in range(len(self.jobs)) if self.need[i].any()]
+        need = self.need.tolist()  # plain ints: read per job and role at every step
+        pending = [i for i, (w, p) in enumerate(need) if w or p]
         started = [i for i in pending if self.placed[i][0] or self.placed[i][1]]
-        return [(i, role) for i in started or pending for role in (0, 1) if self.need[i, role] > 0]
-
-    def _mask_rows(self) -> Callable[[int, int], np.ndarray]:
-        """(i, role) -> the mask's row (M,), each counted once for the current state: a
-        job's row depends only on the free resources, its demands, what it still needs and
-        the servers it may use, so jobs alike (same model and allocation, as most of a
-        queue is) share one count (half the rows of a replay's decisions)."""
-        rows: dict[tuple, np.ndarray] = {}
-
-        def row(i: int, role: int) -> np.ndarray:
-            key = self._row_key(i, role)
-            found = rows.get(key)
-            if found is None:
-                found = rows[key] = self._completable(i, role)
-            return found
-
-        return row
+        return [(i, role) for i in started or pending for role in (0, 1) if need[i][role] > 0]
 
     def _row_key(self, i: int, role: int) -> tuple:
         """What job i's mask row of `role` depends on besides the free resources."""
@@ -421,7 +431,7 @@ class PlacementDraft:
             *(None if a is None else a.tobytes() for a in allowed),
         )
 
-    def _completable(self, i: int, role: int) -> np.ndarray:
+    def _completable(self, i: int, role: int, others: tuple | None = None) -> np.ndarray:
         """(M,) bool: job i's next task of `role` fits on server m and the job's other
         remaining tasks still fit after it, by first fit (workers, then PSs, each on the
         lowest-numbered server with room).
@@ -432,28 +442,49 @@ class PlacementDraft:
         most of the time a Harmony decision takes). First fit without the task stops at
         some server; a candidate past it changes no server first fit uses, so it completes
         exactly when first fit without it does: only the candidates up to that server are
-        counted one by one (on a cluster of hundreds of servers, a handful)."""
+        counted one by one (on a cluster of hundreds of servers, a handful). `others`:
+        `_others(i, role)`, where already counted."""
         m = self.free.shape[0]
-        demands = (self.demand(i, 0), self.demand(i, 1))
-        own = demands[role]
-        allowed = self.allowed[i] if self.allowed else (None, None)
-        fits = self._fits(i, role)
-        need = self.need[i].copy()
-        need[role] -= 1
-        cand = np.flatnonzero(fits)
+        cand = np.flatnonzero(self._fits(i, role))
         ok = np.zeros(m, dtype=bool)
         if not len(cand):
             return ok
-        done, last = _first_fit(self.free[None].copy(), demands, need, allowed)
-        if done[0]:
-            ok[cand[cand > last[0]]] = True
-            cand = cand[cand <= last[0]]
+        demands, allowed, need, done, last = others or self._others(i, role)
+        if done:
+            ok[cand[cand > last]] = True
+            cand = cand[cand <= last]
             if not len(cand):
                 return ok
         free = np.broadcast_to(self.free, (len(cand), m, 3)).copy()  # (C, M, 3)
-        free[np.arange(len(cand)), cand] -= own
+        free[np.arange(len(cand)), cand] -= demands[role]
         ok[cand] = _first_fit(free, demands, need, allowed)[0]
         return ok
+
+    def _others(self, i: int, role: int) -> tuple:
+        """First fit of job i's remaining tasks but one of `role`, on the free resources:
+        (its demands, the servers each role may use, what it places, whether all fit,
+        the last server used)."""
+        demands = (self.demand(i, 0), self.demand(i, 1))
+        allowed = self.allowed[i] if self.allowed else (None, None)
+        need = self.need[i].copy()
+        need[role] -= 1
+        done, last = _first_fit(self.free[None].copy(), demands, need, allowed)
+        return demands, allowed, need, bool(done[0]), int(last[0])
+
+    def _completes(self, i: int, role: int, server: int, others: tuple) -> bool:
+        """`_completable(i, role)[server]`, given `_others(i, role)`: the same counts for
+        one server (each row of `_first_fit` is counted on its own)."""
+        demands, allowed, need, done, last = others
+        own = demands[role]
+        if not np.all(self.free[server] >= own - _TOL):
+            return False
+        if allowed[role] is not None and not allowed[role][server]:
+            return False
+        if done and server > last:
+            return True
+        free = self.free[None].copy()  # (1, M, 3)
+        free[0, server] -= own
+        return bool(_first_fit(free, demands, need, allowed)[0][0])
 
     def _fits(self, i: int, role: int) -> np.ndarray:
         """(M,) bool: one task of job i's `role` fits on the server, of a type it may use."""
@@ -499,10 +530,14 @@ def _encode_job(draft: PlacementDraft, cfg: PlacementObsConfig, i: int, row: np.
 
 
 def _encode_servers(
-    draft: PlacementDraft, cfg: PlacementObsConfig, rows: slice | list[int]
+    draft: PlacementDraft,
+    cfg: PlacementObsConfig,
+    rows: slice | list[int],
+    jobs: Sequence[int] | None = None,
 ) -> np.ndarray:
     """The server rows `rows` of the observation, (len(rows), 3 + L [+ 2N']) float32: each
-    entry from its own server alone, so a few rows encode as they do among all."""
+    entry from its own server alone, so a few rows encode as they do among all. `jobs`:
+    the job rows whose tasks on the servers are counted (None: all; the others' are 0)."""
     cap = draft.snap.cluster.capacity[rows]
     held = draft.free[rows]
     free = np.divide(held, cap, out=np.zeros_like(held), where=cap > 0)
@@ -511,7 +546,8 @@ def _encode_servers(
     if cfg.job_placement:
         m = draft.free.shape[0]
         own = np.zeros((len(free), cfg.window, 2))  # (rows, N', worker/PS)
-        for i, (w_on, p_on) in enumerate(draft.placed):
+        for i in range(len(draft.placed)) if jobs is None else jobs:
+            w_on, p_on = draft.placed[i]
             # Most rows have nothing placed yet; counts are whole numbers, exact as floats.
             if w_on or p_on:
                 own[:, i, 0] = _tasks_on(w_on, m, rows)
@@ -547,4 +583,10 @@ class PlacementEncoding:
         """Encode job row i and server row `server` again (after a task of job i went
         there)."""
         _encode_job(self.draft, self.cfg, i, self._jobs[i])
-        self._servers[server] = _encode_servers(self.draft, self.cfg, [server])[0]
+        # The server's resources and tasks, and job i's tasks there: the other jobs' counts
+        # on it are unchanged.
+        row = _encode_servers(self.draft, self.cfg, [server], (i,))[0]
+        width = len(row) - (2 * self.cfg.window if self.cfg.job_placement else 0)
+        ours = slice(width + 2 * i, width + 2 * i + 2) if self.cfg.job_placement else slice(0)
+        self._servers[server, :width] = row[:width]
+        self._servers[server, ours] = row[ours]
