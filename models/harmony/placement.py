@@ -55,7 +55,7 @@ MASKED = torch.finfo(torch.float32).min
 however far training pushes the logits (with a fixed -1e9, logits beyond it let masked
 actions be sampled)."""
 MIN_ROWS = 4
-"""Fewest rows `_PairBody.cell_logits` hands the pair MLP: torch's matrix product of 1 to 3
+"""Fewest rows `_PairBody.cell_scores` hands the pair MLP: torch's matrix product of 1 to 3
 rows takes another kernel than that of more rows, whose sums can differ in the last bit."""
 
 Rule = Callable[[PlacementDraft, int, int, np.ndarray], int]
@@ -369,14 +369,6 @@ class _PairBody(nn.Module):
             x = layer.forward(x)
         return x.numpy()[which]  # (P, 2)
 
-    def cell_logits(self, obs: torch.Tensor, cells: np.ndarray) -> torch.Tensor:
-        """(1, obs_dim), (N', M) bool -> (1, 2N'M): `cell_scores` in the action layout, 0
-        outside `cells` (the caller masks them)."""
-        n, m = self.cfg.window, self.cfg.n_servers
-        out = np.zeros((n, m, 2), dtype=np.float32)
-        out[np.nonzero(cells)] = self.cell_scores(obs, cells)
-        return torch.from_numpy(out.transpose(0, 2, 1).reshape(1, 2 * n * m))
-
     def forward(self, obs: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         """Logits of every action; with `rows` (B, N') bool, only the pairs of those job
         rows are scored and the other rows' logits are 0 (the caller masks them): a
@@ -422,29 +414,19 @@ class PolicyNet(nn.Module):
     def distribution(self, obs: torch.Tensor, mask: torch.Tensor) -> Categorical:
         return Categorical(logits=self.masked_logits(obs, mask))
 
-    def greedy_logits(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """`masked_logits` of one observation (1, obs_dim), (1, 2N'M): the same numbers
-        where `mask` allows. The pair head scores each distinct (job row, server) input the
-        mask allows once (`_PairBody.cell_scores`). Inference only: training's gradients
-        keep `masked_logits`' sums."""
-        if self.cfg.head == "pair":
-            c = self.cfg
-            cells = mask.reshape(c.window, 2, c.n_servers).any(dim=1).numpy()  # (N', M)
-            return self.body.cell_logits(obs, cells).masked_fill(~mask, MASKED)
-        return self.masked_logits(obs, mask)
-
     def greedy_action(
         self,
         obs: torch.Tensor,
         mask: np.ndarray,
         allows: Callable[[int, int, int], bool] | None = None,
     ) -> int | None:
-        """The argmax of `greedy_logits(obs, mask)` (the lowest action among equal logits)
+        """The argmax of `masked_logits(obs, mask)` (the lowest action among equal logits)
         for one observation (1, obs_dim) and its mask (2N'M,) bool with some action
         allowed. With `allows` (`PlacementDraft.candidates`), `mask` is a superset of the
         allowed actions and `allows(i, role, server)` tells which are: the best action it
         allows, None if it allows none. The pair head reads the candidates' logits from
-        `cell_scores` without laying out all 2N'M of them."""
+        `cell_scores` without laying out all 2N'M of them. Inference only: training's
+        gradients keep `masked_logits`' sums."""
         c = self.cfg
         n, m = c.window, c.n_servers
         allowed = np.flatnonzero(mask)  # ascending, as the argmax breaks ties

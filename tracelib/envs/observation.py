@@ -379,7 +379,7 @@ class PlacementDraft:
         server)`, `mask`'s entry of job i's next task of `role` on `server`. Both hold until
         the next `place`. Most of `mask`'s cost is the first-fit counts of entries a greedy
         policy does not pick; with these it counts only those of its best candidates."""
-        out = np.zeros((cfg.window, 2, self.free.shape[0]), dtype=bool)
+        out = np.zeros((cfg.window, 2, self.free.shape[0]), dtype=bool)  # (N', 2, M)
         fits: dict[tuple, np.ndarray] = {}
         for i, role in self._open_rows():
             allowed = self.allowed[i][role] if self.allowed else None
@@ -396,6 +396,8 @@ class PlacementDraft:
         rows: dict[tuple, np.ndarray] = {}
 
         def allows(i: int, role: int, server: int) -> bool:
+            if not out[i, role, server]:  # the task does not fit there (or the row is closed)
+                return False
             key = self._row_key(i, role)
             row = rows.get(key)
             if row is not None:
@@ -403,7 +405,7 @@ class PlacementDraft:
             found = others.get(key)
             if found is None:
                 found = others[key] = self._others(i, role)
-            if self._completes(i, role, server, found):
+            if self._completes(server, role, found):
                 return True
             rows[key] = self._completable(i, role, found)
             return False
@@ -471,19 +473,15 @@ class PlacementDraft:
         done, last = _first_fit(self.free[None].copy(), demands, need, allowed)
         return demands, allowed, need, bool(done[0]), int(last[0])
 
-    def _completes(self, i: int, role: int, server: int, others: tuple) -> bool:
-        """`_completable(i, role)[server]`, given `_others(i, role)`: the same counts for
-        one server (each row of `_first_fit` is counted on its own)."""
+    def _completes(self, server: int, role: int, others: tuple) -> bool:
+        """`_completable(i, role)[server]` for a server where the task fits (`_fits`), given
+        `_others(i, role)`: the same counts for one server (each row of `_first_fit` is
+        counted on its own)."""
         demands, allowed, need, done, last = others
-        own = demands[role]
-        if not np.all(self.free[server] >= own - _TOL):
-            return False
-        if allowed[role] is not None and not allowed[role][server]:
-            return False
         if done and server > last:
             return True
         free = self.free[None].copy()  # (1, M, 3)
-        free[0, server] -= own
+        free[0, server] -= demands[role]
         return bool(_first_fit(free, demands, need, allowed)[0][0])
 
     def _fits(self, i: int, role: int) -> np.ndarray:
